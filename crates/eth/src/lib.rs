@@ -1,0 +1,4 @@
+//! Raw Ethernet transports for lowlat: AF_PACKET frames of lowlat's EtherType and AF_XDP sockets
+//! with lowlat's own XDP program, plus the network-namespace test hosts used to exercise them.
+//!
+//! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.

@@ -1,0 +1,81 @@
+//! Thin, safe wrappers over the few system calls the transports share.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Blocks until one of `fds` is readable (or hung up / in error) or `timeout` passes.
+/// Returns the number of ready descriptors (0 on timeout). Microsecond precision (ppoll).
+pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usize> {
+    const MAX: usize = 8;
+    assert!(fds.len() <= MAX, "poll_readable: at most {MAX} descriptors");
+    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; MAX];
+    for (p, &fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd;
+        p.events = libc::POLLIN;
+    }
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` holds `fds.len()` initialised pollfd structs and outlives the call; `tsp` is
+    // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
+    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(n as usize)
+}
+
+/// Blocks until `fd` is readable or `timeout` passes.
+pub fn wait_readable(fd: &impl AsRawFd, timeout: Option<Duration>) -> io::Result<()> {
+    poll_readable(&[fd.as_raw_fd()], timeout).map(|_| ())
+}
+
+/// Pins the calling thread to one CPU. Errors when the CPU does not exist or is not allowed.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The number of CPUs this process may run on.
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_times_out_then_sees_data() {
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let t = std::time::Instant::now();
+        assert_eq!(poll_readable(&[a.as_raw_fd()], Some(Duration::from_millis(2))).unwrap(), 0);
+        assert!(t.elapsed() >= Duration::from_millis(2));
+        b.send(b"x").unwrap();
+        assert_eq!(poll_readable(&[a.as_raw_fd()], Some(Duration::from_secs(5))).unwrap(), 1);
+    }
+
+    #[test]
+    fn pin_rejects_missing_cpu() {
+        assert!(pin_to_cpu(100_000).is_err());
+        pin_to_cpu(0).unwrap();
+    }
+}

@@ -1,0 +1,229 @@
+//! Spin, then block: the waiting policy every lowlat transport shares.
+//!
+//! Thekkath & Levy (§3.1.2) spin the caller for a while before putting it to sleep, and suggest
+//! choosing from the measured round trip: spin when the answer is likely to come soon, block at
+//! once when it is not. Blocking on this kind of machine costs ~10 µs just to wake an idle CPU, so
+//! a good budget is worth more than any other micro-optimisation on the wait path.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins before it blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpinPolicy {
+    /// Never spin: block at once (`--spin-us 0`).
+    Block,
+    /// Spin for this long, then block (`--spin-us N`).
+    Budget(Duration),
+    /// Spin until the deadline: busy-polling (`--spin-us forever`).
+    Forever,
+    /// Spin for about twice the recently observed wait, capped; block at once when waits are long
+    /// (the default).
+    Adaptive,
+}
+
+impl Default for SpinPolicy {
+    fn default() -> Self {
+        SpinPolicy::Adaptive
+    }
+}
+
+impl SpinPolicy {
+    /// Builds a policy from a number of microseconds (0 = block).
+    pub fn from_micros(us: u64) -> Self {
+        if us == 0 {
+            SpinPolicy::Block
+        } else {
+            SpinPolicy::Budget(Duration::from_micros(us))
+        }
+    }
+}
+
+impl fmt::Display for SpinPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpinPolicy::Block => write!(f, "0"),
+            SpinPolicy::Budget(d) => write!(f, "{}", d.as_micros()),
+            SpinPolicy::Forever => write!(f, "forever"),
+            SpinPolicy::Adaptive => write!(f, "adaptive"),
+        }
+    }
+}
+
+/// The error for a `--spin-us` value that is neither a number, `adaptive` nor `forever`.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid spin budget {0:?}: expected microseconds (0 = always block), `adaptive` or `forever`")]
+pub struct ParseSpinPolicyError(String);
+
+impl FromStr for SpinPolicy {
+    type Err = ParseSpinPolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "adaptive" | "auto" => Ok(SpinPolicy::Adaptive),
+            "forever" | "poll" => Ok(SpinPolicy::Forever),
+            _ => s
+                .parse::<u64>()
+                .map(SpinPolicy::from_micros)
+                .map_err(|_| ParseSpinPolicyError(s.to_string())),
+        }
+    }
+}
+
+/// The adaptive budget never spins longer than this: past it, blocking is cheaper than burning
+/// a CPU that another thread of the same machine could use.
+pub const ADAPTIVE_CAP: Duration = Duration::from_micros(100);
+/// The adaptive budget never spins less than this when it spins at all.
+const ADAPTIVE_FLOOR: Duration = Duration::from_micros(5);
+
+/// A waiter's state: the policy plus, for `Adaptive`, a smoothed estimate of how long waits last.
+#[derive(Clone, Debug)]
+pub struct Spinner {
+    policy: SpinPolicy,
+    /// Exponentially weighted mean of recent waits, in nanoseconds (1/8 gain, as TCP's SRTT).
+    mean_wait_ns: u64,
+}
+
+impl Spinner {
+    pub fn new(policy: SpinPolicy) -> Self {
+        Spinner {
+            policy,
+            // Start by assuming a fast peer: the first few waits teach the truth.
+            mean_wait_ns: 10_000,
+        }
+    }
+
+    pub fn policy(&self) -> SpinPolicy {
+        self.policy
+    }
+
+    /// The spin budget for the next wait.
+    pub fn budget(&self) -> Option<Duration> {
+        match self.policy {
+            SpinPolicy::Block => Some(Duration::ZERO),
+            SpinPolicy::Budget(d) => Some(d),
+            SpinPolicy::Forever => None,
+            SpinPolicy::Adaptive => {
+                let mean = Duration::from_nanos(self.mean_wait_ns);
+                if mean >= ADAPTIVE_CAP {
+                    Some(Duration::ZERO)
+                } else {
+                    Some((mean * 2).clamp(ADAPTIVE_FLOOR, ADAPTIVE_CAP))
+                }
+            }
+        }
+    }
+
+    /// Records how long a completed wait took (from the start of waiting to readiness).
+    pub fn observe(&mut self, waited: Duration) {
+        let w = waited.as_nanos().min(u64::MAX as u128) as u64;
+        // mean += (w - mean) / 8, in integers.
+        self.mean_wait_ns = self.mean_wait_ns - self.mean_wait_ns / 8 + w / 8;
+    }
+
+    /// Spins on `try_op` for the budget, then alternates `block` (which sleeps until the resource
+    /// may be ready or the given timeout passes) with `try_op` until it yields a value or the
+    /// deadline passes. Returns `Ok(None)` on deadline.
+    ///
+    /// `try_op` must never block; `block(None)` means "no deadline".
+    pub fn wait<T, E>(
+        &mut self,
+        deadline: Option<Instant>,
+        mut try_op: impl FnMut() -> Result<Option<T>, E>,
+        mut block: impl FnMut(Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        if let Some(v) = try_op()? {
+            self.observe(Duration::ZERO);
+            return Ok(Some(v));
+        }
+        let start = Instant::now();
+        let spin_until = self.budget().map(|b| start + b);
+        loop {
+            let now = Instant::now();
+            if let Some(d) = deadline {
+                if now >= d {
+                    return Ok(None);
+                }
+            }
+            let spinning = match spin_until {
+                None => true,
+                Some(s) => now < s,
+            };
+            if !spinning {
+                block(deadline.map(|d| d.saturating_duration_since(now)))?;
+            } else {
+                std::hint::spin_loop();
+            }
+            if let Some(v) = try_op()? {
+                self.observe(start.elapsed());
+                return Ok(Some(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cli_values() {
+        assert_eq!("0".parse::<SpinPolicy>().unwrap(), SpinPolicy::Block);
+        assert_eq!(
+            "25".parse::<SpinPolicy>().unwrap(),
+            SpinPolicy::Budget(Duration::from_micros(25))
+        );
+        assert_eq!("forever".parse::<SpinPolicy>().unwrap(), SpinPolicy::Forever);
+        assert_eq!("adaptive".parse::<SpinPolicy>().unwrap(), SpinPolicy::Adaptive);
+        let err = "fast".parse::<SpinPolicy>().unwrap_err().to_string();
+        assert!(err.contains("fast") && err.contains("adaptive"), "{err}");
+    }
+
+    #[test]
+    fn adaptive_budget_follows_observed_waits() {
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            s.observe(Duration::from_micros(8));
+        }
+        let b = s.budget().unwrap();
+        assert!(b >= Duration::from_micros(14) && b <= Duration::from_micros(17), "{b:?}");
+        // Long waits: spinning would only burn the CPU, so the budget drops to zero.
+        for _ in 0..64 {
+            s.observe(Duration::from_millis(5));
+        }
+        assert_eq!(s.budget(), Some(Duration::ZERO));
+        // Short again: it recovers.
+        for _ in 0..200 {
+            s.observe(Duration::from_micros(3));
+        }
+        let b = s.budget().unwrap();
+        assert!(b >= Duration::from_micros(5) && b <= Duration::from_micros(7), "{b:?}");
+    }
+
+    #[test]
+    fn wait_blocks_after_budget_and_honours_deadline() {
+        let mut s = Spinner::new(SpinPolicy::Block);
+        let mut blocks = 0;
+        let r: Result<Option<()>, ()> = s.wait(
+            Some(Instant::now() + Duration::from_millis(5)),
+            || Ok(None),
+            |t| {
+                blocks += 1;
+                std::thread::sleep(t.unwrap().min(Duration::from_millis(1)));
+                Ok(())
+            },
+        );
+        assert_eq!(r, Ok(None));
+        assert!(blocks >= 1);
+        let mut n = 0;
+        let r: Result<Option<u32>, ()> = s.wait(
+            None,
+            || {
+                n += 1;
+                Ok(if n == 3 { Some(7) } else { None })
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(Some(7)));
+    }
+}

@@ -1,0 +1,1 @@
+//! Compiles `.x` interface definitions to Rust from `build.rs`.

@@ -2,3 +2,16 @@
 //! with lowlat's own XDP program, plus the network-namespace test hosts used to exercise them.
 //!
 //! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
+
+pub mod cbpf;
+pub mod error;
+pub mod frame;
+pub mod ifinfo;
+pub mod mac;
+pub mod packet;
+pub mod testhosts;
+
+pub use cbpf::Filter;
+pub use error::{Error, Result};
+pub use mac::Mac;
+pub use packet::{EthConfig, EthSocket};

@@ -1,0 +1,178 @@
+//! Classic BPF socket filters: per-slot demultiplexing in the kernel.
+//!
+//! The runtime opens one channel per call slot; each slot's AF_PACKET socket carries a filter
+//! so that the kernel hands it only replies for its slot (and, optionally, only frames from the
+//! peer), instead of every socket waking for every frame.
+
+use crate::frame::{Kind, HEADER_LEN};
+use crate::mac::Mac;
+
+/// Which frames a socket accepts (beyond being of lowlat's EtherType, which binding ensures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only DATA frames whose lowlat header slot (u16 LE at lowlat-header bytes 6..8) equals
+    /// this; frames of other kinds (discovery, ping) still pass.
+    pub slot: Option<u16>,
+    /// Only frames whose source MAC is this.
+    pub peer: Option<Mac>,
+}
+
+impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.slot.is_none() && self.peer.is_none()
+    }
+}
+
+/// Offset of the lowlat header's slot field in the frame.
+pub const SLOT_OFFSET: u32 = HEADER_LEN as u32 + 6;
+
+const LD_W_ABS: u16 = 0x20;
+const LD_H_ABS: u16 = 0x28;
+const LD_B_ABS: u16 = 0x30;
+const JEQ_K: u16 = 0x15;
+const RET_K: u16 = 0x06;
+
+#[derive(Clone, Copy)]
+enum To {
+    Next,
+    Accept,
+    Drop,
+}
+
+/// One instruction: (code, k, jump if true, jump if false).
+type Ins = (u16, u32, To, To);
+
+/// Compiles `f` into classic BPF instructions (for SOCK_RAW: offsets from the Ethernet header).
+/// A load beyond the frame's end makes classic BPF return 0, so short frames are dropped.
+pub fn compile(f: &Filter) -> Vec<libc::sock_filter> {
+    let mut p: Vec<Ins> = Vec::new();
+    if let Some(m) = f.peer {
+        let hi = u32::from_be_bytes([m.0[0], m.0[1], m.0[2], m.0[3]]);
+        let lo = u16::from_be_bytes([m.0[4], m.0[5]]) as u32;
+        p.push((LD_W_ABS, 6, To::Next, To::Next));
+        p.push((JEQ_K, hi, To::Next, To::Drop));
+        p.push((LD_H_ABS, 10, To::Next, To::Next));
+        p.push((JEQ_K, lo, To::Next, To::Drop));
+    }
+    if let Some(slot) = f.slot {
+        p.push((LD_B_ABS, 14, To::Next, To::Next));
+        p.push((JEQ_K, Kind::Data.to_u8() as u32, To::Next, To::Accept));
+        // Classic BPF loads are big endian; the slot field is little endian.
+        p.push((LD_H_ABS, SLOT_OFFSET, To::Next, To::Next));
+        p.push((JEQ_K, slot.swap_bytes() as u32, To::Next, To::Drop));
+    }
+    let accept = p.len();
+    let drop = p.len() + 1;
+    let mut out: Vec<libc::sock_filter> = p
+        .iter()
+        .enumerate()
+        .map(|(i, &(code, k, jt, jf))| {
+            let off = |t: To| -> u8 {
+                match t {
+                    To::Next => 0,
+                    To::Accept => (accept - i - 1) as u8,
+                    To::Drop => (drop - i - 1) as u8,
+                }
+            };
+            libc::sock_filter {
+                code,
+                jt: off(jt),
+                jf: off(jf),
+                k,
+            }
+        })
+        .collect();
+    out.push(libc::sock_filter {
+        code: RET_K,
+        jt: 0,
+        jf: 0,
+        k: u32::MAX,
+    });
+    out.push(libc::sock_filter {
+        code: RET_K,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    });
+    out
+}
+
+/// Runs a compiled filter over a frame, as the kernel would (only the instructions `compile`
+/// emits); used to test the compiler without a socket.
+#[cfg(test)]
+pub fn interpret(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
+    let mut a: u32 = 0;
+    let mut pc = 0usize;
+    loop {
+        let ins = prog[pc];
+        pc += 1;
+        let k = ins.k as usize;
+        match ins.code {
+            LD_W_ABS | LD_H_ABS | LD_B_ABS => {
+                let n = match ins.code {
+                    LD_W_ABS => 4,
+                    LD_H_ABS => 2,
+                    _ => 1,
+                };
+                if k + n > pkt.len() {
+                    return 0;
+                }
+                a = pkt[k..k + n]
+                    .iter()
+                    .fold(0u32, |acc, &b| (acc << 8) | b as u32);
+            }
+            JEQ_K => pc += if a == ins.k { ins.jt } else { ins.jf } as usize,
+            RET_K => return ins.k,
+            c => panic!("unexpected opcode {c:#x}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::header;
+
+    fn frame(src: Mac, kind: Kind, slot: u16) -> Vec<u8> {
+        let mut lowlat = [0u8; 32];
+        lowlat[..2].copy_from_slice(b"Ll");
+        lowlat[6..8].copy_from_slice(&slot.to_le_bytes());
+        let mut f = header(Mac([9; 6]), src, kind, false, 32).to_vec();
+        f.extend_from_slice(&lowlat);
+        f
+    }
+
+    #[test]
+    fn slot_and_peer() {
+        let peer = Mac([2, 0, 0, 0, 0, 0x42]);
+        let other = Mac([2, 0, 0, 0, 0, 0x43]);
+        let none = compile(&Filter::default());
+        assert_eq!(interpret(&none, &frame(other, Kind::Data, 1)), u32::MAX);
+
+        let f = compile(&Filter {
+            slot: Some(0x0102),
+            peer: Some(peer),
+        });
+        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)), u32::MAX);
+        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0201)), 0);
+        assert_eq!(interpret(&f, &frame(other, Kind::Data, 0x0102)), 0);
+        assert_eq!(
+            interpret(&f, &frame(peer, Kind::DiscoverReply, 7)),
+            u32::MAX
+        );
+        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)[..20]), 0);
+
+        let s = compile(&Filter {
+            slot: Some(5),
+            peer: None,
+        });
+        assert_eq!(interpret(&s, &frame(other, Kind::Data, 5)), u32::MAX);
+        assert_eq!(interpret(&s, &frame(other, Kind::Data, 6)), 0);
+        let p = compile(&Filter {
+            slot: None,
+            peer: Some(peer),
+        });
+        assert_eq!(interpret(&p, &frame(peer, Kind::Ping, 0)), u32::MAX);
+        assert_eq!(interpret(&p, &frame(other, Kind::Ping, 0)), 0);
+    }
+}

@@ -1,0 +1,104 @@
+//! What the transports need to know about an interface: index, MTU and MAC address, read in the
+//! calling thread's network namespace.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::error::{Error, Result};
+use crate::mac::Mac;
+
+/// An interface as seen from the calling thread's network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfInfo {
+    pub name: String,
+    pub index: u32,
+    pub mtu: u32,
+    pub mac: Mac,
+}
+
+fn ifreq_for(name: &str) -> Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
+        return Err(Error::NoInterface {
+            iface: name.to_string(),
+        });
+    }
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn ioctl(fd: &OwnedFd, op: libc::c_ulong, req: &mut libc::ifreq, name: &str) -> Result<()> {
+    // SAFETY: `req` is a live, initialised ifreq with a NUL-terminated name; these SIOCGIF*
+    // requests only write inside it.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), op as _, req as *mut libc::ifreq) };
+    if r < 0 {
+        return Err(Error::os(
+            "reading the interface's settings",
+            "CAP_NET_RAW",
+            name,
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+impl IfInfo {
+    /// Looks the interface up. A missing interface is [`Error::NoInterface`].
+    pub fn get(name: &str) -> Result<IfInfo> {
+        let mut req = ifreq_for(name)?;
+        // SAFETY: plain socket(2) call; the result is checked before use.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(Error::io(
+                "opening a socket to query interfaces",
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        ioctl(&fd, libc::SIOCGIFINDEX, &mut req, name)?;
+        // SAFETY: SIOCGIFINDEX filled the ifru_ifindex member of the union.
+        let index = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
+        ioctl(&fd, libc::SIOCGIFMTU, &mut req, name)?;
+        // SAFETY: SIOCGIFMTU filled the ifru_mtu member.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
+        ioctl(&fd, libc::SIOCGIFHWADDR, &mut req, name)?;
+        // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member.
+        let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
+        let mut mac = [0u8; 6];
+        for (d, s) in mac.iter_mut().zip(hw.sa_data.iter()) {
+            *d = *s as u8;
+        }
+        Ok(IfInfo {
+            name: name.to_string(),
+            index,
+            mtu,
+            mac: Mac(mac),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_missing() {
+        let lo = IfInfo::get("lo").unwrap();
+        assert!(lo.index >= 1 && lo.mtu >= 1280);
+        assert_eq!(lo.mac, Mac([0; 6]));
+        let e = IfInfo::get("nosuchif0").unwrap_err();
+        assert!(matches!(e, Error::NoInterface { .. }), "{e}");
+        assert!(matches!(
+            IfInfo::get("").unwrap_err(),
+            Error::NoInterface { .. }
+        ));
+        assert!(matches!(
+            IfInfo::get("waytoolonginterfacename").unwrap_err(),
+            Error::NoInterface { .. }
+        ));
+    }
+}

@@ -1,0 +1,378 @@
+//! Test hosts: two network namespaces joined by a veth pair, torn down whatever happens.
+//!
+//! Each [`TestHosts`] gets names unique to this process (the PID and a counter are in every
+//! name), addresses 10.77.X.1 and 10.77.X.2/24 that exist only inside its namespaces, and two
+//! layers of cleanup: `Drop` deletes the namespaces (which destroys the veth pair and any XDP
+//! program on it), and a watcher process, holding the read end of a pipe whose write end only
+//! this process has, deletes them when this process dies without running `Drop` (SIGINT,
+//! SIGTERM, SIGKILL, abort). [`sweep_stale`] removes leftovers of dead PIDs from earlier runs.
+//!
+//! Code runs inside a namespace either as a child process ([`Host::command`], which is
+//! `ip netns exec NS ...`) or in-process on a thread that entered the namespace with setns(2)
+//! ([`Host::spawn`]); sockets opened by that thread belong to the namespace for their lifetime.
+
+use std::io::{self, Write};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::ifinfo::IfInfo;
+use crate::mac::Mac;
+
+const NS_PREFIX: &str = "lowlat-";
+const IF_PREFIX: &str = "ll";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// One end of the pair: a namespace holding one veth interface.
+#[derive(Clone, Debug)]
+pub struct Host {
+    /// Network namespace name (`ip netns`).
+    pub ns: String,
+    /// The veth interface inside it.
+    pub iface: String,
+    pub addr: Ipv4Addr,
+    pub mac: Mac,
+}
+
+impl Host {
+    /// `ip netns exec NS program`: a child process inside this namespace. The caller stops it.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns]).arg(program);
+        c
+    }
+
+    /// Runs `f` on a new thread inside this namespace.
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> JoinHandle<Result<T>> {
+        spawn_in_netns(&self.ns, f)
+    }
+}
+
+/// How to build the pair.
+#[derive(Clone, Copy, Debug)]
+pub struct TestHostsConfig {
+    pub mtu: u32,
+}
+
+impl Default for TestHostsConfig {
+    fn default() -> Self {
+        TestHostsConfig { mtu: 1500 }
+    }
+}
+
+/// Two namespaces `a` and `b` joined by a veth pair; deleted on drop.
+#[derive(Debug)]
+pub struct TestHosts {
+    pub a: Host,
+    pub b: Host,
+    pub mtu: u32,
+    watcher: Option<(Child, ChildStdin)>,
+}
+
+/// Whether this process may create namespaces (effective UID 0), or why not.
+pub fn check_root() -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        Ok(())
+    } else {
+        Err(
+            "creating network namespaces and veth pairs needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)"
+                .into(),
+        )
+    }
+}
+
+fn run(args: &[&str]) -> Result<String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Command {
+            cmd: args.join(" "),
+            status: "not started".into(),
+            stderr: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            cmd: args.join(" "),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl TestHosts {
+    /// Creates the pair with a 1500-byte MTU.
+    pub fn new() -> Result<TestHosts> {
+        Self::with_config(TestHostsConfig::default())
+    }
+
+    pub fn with_config(cfg: TestHostsConfig) -> Result<TestHosts> {
+        check_root().map_err(|_| Error::Privilege {
+            op: "creating test namespaces",
+            cap: "root",
+        })?;
+        sweep_stale();
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed) % 10_000;
+        let ns_a = format!("{NS_PREFIX}{pid}-{n}-a");
+        let ns_b = format!("{NS_PREFIX}{pid}-{n}-b");
+        let if_a = format!("{IF_PREFIX}{pid}x{n}a");
+        let if_b = format!("{IF_PREFIX}{pid}x{n}b");
+        debug_assert!(if_a.len() < libc::IFNAMSIZ);
+        let net = (n % 250) as u8;
+        let addr_a = Ipv4Addr::new(10, 77, net, 1);
+        let addr_b = Ipv4Addr::new(10, 77, net, 2);
+
+        // The watcher exists before anything it must remove.
+        let watcher = spawn_watcher(&[&ns_a, &ns_b])?;
+        let mut hosts = TestHosts {
+            a: Host {
+                ns: ns_a,
+                iface: if_a,
+                addr: addr_a,
+                mac: Mac::default(),
+            },
+            b: Host {
+                ns: ns_b,
+                iface: if_b,
+                addr: addr_b,
+                mac: Mac::default(),
+            },
+            mtu: cfg.mtu,
+            watcher: Some(watcher),
+        };
+        hosts.build(cfg)?;
+        Ok(hosts)
+    }
+
+    fn build(&mut self, cfg: TestHostsConfig) -> Result<()> {
+        let mtu = cfg.mtu.to_string();
+        run(&["ip", "netns", "add", &self.a.ns])?;
+        run(&["ip", "netns", "add", &self.b.ns])?;
+        // Created directly inside the namespaces: the pair never exists in the root namespace.
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &self.a.iface,
+            "netns",
+            &self.a.ns,
+            "mtu",
+            &mtu,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.b.iface,
+            "netns",
+            &self.b.ns,
+            "mtu",
+            &mtu,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+        ])?;
+        for h in [&mut self.a, &mut self.b] {
+            let ns = h.ns.clone();
+            let iface = h.iface.clone();
+            let addr = format!("{}/24", h.addr);
+            // IPv6 would add router solicitations and MLD reports to every capture: switch it off.
+            let info = spawn_in_netns(&ns, move || -> Result<IfInfo> {
+                for f in ["all", "default"] {
+                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{f}/disable_ipv6"), "1")
+                        .map_err(|e| Error::io("disabling IPv6 in a test namespace", e))?;
+                }
+                IfInfo::get(&iface)
+            })
+            .join()
+            .map_err(|_| {
+                Error::io(
+                    "configuring a test namespace",
+                    io::Error::other("thread panicked"),
+                )
+            })???;
+            h.mac = info.mac;
+            run(&["ip", "-n", &h.ns, "addr", "add", &addr, "dev", &h.iface])?;
+            run(&["ip", "-n", &h.ns, "link", "set", "dev", "lo", "up"])?;
+            run(&["ip", "-n", &h.ns, "link", "set", "dev", &h.iface, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Whether both namespaces still exist (for tests of the cleanup).
+    pub fn exists(ns: &str) -> bool {
+        std::path::Path::new("/run/netns").join(ns).exists()
+    }
+}
+
+impl Drop for TestHosts {
+    fn drop(&mut self) {
+        for ns in [&self.a.ns, &self.b.ns] {
+            // Deleting the namespace destroys its veth end, the peer with it, and any XDP
+            // program attached to either.
+            let _ = run(&["ip", "netns", "del", ns]);
+        }
+        if let Some((mut child, stdin)) = self.watcher.take() {
+            // Nothing left for it to do: stop it by its PID, then reap it.
+            // SAFETY: kill(2) on the PID of a child we have not yet waited for, so it cannot
+            // have been reused.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn_watcher(namespaces: &[&str]) -> Result<(Child, ChildStdin)> {
+    let mut script = String::from("trap '' INT TERM HUP; read _; ");
+    for ns in namespaces {
+        script.push_str(&format!("ip netns del {ns} 2>/dev/null; "));
+    }
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own process group: a Ctrl-C aimed at the test run must not kill it first.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::io("starting the test-hosts watcher (sh)", e))?;
+    let mut stdin = child.stdin.take().expect("stdin was piped");
+    // Nothing is written until exit; a zero-length write checks the pipe is open.
+    let _ = stdin.write(&[]);
+    Ok((child, stdin))
+}
+
+/// Parses `lowlat-PID-N-a` / `llPIDxNa` names; returns the PID.
+fn owner_pid(name: &str) -> Option<u32> {
+    if let Some(rest) = name.strip_prefix(NS_PREFIX) {
+        let mut it = rest.split('-');
+        let pid = it.next()?.parse().ok()?;
+        it.next()?.parse::<u32>().ok()?;
+        return matches!(it.next(), Some("a" | "b"))
+            .then_some(pid)
+            .filter(|_| it.next().is_none());
+    }
+    let rest = name.strip_prefix(IF_PREFIX)?;
+    let (pid, tail) = rest.split_once('x')?;
+    let n = tail.strip_suffix('a').or_else(|| tail.strip_suffix('b'))?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Removes namespaces and interfaces left behind by earlier runs whose process is gone.
+/// Returns the names removed. Best effort: failures are skipped.
+pub fn sweep_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    if let Ok(list) = std::fs::read_dir("/run/netns") {
+        for e in list.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = owner_pid(&name) {
+                if !pid_alive(pid) && run(&["ip", "netns", "del", &name]).is_ok() {
+                    removed.push(name);
+                }
+            }
+        }
+    }
+    // Only if a run died between creating a pair and moving it could ends sit in the root
+    // namespace; our pairs are created inside their namespaces, so this is belt and braces.
+    if let Ok(list) = std::fs::read_dir("/sys/class/net") {
+        for e in list.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = owner_pid(&name) {
+                if !pid_alive(pid) && run(&["ip", "link", "del", &name]).is_ok() {
+                    removed.push(name);
+                }
+            }
+        }
+    }
+    removed
+}
+
+/// Moves the calling thread into network namespace `ns` (by `ip netns` name).
+pub fn enter_netns(ns: &str) -> Result<()> {
+    let path = std::ffi::CString::new(format!("/run/netns/{ns}")).map_err(|_| Error::BadUri {
+        uri: ns.to_string(),
+        why: "namespace name contains NUL",
+    })?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::io(
+            "opening the network namespace",
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `fd` was just returned by open(2) and nobody else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: setns on a namespace fd we own; CLONE_NEWNET changes only this thread's network
+    // namespace, which is allowed in a multi-threaded process.
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) => Error::Privilege {
+                op: "entering a network namespace",
+                cap: "CAP_SYS_ADMIN",
+            },
+            _ => Error::io("entering the network namespace", e),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `f` on a new thread that first enters network namespace `ns`.
+pub fn spawn_in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<Result<T>> {
+    let ns = ns.to_string();
+    std::thread::Builder::new()
+        .name(format!("netns {ns}"))
+        .spawn(move || {
+            enter_netns(&ns)?;
+            Ok(f())
+        })
+        .expect("spawning a thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_encode_the_pid() {
+        assert_eq!(owner_pid("lowlat-1234-7-a"), Some(1234));
+        assert_eq!(owner_pid("lowlat-1234-7-b"), Some(1234));
+        assert_eq!(owner_pid("ll1234x7b"), Some(1234));
+        for other in [
+            "lowlat-sh-a",
+            "lowlat-1-2-c",
+            "lowlat-1-2-a-x",
+            "ll12x",
+            "eth0",
+            "llx1a",
+            "ll1x1c",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
+        }
+    }
+}

@@ -1,1 +1,27 @@
-//! placeholder being written
+//! lowlat's protocol engine, with no I/O: it is fed frames and the current time, and it returns
+//! frames to send (through a callback given a header and a body), events, and its next timer.
+//!
+//! - [`wire`]: the fixed 32-byte header and the handshake payloads.
+//! - [`client`]: binding ([`Binder`]) and call slots ([`ClientSlot`]) with retransmission.
+//! - [`server`]: sessions, at-most-once execution, duplicate suppression ([`ServerEngine`]).
+//! - [`frag`]: windowed fragmentation with selective retransmission.
+//! - [`rtt`]: retransmission timeouts from measured round trips.
+//!
+//! Because nothing here touches a socket or a clock, loss, duplication, reordering and timeouts
+//! are tested deterministically in virtual time (`tests/sim.rs`). This crate must never depend on
+//! a transport, an async runtime or the operating system.
+
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod frag;
+pub mod rtt;
+pub mod server;
+pub mod wire;
+
+pub use client::{BindError, Binder, CallError, ClientConfig, ClientSlot, Execution, Outcome, Session};
+pub use server::{CallKey, IncomingCall, ProgramVersions, ServerConfig, ServerEngine, ServerStats, Status};
+pub use wire::{ByteOrder, ErrorCode, Header, Kind, Refusal, HEADER_LEN};
+
+/// Largest number of fragments in flight (one acknowledgement bitmap's worth).
+pub const MAX_WINDOW: u16 = 64;

@@ -5,6 +5,8 @@
 //! transport are compared like for like.
 
 pub mod sys;
+pub mod tcp;
+pub mod udp;
 pub mod wait;
 
 pub use wait::{SpinPolicy, Spinner};

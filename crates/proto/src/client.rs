@@ -1,0 +1,546 @@
+//! The client side: the binding handshake ([`Binder`]) and one call slot ([`ClientSlot`]).
+//!
+//! A slot carries one call at a time. Its call number increases with every call; a new call
+//! acknowledges the previous result (implicit acknowledgement), and an idle slot acknowledges
+//! its last result explicitly after a short delay. The client drives every retransmission: the
+//! server only answers, so a server needs no timers per call.
+//!
+//! Contract, as for every engine in this crate: feed frames with `handle`, call `handle_timeout`
+//! when `poll_timeout` has passed, and send what the `out` callback is given (a header and a
+//! body, to be sent as one frame). Nothing here reads a clock or touches a socket.
+
+use core::time::Duration;
+use std::time::Instant;
+
+use crate::frag::{FragReceiver, FragSender};
+use crate::rtt::RttEstimator;
+use crate::MAX_WINDOW;
+use crate::wire::{
+    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE,
+    HEADER_LEN, PROTOCOL_VERSION,
+};
+
+/// Timing knobs of a client.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientConfig {
+    /// Retransmission timeout before any round trip has been measured.
+    pub initial_rto: Duration,
+    /// The timeout never drops below this, however fast the round trips.
+    pub min_rto: Duration,
+    /// Nor grows above this with back-off.
+    pub max_rto: Duration,
+    /// How long an idle slot waits before acknowledging its last result explicitly.
+    pub ack_delay: Duration,
+    /// How often to ask about a call the server said is still running.
+    pub working_probe: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            initial_rto: Duration::from_millis(20),
+            min_rto: Duration::from_millis(1),
+            max_rto: Duration::from_secs(1),
+            ack_delay: Duration::from_millis(20),
+            working_probe: Duration::from_millis(200),
+        }
+    }
+}
+
+/// What the client learnt from binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub token: u64,
+    pub slots: u16,
+    pub window: u16,
+    pub server_order: ByteOrder,
+    pub max_message: u32,
+    pub max_frame: u32,
+    pub generation: u16,
+    pub reliable: bool,
+}
+
+impl Session {
+    /// Body bytes per fragment.
+    pub fn frag_size(&self) -> u32 {
+        self.max_frame - HEADER_LEN as u32
+    }
+}
+
+/// Why a binding failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindError {
+    Refused(Refusal),
+    Timeout { after: Duration },
+    /// The server's answer made no sense (named field).
+    Malformed(&'static str),
+}
+
+/// The binding handshake of one client.
+#[derive(Debug)]
+pub struct Binder {
+    req: BindRequest,
+    started: Instant,
+    deadline: Instant,
+    next_at: Option<Instant>,
+    retries: u32,
+    rtt: RttEstimator,
+}
+
+impl Binder {
+    pub fn new(req: BindRequest, cfg: &ClientConfig, now: Instant, deadline: Instant) -> Binder {
+        Binder {
+            req,
+            started: now,
+            deadline,
+            next_at: None,
+            retries: 0,
+            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+        }
+    }
+
+    fn send(&self, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        let mut h = Header::new(Kind::Bind);
+        h.call_no = self.req.nonce as u32;
+        h.version = PROTOCOL_VERSION;
+        out(&h.to_bytes(), &self.req.emit());
+    }
+
+    pub fn start(&mut self, now: Instant, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        self.send(out);
+        if self.req.flags & BIND_RELIABLE == 0 {
+            self.next_at = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// Feeds a frame; returns the outcome once the server has answered this bind.
+    pub fn handle(&mut self, frame: &[u8]) -> Option<Result<Session, BindError>> {
+        let (h, body) = Header::parse(frame).ok()?;
+        if h.call_no != self.req.nonce as u32 {
+            return None;
+        }
+        match h.kind {
+            Kind::BindOk => {
+                let g = match BindGrant::parse(body) {
+                    Ok(g) => g,
+                    Err(_) => return Some(Err(BindError::Malformed("bind grant"))),
+                };
+                if g.slots == 0 || g.slots > self.req.slots.max(1) {
+                    return Some(Err(BindError::Malformed("slots granted")));
+                }
+                if g.max_frame as usize <= HEADER_LEN || g.max_frame > self.req.max_frame {
+                    return Some(Err(BindError::Malformed("frame size granted")));
+                }
+                if g.window < 2 || g.window > MAX_WINDOW {
+                    return Some(Err(BindError::Malformed("window granted")));
+                }
+                Some(Ok(Session {
+                    token: h.token,
+                    slots: g.slots,
+                    window: g.window,
+                    server_order: g.byte_order,
+                    max_message: g.max_message.min(self.req.max_message),
+                    max_frame: g.max_frame,
+                    generation: g.generation,
+                    reliable: self.req.flags & BIND_RELIABLE != 0,
+                }))
+            }
+            Kind::BindRefused => Some(match BindRefusal::parse(body) {
+                Ok(r) => Err(BindError::Refused(r.0)),
+                Err(_) => Err(BindError::Malformed("bind refusal")),
+            }),
+            _ => None,
+        }
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_at.map_or(self.deadline, |t| t.min(self.deadline)))
+    }
+
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+    ) -> Option<BindError> {
+        if now >= self.deadline {
+            return Some(BindError::Timeout { after: now - self.started });
+        }
+        if let Some(t) = self.next_at {
+            if now >= t {
+                self.retries += 1;
+                self.send(out);
+                self.next_at = Some(now + self.rtt.backed_off(self.retries));
+            }
+        }
+        None
+    }
+}
+
+/// What is known, when a call fails, about whether the procedure ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// Nothing of the call left the client.
+    NotSent,
+    /// The call was sent but nothing came back: it may or may not have run.
+    Unknown,
+    /// The server acknowledged the call (it may have finished running).
+    Started,
+}
+
+impl core::fmt::Display for Execution {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Execution::NotSent => "the call was never sent, so it did not execute",
+            Execution::Unknown => "the server never answered, so the call may or may not have executed",
+            Execution::Started => "the server had received the call, so it may have executed",
+        })
+    }
+}
+
+/// Why a call failed in the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// The per-call deadline passed.
+    Timeout { after: Duration, execution: Execution },
+    /// The server answered with an error.
+    Remote(ErrorCode),
+    /// The server does not know the session. `restarted`: its generation changed.
+    /// `retry_safe`: the call was refused on its first transmission by the same server
+    /// incarnation, so it never ran and may be sent again on a new session.
+    SessionLost { restarted: bool, retry_safe: bool },
+    /// The arguments exceed the session's maximum message size.
+    TooLarge { size: usize, max: u32 },
+}
+
+/// The result of feeding a frame to a busy slot.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// The call completed; the result body (in the frame where it lies, or reassembled).
+    Reply(&'a [u8]),
+    /// The call failed.
+    Failed(CallError),
+}
+
+/// One call slot of a bound client.
+#[derive(Debug)]
+pub struct ClientSlot {
+    session: Session,
+    cfg: ClientConfig,
+    template: Header,
+    rtt: RttEstimator,
+    args: Vec<u8>,
+    tx: FragSender,
+    rx: FragReceiver,
+    rx_started: bool,
+    active: bool,
+    started: Instant,
+    deadline: Instant,
+    rto_at: Option<Instant>,
+    retries: u32,
+    heard: bool,
+    working: bool,
+    ack_due: Option<Instant>,
+    /// Frames that made no sense for this slot (stale, malformed); for diagnostics.
+    pub ignored: u64,
+    /// Retransmissions sent (fragments, probes and stalled acknowledgements).
+    pub retransmissions: u64,
+}
+
+impl ClientSlot {
+    pub fn new(session: Session, slot: u16, cfg: ClientConfig) -> ClientSlot {
+        let mut template = Header::new(Kind::Call);
+        template.slot = slot;
+        template.token = session.token;
+        let now = Instant::now();
+        ClientSlot {
+            session,
+            cfg,
+            template,
+            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            args: Vec::new(),
+            tx: FragSender::default(),
+            rx: FragReceiver::default(),
+            rx_started: false,
+            active: false,
+            started: now,
+            deadline: now,
+            rto_at: None,
+            retries: 0,
+            heard: false,
+            working: false,
+            ack_due: None,
+            ignored: 0,
+            retransmissions: 0,
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub fn slot(&self) -> u16 {
+        self.template.slot
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// The smoothed round trip measured on this slot.
+    pub fn smoothed_rtt(&self) -> Option<Duration> {
+        self.rtt.smoothed()
+    }
+
+    /// The buffer to encode the next call's arguments into (emptied; capacity kept).
+    pub fn args_buf(&mut self) -> &mut Vec<u8> {
+        self.args.clear();
+        &mut self.args
+    }
+
+    fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        let r = self.tx.range(i);
+        let mut h = self.template;
+        h.offset = r.start as u32;
+        h.flags = if req_ack { flags::REQ_ACK } else { 0 } | if retransmit { flags::RETRANSMIT } else { 0 };
+        out(&h.to_bytes(), &self.args[r]);
+    }
+
+    fn send_control(&mut self, kind: Kind, fl: u8, body: &[u8], out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        let mut h = self.template;
+        h.kind = kind;
+        h.flags = fl;
+        h.total_len = body.len() as u32;
+        h.offset = 0;
+        out(&h.to_bytes(), body);
+    }
+
+    /// Sends the call whose arguments are in [`args_buf`](Self::args_buf).
+    pub fn start(
+        &mut self,
+        proc_no: u32,
+        now: Instant,
+        deadline: Instant,
+        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+    ) -> Result<(), CallError> {
+        assert!(!self.active, "a slot carries one call at a time");
+        if self.args.len() > self.session.max_message as usize {
+            return Err(CallError::TooLarge { size: self.args.len(), max: self.session.max_message });
+        }
+        self.template.kind = Kind::Call;
+        self.template.call_no = self.template.call_no.wrapping_add(1);
+        self.template.proc_or_code = proc_no;
+        self.template.total_len = self.args.len() as u32;
+        self.ack_due = None; // this call acknowledges the previous result
+        self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
+        self.rx_started = false;
+        self.active = true;
+        self.started = now;
+        self.deadline = deadline;
+        self.retries = 0;
+        self.heard = false;
+        self.working = false;
+        // The window is at most 64 fragments (enforced at bind), so one burst fits here.
+        let mut pending = [(0u32, false); MAX_WINDOW as usize];
+        let mut n = 0;
+        // Collect first, then emit: `send_new` borrows the sender, emitting borrows the args.
+        self.tx.send_new(|i, r| {
+            pending[n] = (i, r);
+            n += 1;
+        });
+        for &(i, r) in &pending[..n] {
+            self.emit_frag(i, r, false, out);
+        }
+        self.rto_at = if self.session.reliable { None } else { Some(now + self.rtt.rto()) };
+        Ok(())
+    }
+
+    fn finish(&mut self, now: Instant) {
+        self.active = false;
+        self.rto_at = None;
+        if !self.session.reliable {
+            self.ack_due = Some(now + self.cfg.ack_delay);
+        }
+    }
+
+    fn emit_pending(&mut self, pending: &[(u32, bool)], out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        for &(i, r) in pending {
+            self.emit_frag(i, r, true, out);
+        }
+    }
+
+    /// Feeds one received frame.
+    pub fn handle<'a>(
+        &'a mut self,
+        frame: &'a [u8],
+        now: Instant,
+        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+    ) -> Option<Outcome<'a>> {
+        let Ok((h, body)) = Header::parse(frame) else {
+            self.ignored += 1;
+            return None;
+        };
+        if !self.active
+            || h.token != self.session.token
+            || h.slot != self.template.slot
+            || h.call_no != self.template.call_no
+        {
+            self.ignored += 1;
+            return None;
+        }
+        match h.kind {
+            Kind::Result => {
+                self.heard = true;
+                self.tx.mark_all_acked();
+                if h.offset == 0 && body.len() == h.total_len as usize && !self.rx_started {
+                    if self.retries == 0 && !self.working {
+                        self.rtt.sample(now.saturating_duration_since(self.started));
+                    }
+                    self.finish(now);
+                    return Some(Outcome::Reply(body));
+                }
+                if h.total_len > self.session.max_message {
+                    self.ignored += 1;
+                    return None;
+                }
+                if !self.rx_started {
+                    self.rx.reset(h.total_len, self.session.frag_size());
+                    self.rx_started = true;
+                }
+                if self.rx.accept(h.total_len, h.offset, body).is_err() {
+                    self.ignored += 1;
+                    return None;
+                }
+                if self.rx.is_complete() {
+                    self.finish(now);
+                    return Some(Outcome::Reply(self.rx.message()));
+                }
+                self.retries = 0;
+                self.rto_at = self.rto_at.map(|_| now + self.rtt.rto());
+                if h.flags & flags::REQ_ACK != 0 {
+                    self.send_frag_ack(0, out);
+                }
+                None
+            }
+            Kind::Error => {
+                let code = ErrorCode::from_u32(h.proc_or_code);
+                let err = if code == ErrorCode::UnknownSession {
+                    let restarted = h.offset as u16 != self.session.generation;
+                    CallError::SessionLost { restarted, retry_safe: !restarted && self.retries == 0 }
+                } else {
+                    CallError::Remote(code)
+                };
+                self.finish(now);
+                self.ack_due = None; // errors are not kept for acknowledgement on the server
+                Some(Outcome::Failed(err))
+            }
+            Kind::Working => {
+                self.heard = true;
+                self.working = true;
+                self.tx.mark_all_acked();
+                self.retries = 0;
+                if self.rto_at.is_some() {
+                    self.rto_at = Some((now + self.cfg.working_probe.max(self.rtt.rto())).min(self.deadline));
+                }
+                None
+            }
+            Kind::FragAck if !self.rx_started => {
+                let Some(bits) = body.get(..8) else {
+                    self.ignored += 1;
+                    return None;
+                };
+                self.heard = true;
+                let bitmap = u64::from_le_bytes(bits.try_into().unwrap_or([0; 8]));
+                let mut pending = [(0u32, false); 128];
+                let mut n = 0;
+                self.tx.on_ack(h.offset, bitmap, h.flags & flags::STALLED != 0, |i, r| {
+                    if n < pending.len() {
+                        pending[n] = (i, r);
+                        n += 1;
+                    }
+                });
+                self.emit_pending(&pending[..n], out);
+                self.retries = 0;
+                if self.rto_at.is_some() {
+                    self.rto_at = Some(now + self.rtt.rto());
+                }
+                None
+            }
+            _ => {
+                self.ignored += 1;
+                None
+            }
+        }
+    }
+
+    fn send_frag_ack(&mut self, fl: u8, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        let (cum, bitmap) = self.rx.ack_state();
+        let mut h = self.template;
+        h.kind = Kind::FragAck;
+        h.flags = fl;
+        h.total_len = self.rx.total();
+        h.offset = cum;
+        out(&h.to_bytes(), &bitmap.to_le_bytes());
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.active {
+            Some(self.rto_at.map_or(self.deadline, |t| t.min(self.deadline)))
+        } else {
+            self.ack_due
+        }
+    }
+
+    /// Runs timers: retransmission, deadline, delayed acknowledgement.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+    ) -> Option<CallError> {
+        if !self.active {
+            if self.ack_due.is_some_and(|t| now >= t) {
+                self.ack_due = None;
+                self.send_control(Kind::Ack, 0, &[], out);
+            }
+            return None;
+        }
+        if now >= self.deadline {
+            self.active = false;
+            self.rto_at = None;
+            let execution = if self.heard { Execution::Started } else { Execution::Unknown };
+            return Some(CallError::Timeout { after: now - self.started, execution });
+        }
+        let Some(t) = self.rto_at else { return None };
+        if now < t {
+            return None;
+        }
+        self.retries += 1;
+        self.retransmissions += 1;
+        if self.rx_started {
+            self.send_frag_ack(flags::STALLED, out);
+        } else if self.tx.is_complete() {
+            self.send_control(Kind::Probe, 0, &[], out);
+        } else {
+            let mut pending = [(0u32, false); 128];
+            let mut n = 0;
+            self.tx.resend_unacked(|i, r| {
+                if n < pending.len() {
+                    pending[n] = (i, r);
+                    n += 1;
+                }
+            });
+            // A lost tail of a burst shows up as a full collection: ask for an ack on the last.
+            if n > 0 {
+                pending[n - 1].1 = true;
+            }
+            self.emit_pending(&pending[..n], out);
+        }
+        let next = if self.working {
+            self.cfg.working_probe.max(self.rtt.backed_off(self.retries))
+        } else {
+            self.rtt.backed_off(self.retries)
+        };
+        self.rto_at = Some((now + next).min(self.deadline));
+        None
+    }
+}

@@ -1,0 +1,535 @@
+//! lowlat's wire format: one fixed 32-byte header before every message body, and the small
+//! fixed payloads of the binding handshake and fragment acknowledgements.
+//!
+//! The header is little-endian on the wire (the byte order of every machine lowlat runs on today,
+//! so neither side converts it). Message bodies travel in the server's byte order, announced at
+//! bind time; only a client of the other order converts (Thekkath & Levy §3.1).
+//!
+//! Every parser here checks lengths once and then cannot panic; unknown kinds and codes decode to
+//! an `Unknown` variant instead of failing, so a newer peer's frame is reported, not fatal.
+//!
+//! ```text
+//!  0      2    3    4     5    6      8              16        20          24          28        32
+//!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
+//!  |"Ll"  |ver |kind|flags|rsvd| slot | session token| call no | proc/code | total len | offset  |
+//!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
+//! ```
+
+/// Size of the fixed header that precedes every body.
+pub const HEADER_LEN: usize = 32;
+/// First two bytes of every lowlat frame.
+pub const MAGIC: [u8; 2] = *b"Ll";
+/// The protocol version this engine speaks.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Header flag bits.
+pub mod flags {
+    /// The sender asks for a fragment acknowledgement now (sent on every half-window and on the
+    /// last fragment of a burst).
+    pub const REQ_ACK: u8 = 1;
+    /// This frame is a retransmission (diagnostics only).
+    pub const RETRANSMIT: u8 = 2;
+    /// On a fragment acknowledgement: the receiver heard nothing for a whole timeout, so every
+    /// unacknowledged fragment should be sent again.
+    pub const STALLED: u8 = 4;
+}
+
+/// What a frame is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Client asks for a session (payload: [`BindRequest`]).
+    Bind,
+    /// Server grants a session (payload: [`BindGrant`]; token in the header).
+    BindOk,
+    /// Server refuses a session (payload: [`BindRefusal`]).
+    BindRefused,
+    /// A call, or one fragment of it.
+    Call,
+    /// A result, or one fragment of it.
+    Result,
+    /// Client acknowledges a result explicitly (an idle slot's result, after a short delay).
+    Ack,
+    /// Server: the call arrived and is still running; keep waiting.
+    Working,
+    /// Server: the call failed (code in the proc field: [`ErrorCode`]).
+    Error,
+    /// Fragment acknowledgement (cumulative count in `offset`, bitmap of the next 64 in the body).
+    FragAck,
+    /// Client asks what became of a call whose fragments were all acknowledged.
+    Probe,
+    /// A kind this version does not know.
+    Unknown(u8),
+}
+
+impl Kind {
+    pub fn to_u8(self) -> u8 {
+        match self {
+            Kind::Bind => 1,
+            Kind::BindOk => 2,
+            Kind::BindRefused => 3,
+            Kind::Call => 4,
+            Kind::Result => 5,
+            Kind::Ack => 6,
+            Kind::Working => 7,
+            Kind::Error => 8,
+            Kind::FragAck => 9,
+            Kind::Probe => 10,
+            Kind::Unknown(k) => k,
+        }
+    }
+
+    pub fn from_u8(k: u8) -> Kind {
+        match k {
+            1 => Kind::Bind,
+            2 => Kind::BindOk,
+            3 => Kind::BindRefused,
+            4 => Kind::Call,
+            5 => Kind::Result,
+            6 => Kind::Ack,
+            7 => Kind::Working,
+            8 => Kind::Error,
+            9 => Kind::FragAck,
+            10 => Kind::Probe,
+            k => Kind::Unknown(k),
+        }
+    }
+}
+
+/// Why a call failed on the server (carried in the proc field of an `Error` frame).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The program has no procedure with this number.
+    UnknownProcedure,
+    /// The procedure could not decode its arguments.
+    GarbageArgs,
+    /// The procedure failed.
+    ServerError,
+    /// The session token is not (or no longer) known to the server; the frame's offset field
+    /// carries the server's generation, so a restarted server can be told from an expired session.
+    UnknownSession,
+    /// The message is larger than the session's maximum.
+    TooLarge,
+    /// A code this version does not know.
+    Unknown(u32),
+}
+
+impl ErrorCode {
+    pub fn to_u32(self) -> u32 {
+        match self {
+            ErrorCode::UnknownProcedure => 1,
+            ErrorCode::GarbageArgs => 2,
+            ErrorCode::ServerError => 3,
+            ErrorCode::UnknownSession => 4,
+            ErrorCode::TooLarge => 5,
+            ErrorCode::Unknown(c) => c,
+        }
+    }
+
+    pub fn from_u32(c: u32) -> ErrorCode {
+        match c {
+            1 => ErrorCode::UnknownProcedure,
+            2 => ErrorCode::GarbageArgs,
+            3 => ErrorCode::ServerError,
+            4 => ErrorCode::UnknownSession,
+            5 => ErrorCode::TooLarge,
+            c => ErrorCode::Unknown(c),
+        }
+    }
+}
+
+/// Why a frame could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("frame of {len} bytes is shorter than the {HEADER_LEN}-byte lowlat header")]
+    Truncated { len: usize },
+    #[error("not a lowlat frame: magic {found:02x?}, expected {MAGIC:02x?}")]
+    BadMagic { found: [u8; 2] },
+    #[error("{what} payload of {len} bytes is shorter than its {need} bytes")]
+    ShortPayload { what: &'static str, len: usize, need: usize },
+}
+
+/// The fixed header, as plain fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u8,
+    pub kind: Kind,
+    pub flags: u8,
+    pub slot: u16,
+    pub token: u64,
+    pub call_no: u32,
+    /// Procedure number on calls; [`ErrorCode`] on errors; unused otherwise.
+    pub proc_or_code: u32,
+    /// Length of the whole message this frame is part of.
+    pub total_len: u32,
+    /// Byte offset of this fragment in the message (on `FragAck`: the cumulative fragment count;
+    /// on an `UnknownSession` error: the server generation).
+    pub offset: u32,
+}
+
+mod field {
+    use core::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const VERSION: usize = 2;
+    pub const KIND: usize = 3;
+    pub const FLAGS: usize = 4;
+    pub const SLOT: Range<usize> = 6..8;
+    pub const TOKEN: Range<usize> = 8..16;
+    pub const CALL_NO: Range<usize> = 16..20;
+    pub const PROC: Range<usize> = 20..24;
+    pub const TOTAL: Range<usize> = 24..28;
+    pub const OFFSET: Range<usize> = 28..32;
+}
+
+fn u16_at(b: &[u8], r: core::ops::Range<usize>) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[r]);
+    u16::from_le_bytes(a)
+}
+fn u32_at(b: &[u8], r: core::ops::Range<usize>) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[r]);
+    u32::from_le_bytes(a)
+}
+fn u64_at(b: &[u8], r: core::ops::Range<usize>) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[r]);
+    u64::from_le_bytes(a)
+}
+
+impl Header {
+    /// A header with the given kind and every other field zero.
+    pub const fn new(kind: Kind) -> Header {
+        Header {
+            version: PROTOCOL_VERSION,
+            kind,
+            flags: 0,
+            slot: 0,
+            token: 0,
+            call_no: 0,
+            proc_or_code: 0,
+            total_len: 0,
+            offset: 0,
+        }
+    }
+
+    /// Splits a frame into its header and body.
+    pub fn parse(frame: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        if frame.len() < HEADER_LEN {
+            return Err(WireError::Truncated { len: frame.len() });
+        }
+        if frame[field::MAGIC] != MAGIC {
+            return Err(WireError::BadMagic { found: [frame[0], frame[1]] });
+        }
+        let h = Header {
+            version: frame[field::VERSION],
+            kind: Kind::from_u8(frame[field::KIND]),
+            flags: frame[field::FLAGS],
+            slot: u16_at(frame, field::SLOT),
+            token: u64_at(frame, field::TOKEN),
+            call_no: u32_at(frame, field::CALL_NO),
+            proc_or_code: u32_at(frame, field::PROC),
+            total_len: u32_at(frame, field::TOTAL),
+            offset: u32_at(frame, field::OFFSET),
+        };
+        Ok((h, &frame[HEADER_LEN..]))
+    }
+
+    /// Writes the header's 32 bytes.
+    pub fn emit(&self, out: &mut [u8; HEADER_LEN]) {
+        out[field::MAGIC].copy_from_slice(&MAGIC);
+        out[field::VERSION] = self.version;
+        out[field::KIND] = self.kind.to_u8();
+        out[field::FLAGS] = self.flags;
+        out[5] = 0;
+        out[field::SLOT].copy_from_slice(&self.slot.to_le_bytes());
+        out[field::TOKEN].copy_from_slice(&self.token.to_le_bytes());
+        out[field::CALL_NO].copy_from_slice(&self.call_no.to_le_bytes());
+        out[field::PROC].copy_from_slice(&self.proc_or_code.to_le_bytes());
+        out[field::TOTAL].copy_from_slice(&self.total_len.to_le_bytes());
+        out[field::OFFSET].copy_from_slice(&self.offset.to_le_bytes());
+    }
+
+    /// The header as bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        self.emit(&mut b);
+        b
+    }
+}
+
+/// Byte order of a peer's message bodies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    Little,
+    Big,
+}
+
+impl ByteOrder {
+    /// The order of the machine this code runs on.
+    pub const fn native() -> ByteOrder {
+        if cfg!(target_endian = "big") {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+    fn to_u8(self) -> u8 {
+        match self {
+            ByteOrder::Little => 0,
+            ByteOrder::Big => 1,
+        }
+    }
+    fn from_u8(b: u8) -> ByteOrder {
+        if b == 1 {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+}
+
+/// Bind flag: the client's transport is a reliable stream (TCP, shared memory), so neither side
+/// retransmits and the server keeps no results for duplicate suppression.
+pub const BIND_RELIABLE: u8 = 1;
+
+/// The body of a `Bind` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindRequest {
+    pub program: u32,
+    pub version: u32,
+    /// Lowest and highest protocol versions the client speaks.
+    pub proto_min: u8,
+    pub proto_max: u8,
+    pub byte_order: ByteOrder,
+    pub flags: u8,
+    /// Largest message (arguments or result) the client wants to exchange.
+    pub max_message: u32,
+    /// Largest frame (header + body) the client's transport carries.
+    pub max_frame: u32,
+    /// Call slots wanted.
+    pub slots: u16,
+    /// Fragments in flight wanted.
+    pub window: u16,
+    /// Random per-bind value, so a retransmitted `Bind` gets the same session.
+    pub nonce: u64,
+}
+
+impl BindRequest {
+    pub const LEN: usize = 32;
+
+    pub fn emit(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..4].copy_from_slice(&self.program.to_le_bytes());
+        b[4..8].copy_from_slice(&self.version.to_le_bytes());
+        b[8] = self.proto_min;
+        b[9] = self.proto_max;
+        b[10] = self.byte_order.to_u8();
+        b[11] = self.flags;
+        b[12..16].copy_from_slice(&self.max_message.to_le_bytes());
+        b[16..20].copy_from_slice(&self.max_frame.to_le_bytes());
+        b[20..22].copy_from_slice(&self.slots.to_le_bytes());
+        b[22..24].copy_from_slice(&self.window.to_le_bytes());
+        b[24..32].copy_from_slice(&self.nonce.to_le_bytes());
+        b
+    }
+
+    pub fn parse(b: &[u8]) -> Result<BindRequest, WireError> {
+        if b.len() < Self::LEN {
+            return Err(WireError::ShortPayload { what: "bind", len: b.len(), need: Self::LEN });
+        }
+        Ok(BindRequest {
+            program: u32_at(b, 0..4),
+            version: u32_at(b, 4..8),
+            proto_min: b[8],
+            proto_max: b[9],
+            byte_order: ByteOrder::from_u8(b[10]),
+            flags: b[11],
+            max_message: u32_at(b, 12..16),
+            max_frame: u32_at(b, 16..20),
+            slots: u16_at(b, 20..22),
+            window: u16_at(b, 22..24),
+            nonce: u64_at(b, 24..32),
+        })
+    }
+}
+
+/// The body of a `BindOk` frame (the session token is in the header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindGrant {
+    pub slots: u16,
+    pub window: u16,
+    pub byte_order: ByteOrder,
+    pub max_message: u32,
+    pub max_frame: u32,
+    /// The server's generation (also the top 16 bits of the token).
+    pub generation: u16,
+}
+
+impl BindGrant {
+    pub const LEN: usize = 16;
+
+    pub fn emit(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..2].copy_from_slice(&self.slots.to_le_bytes());
+        b[2..4].copy_from_slice(&self.window.to_le_bytes());
+        b[4] = self.byte_order.to_u8();
+        b[6..8].copy_from_slice(&self.generation.to_le_bytes());
+        b[8..12].copy_from_slice(&self.max_message.to_le_bytes());
+        b[12..16].copy_from_slice(&self.max_frame.to_le_bytes());
+        b
+    }
+
+    pub fn parse(b: &[u8]) -> Result<BindGrant, WireError> {
+        if b.len() < Self::LEN {
+            return Err(WireError::ShortPayload { what: "bind grant", len: b.len(), need: Self::LEN });
+        }
+        Ok(BindGrant {
+            slots: u16_at(b, 0..2),
+            window: u16_at(b, 2..4),
+            byte_order: ByteOrder::from_u8(b[4]),
+            generation: u16_at(b, 6..8),
+            max_message: u32_at(b, 8..12),
+            max_frame: u32_at(b, 12..16),
+        })
+    }
+}
+
+/// Why the server refused a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The server does not serve this program.
+    UnknownProgram { program: u32 },
+    /// The server serves the program, but only versions `low..=high`.
+    VersionMismatch { low: u32, high: u32 },
+    /// The server's session table is full.
+    TooManySessions,
+    /// The server speaks protocol versions `low..=high` only.
+    ProtocolMismatch { low: u8, high: u8 },
+    /// The bind request was malformed.
+    Malformed,
+    /// A reason this version does not know.
+    Unknown(u32),
+}
+
+/// The body of a `BindRefused` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindRefusal(pub Refusal);
+
+impl BindRefusal {
+    pub const LEN: usize = 12;
+
+    pub fn emit(&self) -> [u8; Self::LEN] {
+        let (code, a, b) = match self.0 {
+            Refusal::UnknownProgram { program } => (1, program, 0),
+            Refusal::VersionMismatch { low, high } => (2, low, high),
+            Refusal::TooManySessions => (3, 0, 0),
+            Refusal::ProtocolMismatch { low, high } => (4, low as u32, high as u32),
+            Refusal::Malformed => (5, 0, 0),
+            Refusal::Unknown(c) => (c, 0, 0),
+        };
+        let mut out = [0u8; Self::LEN];
+        out[0..4].copy_from_slice(&u32::to_le_bytes(code));
+        out[4..8].copy_from_slice(&a.to_le_bytes());
+        out[8..12].copy_from_slice(&b.to_le_bytes());
+        out
+    }
+
+    pub fn parse(b: &[u8]) -> Result<BindRefusal, WireError> {
+        if b.len() < Self::LEN {
+            return Err(WireError::ShortPayload { what: "bind refusal", len: b.len(), need: Self::LEN });
+        }
+        let (code, x, y) = (u32_at(b, 0..4), u32_at(b, 4..8), u32_at(b, 8..12));
+        Ok(BindRefusal(match code {
+            1 => Refusal::UnknownProgram { program: x },
+            2 => Refusal::VersionMismatch { low: x, high: y },
+            3 => Refusal::TooManySessions,
+            4 => Refusal::ProtocolMismatch { low: x.min(255) as u8, high: y.min(255) as u8 },
+            5 => Refusal::Malformed,
+            c => Refusal::Unknown(c),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_has_fixed_layout() {
+        let h = Header {
+            version: 1,
+            kind: Kind::Call,
+            flags: flags::REQ_ACK,
+            slot: 0x0102,
+            token: 0x1122_3344_5566_7788,
+            call_no: 9,
+            proc_or_code: 4,
+            total_len: 1440,
+            offset: 0,
+        };
+        let b = h.to_bytes();
+        assert_eq!(&b[0..8], &[b'L', b'l', 1, 4, 1, 0, 0x02, 0x01]);
+        assert_eq!(&b[8..16], &0x1122_3344_5566_7788u64.to_le_bytes());
+        let mut frame = b.to_vec();
+        frame.extend_from_slice(b"body");
+        let (p, body) = Header::parse(&frame).unwrap();
+        assert_eq!(p, h);
+        assert_eq!(body, b"body");
+    }
+
+    #[test]
+    fn header_rejects_short_and_foreign_frames() {
+        assert_eq!(Header::parse(&[0u8; 31]), Err(WireError::Truncated { len: 31 }));
+        let mut b = Header::new(Kind::Ack).to_bytes();
+        b[0] = b'X';
+        assert_eq!(Header::parse(&b), Err(WireError::BadMagic { found: [b'X', b'l'] }));
+        let e = WireError::Truncated { len: 3 }.to_string();
+        assert!(e.contains("3 bytes"), "{e}");
+    }
+
+    #[test]
+    fn unknown_codes_decode_instead_of_failing() {
+        let mut b = Header::new(Kind::Ack).to_bytes();
+        b[3] = 200;
+        assert_eq!(Header::parse(&b).unwrap().0.kind, Kind::Unknown(200));
+        assert_eq!(ErrorCode::from_u32(77), ErrorCode::Unknown(77));
+        assert_eq!(BindRefusal::parse(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap().0, Refusal::Unknown(9));
+    }
+
+    #[test]
+    fn payloads_round_trip() {
+        let r = BindRequest {
+            program: 7,
+            version: 2,
+            proto_min: 1,
+            proto_max: 1,
+            byte_order: ByteOrder::Big,
+            flags: BIND_RELIABLE,
+            max_message: 4 << 20,
+            max_frame: 1472,
+            slots: 8,
+            window: 32,
+            nonce: 42,
+        };
+        assert_eq!(BindRequest::parse(&r.emit()).unwrap(), r);
+        let g = BindGrant {
+            slots: 8,
+            window: 16,
+            byte_order: ByteOrder::Little,
+            max_message: 99,
+            max_frame: 1000,
+            generation: 0xBEEF,
+        };
+        assert_eq!(BindGrant::parse(&g.emit()).unwrap(), g);
+        for refusal in [
+            Refusal::UnknownProgram { program: 5 },
+            Refusal::VersionMismatch { low: 1, high: 3 },
+            Refusal::TooManySessions,
+            Refusal::ProtocolMismatch { low: 1, high: 1 },
+            Refusal::Malformed,
+        ] {
+            assert_eq!(BindRefusal::parse(&BindRefusal(refusal).emit()).unwrap().0, refusal);
+        }
+        assert!(matches!(BindRequest::parse(&[0; 10]), Err(WireError::ShortPayload { need: 32, .. })));
+    }
+}

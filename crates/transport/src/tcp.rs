@@ -1,0 +1,566 @@
+//! TCP: frames prefixed with their length (u32, little-endian), TCP_NODELAY always.
+//!
+//! A client channel is one connection. A server is one thread over many connections: it spins on
+//! `epoll_wait(0)` and blocks in `epoll_wait(timeout)`, and never blocks on a write: output that
+//! does not fit in the socket is queued per connection and flushed when writable, and a peer that
+//! stops reading is disconnected once its queue passes a limit, so it cannot stall the others.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Bytes of the length prefix.
+pub const PREFIX: usize = 4;
+
+/// Why a stream of frames could not be read.
+fn bad_frame(len: usize, max: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("peer sent a {len}-byte frame, larger than the {max}-byte maximum"),
+    )
+}
+
+/// Reassembles length-prefixed frames from a byte stream.
+#[derive(Debug, Default)]
+struct FrameReader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl FrameReader {
+    /// The next complete frame's range in `buf`, if one is buffered.
+    fn complete(&self, max: usize) -> io::Result<Option<(usize, usize)>> {
+        let avail = self.end - self.start;
+        if avail < PREFIX {
+            return Ok(None);
+        }
+        let mut p = [0u8; PREFIX];
+        p.copy_from_slice(&self.buf[self.start..self.start + PREFIX]);
+        let len = u32::from_le_bytes(p) as usize;
+        if len > max {
+            return Err(bad_frame(len, max));
+        }
+        if avail < PREFIX + len {
+            return Ok(None);
+        }
+        Ok(Some((self.start + PREFIX, len)))
+    }
+
+    /// Reads what the socket has and returns the next frame, copied into `out`.
+    /// `Ok(None)`: no complete frame yet. `UnexpectedEof`: the peer closed.
+    fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>, max: usize) -> io::Result<Option<()>> {
+        loop {
+            if let Some((at, len)) = self.complete(max)? {
+                out.clear();
+                out.extend_from_slice(&self.buf[at..at + len]);
+                self.start = at + len;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                }
+                return Ok(Some(()));
+            }
+            // Make room: move the partial frame to the front, grow to hold a whole one.
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let want = if self.end >= PREFIX {
+                let mut p = [0u8; PREFIX];
+                p.copy_from_slice(&self.buf[..PREFIX]);
+                PREFIX + u32::from_le_bytes(p) as usize
+            } else {
+                PREFIX + 64 * 1024
+            };
+            if self.buf.len() < want.max(PREFIX + 64 * 1024) {
+                self.buf.resize(want.max(PREFIX + 64 * 1024), 0);
+            }
+            match sock.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Writes `prefix + head + body` with as few system calls as possible; returns bytes written.
+fn write_frame(sock: &mut TcpStream, prefix: &[u8; PREFIX], head: &[u8], body: &[u8], skip: usize) -> io::Result<usize> {
+    let parts = [&prefix[..], head, body];
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let mut done = skip;
+    while done < total {
+        let mut iov: [IoSlice; 3] = [IoSlice::new(&[]), IoSlice::new(&[]), IoSlice::new(&[])];
+        let mut n = 0;
+        let mut off = done;
+        for p in parts {
+            if off >= p.len() {
+                off -= p.len();
+                continue;
+            }
+            iov[n] = IoSlice::new(&p[off..]);
+            off = 0;
+            n += 1;
+        }
+        match sock.write_vectored(&iov[..n]) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed while writing")),
+            Ok(w) => done += w,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(done),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn prefix_of(head: &[u8], body: &[u8]) -> [u8; PREFIX] {
+    ((head.len() + body.len()) as u32).to_le_bytes()
+}
+
+/// A client's TCP channel: one connection.
+#[derive(Debug)]
+pub struct TcpChannel {
+    sock: TcpStream,
+    reader: FrameReader,
+    max_frame: usize,
+}
+
+impl TcpChannel {
+    pub fn connect(peer: SocketAddr, max_frame: usize, timeout: Duration) -> io::Result<TcpChannel> {
+        let sock = TcpStream::connect_timeout(&peer, timeout)
+            .map_err(|e| io::Error::new(e.kind(), format!("connect TCP {peer}: {e}")))?;
+        sock.set_nodelay(true)?;
+        sock.set_nonblocking(true)?;
+        Ok(TcpChannel { sock, reader: FrameReader::default(), max_frame })
+    }
+
+    /// Sends one frame, blocking (in poll) while the socket is full; fails if the peer is gone.
+    pub fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        let prefix = prefix_of(head, body);
+        let total = PREFIX + head.len() + body.len();
+        let mut done = 0;
+        loop {
+            done = write_frame(&mut self.sock, &prefix, head, body, done)?;
+            if done == total {
+                return Ok(());
+            }
+            poll_writable(self.sock.as_raw_fd(), Some(Duration::from_millis(100)))?;
+        }
+    }
+
+    /// Receives one frame into `out` without blocking. `UnexpectedEof` when the server closed.
+    pub fn try_recv(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>> {
+        self.reader.next(&mut self.sock, out, self.max_frame)
+    }
+}
+
+impl AsRawFd for TcpChannel {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+fn poll_writable(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    // SAFETY: one live pollfd, count 1.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Identifies one connection of a [`TcpEndpoint`] (never reused while the endpoint lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    index: u32,
+    generation: u32,
+}
+
+#[derive(Debug)]
+struct Conn {
+    sock: TcpStream,
+    generation: u32,
+    reader: FrameReader,
+    /// Output the socket did not take yet.
+    queued: Vec<u8>,
+    peer: SocketAddr,
+}
+
+/// What the endpoint has for its owner.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TcpEvent {
+    /// A frame arrived (copied into the caller's buffer).
+    Frame(ConnId),
+    /// The connection closed or broke (and was released).
+    Closed(ConnId),
+}
+
+const LISTENER_TOKEN: u64 = u64::MAX;
+const WAKER_TOKEN: u64 = u64::MAX - 1;
+
+/// A server's TCP side: a listener and its connections, driven by one thread.
+#[derive(Debug)]
+pub struct TcpEndpoint {
+    listener: TcpListener,
+    local: SocketAddr,
+    epoll: RawFd,
+    conns: Vec<Option<Conn>>,
+    generations: u32,
+    ready: Vec<libc::epoll_event>,
+    ready_len: usize,
+    ready_at: usize,
+    /// A connection that may hold more buffered frames.
+    cursor: Option<usize>,
+    closed: Vec<ConnId>,
+    max_frame: usize,
+    /// Output queued for one peer beyond which it is disconnected.
+    pub max_queued: usize,
+}
+
+impl TcpEndpoint {
+    pub fn bind(addr: SocketAddr, max_frame: usize) -> io::Result<TcpEndpoint> {
+        let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        // SAFETY: plain system call; the result is checked.
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epoll < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let ep = TcpEndpoint {
+            listener,
+            local,
+            epoll,
+            conns: Vec::new(),
+            generations: 0,
+            ready: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            ready_len: 0,
+            ready_at: 0,
+            cursor: None,
+            closed: Vec::new(),
+            max_frame,
+            max_queued: 2 * max_frame + (1 << 20),
+        };
+        ep.ctl(libc::EPOLL_CTL_ADD, ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
+        Ok(ep)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Adds a descriptor whose readability should wake `block` (a shutdown or work doorbell).
+    pub fn watch(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, WAKER_TOKEN)
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is live for the call; the epoll fd is owned by self.
+        if unsafe { libc::epoll_ctl(self.epoll, op, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The address of a connection's peer.
+    pub fn peer_addr(&self, id: ConnId) -> Option<SocketAddr> {
+        self.conn(id).map(|c| c.peer)
+    }
+
+    fn conn(&self, id: ConnId) -> Option<&Conn> {
+        self.conns.get(id.index as usize)?.as_ref().filter(|c| c.generation == id.generation)
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((sock, peer)) => {
+                    if sock.set_nodelay(true).and_then(|_| sock.set_nonblocking(true)).is_err() {
+                        continue;
+                    }
+                    let index = match self.conns.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.conns.push(None);
+                            self.conns.len() - 1
+                        }
+                    };
+                    self.generations = self.generations.wrapping_add(1);
+                    let fd = sock.as_raw_fd();
+                    self.conns[index] = Some(Conn {
+                        sock,
+                        generation: self.generations,
+                        reader: FrameReader::default(),
+                        queued: Vec::new(),
+                        peer,
+                    });
+                    if self.ctl(libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
+                        self.conns[index] = None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Out of descriptors or a connection reset before accept: try again later.
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        if let Some(c) = self.conns[index].take() {
+            let _ = self.ctl(libc::EPOLL_CTL_DEL, c.sock.as_raw_fd(), 0, 0);
+            self.closed.push(ConnId { index: index as u32, generation: c.generation });
+        }
+        if self.cursor == Some(index) {
+            self.cursor = None;
+        }
+    }
+
+    fn fetch_ready(&mut self, timeout_ms: i32) -> io::Result<()> {
+        // SAFETY: `ready` has `len` initialised entries the kernel may overwrite.
+        let n = unsafe { libc::epoll_wait(self.epoll, self.ready.as_mut_ptr(), self.ready.len() as i32, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        self.ready_len = n as usize;
+        self.ready_at = 0;
+        Ok(())
+    }
+
+    fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
+        let max = self.max_frame;
+        let c = self.conns.get_mut(index)?.as_mut()?;
+        let id = ConnId { index: index as u32, generation: c.generation };
+        match c.reader.next(&mut c.sock, out, max) {
+            Ok(Some(())) => {
+                self.cursor = Some(index);
+                Some(TcpEvent::Frame(id))
+            }
+            Ok(None) => {
+                if self.cursor == Some(index) {
+                    self.cursor = None;
+                }
+                None
+            }
+            Err(_) => {
+                self.close(index);
+                None
+            }
+        }
+    }
+
+    /// The next event without blocking: a frame (copied into `out`) or a closed connection.
+    pub fn try_next(&mut self, out: &mut Vec<u8>) -> io::Result<Option<TcpEvent>> {
+        loop {
+            if let Some(id) = self.closed.pop() {
+                return Ok(Some(TcpEvent::Closed(id)));
+            }
+            if let Some(i) = self.cursor {
+                if let Some(ev) = self.read_from(i, out) {
+                    return Ok(Some(ev));
+                }
+                continue;
+            }
+            if self.ready_at == self.ready_len {
+                self.fetch_ready(0)?;
+                if self.ready_len == 0 {
+                    return Ok(None);
+                }
+            }
+            let ev = self.ready[self.ready_at];
+            self.ready_at += 1;
+            match ev.u64 {
+                LISTENER_TOKEN => self.accept_all(),
+                WAKER_TOKEN => {}
+                token => {
+                    let index = token as usize;
+                    if ev.events & libc::EPOLLOUT as u32 != 0 {
+                        self.flush(index);
+                    }
+                    if ev.events & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+                        if let Some(e) = self.read_from(index, out) {
+                            return Ok(Some(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Blocks until something may be ready or the timeout passes.
+    pub fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.ready_at < self.ready_len || self.cursor.is_some() || !self.closed.is_empty() {
+            return Ok(());
+        }
+        let ms = timeout.map_or(-1, |t| t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32);
+        self.fetch_ready(ms)
+    }
+
+    /// Sends one frame to a connection; queues what the socket cannot take now. A vanished
+    /// connection is not an error (its calls simply have nobody to answer).
+    pub fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
+        let index = to.index as usize;
+        let max_queued = self.max_queued;
+        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut).filter(|c| c.generation == to.generation)
+        else {
+            return;
+        };
+        let prefix = prefix_of(head, body);
+        let total = PREFIX + head.len() + body.len();
+        let mut failed = false;
+        if c.queued.is_empty() {
+            match write_frame(&mut c.sock, &prefix, head, body, 0) {
+                Ok(n) if n == total => return,
+                Ok(n) => queue_rest(&mut c.queued, &prefix, head, body, n),
+                Err(_) => failed = true,
+            }
+        } else {
+            queue_rest(&mut c.queued, &prefix, head, body, 0);
+        }
+        let fd = c.sock.as_raw_fd();
+        if failed || c.queued.len() > max_queued {
+            self.close(index);
+            return;
+        }
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
+    }
+
+    fn flush(&mut self, index: usize) {
+        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut) else { return };
+        while !c.queued.is_empty() {
+            match c.sock.write(&c.queued) {
+                Ok(n) => {
+                    c.queued.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.close(index);
+                    return;
+                }
+            }
+        }
+        let fd = c.sock.as_raw_fd();
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64);
+    }
+}
+
+fn queue_rest(q: &mut Vec<u8>, prefix: &[u8; PREFIX], head: &[u8], body: &[u8], mut skip: usize) {
+    for p in [&prefix[..], head, body] {
+        if skip >= p.len() {
+            skip -= p.len();
+            continue;
+        }
+        q.extend_from_slice(&p[skip..]);
+        skip = 0;
+    }
+}
+
+impl Drop for TcpEndpoint {
+    fn drop(&mut self) {
+        // SAFETY: the epoll fd is owned by this endpoint and closed once.
+        unsafe { libc::close(self.epoll) };
+    }
+}
+
+impl AsRawFd for TcpEndpoint {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn next_event(ep: &mut TcpEndpoint, out: &mut Vec<u8>) -> TcpEvent {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(e) = ep.try_next(out).unwrap() {
+                return e;
+            }
+            assert!(Instant::now() < deadline, "no event");
+            ep.block(Some(Duration::from_millis(50))).unwrap();
+        }
+    }
+
+    fn recv(ch: &mut TcpChannel, out: &mut Vec<u8>) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if ch.try_recv(out)?.is_some() {
+                return Ok(());
+            }
+            assert!(Instant::now() < deadline, "no frame");
+            crate::sys::wait_readable(ch, Some(Duration::from_millis(50)))?;
+        }
+    }
+
+    #[test]
+    fn frames_cross_in_both_directions_including_large_ones() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 4 << 20).unwrap();
+        let mut ch = TcpChannel::connect(ep.local_addr(), 4 << 20, Duration::from_secs(5)).unwrap();
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
+        let mut out = Vec::new();
+        for body in [&b""[..], b"x", &big[..]] {
+            let id = std::thread::scope(|s| {
+                s.spawn(|| ch.send(b"HEAD", body).unwrap());
+                let ev = next_event(&mut ep, &mut out);
+                let TcpEvent::Frame(id) = ev else { panic!("{ev:?}") };
+                id
+            });
+            assert_eq!(&out[..4], b"HEAD");
+            assert_eq!(&out[4..], body);
+            // The reply may not fit in the socket at once: the endpoint queues it.
+            ep.send(&id, b"R", body);
+            let mut got = Vec::new();
+            std::thread::scope(|s| {
+                let h = s.spawn(|| recv(&mut ch, &mut got).unwrap());
+                // Keep flushing the queue while the client reads.
+                while !h.is_finished() {
+                    let _ = ep.try_next(&mut out).unwrap();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            });
+            assert_eq!(got.len(), 1 + body.len());
+            assert_eq!(&got[1..], body);
+        }
+        drop(ch);
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+    }
+
+    #[test]
+    fn oversized_frame_closes_the_connection() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap();
+        let mut raw = TcpStream::connect(ep.local_addr()).unwrap();
+        raw.write_all(&1000u32.to_le_bytes()).unwrap();
+        let mut out = Vec::new();
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+        // The client sees the close too.
+        let mut ch = TcpChannel::connect(ep.local_addr(), 10, Duration::from_secs(5)).unwrap();
+        let TcpEvent::Frame(id) = ({
+            ch.send(b"", b"hi").unwrap();
+            next_event(&mut ep, &mut out)
+        }) else {
+            panic!()
+        };
+        ep.send(&id, &[0u8; 50], b"");
+        let e = recv(&mut ch, &mut out).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+}

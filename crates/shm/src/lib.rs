@@ -1,4 +1,25 @@
 //! Same-machine transport for lowlat: per-binding call and result rings in a sealed memfd,
 //! handed to the client over a Unix socket that stays open as the liveness channel.
 //!
+//! Layers, each usable alone: [`ring`] (a single-producer single-consumer message ring that a
+//! hostile peer can only make report an error), [`segment`] (one binding's memfd: two rings),
+//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), and
+//! [`pingpong`] (the raw exchange with no RPC layer: this transport's floor).
+//!
+//! Messages are opaque bytes: this crate knows nothing of RPC headers.
 //! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
+
+pub mod channel;
+pub mod error;
+pub mod pingpong;
+pub mod ring;
+pub mod segment;
+pub mod server;
+pub mod sys;
+
+pub use channel::{ChannelConfig, ShmChannel};
+pub use error::{parse_uri, ShmError};
+pub use lowlat_transport::SpinPolicy;
+pub use ring::RingError;
+pub use segment::Layout;
+pub use server::{BindingId, Handler, PeerCred, PeerPolicy, Reply, ServerConfig, ShmServer};

@@ -1,0 +1,246 @@
+//! The client end of a binding: [`ShmChannel`] sends a message into the call ring and hands back
+//! the reply where it lies in the result ring.
+
+use std::cell::RefCell;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lowlat_transport::{SpinPolicy, Spinner};
+
+use crate::error::{io_err, ShmError};
+use crate::ring::{Consumer, Producer, RingError, Wake};
+use crate::segment::{Hello, Segment, Status, HELLO_LEN};
+use crate::sys;
+
+/// A blocked waiter wakes at least this often to check that the peer is still alive: a dead
+/// peer's futex never fires, so this bounds how late its death is noticed.
+pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
+/// A busy-polling waiter checks the liveness socket every this many polls (~1 ms).
+const LIVENESS_POLLS: u32 = 1 << 15;
+
+/// Client-side settings.
+#[derive(Clone, Debug)]
+pub struct ChannelConfig {
+    pub spin: SpinPolicy,
+    /// How long `connect` waits for the server's handshake.
+    pub connect_timeout: Duration,
+    /// The largest reply accepted (larger ones break the binding).
+    pub max_message: usize,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            spin: SpinPolicy::Adaptive,
+            connect_timeout: Duration::from_secs(5),
+            max_message: 16 << 20,
+        }
+    }
+}
+
+/// One binding to a shared-memory server, used by one thread at a time (it is `Send`, not
+/// `Sync`). Protocol-agnostic: messages are opaque bytes.
+///
+/// Usage: [`send`](Self::send) a request, then [`recv`](Self::recv) its reply; the reply's bytes
+/// stay valid until the next `send` or `recv`, which releases them (the next call acknowledges
+/// the previous result).
+#[derive(Debug)]
+pub struct ShmChannel {
+    calls: Producer,
+    results: Consumer,
+    spinner: Spinner,
+    max_message: usize,
+    broken: Option<String>,
+    /// The liveness channel: stays open for the binding's life; hang-up means the server died.
+    sock: UnixStream,
+    _doorbell: OwnedFd,
+    seg: Segment,
+}
+
+impl ShmChannel {
+    /// Connects to the server listening at `path` and maps the binding it hands over.
+    pub fn connect(path: impl AsRef<Path>, config: ChannelConfig) -> Result<ShmChannel, ShmError> {
+        let sock = UnixStream::connect(path).map_err(io_err("connect"))?;
+        sock.set_read_timeout(Some(config.connect_timeout))
+            .map_err(io_err("connect"))?;
+        let mut buf = [0u8; HELLO_LEN + 1];
+        let (n, fds) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(|e| {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                ShmError::Timeout { op: "connect" }
+            } else {
+                ShmError::Io {
+                    op: "connect handshake",
+                    source: e,
+                }
+            }
+        })?;
+        if n == 0 {
+            return Err(ShmError::Handshake {
+                what: "server closed the connection",
+            });
+        }
+        let hello = Hello::decode(&buf[..n]).map_err(|what| ShmError::Handshake { what })?;
+        match hello.status {
+            Status::Refused => {
+                return Err(ShmError::Refused {
+                    uid: hello.uid,
+                    gid: hello.gid,
+                })
+            }
+            Status::Busy => return Err(ShmError::Busy),
+            Status::Accepted => {}
+        }
+        let [memfd, doorbell]: [OwnedFd; 2] = fds.try_into().map_err(|_| ShmError::Handshake {
+            what: "expected a memfd and an eventfd",
+        })?;
+        let seg = Segment::map(&memfd, hello.layout).map_err(|_| ShmError::Handshake {
+            what: "segment layout, size or seals invalid",
+        })?;
+        drop(memfd);
+        Ok(ShmChannel {
+            calls: Producer::new(seg.call(), Wake::Doorbell(doorbell.as_raw_fd())),
+            results: Consumer::new(seg.result(), config.max_message),
+            spinner: Spinner::new(config.spin),
+            max_message: config.max_message,
+            broken: None,
+            sock,
+            _doorbell: doorbell,
+            seg,
+        })
+    }
+
+    /// The largest message that travels as one record (larger ones are streamed).
+    pub fn max_inline(&self) -> usize {
+        self.calls.max_record()
+    }
+
+    pub fn spin_policy(&self) -> SpinPolicy {
+        self.spinner.policy()
+    }
+
+    /// Sends one message gathered from `parts`. Waits (spin, then block) for ring space only
+    /// when the server is behind. A failure after part of a streamed message went out breaks
+    /// the binding.
+    pub fn send(&mut self, parts: &[&[u8]], deadline: Instant) -> Result<(), ShmError> {
+        self.usable()?;
+        self.results.release();
+        let sock = self.sock.as_raw_fd();
+        let spinner = &mut self.spinner;
+        let r = self.calls.send(parts, self.max_message, |p, need| {
+            wait_space(p, need, spinner, deadline, sock)
+        });
+        match r {
+            Err(ShmError::Ring(RingError::TooLarge { .. })) | Ok(()) => r,
+            Err(e) => Err(self.mark_broken(e)),
+        }
+    }
+
+    /// Waits (spin, then block; never past `deadline`) for the next message from the server and
+    /// returns it where it lies. A timeout leaves the binding usable; corruption or hang-up does
+    /// not.
+    pub fn recv(&mut self, deadline: Instant) -> Result<&[u8], ShmError> {
+        self.usable()?;
+        let sock = self.sock.as_raw_fd();
+        let results = RefCell::new(&mut self.results);
+        let mut polls = 0u32;
+        let r = self.spinner.wait(
+            Some(deadline),
+            || {
+                if results.borrow_mut().poll()? {
+                    return Ok(Some(()));
+                }
+                polls = polls.wrapping_add(1);
+                if polls % LIVENESS_POLLS == 0 && sys::hung_up(sock) {
+                    return Err(ShmError::PeerGone);
+                }
+                Ok(None)
+            },
+            |left| {
+                let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
+                let t = Instant::now();
+                results.borrow().block_for_data(slice);
+                check_alive_after(t, slice, sock)
+            },
+        );
+        match r {
+            Ok(Some(())) => Ok(self.results.message()),
+            Ok(None) => Err(ShmError::Timeout { op: "recv" }),
+            Err(e) => Err(self.mark_broken(e)),
+        }
+    }
+
+    /// `send` then `recv`.
+    pub fn call(&mut self, parts: &[&[u8]], deadline: Instant) -> Result<&[u8], ShmError> {
+        self.send(parts, deadline)?;
+        self.recv(deadline)
+    }
+
+    /// The mapped segment, for tests that play a misbehaving client.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// The liveness socket's descriptor (for a caller that multiplexes bindings with poll).
+    pub fn liveness_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn usable(&self) -> Result<(), ShmError> {
+        match &self.broken {
+            Some(why) => Err(ShmError::Broken(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn mark_broken(&mut self, e: ShmError) -> ShmError {
+        self.broken = Some(e.to_string());
+        e
+    }
+}
+
+/// After a blocking slice: if it ran its full length (no wake-up), look at the liveness socket.
+fn check_alive_after(start: Instant, slice: Duration, sock: RawFd) -> Result<(), ShmError> {
+    if start.elapsed() >= slice && sys::hung_up(sock) {
+        return Err(ShmError::PeerGone);
+    }
+    Ok(())
+}
+
+/// Waits until `need` bytes are free in `p`'s ring: spin, then sleep on the consumer index.
+pub(crate) fn wait_space(
+    p: &mut Producer,
+    need: usize,
+    spinner: &mut Spinner,
+    deadline: Instant,
+    sock: RawFd,
+) -> Result<(), ShmError> {
+    let p = RefCell::new(p);
+    let mut polls = 0u32;
+    let r = spinner.wait(
+        Some(deadline),
+        || {
+            if p.borrow_mut().has_room(need)? {
+                return Ok(Some(()));
+            }
+            polls = polls.wrapping_add(1);
+            if polls % LIVENESS_POLLS == 0 && sys::hung_up(sock) {
+                return Err(ShmError::PeerGone);
+            }
+            Ok(None)
+        },
+        |left| {
+            let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
+            let t = Instant::now();
+            p.borrow_mut().block_for_space(slice);
+            check_alive_after(t, slice, sock)
+        },
+    )?;
+    r.ok_or(ShmError::Timeout {
+        op: "send (waiting for ring space)",
+    })
+}

@@ -1,0 +1,746 @@
+//! The server end: [`ShmServer`] listens at `shm://PATH` and one thread drives it, serving many
+//! bindings.
+//!
+//! The thread polls the call rings of *active* bindings. A binding idle for longer than the spin
+//! budget is *armed*: its "consumer sleeping" flag is set, the server stops polling it, and its
+//! client rings the binding's doorbell (an eventfd handed over with the memfd) on its next call.
+//! When every binding is armed the thread sleeps in `epoll_wait` on the doorbells, the liveness
+//! sockets and the listener: no CPU is burnt, yet any call wakes it. Idle bindings therefore cost
+//! the active ones nothing on the polling path.
+//!
+//! A binding is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
+//! rings, sends more than `max_message`, or leaves no room for a reply for `stall_limit`. None
+//! of these can stop the thread from serving the other bindings for longer than `stall_limit`.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use lowlat_transport::{SpinPolicy, Spinner};
+
+use crate::error::{io_err, ShmError};
+use crate::ring::{record_len, Consumer, Producer, RingError, Wake};
+use crate::segment::{Hello, Layout, Segment, Status};
+use crate::sys::{self, Epoll};
+
+/// Who may bind. A peer is allowed when its uid or its primary gid is listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerPolicy {
+    pub uids: Vec<u32>,
+    pub gids: Vec<u32>,
+}
+
+impl PeerPolicy {
+    /// Only the server's own effective user (the default).
+    pub fn same_user() -> PeerPolicy {
+        // SAFETY: geteuid cannot fail and has no memory effects.
+        PeerPolicy {
+            uids: vec![unsafe { libc::geteuid() }],
+            gids: vec![],
+        }
+    }
+
+    pub fn allows(&self, uid: u32, gid: u32) -> bool {
+        self.uids.contains(&uid) || self.gids.contains(&gid)
+    }
+}
+
+/// Server-side settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Permissions of the socket file.
+    pub mode: u32,
+    pub policy: PeerPolicy,
+    /// Ring sizes of every binding.
+    pub layout: Layout,
+    /// The largest request accepted (larger ones close the binding).
+    pub max_message: usize,
+    pub spin: SpinPolicy,
+    /// How long a reply may wait for room in a client's result ring before the binding is
+    /// dropped: the most one misbehaving client can delay the others.
+    pub stall_limit: Duration,
+    /// Connections beyond this many bindings are refused as busy.
+    pub max_bindings: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            mode: 0o600,
+            policy: PeerPolicy::same_user(),
+            layout: Layout {
+                call_ring: 64 << 10,
+                result_ring: 64 << 10,
+            },
+            max_message: 16 << 20,
+            spin: SpinPolicy::Adaptive,
+            stall_limit: Duration::from_millis(100),
+            max_bindings: 4096,
+        }
+    }
+}
+
+/// Names a binding for its whole life; never reused for a later binding in the same slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BindingId {
+    index: u32,
+    generation: u32,
+}
+
+/// A client's credentials as the kernel reported them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: i32,
+}
+
+/// What the server thread calls. Only `call` is required; closures
+/// `FnMut(BindingId, &[u8], Reply)` implement it.
+pub trait Handler {
+    /// One request, where it lies in the call ring (or reassembled, if streamed). The bytes are
+    /// the client's to change at any moment: validate before trusting. Reply through `reply`
+    /// now, or later with [`ShmServer::reply`]; dropping it sends nothing.
+    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>);
+    fn opened(&mut self, _binding: BindingId, _peer: PeerCred) {}
+    fn closed(&mut self, _binding: BindingId, _why: &ShmError) {}
+    fn refused(&mut self, _peer: PeerCred) {}
+}
+
+impl<F: FnMut(BindingId, &[u8], Reply<'_>)> Handler for F {
+    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>) {
+        self(binding, request, reply)
+    }
+}
+
+/// Writes one reply straight into a binding's result ring.
+pub struct Reply<'a> {
+    results: &'a mut Producer,
+    cfg: &'a ServerConfig,
+    sock: i32,
+    failed: &'a mut Option<ShmError>,
+}
+
+impl Reply<'_> {
+    /// The largest reply [`send_with`](Self::send_with) builds in place.
+    pub fn max_inline(&self) -> usize {
+        self.results.max_record()
+    }
+
+    /// Sends the reply gathered from `parts` (streamed if larger than the ring).
+    pub fn send(self, parts: &[&[u8]]) -> Result<(), ShmError> {
+        let r = send_reply(self.results, self.cfg, self.sock, parts);
+        self.note(r)
+    }
+
+    /// Sends a reply of `len` bytes that `fill` writes where it will be read. Replies larger
+    /// than [`max_inline`](Self::max_inline) are built in a buffer and streamed.
+    pub fn send_with(self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), ShmError> {
+        if len > self.results.max_record() {
+            let mut v = vec![0u8; len];
+            fill(&mut v);
+            return self.send(&[&v]);
+        }
+        if len > self.cfg.max_message {
+            return Err(RingError::TooLarge {
+                len,
+                max: self.cfg.max_message,
+            }
+            .into());
+        }
+        let need = record_len(len);
+        let r = (|| {
+            if !self.results.has_room(need)? {
+                let deadline = Instant::now() + self.cfg.stall_limit;
+                let mut spinner = Spinner::new(self.cfg.spin);
+                crate::channel::wait_space(self.results, need, &mut spinner, deadline, self.sock)
+                    .map_err(|e| stall(e, self.cfg))?;
+            }
+            // Room only grows while we wait (the consumer frees, never takes), so this writes.
+            if self.results.try_write_whole(len, fill)? {
+                Ok(())
+            } else {
+                Err(RingError::Corrupt {
+                    what: "consumer index lost room already seen",
+                }
+                .into())
+            }
+        })();
+        self.note(r)
+    }
+
+    fn note(self, r: Result<(), ShmError>) -> Result<(), ShmError> {
+        match r {
+            Err(ShmError::Ring(RingError::TooLarge { len, max })) => {
+                Err(ShmError::Ring(RingError::TooLarge { len, max }))
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                *self.failed = Some(e);
+                Err(ShmError::Broken(msg))
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+}
+
+fn stall(e: ShmError, cfg: &ServerConfig) -> ShmError {
+    match e {
+        ShmError::Timeout { .. } => ShmError::Stalled {
+            waited_ms: cfg.stall_limit.as_millis() as u64,
+        },
+        e => e,
+    }
+}
+
+fn send_reply(
+    results: &mut Producer,
+    cfg: &ServerConfig,
+    sock: i32,
+    parts: &[&[u8]],
+) -> Result<(), ShmError> {
+    let deadline = Instant::now() + cfg.stall_limit;
+    let mut spinner = Spinner::new(cfg.spin);
+    results.send(parts, cfg.max_message, |p, need| {
+        crate::channel::wait_space(p, need, &mut spinner, deadline, sock).map_err(|e| stall(e, cfg))
+    })
+}
+
+struct Binding {
+    id: BindingId,
+    calls: Consumer,
+    results: Producer,
+    /// Whether the binding sleeps (its flag set, served only after its doorbell rings).
+    armed: bool,
+    last_active: Instant,
+    peer: PeerCred,
+    sock: UnixStream,
+    doorbell: OwnedFd,
+    _seg: Segment,
+}
+
+impl Binding {
+    fn sleeping_flag(&self) -> &AtomicU32 {
+        &self.calls.ring().ctl().consumer_sleeping.v
+    }
+}
+
+const TAG_LISTENER: u64 = 0;
+const TAG_DOORBELL: u64 = 1;
+const TAG_SOCKET: u64 = 2;
+
+fn tag(kind: u64, id: BindingId) -> u64 {
+    (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
+}
+
+/// While any binding is active, epoll is also checked (accepts, hang-ups, doorbells of armed
+/// bindings) about this often.
+const EVENT_CHECK: Duration = Duration::from_micros(50);
+
+/// A shared-memory server: the listening socket plus every live binding. Driven by one thread
+/// through [`poll`](Self::poll) or [`run`](Self::run).
+pub struct ShmServer {
+    slots: Vec<Option<Binding>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    /// Indices of bindings not armed: the ones the polling loop looks at.
+    active: Vec<u32>,
+    spinner: Spinner,
+    now: Instant,
+    last_event_check: Instant,
+    events: Vec<libc::epoll_event>,
+    config: ServerConfig,
+    epoll: Epoll,
+    listener: UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the socket file we created: removed on drop only if still ours.
+    file_id: (u64, u64),
+}
+
+impl std::fmt::Debug for ShmServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmServer")
+            .field("path", &self.path)
+            .field("bindings", &self.binding_count())
+            .field("active", &self.active.len())
+            .finish()
+    }
+}
+
+impl ShmServer {
+    /// Listens at `path` (a stale socket left by a dead server is replaced; anything else there
+    /// is refused).
+    pub fn bind(path: impl AsRef<Path>, config: ServerConfig) -> Result<ShmServer, ShmError> {
+        let path = path.as_ref().to_path_buf();
+        config.layout.validate().map_err(|e| ShmError::Io {
+            op: "listen",
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        })?;
+        let (listener, file_id) = listen(&path, config.mode)?;
+        listener.set_nonblocking(true).map_err(io_err("listen"))?;
+        let epoll = Epoll::new().map_err(io_err("epoll"))?;
+        epoll
+            .add(listener.as_raw_fd(), libc::EPOLLIN as u32, TAG_LISTENER)
+            .map_err(io_err("epoll"))?;
+        let now = Instant::now();
+        Ok(ShmServer {
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            active: Vec::new(),
+            spinner: Spinner::new(config.spin),
+            now,
+            last_event_check: now,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            config,
+            epoll,
+            listener,
+            path,
+            file_id,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn binding_count(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Bindings currently polled (not asleep).
+    pub fn active_count(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Serves requests until `stop` is set (checked at least every 50 ms).
+    pub fn run(&mut self, handler: &mut impl Handler, stop: &AtomicBool) -> Result<(), ShmError> {
+        while !stop.load(Ordering::Relaxed) {
+            self.poll(handler, Some(Duration::from_millis(50)))?;
+        }
+        Ok(())
+    }
+
+    /// Serves whatever is ready; if nothing is, spins for the budget and then sleeps, returning
+    /// after serving at least one request or when `timeout` passes (`None`: no limit). Returns
+    /// the number of requests served. Errors only when the server itself fails (epoll);
+    /// per-binding failures close that binding and are reported to `Handler::closed`.
+    pub fn poll(
+        &mut self,
+        handler: &mut impl Handler,
+        timeout: Option<Duration>,
+    ) -> Result<usize, ShmError> {
+        self.now = Instant::now();
+        let deadline = timeout.map(|t| self.now + t);
+        let mut passes = 0u32;
+        loop {
+            let served = self.serve_active(handler);
+            if served > 0 {
+                return Ok(served);
+            }
+            passes = passes.wrapping_add(1);
+            if passes % 64 == 0 || self.active.is_empty() {
+                self.now = Instant::now();
+                self.arm_idle();
+                if self.active.is_empty() {
+                    let left = deadline.map(|d| d.saturating_duration_since(self.now));
+                    self.process_events(handler, left)?;
+                    self.now = Instant::now();
+                    self.last_event_check = self.now;
+                } else if self.now - self.last_event_check >= EVENT_CHECK {
+                    self.process_events(handler, Some(Duration::ZERO))?;
+                    self.last_event_check = self.now;
+                }
+                if deadline.is_some_and(|d| self.now >= d) {
+                    return Ok(self.serve_active(handler));
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Sends a deferred reply on `binding` (for a request whose `Reply` was dropped). A failure
+    /// closes the binding.
+    pub fn reply(
+        &mut self,
+        handler: &mut impl Handler,
+        binding: BindingId,
+        parts: &[&[u8]],
+    ) -> Result<(), ShmError> {
+        let b = match self.slots.get_mut(binding.index as usize) {
+            Some(Some(b)) if b.id == binding => b,
+            _ => return Err(ShmError::PeerGone),
+        };
+        let sock = b.sock.as_raw_fd();
+        match send_reply(&mut b.results, &self.config, sock, parts) {
+            Err(e @ ShmError::Ring(RingError::TooLarge { .. })) => Err(e),
+            Err(e) => {
+                let msg = e.to_string();
+                self.close(binding.index, e, handler);
+                Err(ShmError::Broken(msg))
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Closes a binding from the server side.
+    pub fn disconnect(&mut self, handler: &mut impl Handler, binding: BindingId) {
+        if self.binding_mut(binding).is_some() {
+            self.close(
+                binding.index,
+                ShmError::Broken("closed by the server".into()),
+                handler,
+            );
+        }
+    }
+
+    fn binding_mut(&mut self, id: BindingId) -> Option<&mut Binding> {
+        match self.slots.get_mut(id.index as usize) {
+            Some(Some(b)) if b.id == id => Some(b),
+            _ => None,
+        }
+    }
+
+    fn serve_active(&mut self, handler: &mut impl Handler) -> usize {
+        let mut served = 0;
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                self.active.swap_remove(i);
+                continue;
+            };
+            match serve_one(b, handler, &self.config) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    served += 1;
+                    self.spinner
+                        .observe(self.now.saturating_duration_since(b.last_active));
+                    b.last_active = self.now;
+                    i += 1;
+                }
+                Err(e) => self.close(idx as u32, e, handler),
+            }
+        }
+        served
+    }
+
+    /// Arms the bindings idle past the spin budget (check, arm, re-check: a call that lands
+    /// while arming keeps the binding active).
+    fn arm_idle(&mut self) {
+        let Some(budget) = self.spinner.budget() else {
+            return;
+        };
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                self.active.swap_remove(i);
+                continue;
+            };
+            if self.now.saturating_duration_since(b.last_active) < budget {
+                i += 1;
+                continue;
+            }
+            b.sleeping_flag().store(1, Ordering::SeqCst);
+            if b.calls.has_data() {
+                b.sleeping_flag().store(0, Ordering::SeqCst);
+                i += 1;
+            } else {
+                b.armed = true;
+                self.active.swap_remove(i);
+            }
+        }
+    }
+
+    fn process_events(
+        &mut self,
+        handler: &mut impl Handler,
+        timeout: Option<Duration>,
+    ) -> Result<(), ShmError> {
+        let n = self
+            .epoll
+            .wait(&mut self.events, timeout)
+            .map_err(io_err("epoll wait"))?
+            .len();
+        for k in 0..n {
+            let data = self.events[k].u64;
+            let kind = data & 3;
+            let id = BindingId {
+                index: (data as u32) >> 2,
+                generation: (data >> 32) as u32,
+            };
+            match kind {
+                TAG_LISTENER => self.accept_all(handler),
+                TAG_DOORBELL => {
+                    let now = self.now;
+                    let Some(b) = self.binding_mut(id) else {
+                        continue;
+                    };
+                    sys::eventfd_drain(b.doorbell.as_raw_fd());
+                    if b.armed {
+                        b.sleeping_flag().store(0, Ordering::SeqCst);
+                        b.armed = false;
+                        let idle = now.saturating_duration_since(b.last_active);
+                        b.last_active = now;
+                        self.spinner.observe(idle);
+                        self.active.push(id.index);
+                    }
+                }
+                _ => {
+                    let Some(b) = self.binding_mut(id) else {
+                        continue;
+                    };
+                    let mut byte = [0u8; 1];
+                    let why = match (&b.sock).read(&mut byte) {
+                        Ok(0) => ShmError::PeerGone,
+                        Ok(_) => ShmError::Broken("client wrote on the liveness socket".into()),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(e) => ShmError::Io {
+                            op: "liveness socket",
+                            source: e,
+                        },
+                    };
+                    self.close(id.index, why, handler);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn accept_all(&mut self, handler: &mut impl Handler) {
+        loop {
+            match self.listener.accept() {
+                Ok((sock, _)) => self.admit(sock, handler),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn admit(&mut self, sock: UnixStream, handler: &mut impl Handler) {
+        let Ok((uid, gid, pid)) = sys::peer_cred(sock.as_raw_fd()) else {
+            return;
+        };
+        let peer = PeerCred { uid, gid, pid };
+        let mut hello = Hello {
+            status: Status::Accepted,
+            uid,
+            gid,
+            layout: self.config.layout,
+        };
+        if !self.config.policy.allows(uid, gid) {
+            hello.status = Status::Refused;
+            let _ = sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[]);
+            handler.refused(peer);
+            return;
+        }
+        if self.binding_count() >= self.config.max_bindings {
+            hello.status = Status::Busy;
+            let _ = sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[]);
+            return;
+        }
+        // A client that cannot be set up (no memory, no descriptors) just gets a hang-up.
+        let Ok((seg, memfd)) = Segment::create(self.config.layout) else {
+            return;
+        };
+        let Ok(doorbell) = sys::eventfd() else { return };
+        if sys::send_with_fds(
+            sock.as_raw_fd(),
+            &hello.encode(),
+            &[memfd.as_raw_fd(), doorbell.as_raw_fd()],
+        )
+        .is_err()
+            || sock.set_nonblocking(true).is_err()
+        {
+            return;
+        }
+        drop(memfd);
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let id = BindingId {
+            index,
+            generation: self.generations[index as usize],
+        };
+        let ok = self.epoll.add(
+            doorbell.as_raw_fd(),
+            libc::EPOLLIN as u32,
+            tag(TAG_DOORBELL, id),
+        );
+        let ok = ok.and_then(|_| {
+            self.epoll.add(
+                sock.as_raw_fd(),
+                (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+                tag(TAG_SOCKET, id),
+            )
+        });
+        if ok.is_err() {
+            self.epoll.delete(doorbell.as_raw_fd());
+            self.free.push(index);
+            return;
+        }
+        let calls = Consumer::new(seg.call(), self.config.max_message);
+        let results = Producer::new(seg.result(), Wake::Futex);
+        self.slots[index as usize] = Some(Binding {
+            id,
+            calls,
+            results,
+            armed: false,
+            last_active: Instant::now(),
+            peer,
+            sock,
+            doorbell,
+            _seg: seg,
+        });
+        self.active.push(index);
+        handler.opened(id, peer);
+    }
+
+    fn close(&mut self, index: u32, why: ShmError, handler: &mut impl Handler) {
+        let Some(b) = self.slots[index as usize].take() else {
+            return;
+        };
+        if let Some(pos) = self.active.iter().position(|&i| i == index) {
+            self.active.swap_remove(pos);
+        }
+        // The client holds the same eventfd file: epoll would keep reporting it after our
+        // close, so it must be removed explicitly.
+        self.epoll.delete(b.doorbell.as_raw_fd());
+        self.epoll.delete(b.sock.as_raw_fd());
+        let slot = index as usize;
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        self.free.push(index);
+        handler.closed(b.id, &why);
+        // Dropping `b` unmaps the segment and closes the socket and doorbell.
+        drop(b);
+    }
+
+    /// The credentials of a live binding's client.
+    pub fn peer(&self, binding: BindingId) -> Option<PeerCred> {
+        match self.slots.get(binding.index as usize) {
+            Some(Some(b)) if b.id == binding => Some(b.peer),
+            _ => None,
+        }
+    }
+}
+
+fn serve_one(
+    b: &mut Binding,
+    handler: &mut impl Handler,
+    cfg: &ServerConfig,
+) -> Result<bool, ShmError> {
+    if !b.calls.poll()? {
+        return Ok(false);
+    }
+    let mut failed = None;
+    let reply = Reply {
+        results: &mut b.results,
+        cfg,
+        sock: b.sock.as_raw_fd(),
+        failed: &mut failed,
+    };
+    handler.call(b.id, b.calls.message(), reply);
+    b.calls.release();
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(true),
+    }
+}
+
+impl Drop for ShmServer {
+    fn drop(&mut self) {
+        if let Ok(md) = std::fs::symlink_metadata(&self.path) {
+            if (md.dev(), md.ino()) == self.file_id {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Creates the listening socket at `path` with `mode`, atomically: bound in a private directory,
+/// given its mode there, then renamed into place without replacing anything that appeared
+/// meanwhile. A stale socket (connect refused: its server is gone) is removed first.
+fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmError> {
+    let in_use = |why| ShmError::PathInUse {
+        path: path.to_path_buf(),
+        why,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.file_type().is_socket() => match UnixStream::connect(path) {
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                std::fs::remove_file(path).map_err(io_err("remove stale socket"))?;
+            }
+            Ok(_) => return Err(in_use("a server is listening there")),
+            Err(_) => return Err(in_use("a socket that is not provably stale")),
+        },
+        Ok(_) => return Err(in_use("not a socket")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(ShmError::Io {
+                op: "listen",
+                source: e,
+            })
+        }
+    }
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = parent.join(format!(
+        ".llshm-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io_err("listen (temp dir)"))?;
+    let result = (|| {
+        let tmp = dir.join("s");
+        let listener = UnixListener::bind(&tmp).map_err(io_err("bind"))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            .map_err(io_err("chmod socket"))?;
+        let from = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes())
+            .map_err(|_| in_use("path contains NUL"))?;
+        let to = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| in_use("path contains NUL"))?;
+        // SAFETY: both are valid NUL-terminated paths; RENAME_NOREPLACE fails rather than
+        // replacing whatever may have appeared at `path` since the check above.
+        let r = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                return Err(in_use("something appeared there while binding"));
+            }
+            return Err(ShmError::Io {
+                op: "rename socket into place",
+                source: e,
+            });
+        }
+        let md = std::fs::symlink_metadata(path).map_err(io_err("listen"))?;
+        Ok((listener, (md.dev(), md.ino())))
+    })();
+    let _ = std::fs::remove_file(dir.join("s"));
+    let _ = std::fs::remove_dir(&dir);
+    result
+}

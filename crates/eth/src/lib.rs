@@ -3,6 +3,7 @@
 //!
 //! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
 
+pub mod bpf;
 pub mod cbpf;
 pub mod error;
 pub mod frame;
@@ -10,8 +11,10 @@ pub mod ifinfo;
 pub mod mac;
 pub mod packet;
 pub mod testhosts;
+pub mod xdp;
 
 pub use cbpf::Filter;
 pub use error::{Error, Result};
 pub use mac::Mac;
 pub use packet::{EthConfig, EthSocket};
+pub use xdp::{XdpConfig, XdpSocket};

@@ -1,0 +1,757 @@
+//! `xdp://`: lowlat frames over an AF_XDP socket, with lowlat's XDP program steering frames of
+//! lowlat's EtherType into it and every other frame to the kernel.
+//!
+//! The socket owns a UMEM of [`NUM_FRAMES`] 4 KiB frames: the first half circulates through the
+//! fill and RX rings (the kernel writes received frames into them), the second half through the
+//! TX and completion rings. Zero-copy is tried first when asked for (drivers that support it
+//! hand their DMA buffers to the UMEM); veth and most virtual devices refuse, and the socket falls
+//! back to copy mode. need-wakeup is on: a system call is made only when the kernel says it is
+//! waiting for one (always for copy-mode TX, whose transmission runs inside sendto).
+//!
+//! Everything read from the rings (indices, descriptors) comes from memory the kernel shares
+//! with us and is checked before use: descriptors must point inside our UMEM and inside one
+//! frame, completion addresses must be TX frames.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use lowlat_transport::Spinner;
+
+use crate::bpf::{self, Link, Program, XdpMode, XskMap};
+use crate::error::{Error, Result};
+use crate::frame::{self, discovery, Kind, CRC_LEN, HEADER_LEN};
+use crate::ifinfo::IfInfo;
+use crate::mac::Mac;
+use crate::packet::{check_mtu, discovery_nonce, max_payload_for, Stats};
+
+/// Frames in the UMEM; half for receiving, half for sending.
+pub const NUM_FRAMES: u32 = 256;
+pub const FRAME_SIZE: u32 = 4096;
+const RING_SIZE: u32 = 256;
+/// Room the kernel keeps in front of a received frame in copy mode (XDP_PACKET_HEADROOM).
+const KERNEL_HEADROOM: u32 = 256;
+
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const PGOFF_RX: i64 = 0;
+const PGOFF_TX: i64 = 0x8000_0000;
+const PGOFF_FILL: i64 = 0x1_0000_0000;
+const PGOFF_COMP: i64 = 0x1_8000_0000;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+
+/// Whether to try zero-copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroCopy {
+    /// Try zero-copy, fall back to copy mode.
+    Auto,
+    /// Copy mode only.
+    Never,
+}
+
+/// Options of an [`XdpSocket`].
+#[derive(Clone, Copy, Debug)]
+pub struct XdpConfig {
+    pub checksum: bool,
+    /// Receive queue to bind (veth: 0).
+    pub queue: u32,
+    /// XDP attach mode; None tries native (driver) first, then generic.
+    pub mode: Option<XdpMode>,
+    pub zero_copy: ZeroCopy,
+    /// Answer discovery broadcasts with this interface's MAC (servers).
+    pub answer_discovery: bool,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            checksum: true,
+            queue: 0,
+            mode: None,
+            zero_copy: ZeroCopy::Auto,
+            answer_discovery: false,
+        }
+    }
+}
+
+/// One mmap'ed ring of the socket.
+struct Ring {
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut u8,
+    mask: u32,
+    map: *mut libc::c_void,
+    map_len: usize,
+}
+
+impl Ring {
+    fn map(
+        fd: RawFd,
+        off: &libc::xdp_ring_offset,
+        pgoff: i64,
+        entry: usize,
+        what: &'static str,
+    ) -> Result<Ring> {
+        let map_len = off.desc as usize + RING_SIZE as usize * entry;
+        // SAFETY: mapping the ring the kernel created for this socket at its documented page
+        // offset with the length the kernel's offsets imply; the result is checked.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                pgoff,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(Error::io(what, io::Error::last_os_error()));
+        }
+        for o in [off.producer, off.consumer, off.flags] {
+            if o as usize + 4 > off.desc as usize || o % 4 != 0 {
+                return Err(Error::io(
+                    what,
+                    io::Error::other("kernel reported ring offsets out of range"),
+                ));
+            }
+        }
+        let base = map as *mut u8;
+        // SAFETY: the offsets were checked to lie inside the mapping, 4-byte aligned.
+        unsafe {
+            Ok(Ring {
+                producer: base.add(off.producer as usize) as *const AtomicU32,
+                consumer: base.add(off.consumer as usize) as *const AtomicU32,
+                flags: base.add(off.flags as usize) as *const AtomicU32,
+                desc: base.add(off.desc as usize),
+                mask: RING_SIZE - 1,
+                map,
+                map_len,
+            })
+        }
+    }
+
+    fn prod(&self) -> &AtomicU32 {
+        // SAFETY: points inside the live mapping (checked in `map`); shared with the kernel,
+        // which accesses it atomically too.
+        unsafe { &*self.producer }
+    }
+    fn cons(&self) -> &AtomicU32 {
+        // SAFETY: as for `prod`.
+        unsafe { &*self.consumer }
+    }
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as for `prod`.
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+    /// Entries the kernel produced that we have not consumed. Modular: a kernel (or corrupted)
+    /// index can make this at most the ring size, never more.
+    fn available(&self) -> u32 {
+        let n = self
+            .prod()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.cons().load(Ordering::Relaxed));
+        n.min(RING_SIZE)
+    }
+    /// Free entries for us to produce into.
+    fn free(&self) -> u32 {
+        let used = self
+            .prod()
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.cons().load(Ordering::Acquire));
+        RING_SIZE.saturating_sub(used)
+    }
+    /// Reads the u64 entry at index `idx` (fill/completion rings).
+    fn read_u64(&self, idx: u32) -> u64 {
+        // SAFETY: (idx & mask) < RING_SIZE, so the 8-byte entry lies inside the mapping.
+        unsafe {
+            std::ptr::read_volatile(self.desc.add(((idx & self.mask) as usize) * 8) as *const u64)
+        }
+    }
+    fn write_u64(&self, idx: u32, v: u64) {
+        // SAFETY: as for `read_u64`; we own this entry until we publish the producer index.
+        unsafe {
+            std::ptr::write_volatile(
+                self.desc.add(((idx & self.mask) as usize) * 8) as *mut u64,
+                v,
+            )
+        }
+    }
+    fn read_desc(&self, idx: u32) -> (u64, u32) {
+        // SAFETY: (idx & mask) < RING_SIZE, so the 16-byte xdp_desc lies inside the mapping.
+        let d = unsafe {
+            std::ptr::read_volatile(
+                self.desc.add(((idx & self.mask) as usize) * 16) as *const libc::xdp_desc
+            )
+        };
+        (d.addr, d.len)
+    }
+    fn write_desc(&self, idx: u32, addr: u64, len: u32) {
+        let d = libc::xdp_desc {
+            addr,
+            len,
+            options: 0,
+        };
+        // SAFETY: as for `read_desc`; we own this entry until we publish the producer index.
+        unsafe {
+            std::ptr::write_volatile(
+                self.desc.add(((idx & self.mask) as usize) * 16) as *mut libc::xdp_desc,
+                d,
+            )
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `Ring::map`, once.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+/// The UMEM area.
+struct Umem {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the anonymous mapping made in `Xsk::create`, once; the socket
+        // (and with it the kernel's reference) is closed before, by field order.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The socket half: fd, rings and UMEM. Field order is drop order: rings, socket, then memory.
+struct Xsk {
+    rx: Ring,
+    tx: Ring,
+    fill: Ring,
+    comp: Ring,
+    fd: OwnedFd,
+    umem: Umem,
+    zero_copy: bool,
+}
+
+fn setsockopt<T>(fd: RawFd, opt: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points at a live T of the size passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            val as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Xsk {
+    fn create(info: &IfInfo, queue: u32, zero_copy: bool) -> Result<Xsk> {
+        // SAFETY: plain socket(2); checked.
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(Error::os(
+                "opening an AF_XDP socket",
+                "CAP_NET_RAW",
+                &info.name,
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: fresh descriptor from socket(2).
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        let len = (NUM_FRAMES * FRAME_SIZE) as usize;
+        // SAFETY: a fresh anonymous mapping; checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::io("allocating the UMEM", io::Error::last_os_error()));
+        }
+        let umem = Umem {
+            base: base as *mut u8,
+            len,
+        };
+        let reg = libc::xdp_umem_reg {
+            addr: base as u64,
+            len: len as u64,
+            chunk_size: FRAME_SIZE,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        let op = "registering the UMEM";
+        setsockopt(raw, XDP_UMEM_REG, &reg)
+            .map_err(|e| Error::os(op, "CAP_NET_RAW", &info.name, e))?;
+        for opt in [
+            XDP_UMEM_FILL_RING,
+            XDP_UMEM_COMPLETION_RING,
+            XDP_RX_RING,
+            XDP_TX_RING,
+        ] {
+            setsockopt(raw, opt, &RING_SIZE)
+                .map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
+        }
+        // SAFETY: plain data; zeroed is valid.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // SAFETY: `off` is a live buffer of `olen` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                XDP_MMAP_OFFSETS,
+                &mut off as *mut _ as *mut libc::c_void,
+                &mut olen,
+            )
+        };
+        if r < 0 || olen as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+            return Err(Error::io(
+                "reading the AF_XDP ring offsets",
+                io::Error::last_os_error(),
+            ));
+        }
+        let rx = Ring::map(raw, &off.rx, PGOFF_RX, 16, "mapping the RX ring")?;
+        let tx = Ring::map(raw, &off.tx, PGOFF_TX, 16, "mapping the TX ring")?;
+        let fill = Ring::map(raw, &off.fr, PGOFF_FILL, 8, "mapping the fill ring")?;
+        let comp = Ring::map(raw, &off.cr, PGOFF_COMP, 8, "mapping the completion ring")?;
+        // The receive half of the UMEM goes to the kernel before anything can arrive.
+        let half = NUM_FRAMES / 2;
+        let p = fill.prod().load(Ordering::Relaxed);
+        for i in 0..half {
+            fill.write_u64(p.wrapping_add(i), (i * FRAME_SIZE) as u64);
+        }
+        fill.prod().store(p.wrapping_add(half), Ordering::Release);
+
+        let sxdp = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: XDP_USE_NEED_WAKEUP | if zero_copy { XDP_ZEROCOPY } else { XDP_COPY },
+            sxdp_ifindex: info.index,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `sxdp` is a live sockaddr_xdp of the length passed.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sxdp as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(Error::os(
+                "binding the AF_XDP socket",
+                "CAP_NET_RAW",
+                &info.name,
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(Xsk {
+            rx,
+            tx,
+            fill,
+            comp,
+            fd,
+            umem,
+            zero_copy,
+        })
+    }
+
+    /// The frame holding a kernel-supplied (addr, len), if it lies inside one frame of our UMEM.
+    fn frame(&self, addr: u64, len: u32) -> Option<&[u8]> {
+        let chunk = addr & !(FRAME_SIZE as u64 - 1);
+        let off = addr - chunk;
+        if chunk >= self.umem.len as u64 || off + len as u64 > FRAME_SIZE as u64 {
+            return None;
+        }
+        // SAFETY: the range was checked to lie inside one frame of the UMEM mapping; the kernel
+        // handed this frame to us through the RX ring and does not write it until we return it
+        // through the fill ring.
+        Some(unsafe { std::slice::from_raw_parts(self.umem.base.add(addr as usize), len as usize) })
+    }
+}
+
+/// An AF_XDP socket with lowlat's XDP program attached to its interface.
+///
+/// Not `Sync`: one thread drives it. Several threads share one through [`crate::shared`].
+pub struct XdpSocket {
+    // Field order is drop order: detach the program first, then close the socket.
+    link: Link,
+    mode: XdpMode,
+    _prog: Program,
+    _map: XskMap,
+    xsk: Xsk,
+    tx_free: Vec<u64>,
+    info: IfInfo,
+    cfg: XdpConfig,
+    stats: Stats,
+}
+
+// SAFETY: the raw pointers refer to mappings owned by this value; moving it to another thread
+// moves that ownership, and nothing else holds the pointers.
+unsafe impl Send for XdpSocket {}
+
+impl XdpSocket {
+    /// Opens an AF_XDP socket on `iface` (queue `cfg.queue`) and attaches lowlat's program.
+    pub fn open(iface: &str, cfg: XdpConfig) -> Result<XdpSocket> {
+        let info = IfInfo::get(iface)?;
+        check_mtu(&info, cfg.checksum)?;
+        let largest = FRAME_SIZE - KERNEL_HEADROOM - frame::ETH_HEADER_LEN as u32;
+        if info.mtu > largest {
+            return Err(Error::TooLong {
+                iface: iface.to_string(),
+                len: info.mtu as usize,
+                max: largest as usize,
+            });
+        }
+        let xsk = match cfg.zero_copy {
+            ZeroCopy::Auto => Xsk::create(&info, cfg.queue, true)
+                .or_else(|_| Xsk::create(&info, cfg.queue, false))?,
+            ZeroCopy::Never => Xsk::create(&info, cfg.queue, false)?,
+        };
+        let map = XskMap::new(cfg.queue + 1)?;
+        map.set(cfg.queue, xsk.fd.as_raw_fd())?;
+        let prog = Program::load_xdp("lowlat_xsk", &bpf::redirect_program(map.fd()))?;
+        let (link, mode) = bpf::attach_best(&prog, info.index, iface, cfg.mode)?;
+        let tx_free = (NUM_FRAMES / 2..NUM_FRAMES)
+            .map(|i| (i * FRAME_SIZE) as u64)
+            .collect();
+        Ok(XdpSocket {
+            link,
+            mode,
+            _prog: prog,
+            _map: map,
+            xsk,
+            tx_free,
+            info,
+            cfg,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn mac(&self) -> Mac {
+        self.info.mac
+    }
+    pub fn iface(&self) -> &IfInfo {
+        &self.info
+    }
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// Where the XDP program runs: in the driver or on the generic path.
+    pub fn xdp_mode(&self) -> XdpMode {
+        self.mode
+    }
+    pub fn zero_copy(&self) -> bool {
+        self.xsk.zero_copy
+    }
+    pub fn max_payload(&self) -> usize {
+        max_payload_for(self.info.mtu, self.cfg.checksum)
+    }
+    pub fn raw_fd(&self) -> RawFd {
+        self.xsk.fd.as_raw_fd()
+    }
+    /// Detaches the XDP program and closes the socket (what dropping does, spelled out).
+    pub fn close(self) {
+        drop(self.link);
+    }
+
+    /// Returns completed TX frames to the free list.
+    fn reap(&mut self) {
+        let comp = &self.xsk.comp;
+        let n = comp.available();
+        if n == 0 {
+            return;
+        }
+        let c = comp.cons().load(Ordering::Relaxed);
+        for i in 0..n {
+            let addr = comp.read_u64(c.wrapping_add(i));
+            let chunk = addr & !(FRAME_SIZE as u64 - 1);
+            // Only TX frames can complete; anything else would hand a frame out twice.
+            let tx_range = (NUM_FRAMES / 2 * FRAME_SIZE) as u64..(NUM_FRAMES * FRAME_SIZE) as u64;
+            if tx_range.contains(&chunk) && self.tx_free.len() < (NUM_FRAMES / 2) as usize {
+                self.tx_free.push(chunk);
+            }
+        }
+        comp.cons().store(c.wrapping_add(n), Ordering::Release);
+    }
+
+    fn kick_tx(&self) -> Result<()> {
+        if !self.xsk.tx.needs_wakeup() {
+            return Ok(());
+        }
+        // SAFETY: sendto with no buffer and no address only tells the kernel to process the
+        // TX ring.
+        let r = unsafe {
+            libc::sendto(
+                self.raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            // Busy or out of buffers: the frames stay queued and go with the next kick.
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR)
+            ) {
+                return Err(Error::io("kicking the AF_XDP TX ring", e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one DATA frame to `dst` carrying `head` then `body` (copied into a UMEM frame).
+    pub fn send_to(&mut self, dst: Mac, head: &[u8], body: &[u8]) -> Result<()> {
+        self.send_kind(dst, Kind::Data, head, body)
+    }
+
+    pub(crate) fn send_kind(
+        &mut self,
+        dst: Mac,
+        kind: Kind,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<()> {
+        let len = head.len() + body.len();
+        if len > self.max_payload() {
+            return Err(Error::TooLong {
+                iface: self.info.name.clone(),
+                len,
+                max: self.max_payload(),
+            });
+        }
+        let addr = self.tx_frame()?;
+        let crc = self.cfg.checksum;
+        let hdr = frame::header(dst, self.info.mac, kind, crc, len as u16);
+        let total = HEADER_LEN + len + if crc { CRC_LEN } else { 0 };
+        // SAFETY: `addr` is a TX frame from our free list (so neither the kernel nor anyone else
+        // uses it), and `total` fits one frame (checked against max_payload and FRAME_SIZE).
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(self.xsk.umem.base.add(addr as usize), total) };
+        out[..HEADER_LEN].copy_from_slice(&hdr);
+        out[HEADER_LEN..HEADER_LEN + head.len()].copy_from_slice(head);
+        out[HEADER_LEN + head.len()..HEADER_LEN + len].copy_from_slice(body);
+        if crc {
+            let c = crc32c::crc32c(&out[frame::ETH_HEADER_LEN..HEADER_LEN + len]);
+            out[HEADER_LEN + len..].copy_from_slice(&c.to_le_bytes());
+        }
+        let tx = &self.xsk.tx;
+        // The TX ring has room: it is as large as the whole UMEM's TX half.
+        debug_assert!(tx.free() > 0);
+        let p = tx.prod().load(Ordering::Relaxed);
+        tx.write_desc(p, addr, total as u32);
+        tx.prod().store(p.wrapping_add(1), Ordering::Release);
+        self.stats
+            .tx_frames
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.kick_tx()
+    }
+
+    /// A free TX frame, waiting (bounded) for completions when all are in flight.
+    fn tx_frame(&mut self) -> Result<u64> {
+        let give_up = Instant::now() + Duration::from_millis(100);
+        loop {
+            if let Some(a) = self.tx_free.pop() {
+                return Ok(a);
+            }
+            self.reap();
+            if let Some(a) = self.tx_free.pop() {
+                return Ok(a);
+            }
+            if Instant::now() > give_up {
+                return Err(Error::TxRingFull {
+                    iface: self.info.name.clone(),
+                });
+            }
+            self.kick_tx()?;
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Receives the next valid DATA or PING payload into `buf` without blocking. Same contract
+    /// as [`crate::EthSocket::try_recv_from`].
+    pub fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {
+        if buf.len() < self.max_payload() {
+            return Err(Error::BufferTooSmall {
+                len: buf.len(),
+                need: self.max_payload(),
+            });
+        }
+        loop {
+            let rx = &self.xsk.rx;
+            if rx.available() == 0 {
+                if self.xsk.fill.needs_wakeup() {
+                    self.wake_rx();
+                }
+                return Ok(None);
+            }
+            let c = rx.cons().load(Ordering::Relaxed);
+            let (addr, len) = rx.read_desc(c);
+            rx.cons().store(c.wrapping_add(1), Ordering::Release);
+            let mut result = None;
+            let mut reply = None;
+            match self.xsk.frame(addr, len) {
+                None => {
+                    self.stats.rx_malformed.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(f) => match frame::parse(f, self.cfg.checksum) {
+                    Err(r) => self.stats.reject(r),
+                    Ok(p) => {
+                        self.stats.rx_frames.fetch_add(1, Ordering::Relaxed);
+                        let payload = &f[HEADER_LEN..HEADER_LEN + p.len];
+                        match p.kind {
+                            Kind::Data | Kind::Ping => {
+                                buf[..p.len].copy_from_slice(payload);
+                                result = Some((p.len, p.src));
+                            }
+                            Kind::Discover if self.cfg.answer_discovery => {
+                                reply = discovery::decode(discovery::REQUEST, payload)
+                                    .map(|n| (p.src, n));
+                            }
+                            _ => {}
+                        }
+                    }
+                },
+            }
+            self.refill(addr);
+            if let Some((src, nonce)) = reply {
+                let m = discovery::encode(discovery::REPLY, nonce);
+                self.send_kind(src, Kind::DiscoverReply, &m, &[])?;
+                self.stats
+                    .discovery_answered
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            if result.is_some() {
+                return Ok(result);
+            }
+        }
+    }
+
+    /// Gives a received frame back to the kernel.
+    fn refill(&self, addr: u64) {
+        let chunk = addr & !(FRAME_SIZE as u64 - 1);
+        if chunk >= (NUM_FRAMES / 2 * FRAME_SIZE) as u64 {
+            // Not one of ours to receive into (a corrupted descriptor): never hand it out.
+            return;
+        }
+        let fill = &self.xsk.fill;
+        if fill.free() == 0 {
+            return;
+        }
+        let p = fill.prod().load(Ordering::Relaxed);
+        fill.write_u64(p, chunk);
+        fill.prod().store(p.wrapping_add(1), Ordering::Release);
+    }
+
+    fn wake_rx(&self) {
+        // SAFETY: recvfrom with no buffer only prompts the kernel to process the fill ring.
+        unsafe {
+            libc::recvfrom(
+                self.raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Blocks until a frame may be ready or `timeout` passes.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<()> {
+        lowlat_transport::sys::poll_readable(&[self.raw_fd()], timeout)
+            .map(|_| ())
+            .map_err(|e| Error::io("waiting for a frame", e))
+    }
+
+    /// Receives with spin-then-block until `deadline`; None on timeout.
+    pub fn recv_from(
+        &mut self,
+        buf: &mut [u8],
+        spinner: &mut Spinner,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(usize, Mac)>> {
+        let fd = self.raw_fd();
+        spinner.wait(
+            deadline,
+            || self.try_recv_from(buf),
+            |t| {
+                lowlat_transport::sys::poll_readable(&[fd], t)
+                    .map(|_| ())
+                    .map_err(|e| Error::io("waiting for a frame", e))
+            },
+        )
+    }
+
+    /// Finds the server: as [`crate::EthSocket::discover`].
+    pub fn discover(&mut self, tries: u32, interval: Duration) -> Result<Mac> {
+        let nonce = discovery_nonce();
+        let msg = discovery::encode(discovery::REQUEST, nonce);
+        for _ in 0..tries {
+            self.send_kind(Mac::BROADCAST, Kind::Discover, &msg, &[])?;
+            let deadline = Instant::now() + interval;
+            while Instant::now() < deadline {
+                if let Some(src) = self.take_discover_reply(nonce) {
+                    return Ok(src);
+                }
+                self.wait_readable(Some(deadline.saturating_duration_since(Instant::now())))?;
+            }
+        }
+        Err(Error::NoPeer {
+            iface: self.info.name.clone(),
+            tries,
+        })
+    }
+
+    fn take_discover_reply(&mut self, nonce: u64) -> Option<Mac> {
+        let mut found = None;
+        while self.xsk.rx.available() > 0 {
+            let rx = &self.xsk.rx;
+            let c = rx.cons().load(Ordering::Relaxed);
+            let (addr, len) = rx.read_desc(c);
+            rx.cons().store(c.wrapping_add(1), Ordering::Release);
+            if let Some(f) = self.xsk.frame(addr, len) {
+                if let Ok(p) = frame::parse(f, self.cfg.checksum) {
+                    let payload = &f[HEADER_LEN..HEADER_LEN + p.len];
+                    if p.kind == Kind::DiscoverReply
+                        && discovery::decode(discovery::REPLY, payload) == Some(nonce)
+                    {
+                        found = Some(p.src);
+                    }
+                }
+            }
+            self.refill(addr);
+            if found.is_some() {
+                break;
+            }
+        }
+        found
+    }
+}

@@ -123,6 +123,11 @@ impl ShmChannel {
         self.spinner.policy()
     }
 
+    /// Changes how this channel waits from now on.
+    pub fn set_spin_policy(&mut self, spin: SpinPolicy) {
+        self.spinner = Spinner::new(spin);
+    }
+
     /// Sends one message gathered from `parts`. Waits (spin, then block) for ring space only
     /// when the server is behind. A failure after part of a streamed message went out breaks
     /// the binding.
@@ -155,7 +160,7 @@ impl ShmChannel {
                     return Ok(Some(()));
                 }
                 polls = polls.wrapping_add(1);
-                if polls % LIVENESS_POLLS == 0 && sys::hung_up(sock) {
+                if polls & (LIVENESS_POLLS - 1) == 0 && sys::hung_up(sock) {
                     return Err(ShmError::PeerGone);
                 }
                 Ok(None)
@@ -228,7 +233,7 @@ pub(crate) fn wait_space(
                 return Ok(Some(()));
             }
             polls = polls.wrapping_add(1);
-            if polls % LIVENESS_POLLS == 0 && sys::hung_up(sock) {
+            if polls & (LIVENESS_POLLS - 1) == 0 && sys::hung_up(sock) {
                 return Err(ShmError::PeerGone);
             }
             Ok(None)

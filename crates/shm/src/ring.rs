@@ -185,7 +185,7 @@ impl Producer {
         let t = self.ring.ctl().tail.v.load(Ordering::Acquire);
         let advanced = t.wrapping_sub(self.tail_seen);
         let used = self.head.wrapping_sub(self.tail_seen);
-        if advanced > used || t % 8 != 0 {
+        if advanced > used || t & 7 != 0 {
             return Err(corrupt(
                 "consumer index moved backwards or past the producer",
             ));
@@ -400,7 +400,7 @@ impl Consumer {
         let h = self.ring.ctl().head.v.load(Ordering::Acquire);
         let avail = h.wrapping_sub(self.tail);
         let before = self.head_seen.wrapping_sub(self.tail);
-        if avail as usize > self.ring.size() || h % 8 != 0 || avail < before {
+        if avail as usize > self.ring.size() || h & 7 != 0 || avail < before {
             return Err(corrupt("producer index out of range"));
         }
         self.head_seen = h;

@@ -343,7 +343,7 @@ impl ShmServer {
                 return Ok(served);
             }
             passes = passes.wrapping_add(1);
-            if passes % 64 == 0 || self.active.is_empty() {
+            if passes & 63 == 0 || self.active.is_empty() {
                 self.now = Instant::now();
                 self.arm_idle();
                 if self.active.is_empty() {

@@ -1,0 +1,552 @@
+//! The data model of `results.json`: every figure `lowlat lab` measures, with the machine it ran on.
+//!
+//! Times are nanoseconds as `f64` (so averages need no rounding); rates are per second. A row that
+//! could not be measured keeps its identifying fields, leaves the figures out and says why in
+//! `skipped`. `docs/results.schema.json` is generated from these types (see [`crate::schema`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The version of this format; bumped when a field changes meaning or disappears.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Everything one run of `lowlat lab` measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Results {
+    /// Format version of this file ([`FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// The machine the figures were measured on.
+    pub machine: Machine,
+    /// True for `lowlat lab --quick`: fewer calls per figure, so tails are less certain.
+    pub quick: bool,
+    /// Raw ping-pong against null RPC per transport: what the RPC layer adds to the transport's
+    /// floor.
+    pub ladder: Vec<LadderRow>,
+    /// The ladder again with a CPU-bound workload on the server's CPU.
+    pub busy_server: BusyServer,
+    /// Throughput with 1 to 8 closed-loop caller threads.
+    pub threads: Vec<ThreadsRow>,
+    /// Open-loop latency against offered load, beside the queueing model r = s/(1-u).
+    pub load: Vec<LoadSeries>,
+    /// The first call after a period of idleness.
+    pub cold: Vec<ColdRow>,
+    /// Other RPC systems measured on the same machine in the same run.
+    pub peers: Vec<PeerRow>,
+    /// Where the time of one call goes, part by part, and the model check.
+    pub accounting: Vec<Accounting>,
+    /// Latency distributions (cumulative) of null calls per transport.
+    pub cdf: Vec<CdfSeries>,
+    /// Round-trip time as the message grows, per transport.
+    pub size_sweep: Vec<SizeSeries>,
+}
+
+/// A description of the machine, enough to tell two results files apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// CPU model name, as `/proc/cpuinfo` gives it.
+    pub cpu_model: String,
+    /// Number of CPUs the run could use.
+    pub cores: u32,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// When the run started, RFC 3339 in UTC (e.g. `2026-11-23T09:30:00Z`).
+    pub date: String,
+    /// Host name, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// Anything about the setup a reader should know (pinning, root or not, virtualisation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Two points of a latency distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    /// Median round trip, ns.
+    pub p50_ns: f64,
+    /// 99th percentile round trip, ns.
+    pub p99_ns: f64,
+}
+
+/// One rung of the ladder: a transport at one message size, raw and with RPC on top.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LadderRow {
+    /// Transport name as in URIs (`udp`, `tcp`, `unix`, `eth`, `xdp`, `xdp-floor`, `shm-spin`,
+    /// `shm-block`, `onc+udp`, `onc+tcp`).
+    pub transport: String,
+    /// Message size in bytes (32 or 1024).
+    pub size: u32,
+    /// Raw ping-pong of the transport with no RPC layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Latency>,
+    /// Null RPC (size 32: NULL; larger: ECHO of that many bytes) over the same transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<Latency>,
+    /// rpc.p50 / raw.p50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_p50: Option<f64>,
+    /// rpc.p50 - raw.p50, ns: the RPC layer's own cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_p50_ns: Option<f64>,
+    /// Why some figures are missing (e.g. "needs root"), if any are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl LadderRow {
+    /// A row with the ratio and difference filled in from whichever figures are present.
+    pub fn new(transport: &str, size: u32, raw: Option<Latency>, rpc: Option<Latency>) -> Self {
+        let (ratio_p50, diff_p50_ns) = match (raw, rpc) {
+            (Some(r), Some(c)) if r.p50_ns > 0.0 => {
+                (Some(c.p50_ns / r.p50_ns), Some(c.p50_ns - r.p50_ns))
+            }
+            _ => (None, None),
+        };
+        LadderRow {
+            transport: transport.to_owned(),
+            size,
+            raw,
+            rpc,
+            ratio_p50,
+            diff_p50_ns,
+            skipped: None,
+        }
+    }
+
+    /// A row that could not be measured at all.
+    pub fn skipped(transport: &str, size: u32, reason: &str) -> Self {
+        LadderRow {
+            skipped: Some(reason.to_owned()),
+            ..LadderRow::new(transport, size, None, None)
+        }
+    }
+}
+
+/// The ladder with a CPU-bound workload sharing the server's CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BusyServer {
+    /// What the workload is (e.g. "tiled 256x256 f64 matrix multiplication").
+    pub workload: String,
+    /// Time of one workload unit with nothing else running, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_alone_ns: Option<f64>,
+    /// One row per transport and size.
+    pub rows: Vec<BusyRow>,
+}
+
+/// One transport at one size while the server's CPU also runs the workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BusyRow {
+    /// Transport name, as in [`LadderRow::transport`].
+    pub transport: String,
+    /// Message size in bytes.
+    pub size: u32,
+    /// Raw ping-pong under load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Latency>,
+    /// Null RPC under load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<Latency>,
+    /// RPC round trips per second completed while the workload ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips_per_s: Option<f64>,
+    /// Workload time with the calls running divided by its time alone (1.0 = unaffected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_slowdown: Option<f64>,
+    /// Why figures are missing, if any are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// Closed-loop throughput of one transport, procedure and number of caller threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadsRow {
+    /// Transport name.
+    pub transport: String,
+    /// Procedure: `null` or `maxresult`.
+    pub proc: String,
+    /// Bytes of result per call (0 for NULL, 1440 for MAXRESULT(1440)).
+    pub size: u32,
+    /// Caller threads, each with its own binding.
+    pub threads: u32,
+    /// Completed calls per second, all threads together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_s: Option<f64>,
+    /// Payload bits per second / 10^6 (calls_per_s * size * 8 / 10^6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbit_per_s: Option<f64>,
+    /// Why figures are missing, if any are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// Open-loop latency of one transport at increasing offered load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSeries {
+    /// Transport name.
+    pub transport: String,
+    /// Procedure called (usually `null`).
+    pub proc: String,
+    /// Message size in bytes.
+    pub size: u32,
+    /// Measured capacity: closed-loop calls per second with one caller; offered load is a
+    /// fraction of this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_calls_per_s: Option<f64>,
+    /// Service time s used by the model (1 / capacity), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ns: Option<f64>,
+    /// One point per offered load, in increasing order.
+    pub points: Vec<LoadPoint>,
+    /// Why the series is missing or short, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// Latency at one offered load, measured from each request's scheduled send time (free of
+/// coordinated omission).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadPoint {
+    /// Offered load as a fraction of capacity (utilisation u, 0..1).
+    pub offered_fraction: f64,
+    /// Requests per second sent on the schedule.
+    pub offered_calls_per_s: f64,
+    /// Replies per second actually received.
+    pub achieved_calls_per_s: f64,
+    /// Median latency, ns.
+    pub p50_ns: f64,
+    /// 99th percentile latency, ns.
+    pub p99_ns: f64,
+    /// 99.9th percentile latency, ns.
+    pub p999_ns: f64,
+    /// The model's mean response time r = s/(1-u), ns.
+    pub model_ns: f64,
+}
+
+/// Response time predicted by Lampson's single-server queue: r = s/(1-u). Infinite at u >= 1.
+pub fn model_response_ns(service_ns: f64, utilisation: f64) -> f64 {
+    if utilisation >= 1.0 {
+        f64::INFINITY
+    } else {
+        service_ns / (1.0 - utilisation)
+    }
+}
+
+/// The first call after some idleness, per transport.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ColdRow {
+    /// Transport name.
+    pub transport: String,
+    /// How long the client and server were idle before the call, ms (1, 10 or 100).
+    pub idle_ms: u32,
+    /// Median over the repeats of the first call's round trip, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call_ns: Option<f64>,
+    /// Median round trip of back-to-back calls on the same binding, for comparison, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_p50_ns: Option<f64>,
+    /// How many idle-then-call repeats the median is over.
+    #[serde(default)]
+    pub repeats: u32,
+    /// Why figures are missing, if any are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One other RPC system (or lowlat itself, for comparison) at one procedure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerRow {
+    /// System name: `grpc`, `zeromq`, `rpcgen` or `lowlat`.
+    pub system: String,
+    /// Transport: `tcp`, `udp`, `ipc`, ...
+    pub transport: String,
+    /// `null` or `echo`.
+    pub proc: String,
+    /// Bytes echoed (0 for null).
+    pub size: u32,
+    /// Median round trip, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<f64>,
+    /// 99th percentile round trip, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<f64>,
+    /// Closed-loop calls per second with one caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_s: Option<f64>,
+    /// Why the peer was not measured (e.g. its packages did not install).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl PeerRow {
+    /// A row for a peer that could not be built or run.
+    pub fn skipped(system: &str, transport: &str, proc: &str, size: u32, reason: &str) -> Self {
+        PeerRow {
+            system: system.to_owned(),
+            transport: transport.to_owned(),
+            proc: proc.to_owned(),
+            size,
+            p50_ns: None,
+            p99_ns: None,
+            calls_per_s: None,
+            skipped: Some(reason.to_owned()),
+        }
+    }
+}
+
+impl From<&BenchLine> for PeerRow {
+    fn from(b: &BenchLine) -> Self {
+        PeerRow {
+            system: b.system.clone().unwrap_or_else(|| "lowlat".to_owned()),
+            transport: b.transport.clone(),
+            proc: b.proc.clone(),
+            size: b.size,
+            p50_ns: Some(b.p50_ns),
+            p99_ns: Some(b.p99_ns),
+            calls_per_s: Some(b.calls_per_s),
+            skipped: None,
+        }
+    }
+}
+
+/// One line of `lowlat bench --json` or of a peer client's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BenchLine {
+    /// `rpc` or `raw`.
+    pub kind: String,
+    /// The system, for peers (`grpc`, `zeromq`, `rpcgen`); absent for lowlat itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Transport.
+    pub transport: String,
+    /// Procedure.
+    pub proc: String,
+    /// Bytes of argument (or result).
+    pub size: u32,
+    /// Calls measured (warm-up excluded).
+    pub calls: u64,
+    /// Caller threads.
+    pub threads: u32,
+    /// Percentiles and extremes of the round trips, ns.
+    pub p50_ns: f64,
+    /// 90th percentile, ns.
+    pub p90_ns: f64,
+    /// 99th percentile, ns.
+    pub p99_ns: f64,
+    /// 99.9th percentile, ns.
+    pub p999_ns: f64,
+    /// Largest round trip, ns.
+    pub max_ns: f64,
+    /// Mean round trip, ns.
+    pub mean_ns: f64,
+    /// Calls completed per second.
+    pub calls_per_s: f64,
+}
+
+/// Why a bench line is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchLineError {
+    /// Not JSON of the expected shape.
+    #[error("bench line is not valid JSON of the expected shape: {0}")]
+    Json(#[from] serde_json::Error),
+    /// JSON, but its figures contradict each other.
+    #[error("bench line is inconsistent: {0}")]
+    Inconsistent(&'static str),
+}
+
+impl BenchLine {
+    /// Parses one output line and checks that its figures are sane (ordered percentiles, positive
+    /// times, at least one call).
+    pub fn parse(line: &str) -> Result<Self, BenchLineError> {
+        let b: BenchLine = serde_json::from_str(line.trim())?;
+        b.check()?;
+        Ok(b)
+    }
+
+    fn check(&self) -> Result<(), BenchLineError> {
+        let ordered = [
+            self.p50_ns,
+            self.p90_ns,
+            self.p99_ns,
+            self.p999_ns,
+            self.max_ns,
+        ];
+        if self.calls == 0 {
+            return Err(BenchLineError::Inconsistent("no calls"));
+        }
+        if ordered
+            .iter()
+            .chain([&self.mean_ns, &self.calls_per_s])
+            .any(|v| !v.is_finite())
+        {
+            return Err(BenchLineError::Inconsistent(
+                "a figure is not a finite number",
+            ));
+        }
+        if self.p50_ns <= 0.0 {
+            return Err(BenchLineError::Inconsistent("p50 is not positive"));
+        }
+        if ordered.windows(2).any(|w| w[0] > w[1]) {
+            return Err(BenchLineError::Inconsistent(
+                "percentiles are not in increasing order",
+            ));
+        }
+        if self.mean_ns <= 0.0 || self.mean_ns > self.max_ns || self.calls_per_s <= 0.0 {
+            return Err(BenchLineError::Inconsistent("mean or rate out of range"));
+        }
+        Ok(())
+    }
+}
+
+/// Where the time of a call goes on one transport, and whether independently measured parts
+/// predict the whole.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Accounting {
+    /// Transport name.
+    pub transport: String,
+    /// Calls averaged over.
+    #[serde(default)]
+    pub calls: u64,
+    /// The call split into consecutive parts from timestamps on one clock, in call order.
+    pub parts: Vec<Part>,
+    /// Measured mean round trip with accounting on, ns (the parts add up to this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_total_ns: Option<f64>,
+    /// The terms of the prediction, each measured on its own (raw ping-pong, marshaling, dispatch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predicted_parts: Vec<Part>,
+    /// Sum of the predicted parts, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_total_ns: Option<f64>,
+    /// (measured - predicted) / measured * 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference_percent: Option<f64>,
+    /// True when |difference_percent| > 10: the parts are wrong or something contends.
+    #[serde(default)]
+    pub flagged: bool,
+    /// Mean round trip with the timestamps compiled in but accounting off, minus the same
+    /// without them, ns: the cost of being able to account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_overhead_ns: Option<f64>,
+    /// Why the transport was not accounted, if it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One part of a call's time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Part {
+    /// What the part covers (e.g. "client stub and marshaling").
+    pub name: String,
+    /// Mean time of the part, ns.
+    pub ns: f64,
+    /// Share of the total, percent.
+    pub percent: f64,
+}
+
+/// The model check's threshold: a larger gap between parts and whole is flagged.
+pub const ACCOUNTING_FLAG_PERCENT: f64 = 10.0;
+
+impl Accounting {
+    /// Builds an accounting from measured parts (name, ns) and independently measured prediction
+    /// terms, doing the arithmetic: percentages, totals, difference and flag.
+    pub fn from_parts(
+        transport: &str,
+        calls: u64,
+        parts: &[(&str, f64)],
+        measured_total_ns: f64,
+        predicted: &[(&str, f64)],
+    ) -> Self {
+        let to_parts = |items: &[(&str, f64)], total: f64| -> Vec<Part> {
+            items
+                .iter()
+                .map(|&(name, ns)| Part {
+                    name: name.to_owned(),
+                    ns,
+                    percent: if total > 0.0 { ns / total * 100.0 } else { 0.0 },
+                })
+                .collect()
+        };
+        let predicted_total: f64 = predicted.iter().map(|p| p.1).sum();
+        let (predicted_total_ns, difference_percent) =
+            if predicted.is_empty() || measured_total_ns <= 0.0 {
+                (None, None)
+            } else {
+                let d = (measured_total_ns - predicted_total) / measured_total_ns * 100.0;
+                (Some(predicted_total), Some(d))
+            };
+        Accounting {
+            transport: transport.to_owned(),
+            calls,
+            parts: to_parts(parts, measured_total_ns),
+            measured_total_ns: Some(measured_total_ns),
+            predicted_parts: to_parts(predicted, predicted_total),
+            predicted_total_ns,
+            difference_percent,
+            flagged: difference_percent.is_some_and(|d| d.abs() > ACCOUNTING_FLAG_PERCENT),
+            timestamp_overhead_ns: None,
+            skipped: None,
+        }
+    }
+}
+
+/// A latency distribution as points of its cumulative distribution function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CdfSeries {
+    /// Transport name.
+    pub transport: String,
+    /// Procedure measured.
+    pub proc: String,
+    /// Message size in bytes.
+    pub size: u32,
+    /// Points in increasing latency and fraction.
+    pub points: Vec<CdfPoint>,
+}
+
+/// The fraction of calls that took at most `latency_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CdfPoint {
+    /// Round trip, ns.
+    pub latency_ns: f64,
+    /// Fraction of calls at or below it, 0..1.
+    pub fraction: f64,
+}
+
+/// Round trip against message size for one transport.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SizeSeries {
+    /// Transport name.
+    pub transport: String,
+    /// `rpc` (ECHO of the size) or `raw` (ping-pong of the size).
+    pub kind: String,
+    /// Points in increasing size.
+    pub points: Vec<SizePoint>,
+}
+
+/// Round trip at one message size.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SizePoint {
+    /// Message size in bytes.
+    pub size: u32,
+    /// Median round trip, ns.
+    pub p50_ns: f64,
+    /// 99th percentile round trip, ns.
+    pub p99_ns: f64,
+}

@@ -1,0 +1,306 @@
+//! The results model, its schema and the rendered page, checked from the outside.
+
+use std::path::{Path, PathBuf};
+
+use lowlat_report::sample::{sample_results, SAMPLE_NOTE};
+use lowlat_report::schema::{self, SchemaError};
+use lowlat_report::*;
+use serde_json::{json, Value};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn schema_file_matches_the_types() {
+    let path = repo_root().join("docs/results.schema.json");
+    let generated = schema::generated_schema();
+    if std::env::var_os("LOWLAT_BLESS").is_some() {
+        std::fs::write(&path, &generated).expect("write the schema");
+    }
+    let on_disk = std::fs::read_to_string(&path).expect("read docs/results.schema.json");
+    assert!(
+        on_disk == generated,
+        "docs/results.schema.json is stale: rerun this test with LOWLAT_BLESS=1 and commit it"
+    );
+    // The copy compiled into the crate is the same file.
+    assert!(
+        schema::SCHEMA_FILE == on_disk,
+        "rebuild: the compiled-in schema is older than the file"
+    );
+}
+
+#[test]
+fn sample_results_validate_against_the_schema() {
+    let doc: Value = serde_json::from_str(&sample_results().to_json()).unwrap();
+    schema::validate(&doc).unwrap();
+}
+
+fn expect_invalid(doc: &Value, needle: &str) {
+    match schema::validate(doc) {
+        Err(SchemaError::Invalid(errors)) => assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "expected an error mentioning {needle:?}, got {errors:?}"
+        ),
+        other => panic!("expected the document to be invalid ({needle}), got {other:?}"),
+    }
+}
+
+#[test]
+fn schema_rejects_what_the_types_reject() {
+    let good: Value = serde_json::from_str(&sample_results().to_json()).unwrap();
+
+    let mut missing = good.clone();
+    missing["machine"].as_object_mut().unwrap().remove("kernel");
+    expect_invalid(&missing, "kernel");
+    assert!(serde_json::from_value::<Results>(missing).is_err());
+
+    let mut wrong_type = good.clone();
+    wrong_type["machine"]["cores"] = json!("two");
+    expect_invalid(&wrong_type, "cores");
+    assert!(serde_json::from_value::<Results>(wrong_type).is_err());
+
+    let mut extra = good.clone();
+    extra["ladder"][0]["colour"] = json!("red");
+    expect_invalid(&extra, "colour");
+    assert!(serde_json::from_value::<Results>(extra).is_err());
+
+    let mut negative = good.clone();
+    negative["threads"][0]["threads"] = json!(-1);
+    expect_invalid(&negative, "threads");
+    assert!(serde_json::from_value::<Results>(negative).is_err());
+
+    let mut bad_latency = good.clone();
+    bad_latency["ladder"][0]["raw"] = json!({"p50_ns": 1.0});
+    expect_invalid(&bad_latency, "p99_ns");
+    assert!(serde_json::from_value::<Results>(bad_latency).is_err());
+}
+
+#[test]
+fn validator_refuses_schemas_it_does_not_understand() {
+    let schema = json!({"type": "string", "pattern": "^a"});
+    assert!(matches!(
+        schema::validate_against(&schema, &json!("abc")),
+        Err(SchemaError::Unsupported { .. })
+    ));
+    let cyclic = json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"});
+    assert!(matches!(
+        schema::validate_against(&cyclic, &json!(1)),
+        Err(SchemaError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn results_round_trip_through_json() {
+    let r = sample_results();
+    let back = Results::from_json(&r.to_json()).unwrap();
+    assert_eq!(back, r);
+
+    let mut other = r.clone();
+    other.format_version = FORMAT_VERSION + 1;
+    assert!(matches!(
+        Results::from_json(&other.to_json()),
+        Err(ResultsError::Version { .. })
+    ));
+    assert!(matches!(
+        Results::from_json("{\"format_version\":"),
+        Err(ResultsError::Json(_))
+    ));
+}
+
+#[test]
+fn accounting_arithmetic() {
+    let a = Accounting::from_parts(
+        "udp",
+        1000,
+        &[("send", 1000.0), ("transit", 3000.0)],
+        4000.0,
+        &[("raw", 3000.0), ("stub", 500.0)],
+    );
+    assert_eq!(a.parts[0].percent, 25.0);
+    assert_eq!(a.parts[1].percent, 75.0);
+    assert_eq!(a.predicted_total_ns, Some(3500.0));
+    assert_eq!(a.difference_percent, Some(12.5));
+    assert!(a.flagged);
+
+    let close = Accounting::from_parts("udp", 10, &[("all", 1000.0)], 1000.0, &[("raw", 950.0)]);
+    assert_eq!(close.difference_percent, Some(5.0));
+    assert!(!close.flagged);
+
+    let over = Accounting::from_parts("udp", 10, &[("all", 1000.0)], 1000.0, &[("raw", 1200.0)]);
+    assert_eq!(over.difference_percent, Some(-20.0));
+    assert!(
+        over.flagged,
+        "a prediction above the measurement is as wrong as one below"
+    );
+
+    let no_model = Accounting::from_parts("udp", 10, &[("all", 1000.0)], 1000.0, &[]);
+    assert_eq!(no_model.difference_percent, None);
+    assert!(!no_model.flagged);
+}
+
+#[test]
+fn ladder_row_derives_ratio_and_difference() {
+    let raw = Latency {
+        p50_ns: 4000.0,
+        p99_ns: 7000.0,
+    };
+    let rpc = Latency {
+        p50_ns: 6000.0,
+        p99_ns: 9000.0,
+    };
+    let row = LadderRow::new("udp", 32, Some(raw), Some(rpc));
+    assert_eq!(row.ratio_p50, Some(1.5));
+    assert_eq!(row.diff_p50_ns, Some(2000.0));
+    let half = LadderRow::new("unix", 32, Some(raw), None);
+    assert_eq!((half.ratio_p50, half.diff_p50_ns), (None, None));
+    assert_eq!(model_response_ns(1000.0, 0.5), 2000.0);
+    assert!(model_response_ns(1000.0, 1.0).is_infinite());
+}
+
+#[test]
+fn bench_lines_parse_and_are_checked() {
+    let good = r#"{"kind":"rpc","system":"grpc","transport":"tcp","proc":"null","size":0,"calls":100,"threads":1,"p50_ns":1000,"p90_ns":1200,"p99_ns":1500,"p999_ns":2000,"max_ns":2500,"mean_ns":1100.5,"calls_per_s":900.0}"#;
+    let b = BenchLine::parse(good).unwrap();
+    let row = PeerRow::from(&b);
+    assert_eq!(
+        (row.system.as_str(), row.p50_ns, row.calls_per_s),
+        ("grpc", Some(1000.0), Some(900.0))
+    );
+
+    let unordered = good.replace("\"p99_ns\":1500", "\"p99_ns\":900");
+    assert!(matches!(
+        BenchLine::parse(&unordered),
+        Err(BenchLineError::Inconsistent(_))
+    ));
+    let zero = good.replace("\"calls\":100", "\"calls\":0");
+    assert!(matches!(
+        BenchLine::parse(&zero),
+        Err(BenchLineError::Inconsistent(_))
+    ));
+    assert!(matches!(
+        BenchLine::parse("ready"),
+        Err(BenchLineError::Json(_))
+    ));
+}
+
+/// Section ids and headings a reader (and `lowlat lab`'s own test) looks for.
+const SECTIONS: &[(&str, &str)] = &[
+    ("ladder", "The ladder"),
+    ("busy", "A busy server"),
+    ("threads", "Threads"),
+    ("load", "Load"),
+    ("cold", "Cold calls"),
+    ("peers", "Peers"),
+    ("accounting", "Accounting"),
+];
+
+#[test]
+fn page_has_every_section_and_plot() {
+    let html = render_html(&sample_results());
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.trim_end().ends_with("</html>"));
+    for (id, heading) in SECTIONS {
+        assert!(
+            html.contains(&format!(r#"<section id="{id}">"#)),
+            "section {id} missing"
+        );
+        assert!(html.contains(heading), "heading {heading} missing");
+    }
+    for title in [
+        "Latency CDF of null calls",
+        "Median round trip as the message grows",
+        "NULL calls per second against caller threads",
+        "MAXRESULT(1440) data rate against caller threads",
+        "latency against offered load",
+        "model s/(1−u)",
+        "Where the time of a null call goes",
+        "Peers: median round trip",
+    ] {
+        assert!(html.contains(title), "plot {title:?} missing");
+    }
+    assert!(html.matches("<svg").count() >= 8);
+    assert!(html.contains(SAMPLE_NOTE));
+    // Skipped rows say why.
+    assert!(html.contains("needs root to create a veth pair"));
+    assert!(html.contains("server did not answer within 5 s"));
+    // The model check's verdicts are shown.
+    assert!(html.contains("flagged"));
+    assert!(html.contains("within tolerance"));
+}
+
+#[test]
+fn page_is_self_contained() {
+    let html = render_html(&sample_results());
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("<link"));
+    assert!(!html.contains("<img"));
+    assert!(!html.contains("@import"));
+    assert!(!html.contains("url("));
+    // The only URL is the SVG namespace, which browsers never fetch.
+    let without_ns = html.replace("http://www.w3.org/2000/svg", "");
+    assert!(!without_ns.contains("http://") && !without_ns.contains("https://"));
+}
+
+#[test]
+fn hostile_names_are_escaped() {
+    let mut r = sample_results();
+    r.machine.cpu_model = "<script>alert(1)</script>".into();
+    r.ladder[0].transport = "<b>udp</b>".into();
+    r.peers[0].system = "\"><svg onload=x>".into();
+    let html = render_html(&r);
+    assert!(!html.contains("<script>"));
+    assert!(!html.contains("<b>udp</b>"));
+    assert!(!html.contains("<svg onload"));
+    assert!(html.contains("&lt;script&gt;"));
+}
+
+#[test]
+fn empty_results_render_every_section_with_a_note() {
+    let r = Results {
+        format_version: FORMAT_VERSION,
+        machine: Machine {
+            cpu_model: "cpu".into(),
+            cores: 1,
+            kernel: "k".into(),
+            date: "2026-01-01T00:00:00Z".into(),
+            hostname: None,
+            notes: vec![],
+        },
+        quick: true,
+        ladder: vec![],
+        busy_server: BusyServer {
+            workload: "none".into(),
+            workload_alone_ns: None,
+            rows: vec![],
+        },
+        threads: vec![],
+        load: vec![],
+        cold: vec![],
+        peers: vec![],
+        accounting: vec![],
+        cdf: vec![],
+        size_sweep: vec![],
+    };
+    let html = render_html(&r);
+    for (id, _) in SECTIONS {
+        assert!(html.contains(&format!(r#"<section id="{id}">"#)));
+    }
+    assert!(html.matches(r#"class="empty""#).count() >= 9);
+    schema::validate(&serde_json::to_value(&r).unwrap()).unwrap();
+}
+
+#[test]
+fn degenerate_figures_do_not_break_plots() {
+    let mut r = sample_results();
+    // A single point, zeros and a flat series must still give finite coordinates.
+    r.cdf[0].points.truncate(1);
+    r.size_sweep[0]
+        .points
+        .iter_mut()
+        .for_each(|p| p.p50_ns = 0.0);
+    r.peers.iter_mut().for_each(|p| p.p99_ns = p.p50_ns);
+    let html = render_html(&r);
+    assert!(!html.contains("NaN"));
+    assert!(!html.contains("inf\"") && !html.contains("inf,") && !html.contains("inf "));
+}

@@ -185,6 +185,12 @@ impl ShmChannel {
         self.recv(deadline)
     }
 
+    /// The producing end of the call ring, bypassing this channel's framing: for tests that play
+    /// a misbehaving client (say, one that stops half way through a streamed message).
+    pub fn raw_calls(&mut self) -> &mut Producer {
+        &mut self.calls
+    }
+
     /// The mapped segment, for tests that play a misbehaving client.
     pub fn segment(&self) -> &Segment {
         &self.seg

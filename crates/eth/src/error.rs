@@ -74,6 +74,12 @@ pub enum Error {
         stderr: String,
     },
 
+    #[error("no reply on {iface:?} within {waited:?}: is the peer running, and is its MAC right?")]
+    NoReply {
+        iface: String,
+        waited: std::time::Duration,
+    },
+
     #[error("{op}: {source}")]
     Io { op: &'static str, source: io::Error },
 }

@@ -10,11 +10,16 @@ pub mod frame;
 pub mod ifinfo;
 pub mod mac;
 pub mod packet;
+pub mod pingpong;
+pub mod socket;
 pub mod testhosts;
+pub mod uri;
 pub mod xdp;
 
 pub use cbpf::Filter;
 pub use error::{Error, Result};
 pub use mac::Mac;
 pub use packet::{EthConfig, EthSocket};
+pub use socket::{FrameSocket, OpenOptions};
+pub use uri::{Endpoint, Scheme};
 pub use xdp::{XdpConfig, XdpSocket};

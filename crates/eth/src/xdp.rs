@@ -532,13 +532,8 @@ impl XdpSocket {
         self.send_kind(dst, Kind::Data, head, body)
     }
 
-    pub(crate) fn send_kind(
-        &mut self,
-        dst: Mac,
-        kind: Kind,
-        head: &[u8],
-        body: &[u8],
-    ) -> Result<()> {
+    /// Sends one frame of any kind (PING frames are what the XDP floor answers).
+    pub fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
         let len = head.len() + body.len();
         if len > self.max_payload() {
             return Err(Error::TooLong {

@@ -1,0 +1,140 @@
+//! Raw ping-pong and the XDP floor between two network namespaces.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lowlat_eth::frame::Kind;
+use lowlat_eth::pingpong::{self, Floor, RunConfig};
+use lowlat_eth::{EthConfig, EthSocket, FrameSocket, OpenOptions, XdpConfig, XdpSocket};
+use lowlat_transport::SpinPolicy;
+
+fn open(uri: String, server: bool) -> Box<dyn FrameSocket> {
+    let ep = uri.parse().unwrap();
+    lowlat_eth::socket::open(
+        &ep,
+        OpenOptions {
+            answer_discovery: server,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn echo(server_uri: &str, client_uri: &str, spin: SpinPolicy) {
+    let Some(h) = common::hosts(1500) else { return };
+    let uri_a = server_uri.replace("IF", &h.a.iface);
+    let mut server = common::join(h.a.spawn(move || open(uri_a, true)), 5);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let server = std::thread::spawn(move || pingpong::serve(server.as_mut(), spin, &st));
+    let uri_b = client_uri.replace("IF", &h.b.iface);
+    let a_mac = h.a.mac;
+    let lat = common::join(
+        h.b.spawn(move || {
+            let mut c = open(uri_b, false);
+            let peer = c.discover(5, Duration::from_millis(200)).unwrap();
+            assert_eq!(peer, a_mac);
+            let cfg = RunConfig {
+                size: 1024,
+                rounds: 300,
+                warmup: 20,
+                spin,
+                ..RunConfig::default()
+            };
+            pingpong::run(c.as_mut(), peer, &cfg).unwrap()
+        }),
+        20,
+    );
+    stop.store(true, Ordering::Relaxed);
+    let echoed = server.join().unwrap().unwrap();
+    assert_eq!(echoed, 320);
+    let mut lat = lat;
+    let s = pingpong::summarize(&mut lat);
+    assert_eq!(s.count, 300);
+    assert!(s.p50 > 0 && s.p50 <= s.p99);
+    eprintln!("{server_uri} <- {client_uri} ({spin}): {s:?}");
+}
+
+#[test]
+fn eth_echo_spinning() {
+    echo("eth://IF", "eth://IF", SpinPolicy::Forever);
+}
+
+#[test]
+fn xdp_echo_blocking() {
+    echo("xdp://IF", "xdp://IF", SpinPolicy::Block);
+}
+
+#[test]
+fn xdp_floor_answers_in_the_driver() {
+    let Some(h) = common::hosts(1500) else { return };
+    let iface = h.a.iface.clone();
+    // A user-level socket on the server side, to prove that PINGs never reach user space.
+    let (floor, mut watcher) = common::join(
+        h.a.spawn(move || {
+            (
+                Floor::attach(&iface, None).unwrap(),
+                EthSocket::open(&iface, EthConfig::default()).unwrap(),
+            )
+        }),
+        5,
+    );
+    let a_mac = h.a.mac;
+    for xdp_client in [false, true] {
+        let iface = h.b.iface.clone();
+        let lat = common::join(
+            h.b.spawn(move || {
+                let mut c: Box<dyn FrameSocket> = if xdp_client {
+                    Box::new(XdpSocket::open(&iface, XdpConfig::default()).unwrap())
+                } else {
+                    Box::new(EthSocket::open(&iface, EthConfig::default()).unwrap())
+                };
+                let cfg = RunConfig {
+                    size: 32,
+                    rounds: 300,
+                    warmup: 20,
+                    kind: Kind::Ping,
+                    ..RunConfig::default()
+                };
+                pingpong::run(c.as_mut(), a_mac, &cfg).unwrap()
+            }),
+            20,
+        );
+        let mut lat = lat;
+        eprintln!(
+            "floor ({:?}), xdp client {xdp_client}: {:?}",
+            floor.mode(),
+            pingpong::summarize(&mut lat)
+        );
+    }
+    let mut buf = vec![0u8; watcher.max_payload()];
+    assert_eq!(
+        watcher.try_recv_from(&mut buf).unwrap(),
+        None,
+        "a PING reached user space"
+    );
+    drop(floor);
+}
+
+#[test]
+fn run_reports_a_missing_peer() {
+    let Some(h) = common::hosts(1500) else { return };
+    let iface = h.b.iface.clone();
+    let e = common::join(
+        h.b.spawn(move || {
+            let mut c = EthSocket::open(&iface, EthConfig::default()).unwrap();
+            let cfg = RunConfig {
+                rounds: 1,
+                warmup: 0,
+                timeout: Duration::from_millis(30),
+                ..RunConfig::default()
+            };
+            pingpong::run(&mut c, lowlat_eth::Mac([2, 0, 0, 0, 0, 9]), &cfg).unwrap_err()
+        }),
+        5,
+    );
+    assert!(matches!(e, lowlat_eth::Error::NoReply { .. }), "{e}");
+}

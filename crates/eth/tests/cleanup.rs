@@ -36,12 +36,15 @@ fn assert_gone(ns: &[String], ifaces: &[String]) {
     }
 }
 
+/// (namespaces, interfaces)
+type Names = (Vec<String>, Vec<String>);
+
 #[test]
 fn gone_after_a_panicking_test() {
     if common::hosts(1500).is_none() {
         return;
     }
-    let seen: Arc<Mutex<Option<(Vec<String>, Vec<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Option<Names>>> = Arc::default();
     let s = seen.clone();
     let r = std::panic::catch_unwind(move || {
         let h = common::hosts(1500).unwrap();

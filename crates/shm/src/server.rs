@@ -337,13 +337,16 @@ impl ShmServer {
         self.now = Instant::now();
         let deadline = timeout.map(|t| self.now + t);
         let mut passes = 0u32;
+        // With no spin budget, bindings are armed as soon as they are found empty: every call
+        // then comes through the doorbell (the blocking mode), none is caught by a stray poll.
+        let no_spin = self.spinner.budget() == Some(Duration::ZERO);
         loop {
             let served = self.serve_active(handler);
             if served > 0 {
                 return Ok(served);
             }
             passes = passes.wrapping_add(1);
-            if passes & 63 == 0 || self.active.is_empty() {
+            if no_spin || passes & 63 == 0 || self.active.is_empty() {
                 self.now = Instant::now();
                 self.arm_idle();
                 if self.active.is_empty() {

@@ -29,7 +29,7 @@ fn killed_clients_leave_nothing_behind() {
     let cycle = |i: usize| {
         let served = server.counters.served.load(Ordering::SeqCst);
         // Even cycles: the client idles after one call. Odd: it is killed mid-stream of calls.
-        let role = if i % 2 == 0 { "idle" } else { "busy" };
+        let role = if i & 1 == 0 { "idle" } else { "busy" };
         let mut c = child("child_entry", &format!("{role}:{}", path.display()))
             .stdout(Stdio::null())
             .spawn()

@@ -1,0 +1,96 @@
+//! Measures this transport's floor on this machine, client pinned to CPU 0 and server to CPU 1:
+//! spinning-flag and futex baselines, then raw shm echo spinning and blocking, alone and beside
+//! 100 idle bindings. `cargo run --release -p lowlat-shm --example shm_floor [ROUNDS]`
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lowlat_shm::{pingpong, ChannelConfig, ServerConfig, ShmChannel, ShmServer, SpinPolicy};
+
+fn pct(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 * p) as usize).min(v.len() - 1);
+    v[i].as_nanos() as f64 / 1000.0
+}
+
+fn report(name: &str, mut v: Vec<Duration>) -> f64 {
+    // The first tenth warms caches and the adaptive spinners.
+    let mut v = v.split_off(v.len() / 10);
+    let p50 = pct(&mut v, 0.5);
+    println!(
+        "{name:<44} p50 {p50:>7.2} µs  p99 {:>7.2} µs  max {:>8.1} µs",
+        pct(&mut v, 0.99),
+        pct(&mut v, 1.0)
+    );
+    p50
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let cpus = (Some(0), Some(1));
+    report(
+        "flag ping-pong (both spinning)",
+        pingpong::flag_pingpong(rounds, cpus).unwrap(),
+    );
+    report(
+        "futex ping-pong (both blocking)",
+        pingpong::futex_pingpong(rounds / 4, cpus).unwrap(),
+    );
+
+    let dir = std::env::temp_dir().join(format!("llshm-floor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s");
+    for (name, spin, idle) in [
+        ("shm echo 32 B, spinning", SpinPolicy::Forever, 0),
+        ("shm echo 32 B, adaptive", SpinPolicy::Adaptive, 0),
+        ("shm echo 32 B, blocking", SpinPolicy::Block, 0),
+        (
+            "shm echo 32 B, spinning, +100 idle bindings",
+            SpinPolicy::Forever,
+            100,
+        ),
+        (
+            "shm echo 32 B, adaptive, +100 idle bindings",
+            SpinPolicy::Adaptive,
+            100,
+        ),
+    ] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut server = ShmServer::bind(
+            &path,
+            ServerConfig {
+                spin,
+                ..ServerConfig::default()
+            },
+        )
+        .unwrap();
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || {
+            let _ = lowlat_transport::sys::pin_to_cpu(1);
+            server.run(&mut pingpong::echo, &s2).unwrap();
+        });
+        let _ = lowlat_transport::sys::pin_to_cpu(0);
+        let idle: Vec<ShmChannel> = (0..idle)
+            .map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap())
+            .collect();
+        let n = if spin == SpinPolicy::Block {
+            rounds / 4
+        } else {
+            rounds
+        };
+        let cfg = ChannelConfig {
+            spin,
+            ..ChannelConfig::default()
+        };
+        let v = pingpong::run(&path, cfg, 32, n, Duration::from_secs(5)).unwrap();
+        report(name, v);
+        drop(idle);
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

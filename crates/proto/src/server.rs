@@ -481,7 +481,13 @@ impl<A: Copy + Eq> ServerEngine<A> {
     pub fn finish(&mut self, key: CallKey, status: Status, out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8])) -> bool {
         let Some((sess, i)) = self.slot_of(key) else { return false };
         let (token, frag, window, reliable) = (sess.token, sess.frag_size, sess.window, sess.reliable);
+        let max_message = sess.max_message as usize;
         let slot = &mut sess.slots[i];
+        // A result larger than the session allows is refused, as an oversized call is.
+        let status = match status {
+            Status::Ok if slot.result.len() > max_message => Status::Error(ErrorCode::TooLarge),
+            s => s,
+        };
         if let Status::Error(_) = status {
             slot.result.clear();
         }

@@ -109,6 +109,8 @@ pub enum ErrorCode {
     UnknownSession,
     /// The message is larger than the session's maximum.
     TooLarge,
+    /// The server shed the call under overload without running it.
+    Busy,
     /// A code this version does not know.
     Unknown(u32),
 }
@@ -121,6 +123,7 @@ impl ErrorCode {
             ErrorCode::ServerError => 3,
             ErrorCode::UnknownSession => 4,
             ErrorCode::TooLarge => 5,
+            ErrorCode::Busy => 6,
             ErrorCode::Unknown(c) => c,
         }
     }
@@ -132,6 +135,7 @@ impl ErrorCode {
             3 => ErrorCode::ServerError,
             4 => ErrorCode::UnknownSession,
             5 => ErrorCode::TooLarge,
+            6 => ErrorCode::Busy,
             c => ErrorCode::Unknown(c),
         }
     }

@@ -1,1 +1,57 @@
-//! placeholder being written
+//! lowlat: remote procedure calls for Linux whose fast path runs close to what the machine can do.
+//!
+//! ```no_run
+//! use lowlat::{Client, Program, Server};
+//! // Serve program 0x20000001 version 1 with one procedure that adds 1 to a little-endian u32.
+//! let program = Program::new(0x2000_0001, 1).procedure(1, "INC", |_ctx, args, reply| {
+//!     let n = u32::from_le_bytes(args.try_into().map_err(|_| lowlat::ProcError::GarbageArgs)?);
+//!     reply.extend_from_slice(&(n + 1).to_le_bytes());
+//!     Ok(())
+//! });
+//! let server = Server::builder().program(program).serve(&["udp://127.0.0.1:7000"]).unwrap();
+//! let client = Client::connect("udp://127.0.0.1:7000", 0x2000_0001, 1).unwrap();
+//! let n = client
+//!     .call(1, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&41u32.to_le_bytes())), |r| {
+//!         Ok(u32::from_le_bytes(r.try_into().map_err(|_| lowlat::DecodeError::new("u32", r.len()))?))
+//!     })
+//!     .unwrap();
+//! assert_eq!(n, 42);
+//! server.shutdown();
+//! ```
+//!
+//! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
+//! procedures, their configurations and [`Error`]. Underneath: `lowlat-proto` (the sans-I/O
+//! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
+//! never depend on the lab, the CLI or any code generator.
+
+mod client;
+mod config;
+mod driver;
+mod error;
+mod server;
+mod service;
+mod uri;
+
+pub use client::Client;
+pub use config::{ClientConfig, ServerConfig};
+pub use error::Error;
+pub use lowlat_proto::{ByteOrder, Execution, Session};
+pub use lowlat_transport::SpinPolicy;
+pub use server::{Server, ServerBuilder};
+pub use service::{CallContext, Handler, ProcError, Program};
+pub use uri::{parse_mac, Endpoint};
+
+/// A result that did not have the expected shape: the simplest decoding error, for hand-written
+/// stubs (generated code has its own, richer ones).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected {expected}, got {got} bytes")]
+pub struct DecodeError {
+    pub expected: &'static str,
+    pub got: usize,
+}
+
+impl DecodeError {
+    pub fn new(expected: &'static str, got: usize) -> DecodeError {
+        DecodeError { expected, got }
+    }
+}

@@ -1,0 +1,436 @@
+//! The client: a binding to one program and version at one endpoint, shared by any number of
+//! threads.
+//!
+//! A binding has K call slots; each slot owns its own channel to the server (a connected UDP
+//! socket, a TCP connection, ...) and its own protocol state, so a calling thread claims a free
+//! slot and then touches nothing shared until it releases it: no lock is waited on and nothing is
+//! allocated on the call path once the slot's buffers have grown to the messages in use.
+//! A call encodes its arguments straight into the slot's send buffer and decodes its result where
+//! it lies in the receive buffer (Firefly's VAR IN / VAR OUT; eRPC's message buffers).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use lowlat_proto::wire::{BindRequest, PROTOCOL_VERSION};
+use lowlat_proto::{
+    BindError, Binder, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, Outcome, Refusal, Session, HEADER_LEN,
+};
+use lowlat_transport::Spinner;
+
+use crate::driver::{self, ClientChannel};
+use crate::{ClientConfig, Endpoint, Error};
+
+struct Slot {
+    index: u16,
+    /// The session epoch this slot's engine was built for.
+    epoch: u64,
+    engine: Option<ClientSlot>,
+    chan: Option<Box<dyn ClientChannel>>,
+    buf: Vec<u8>,
+    spinner: Spinner,
+}
+
+struct Shared {
+    uri: String,
+    endpoint: Endpoint,
+    program: u32,
+    version: u32,
+    cfg: ClientConfig,
+    /// Bumped when the session is replaced (server restart, expiry); slots rebuild lazily.
+    epoch: AtomicU64,
+    session: Mutex<(u64, Session)>,
+    slots: Box<[Mutex<Slot>]>,
+    waiters: AtomicUsize,
+    free: Condvar,
+    free_lock: Mutex<()>,
+}
+
+/// A binding to a program at an endpoint. `Send + Sync`: share it between threads by reference
+/// or `Arc`; calls from several threads proceed in parallel on separate slots.
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("uri", &self.shared.uri)
+            .field("program", &self.shared.program)
+            .field("version", &self.shared.version)
+            .finish()
+    }
+}
+
+fn nonce() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most 8 bytes into a live 8-byte buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64
+    }
+}
+
+fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
+    let uri = uri.to_string();
+    match e {
+        BindError::Refused(Refusal::UnknownProgram { program }) => Error::UnknownProgram { uri, program },
+        BindError::Refused(Refusal::VersionMismatch { low, high }) => {
+            Error::VersionMismatch { uri, program, requested: version, low, high }
+        }
+        BindError::Refused(Refusal::TooManySessions) => Error::TooManySessions { uri },
+        BindError::Refused(Refusal::ProtocolMismatch { low, high }) => {
+            Error::ProtocolMismatch { uri, ours: PROTOCOL_VERSION, low, high }
+        }
+        BindError::Refused(Refusal::Malformed) => {
+            Error::BindRefused { uri, reason: "the server found the bind request malformed".into() }
+        }
+        BindError::Refused(Refusal::Unknown(c)) => Error::BindRefused { uri, reason: format!("reason code {c}") },
+        BindError::Malformed(what) => Error::BindRefused { uri, reason: format!("the server's answer had a bad {what}") },
+        BindError::Timeout { after } => Error::BindTimeout { uri, after },
+    }
+}
+
+/// Runs the handshake over `chan`.
+fn bind(
+    shared_uri: &str,
+    program: u32,
+    version: u32,
+    cfg: &ClientConfig,
+    chan: &mut dyn ClientChannel,
+    buf: &mut Vec<u8>,
+) -> Result<Session, Error> {
+    let reliable = chan.reliable();
+    let req = BindRequest {
+        program,
+        version,
+        proto_min: PROTOCOL_VERSION,
+        proto_max: PROTOCOL_VERSION,
+        byte_order: ByteOrder::native(),
+        flags: if reliable { lowlat_proto::wire::BIND_RELIABLE } else { 0 },
+        max_message: cfg.max_message.min(u32::MAX as usize) as u32,
+        max_frame: chan.max_frame().min(u32::MAX as usize) as u32,
+        slots: cfg.slots.max(1),
+        window: cfg.window.clamp(2, lowlat_proto::MAX_WINDOW),
+        nonce: nonce(),
+    };
+    let now = Instant::now();
+    let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout);
+    let mut send_err = None;
+    binder.start(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+        if let Err(e) = chan.send(h, b) {
+            send_err.get_or_insert(e);
+        }
+    });
+    if let Some(e) = send_err {
+        return Err(Error::io(format!("{shared_uri}: send bind request"), e));
+    }
+    let mut spinner = Spinner::new(cfg.spin);
+    loop {
+        let got = spinner.wait_on(binder.poll_timeout(), &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
+        match got {
+            Ok(Some(n)) => {
+                if let Some(r) = binder.handle(&buf[..n]) {
+                    return r.map_err(|e| bind_error(shared_uri, program, version, e));
+                }
+            }
+            Ok(None) => {
+                let mut send_err = None;
+                let r = binder.handle_timeout(Instant::now(), &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                    if let Err(e) = chan.send(h, b) {
+                        send_err.get_or_insert(e);
+                    }
+                });
+                if let Some(e) = r {
+                    return Err(bind_error(shared_uri, program, version, e));
+                }
+            }
+            Err(e) => {
+                let detail = e.to_string();
+                return Err(match e.kind() {
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::UnexpectedEof => {
+                        Error::ServerNotRunning { uri: shared_uri.to_string(), detail }
+                    }
+                    _ => Error::io(format!("{shared_uri}: bind"), e),
+                });
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Binds to `program` `version` at `uri` with default settings.
+    pub fn connect(uri: &str, program: u32, version: u32) -> Result<Client, Error> {
+        Client::connect_with(uri, program, version, ClientConfig::default())
+    }
+
+    /// Binds with the given settings.
+    pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
+        let endpoint: Endpoint = uri.parse()?;
+        let mut chan = driver::open_channel(&endpoint, uri, &cfg)?;
+        let mut buf = Vec::new();
+        let session = bind(uri, program, version, &cfg, chan.as_mut(), &mut buf)?;
+        let slots: Box<[Mutex<Slot>]> = (0..session.slots)
+            .map(|i| {
+                Mutex::new(Slot {
+                    index: i,
+                    epoch: 0,
+                    engine: None,
+                    chan: None,
+                    buf: Vec::new(),
+                    spinner: Spinner::new(cfg.spin),
+                })
+            })
+            .collect();
+        {
+            let mut s0 = slots[0].lock().unwrap_or_else(|p| p.into_inner());
+            s0.chan = Some(chan);
+            s0.buf = buf;
+        }
+        let reliable = session.reliable;
+        let shared = Arc::new(Shared {
+            uri: uri.to_string(),
+            endpoint,
+            program,
+            version,
+            cfg,
+            epoch: AtomicU64::new(0),
+            session: Mutex::new((0, session)),
+            slots,
+            waiters: AtomicUsize::new(0),
+            free: Condvar::new(),
+            free_lock: Mutex::new(()),
+        });
+        if !reliable {
+            spawn_acknowledger(Arc::downgrade(&shared));
+        }
+        Ok(Client { shared })
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.shared.uri
+    }
+
+    /// The byte order message bodies travel in (the server's): only the client converts.
+    pub fn server_byte_order(&self) -> ByteOrder {
+        self.session().server_order
+    }
+
+    /// The session currently bound.
+    pub fn session(&self) -> Session {
+        self.shared.session.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Largest message a call may carry on this binding.
+    pub fn max_message(&self) -> usize {
+        self.session().max_message as usize
+    }
+
+    /// One call with the default deadline. `encode` appends the arguments to an empty buffer
+    /// (preallocated per slot); `decode` reads the result where it lies.
+    pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        self.call_timeout(proc_no, self.shared.cfg.deadline, encode, decode)
+    }
+
+    /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
+    pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Duration,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.acquire(deadline, proc_no)?;
+        self.prepare(&mut guard)?;
+        let engine = guard.engine.as_mut().expect("prepared");
+        encode(engine.args_buf()).map_err(|e| Error::Encode { proc_no, source: Box::new(e) })?;
+        let mut decode = Some(decode);
+        let r = match self.run(&mut guard, proc_no, deadline, &mut decode) {
+            Err(Error::SessionLost { execution: Execution::NotSent, .. }) => {
+                // The server (same incarnation) never saw this session: bind again and send the
+                // call once more; it cannot run twice.
+                let args = guard.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
+                self.rebind(&mut guard)?;
+                guard.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
+                self.run(&mut guard, proc_no, deadline, &mut decode)
+            }
+            r => r,
+        };
+        drop(guard);
+        self.release_notify();
+        r
+    }
+
+    fn acquire(&self, deadline: Instant, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
+        let slots = &self.shared.slots;
+        loop {
+            for s in slots.iter() {
+                if let Ok(g) = s.try_lock() {
+                    return Ok(g);
+                }
+            }
+            // Every slot is busy: wait for one to be released (bounded by the call's deadline).
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout { proc_no, after: Duration::ZERO, execution: Execution::NotSent });
+            }
+            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
+            let g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let wait = (deadline - now).min(Duration::from_millis(5));
+            let _ = self.shared.free.wait_timeout(g, wait);
+            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn release_notify(&self) {
+        if self.shared.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.free.notify_one();
+        }
+    }
+
+    /// Makes sure the slot has a channel and an engine for the current session.
+    fn prepare(&self, slot: &mut Slot) -> Result<(), Error> {
+        let epoch = self.shared.epoch.load(Ordering::Acquire);
+        if slot.engine.is_some() && slot.epoch == epoch {
+            return Ok(());
+        }
+        let (e, session) = *self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.chan.is_none() {
+            slot.chan = Some(driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg)?);
+        }
+        slot.engine = Some(ClientSlot::new(session, slot.index, self.shared.cfg.engine));
+        slot.epoch = e;
+        Ok(())
+    }
+
+    /// Binds again (after the server forgot the session) over this slot's channel.
+    fn rebind(&self, slot: &mut Slot) -> Result<(), Error> {
+        let mut sess = self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
+        if sess.0 == slot.epoch {
+            let chan = slot.chan.as_mut().expect("a slot that called has a channel");
+            let s = bind(&self.shared.uri, self.shared.program, self.shared.version, &self.shared.cfg, chan.as_mut(), &mut slot.buf)?;
+            sess.0 += 1;
+            sess.1 = s;
+            self.shared.epoch.store(sess.0, Ordering::Release);
+        }
+        drop(sess);
+        slot.engine = None;
+        self.prepare(slot)
+    }
+
+    fn run<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        slot: &mut Slot,
+        proc_no: u32,
+        deadline: Instant,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+    ) -> Result<R, Error> {
+        let Slot { engine, chan, buf, spinner, .. } = slot;
+        let engine = engine.as_mut().expect("prepared");
+        let chan = chan.as_mut().expect("prepared");
+        let mut send_err: Option<std::io::Error> = None;
+        let now = Instant::now();
+        engine
+            .start(proc_no, now, deadline, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                if let Err(e) = chan.send(h, b) {
+                    send_err.get_or_insert(e);
+                }
+            })
+            .map_err(|e| self.call_error(proc_no, e))?;
+        if let Some(e) = send_err.take() {
+            return Err(self.lost(proc_no, Execution::Unknown, e));
+        }
+        loop {
+            let got = spinner.wait_on(engine.poll_timeout(), &mut **chan, |c| c.try_recv(buf), |c, t| c.block(t));
+            let now = Instant::now();
+            let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
+                if let Err(e) = chan.send(h, b) {
+                    send_err.get_or_insert(e);
+                }
+            };
+            match got {
+                Ok(Some(n)) => match engine.handle(&buf[..n], now, &mut out) {
+                    Some(Outcome::Reply(body)) => {
+                        let decode = decode.take().expect("one reply per call");
+                        return decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) });
+                    }
+                    Some(Outcome::Failed(e)) => return Err(self.call_error(proc_no, e)),
+                    None => {}
+                },
+                Ok(None) => {
+                    if let Some(e) = engine.handle_timeout(now, &mut out) {
+                        return Err(self.call_error(proc_no, e));
+                    }
+                }
+                Err(e) => return Err(self.lost(proc_no, Execution::Unknown, e)),
+            }
+            if let Some(e) = send_err.take() {
+                if chan.reliable() {
+                    return Err(self.lost(proc_no, Execution::Unknown, e));
+                }
+            }
+        }
+    }
+
+    fn lost(&self, proc_no: u32, execution: Execution, source: std::io::Error) -> Error {
+        Error::ConnectionLost { uri: self.shared.uri.clone(), proc_no, execution, source }
+    }
+
+    fn call_error(&self, proc_no: u32, e: CallError) -> Error {
+        match e {
+            CallError::Timeout { after, execution } => Error::Timeout { proc_no, after, execution },
+            CallError::TooLarge { size, max } => Error::TooLarge { size, max: max as usize },
+            CallError::SessionLost { restarted: true, .. } => Error::ServerRestarted { proc_no },
+            CallError::SessionLost { retry_safe, .. } => Error::SessionLost {
+                proc_no,
+                execution: if retry_safe { Execution::NotSent } else { Execution::Unknown },
+            },
+            CallError::Remote(code) => match code {
+                ErrorCode::UnknownProcedure => {
+                    Error::UnknownProcedure { program: self.shared.program, version: self.shared.version, proc_no }
+                }
+                ErrorCode::GarbageArgs => Error::GarbageArgs { proc_no },
+                ErrorCode::ServerError => Error::ServerError { proc_no },
+                ErrorCode::Busy => Error::Busy { proc_no },
+                ErrorCode::TooLarge => Error::TooLarge { size: 0, max: self.max_message() },
+                ErrorCode::UnknownSession => Error::SessionLost { proc_no, execution: Execution::Unknown },
+                ErrorCode::Unknown(code) => Error::UnknownRemoteError { code },
+            },
+        }
+    }
+}
+
+/// Acknowledges the last result of idle slots after the engine's delay, so the server can free
+/// it. Exits when the client is dropped.
+fn spawn_acknowledger(shared: Weak<Shared>) {
+    let _ = std::thread::Builder::new().name("lowlat-acks".into()).spawn(move || loop {
+        let delay = match shared.upgrade() {
+            None => return,
+            Some(s) => {
+                let now = Instant::now();
+                for slot in s.slots.iter() {
+                    let Ok(mut g) = slot.try_lock() else { continue };
+                    let Slot { engine, chan, .. } = &mut *g;
+                    if let (Some(e), Some(c)) = (engine.as_mut(), chan.as_mut()) {
+                        if !e.is_active() && e.poll_timeout().is_some_and(|t| t <= now) {
+                            e.handle_timeout(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                                let _ = c.send(h, b);
+                            });
+                        }
+                    }
+                }
+                s.cfg.engine.ack_delay
+            }
+        };
+        std::thread::sleep(delay.max(Duration::from_millis(1)));
+    });
+}

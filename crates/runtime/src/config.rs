@@ -1,0 +1,74 @@
+//! Client and server settings, with the defaults a person would choose without measuring.
+
+use std::time::Duration;
+
+use lowlat_transport::SpinPolicy;
+
+/// How a client binds and calls.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Spin budget before blocking while waiting for a result.
+    pub spin: SpinPolicy,
+    /// Call slots wanted: how many calls may be outstanding at once (threads beyond this wait).
+    pub slots: u16,
+    /// Deadline of a call, unless given per call.
+    pub deadline: Duration,
+    /// How long binding may take.
+    pub bind_timeout: Duration,
+    /// Largest argument or result message.
+    pub max_message: usize,
+    /// Fragments in flight for large messages (at most 64).
+    pub window: u16,
+    /// Retransmission and acknowledgement timers.
+    pub engine: lowlat_proto::ClientConfig,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            spin: SpinPolicy::Adaptive,
+            slots: 8,
+            deadline: Duration::from_secs(10),
+            bind_timeout: Duration::from_secs(5),
+            max_message: 4 << 20,
+            window: 32,
+            engine: lowlat_proto::ClientConfig::default(),
+        }
+    }
+}
+
+/// How a server serves.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Spin budget of a server thread before it blocks.
+    pub spin: SpinPolicy,
+    /// Sessions at once per endpoint.
+    pub max_sessions: usize,
+    /// Slots granted per session at most.
+    pub max_slots: u16,
+    /// Sessions idle this long are dropped.
+    pub session_idle: Duration,
+    /// Largest argument or result message.
+    pub max_message: usize,
+    /// Threads running long-running procedures.
+    pub workers: usize,
+    /// Long-running calls queued for the workers before new ones are shed with `Busy`.
+    pub worker_queue: usize,
+    /// Pin each serving thread to this CPU.
+    pub pin_cpu: Option<usize>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            spin: SpinPolicy::Adaptive,
+            max_sessions: 1024,
+            max_slots: 64,
+            session_idle: Duration::from_secs(120),
+            max_message: 4 << 20,
+            workers: 4,
+            worker_queue: 1024,
+            pin_cpu: None,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Drivers: how the protocol engine meets each transport.
+//!
+//! A client opens one [`ClientChannel`] per call slot, so the threads sharing a binding never
+//! share a socket (no lock, no demultiplexing: each thread waits on its own descriptor). A server
+//! endpoint is one [`ServerTransport`] driven by one thread that runs the engine and the
+//! procedures (see `crate::server`).
+//!
+//! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`, and an arm in
+//! [`open_channel`] and [`open_server`].
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::{ClientConfig, Endpoint, Error, ServerConfig};
+
+pub(crate) mod tcp;
+pub(crate) mod udp;
+
+/// One call slot's path to the server.
+pub(crate) trait ClientChannel: Send {
+    /// Sends one frame: `head` then `body`.
+    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()>;
+    /// Receives one frame without blocking into `buf` (which it may grow); returns its length.
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>>;
+    /// Sleeps until a frame may be ready or the timeout passes.
+    fn block(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+    /// Largest frame (header + body) this channel carries in one piece.
+    fn max_frame(&self) -> usize;
+    /// Whether the transport delivers every frame, in order (no retransmission needed).
+    fn reliable(&self) -> bool;
+}
+
+/// What a server transport received.
+pub(crate) enum Received<A> {
+    /// A frame of `len` bytes, in the buffer given.
+    Frame { len: usize, from: A },
+    /// A peer's connection closed.
+    Closed(A),
+}
+
+/// One server endpoint's transport.
+pub(crate) trait ServerTransport: Send {
+    type Addr: Copy + Eq + Send + std::fmt::Debug;
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Self::Addr>>>;
+    fn send(&mut self, to: &Self::Addr, head: &[u8], body: &[u8]);
+    /// Sleeps until a frame may be ready, `doorbell` is readable, or the timeout passes.
+    fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()>;
+    fn max_frame(&self) -> usize;
+    /// The URI clients should use (with the real port when 0 was asked for).
+    fn local_uri(&self) -> String;
+}
+
+/// Opens a channel to the server at `endpoint`.
+pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -> Result<Box<dyn ClientChannel>, Error> {
+    match endpoint {
+        Endpoint::Udp { host_port } => Ok(Box::new(udp::UdpClient::connect(uri, host_port)?)),
+        Endpoint::Tcp { host_port } => Ok(Box::new(tcp::TcpClient::connect(uri, host_port, cfg)?)),
+        other => Err(unsupported(uri, other)),
+    }
+}
+
+/// A transport serving `endpoint`, handed to a serving thread.
+pub(crate) enum AnyServer {
+    Udp(udp::UdpServer),
+    Tcp(tcp::TcpServer),
+}
+
+pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<AnyServer, Error> {
+    match endpoint {
+        Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
+        Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
+        other => Err(unsupported(uri, other)),
+    }
+}
+
+fn unsupported(uri: &str, e: &Endpoint) -> Error {
+    Error::Unsupported {
+        uri: uri.to_string(),
+        scheme: e.scheme().to_string(),
+        reason: "this transport is not built into this version of lowlat".to_string(),
+    }
+}

@@ -1,0 +1,89 @@
+//! lowlat over UDP: a connected socket per client slot; one socket per server endpoint.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::sys::poll_readable;
+
+use super::{ClientChannel, Received, ServerTransport};
+use crate::Error;
+
+pub(crate) struct UdpClient {
+    ch: UdpChannel,
+}
+
+impl UdpClient {
+    pub fn connect(uri: &str, host_port: &str) -> Result<UdpClient, Error> {
+        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
+        let ch = UdpChannel::connect(addr).map_err(|e| Error::io(format!("{uri}: open UDP socket"), e))?;
+        Ok(UdpClient { ch })
+    }
+}
+
+impl ClientChannel for UdpClient {
+    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        self.ch.send(head, body)
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        if buf.len() < MAX_DATAGRAM {
+            buf.resize(MAX_DATAGRAM, 0);
+        }
+        self.ch.try_recv(buf)
+    }
+
+    fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        poll_readable(&[self.ch.as_raw_fd()], timeout).map(|_| ())
+    }
+
+    fn max_frame(&self) -> usize {
+        self.ch.max_datagram()
+    }
+
+    fn reliable(&self) -> bool {
+        false
+    }
+}
+
+pub(crate) struct UdpServer {
+    ep: UdpEndpoint,
+}
+
+impl UdpServer {
+    pub fn bind(uri: &str, host_port: &str) -> Result<UdpServer, Error> {
+        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
+        let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        Ok(UdpServer { ep })
+    }
+}
+
+impl ServerTransport for UdpServer {
+    type Addr = SocketAddr;
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<SocketAddr>>> {
+        if buf.len() < MAX_DATAGRAM {
+            buf.resize(MAX_DATAGRAM, 0);
+        }
+        Ok(self.ep.try_recv_from(buf)?.map(|(len, from)| Received::Frame { len, from }))
+    }
+
+    fn send(&mut self, to: &SocketAddr, head: &[u8], body: &[u8]) {
+        // A failed send is a lost datagram; the client's retransmission recovers.
+        let _ = self.ep.send_to(to, head, body);
+    }
+
+    fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        poll_readable(&[self.ep.as_raw_fd(), doorbell], timeout).map(|_| ())
+    }
+
+    fn max_frame(&self) -> usize {
+        MAX_DATAGRAM
+    }
+
+    fn local_uri(&self) -> String {
+        format!("udp://{}", self.ep.local_addr())
+    }
+}

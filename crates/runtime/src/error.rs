@@ -1,0 +1,94 @@
+//! The errors a lowlat user sees. Each message says what happened, where, and, for failed calls,
+//! whether the procedure may have run.
+
+use std::time::Duration;
+
+use lowlat_proto::Execution;
+
+/// Everything that can go wrong binding to a server or making a call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid endpoint {uri:?}: {reason}")]
+    InvalidUri { uri: String, reason: String },
+
+    #[error("{uri}: the {scheme} transport is not available in this build or on this machine: {reason}")]
+    Unsupported { uri: String, scheme: String, reason: String },
+
+    #[error("{uri}: no server is running there ({detail})")]
+    ServerNotRunning { uri: String, detail: String },
+
+    #[error("{uri}: the server does not serve program {program} ({program:#x})")]
+    UnknownProgram { uri: String, program: u32 },
+
+    #[error("{uri}: program {program:#x} version {requested} is not served; the server has versions {low} to {high}")]
+    VersionMismatch { uri: String, program: u32, requested: u32, low: u32, high: u32 },
+
+    #[error("{uri}: the server speaks lowlat protocol versions {low} to {high}; this client speaks {ours}")]
+    ProtocolMismatch { uri: String, ours: u8, low: u8, high: u8 },
+
+    #[error("{uri}: the server has no room for another session; try again later or raise its --max-sessions")]
+    TooManySessions { uri: String },
+
+    #[error("{uri}: the server refused the binding: {reason}")]
+    BindRefused { uri: String, reason: String },
+
+    #[error("{uri}: no answer to the bind request within {after:?}; is a lowlat server running there?")]
+    BindTimeout { uri: String, after: Duration },
+
+    #[error("procedure {proc_no} timed out after {after:?}: {execution}")]
+    Timeout { proc_no: u32, after: Duration, execution: Execution },
+
+    #[error("the server has no procedure {proc_no} in program {program:#x} version {version}")]
+    UnknownProcedure { program: u32, version: u32, proc_no: u32 },
+
+    #[error("the server could not decode the arguments of procedure {proc_no}")]
+    GarbageArgs { proc_no: u32 },
+
+    #[error("procedure {proc_no} failed on the server")]
+    ServerError { proc_no: u32 },
+
+    #[error("the server is overloaded and shed procedure {proc_no} without running it; try again")]
+    Busy { proc_no: u32 },
+
+    #[error("a message of {size} bytes exceeds this binding's maximum of {max} bytes")]
+    TooLarge { size: usize, max: usize },
+
+    #[error("{uri}: connection lost during procedure {proc_no} ({source}): {execution}")]
+    ConnectionLost { uri: String, proc_no: u32, execution: Execution, source: std::io::Error },
+
+    #[error("the server restarted during procedure {proc_no}: the call may have executed before the restart")]
+    ServerRestarted { proc_no: u32 },
+
+    #[error("the server no longer knows this session (procedure {proc_no}): {execution}")]
+    SessionLost { proc_no: u32, execution: Execution },
+
+    #[error("encoding the arguments of procedure {proc_no}: {source}")]
+    Encode { proc_no: u32, source: Box<dyn std::error::Error + Send + Sync> },
+
+    #[error("decoding the result of procedure {proc_no}: {source}")]
+    Decode { proc_no: u32, source: Box<dyn std::error::Error + Send + Sync> },
+
+    #[error("the server answered with an error this client does not know (code {code})")]
+    UnknownRemoteError { code: u32 },
+
+    #[error("{op}: {source}")]
+    Io { op: String, source: std::io::Error },
+}
+
+impl Error {
+    pub(crate) fn io(op: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io { op: op.into(), source }
+    }
+
+    /// Whether the procedure may have run: false only when lowlat knows it did not.
+    pub fn may_have_executed(&self) -> bool {
+        match self {
+            Error::Timeout { execution, .. }
+            | Error::ConnectionLost { execution, .. }
+            | Error::SessionLost { execution, .. } => *execution != Execution::NotSent,
+            Error::ServerRestarted { .. } | Error::ServerError { .. } | Error::Decode { .. } => true,
+            Error::Io { .. } | Error::UnknownRemoteError { .. } => true,
+            _ => false,
+        }
+    }
+}

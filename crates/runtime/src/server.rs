@@ -1,0 +1,324 @@
+//! The server: one thread per endpoint runs the protocol engine and, by default, the procedures
+//! themselves (dispatch from the receiving thread); long-running procedures go to a worker pool
+//! and their results come back through a doorbell (an eventfd) that wakes the endpoint's thread.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
+use lowlat_transport::Spinner;
+
+use crate::driver::{self, AnyServer, Received, ServerTransport};
+use crate::service::{self, CallContext, Procedure, Route, Services};
+use crate::{Endpoint, Error, Program, ServerConfig};
+
+/// Wakes a serving thread from another thread.
+pub(crate) struct Doorbell {
+    fd: OwnedFd,
+    /// Set before ringing, so the serving thread's spin loop notices without a system call.
+    attention: AtomicBool,
+}
+
+impl Doorbell {
+    pub fn new() -> io::Result<Doorbell> {
+        // SAFETY: plain system call; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+        Ok(Doorbell { fd: unsafe { OwnedFd::from_raw_fd(fd) }, attention: AtomicBool::new(false) })
+    }
+
+    pub fn ring(&self) {
+        self.attention.store(true, Ordering::Release);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Whether it rang since the last call (and quiets it).
+    pub fn take(&self) -> bool {
+        if !self.attention.swap(false, Ordering::Acquire) {
+            return false;
+        }
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd we own.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        true
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// State shared between one serving thread and the outside world.
+pub(crate) struct EndpointShared {
+    pub doorbell: Doorbell,
+    pub stop: AtomicBool,
+    completions: Mutex<Vec<(CallKey, Status, Vec<u8>)>>,
+}
+
+struct Job {
+    key: CallKey,
+    proc: Procedure,
+    ctx: CallContext,
+    args: Vec<u8>,
+    back: Arc<EndpointShared>,
+}
+
+/// Threads for long-running procedures; a bounded queue in front of them (calls beyond it are
+/// answered `Busy` at once rather than queued without limit).
+struct Workers {
+    queue: SyncSender<Job>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    fn start(n: usize, depth: usize) -> Workers {
+        let (tx, rx) = sync_channel::<Job>(depth.max(1));
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n.max(1))
+            .map(|i| {
+                let rx: Arc<Mutex<Receiver<Job>>> = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("lowlat-worker-{i}"))
+                    .spawn(move || loop {
+                        let job = match rx.lock().map(|r| r.recv()) {
+                            Ok(Ok(job)) => job,
+                            _ => return,
+                        };
+                        let mut reply = Vec::new();
+                        let status = service::run(&job.proc, &job.ctx, &job.args, &mut reply);
+                        job.back.completions.lock().unwrap_or_else(|p| p.into_inner()).push((job.key, status, reply));
+                        job.back.doorbell.ring();
+                    })
+                    .expect("spawn worker thread")
+            })
+            .collect();
+        Workers { queue: tx, threads }
+    }
+}
+
+/// A running server. Dropping it stops it.
+pub struct Server {
+    endpoints: Vec<(String, Arc<EndpointShared>, Option<JoinHandle<()>>)>,
+    workers: Option<Workers>,
+}
+
+/// Collects programs and settings, then serves them on URIs.
+#[derive(Default)]
+pub struct ServerBuilder {
+    services: Services,
+    config: ServerConfig,
+}
+
+impl ServerBuilder {
+    pub fn program(mut self, p: Program) -> Self {
+        self.services.add(p);
+        self
+    }
+
+    pub fn config(mut self, c: ServerConfig) -> Self {
+        self.config = c;
+        self
+    }
+
+    /// Starts serving every URI (one thread each). Fails without serving any if one fails.
+    pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
+        let services = Arc::new(self.services);
+        let mut server = Server { endpoints: Vec::new(), workers: None };
+        let workers = Workers::start(self.config.workers, self.config.worker_queue);
+        for uri in uris {
+            let uri = uri.as_ref();
+            let endpoint: Endpoint = uri.parse()?;
+            let shared = Arc::new(EndpointShared {
+                doorbell: Doorbell::new().map_err(|e| Error::io("create eventfd", e))?,
+                stop: AtomicBool::new(false),
+                completions: Mutex::new(Vec::new()),
+            });
+            let transport = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd())?;
+            let local = match &transport {
+                AnyServer::Udp(t) => t.local_uri(),
+                AnyServer::Tcp(t) => t.local_uri(),
+            };
+            let ctx = LoopContext {
+                services: services.clone(),
+                config: self.config.clone(),
+                shared: shared.clone(),
+                workers: workers.queue.clone(),
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("lowlat-{}", endpoint.scheme()))
+                .spawn(move || match transport {
+                    AnyServer::Udp(t) => serve_loop(t, ctx),
+                    AnyServer::Tcp(t) => serve_loop(t, ctx),
+                })
+                .map_err(|e| Error::io("spawn serving thread", e))?;
+            server.endpoints.push((local, shared, Some(handle)));
+        }
+        server.workers = Some(workers);
+        Ok(server)
+    }
+}
+
+impl Server {
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The URIs served, with real port numbers where 0 was asked for.
+    pub fn local_uris(&self) -> Vec<String> {
+        self.endpoints.iter().map(|e| e.0.clone()).collect()
+    }
+
+    /// Serves until the process ends.
+    pub fn wait(mut self) {
+        for e in self.endpoints.iter_mut() {
+            if let Some(h) = e.2.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Stops serving and waits for the threads to finish.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        for e in &self.endpoints {
+            e.1.stop.store(true, Ordering::Release);
+            e.1.doorbell.ring();
+        }
+        for e in self.endpoints.iter_mut() {
+            if let Some(h) = e.2.take() {
+                let _ = h.join();
+            }
+        }
+        if let Some(w) = self.workers.take() {
+            drop(w.queue);
+            for t in w.threads {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+struct LoopContext {
+    services: Arc<Services>,
+    config: ServerConfig,
+    shared: Arc<EndpointShared>,
+    workers: SyncSender<Job>,
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most 8 bytes into a live 8-byte buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n == 8 {
+        return u64::from_ne_bytes(b);
+    }
+    // No getrandom: fall back on time and pid (tokens are then guessable; say so nowhere else).
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    t ^ (std::process::id() as u64) << 32
+}
+
+enum Ready<A> {
+    Frame(usize, A),
+    Closed(A),
+    Doorbell,
+}
+
+/// The serving loop of one endpoint: receive, run, reply; spin, then block.
+fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
+    if let Some(cpu) = ctx.config.pin_cpu {
+        let _ = lowlat_transport::sys::pin_to_cpu(cpu);
+    }
+    let engine_cfg = lowlat_proto::ServerConfig {
+        programs: ctx.services.versions(),
+        max_sessions: ctx.config.max_sessions,
+        max_slots: ctx.config.max_slots,
+        max_message: ctx.config.max_message.min(u32::MAX as usize) as u32,
+        max_frame: t.max_frame().min(u32::MAX as usize) as u32,
+        window: lowlat_proto::MAX_WINDOW,
+        session_idle: ctx.config.session_idle,
+        seed: random_seed(),
+    };
+    let mut engine: ServerEngine<T::Addr> = ServerEngine::new(engine_cfg);
+    let mut buf: Vec<u8> = Vec::with_capacity(t.max_frame().min(1 << 20));
+    let mut spinner = Spinner::new(ctx.config.spin);
+    let doorbell = ctx.shared.doorbell.raw_fd();
+    let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
+    while !ctx.shared.stop.load(Ordering::Acquire) {
+        let timer = engine.poll_timeout();
+        let shared = &ctx.shared;
+        let mut io = (&mut t, &mut buf);
+        let got = spinner.wait_on(
+            timer,
+            &mut io,
+            |(t, buf)| {
+                if shared.doorbell.take() {
+                    return Ok(Some(Ready::Doorbell));
+                }
+                Ok::<_, io::Error>(t.try_recv(buf)?.map(|r| match r {
+                    Received::Frame { len, from } => Ready::Frame(len, from),
+                    Received::Closed(a) => Ready::Closed(a),
+                }))
+            },
+            |(t, _), timeout| t.block(doorbell, timeout),
+        );
+        let now = Instant::now();
+        match got {
+            Ok(Some(Ready::Frame(len, from))) => {
+                let mut out = |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
+                let Some(call) = engine.handle(from, &buf[..len], now, &mut out) else { continue };
+                let key = call.key;
+                let cctx = CallContext {
+                    program: call.program,
+                    version: call.version,
+                    proc_no: call.proc_no,
+                    client_order: call.client_order,
+                };
+                let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+                    Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
+                    Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
+                    Route::Worker(p) => {
+                        let job = Job { key, proc: p.clone(), ctx: cctx, args: call.args.to_vec(), back: ctx.shared.clone() };
+                        match ctx.workers.try_send(job) {
+                            Ok(()) => continue,
+                            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
+                        }
+                    }
+                };
+                engine.finish(key, status, &mut out);
+            }
+            Ok(Some(Ready::Closed(peer))) => engine.forget_peer(&peer),
+            Ok(Some(Ready::Doorbell)) => {
+                std::mem::swap(&mut finished, &mut ctx.shared.completions.lock().unwrap_or_else(|p| p.into_inner()));
+                let mut out = |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
+                for (key, status, reply) in finished.drain(..) {
+                    engine.finish_with(key, status, &reply, &mut out);
+                }
+            }
+            Ok(None) => engine.handle_timeout(now),
+            Err(e) => {
+                // The socket itself failed (not a peer): nothing to serve with any more.
+                eprintln!("lowlat: serving thread stopped: {e}");
+                return;
+            }
+        }
+    }
+}

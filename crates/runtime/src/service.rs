@@ -1,0 +1,165 @@
+//! Programs and procedures a server serves, and how a call reaches one.
+//!
+//! A procedure is a function from its argument bytes (a view into the receive buffer) to result
+//! bytes appended to the reply buffer. By default it runs on the thread that received the call
+//! (Firefly's and eRPC's model: no hand-off, which would cost 3-20 µs); one marked long-running
+//! runs on the server's worker pool instead, so it cannot hold up other callers.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use lowlat_proto::{ByteOrder, ErrorCode, ProgramVersions, Status};
+
+/// Why a procedure failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProcError {
+    /// The arguments could not be decoded.
+    #[error("the arguments could not be decoded")]
+    GarbageArgs,
+    /// The procedure failed for a reason of its own.
+    #[error("the procedure failed")]
+    SystemError,
+}
+
+/// What a procedure knows about the call it is serving.
+#[derive(Clone, Copy, Debug)]
+pub struct CallContext {
+    pub program: u32,
+    pub version: u32,
+    pub proc_no: u32,
+    /// The byte order of the calling machine (arguments arrive in the server's order).
+    pub client_order: ByteOrder,
+}
+
+/// A procedure's body.
+pub type Handler = dyn Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct Procedure {
+    pub name: &'static str,
+    pub handler: Arc<Handler>,
+    pub long_running: bool,
+}
+
+/// One version of one program: its procedures by number.
+#[derive(Clone)]
+pub struct Program {
+    pub(crate) program: u32,
+    pub(crate) version: u32,
+    pub(crate) procs: Vec<Option<Procedure>>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p.name))).collect();
+        f.debug_struct("Program")
+            .field("program", &self.program)
+            .field("version", &self.version)
+            .field("procs", &names)
+            .finish()
+    }
+}
+
+impl Program {
+    pub fn new(program: u32, version: u32) -> Program {
+        Program { program, version, procs: Vec::new() }
+    }
+
+    pub fn number(&self) -> u32 {
+        self.program
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn add(mut self, proc_no: u32, name: &'static str, long_running: bool, handler: Arc<Handler>) -> Program {
+        let i = proc_no as usize;
+        assert!(i < 1 << 16, "procedure numbers above 65535 are not supported");
+        if self.procs.len() <= i {
+            self.procs.resize(i + 1, None);
+        }
+        self.procs[i] = Some(Procedure { name, handler, long_running });
+        self
+    }
+
+    /// Adds a procedure run on the receiving thread.
+    pub fn procedure(
+        self,
+        proc_no: u32,
+        name: &'static str,
+        handler: impl Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync + 'static,
+    ) -> Program {
+        self.add(proc_no, name, false, Arc::new(handler))
+    }
+
+    /// Adds a procedure run on the worker pool (for calls that take long or block).
+    pub fn long_running(
+        self,
+        proc_no: u32,
+        name: &'static str,
+        handler: impl Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync + 'static,
+    ) -> Program {
+        self.add(proc_no, name, true, Arc::new(handler))
+    }
+
+    /// The procedures, as (number, name, long-running).
+    pub fn procedures(&self) -> impl Iterator<Item = (u32, &'static str, bool)> + '_ {
+        self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, p.name, p.long_running)))
+    }
+}
+
+/// The programs of one server, looked up per call.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Services {
+    programs: Vec<Program>,
+}
+
+/// Where a call goes.
+pub(crate) enum Route<'a> {
+    Inline(&'a Procedure),
+    Worker(&'a Procedure),
+    Missing,
+}
+
+impl Services {
+    pub fn add(&mut self, p: Program) {
+        self.programs.retain(|q| !(q.program == p.program && q.version == p.version));
+        self.programs.push(p);
+    }
+
+    /// Programs with their version ranges, for the binding handshake.
+    pub fn versions(&self) -> Vec<ProgramVersions> {
+        let mut out: Vec<ProgramVersions> = Vec::new();
+        for p in &self.programs {
+            match out.iter_mut().find(|v| v.program == p.program) {
+                Some(v) => {
+                    v.low = v.low.min(p.version);
+                    v.high = v.high.max(p.version);
+                }
+                None => out.push(ProgramVersions { program: p.program, low: p.version, high: p.version }),
+            }
+        }
+        out
+    }
+
+    pub fn route(&self, program: u32, version: u32, proc_no: u32) -> Route<'_> {
+        let Some(p) = self.programs.iter().find(|p| p.program == program && p.version == version) else {
+            return Route::Missing;
+        };
+        match p.procs.get(proc_no as usize) {
+            Some(Some(pr)) if pr.long_running => Route::Worker(pr),
+            Some(Some(pr)) => Route::Inline(pr),
+            _ => Route::Missing,
+        }
+    }
+}
+
+/// Runs a procedure, turning its failure or panic into a status for the client.
+pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut Vec<u8>) -> Status {
+    match catch_unwind(AssertUnwindSafe(|| (proc.handler)(ctx, args, reply))) {
+        Ok(Ok(())) => Status::Ok,
+        Ok(Err(ProcError::GarbageArgs)) => Status::Error(ErrorCode::GarbageArgs),
+        Ok(Err(ProcError::SystemError)) | Err(_) => Status::Error(ErrorCode::ServerError),
+    }
+}

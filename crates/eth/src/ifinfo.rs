@@ -14,6 +14,8 @@ pub struct IfInfo {
     pub index: u32,
     pub mtu: u32,
     pub mac: Mac,
+    /// The driver's name (`veth`, `virtio_net`, ...), empty when the driver does not say.
+    pub driver: String,
 }
 
 fn ifreq_for(name: &str) -> Result<libc::ifreq> {
@@ -45,6 +47,45 @@ fn ioctl(fd: &OwnedFd, op: libc::c_ulong, req: &mut libc::ifreq, name: &str) -> 
     Ok(())
 }
 
+/// `struct ethtool_drvinfo` (linux/ethtool.h).
+#[repr(C)]
+struct DrvInfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 3;
+
+fn driver_name(fd: &OwnedFd, req: &mut libc::ifreq) -> Option<String> {
+    // SAFETY: plain data; zeroed is valid.
+    let mut info: DrvInfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    req.ifr_ifru.ifru_data = &mut info as *mut DrvInfo as *mut libc::c_char;
+    // SAFETY: `req` names the interface and points at `info`, a live ethtool_drvinfo the kernel
+    // fills in; both outlive the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, req as *mut libc::ifreq) };
+    if r < 0 {
+        return None;
+    }
+    let end = info
+        .driver
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(info.driver.len());
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
 impl IfInfo {
     /// Looks the interface up. A missing interface is [`Error::NoInterface`].
     pub fn get(name: &str) -> Result<IfInfo> {
@@ -72,11 +113,13 @@ impl IfInfo {
         for (d, s) in mac.iter_mut().zip(hw.sa_data.iter()) {
             *d = *s as u8;
         }
+        let driver = driver_name(&fd, &mut req).unwrap_or_default();
         Ok(IfInfo {
             name: name.to_string(),
             index,
             mtu,
             mac: Mac(mac),
+            driver,
         })
     }
 }
@@ -90,6 +133,8 @@ mod tests {
         let lo = IfInfo::get("lo").unwrap();
         assert!(lo.index >= 1 && lo.mtu >= 1280);
         assert_eq!(lo.mac, Mac([0; 6]));
+        // Loopback has no ethtool driver information.
+        assert_eq!(lo.driver, "");
         let e = IfInfo::get("nosuchif0").unwrap_err();
         assert!(matches!(e, Error::NoInterface { .. }), "{e}");
         assert!(matches!(

@@ -38,7 +38,7 @@ pub const MIN_PAYLOAD: usize = 64;
 pub struct EthConfig {
     /// Append (and require) a CRC32C on every frame. On by default.
     pub checksum: bool,
-    /// Receive through a PACKET_MMAP ring instead of recv(2).
+    /// Receive through a PACKET_MMAP ring instead of recv(2) (the default: it is faster).
     pub rx_ring: bool,
     /// Kernel-side filter: this socket's slot and/or peer.
     pub filter: Filter,
@@ -50,7 +50,8 @@ impl Default for EthConfig {
     fn default() -> Self {
         EthConfig {
             checksum: true,
-            rx_ring: false,
+            // The ring measured faster than recv(2) across veth (p50 4.7 vs 6.0 µs, busy-polling).
+            rx_ring: true,
             filter: Filter::default(),
             answer_discovery: false,
         }

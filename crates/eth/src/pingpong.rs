@@ -24,17 +24,13 @@ pub struct Floor {
 
 impl Floor {
     /// Attaches the echo program to `iface` (in the calling thread's namespace). `mode` None
-    /// picks generic XDP: on veth, a native XDP_TX reaches the peer only when the peer runs
-    /// XDP (or GRO) itself, which a plain AF_PACKET client does not.
+    /// picks as [`bpf::attach_best`] does: generic on veth (there a native XDP_TX reaches the
+    /// peer only when the peer runs XDP or GRO itself, and generic is faster anyway), native
+    /// elsewhere.
     pub fn attach(iface: &str, mode: Option<XdpMode>) -> Result<Floor> {
         let info = IfInfo::get(iface)?;
         let prog = Program::load_xdp("lowlat_echo", &bpf::echo_program())?;
-        let (link, mode) = bpf::attach_best(
-            &prog,
-            info.index,
-            iface,
-            Some(mode.unwrap_or(XdpMode::Generic)),
-        )?;
+        let (link, mode) = bpf::attach_best(&prog, info.index, iface, &info.driver, mode)?;
         Ok(Floor {
             _link: link,
             _prog: prog,

@@ -426,15 +426,28 @@ impl XdpSocket {
                 max: largest as usize,
             });
         }
-        let xsk = match cfg.zero_copy {
-            ZeroCopy::Auto => Xsk::create(&info, cfg.queue, true)
-                .or_else(|_| Xsk::create(&info, cfg.queue, false))?,
-            ZeroCopy::Never => Xsk::create(&info, cfg.queue, false)?,
+        // A socket closed just before on the same queue releases it from a kernel work queue,
+        // a little later: EBUSY until then. Retry for a bounded moment.
+        let give_up = Instant::now() + Duration::from_secs(1);
+        let xsk = loop {
+            let r = match cfg.zero_copy {
+                ZeroCopy::Auto => Xsk::create(&info, cfg.queue, true)
+                    .or_else(|_| Xsk::create(&info, cfg.queue, false)),
+                ZeroCopy::Never => Xsk::create(&info, cfg.queue, false),
+            };
+            match r {
+                Err(Error::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::EBUSY) && Instant::now() < give_up =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                r => break r?,
+            }
         };
         let map = XskMap::new(cfg.queue + 1)?;
         map.set(cfg.queue, xsk.fd.as_raw_fd())?;
         let prog = Program::load_xdp("lowlat_xsk", &bpf::redirect_program(map.fd()))?;
-        let (link, mode) = bpf::attach_best(&prog, info.index, iface, cfg.mode)?;
+        let (link, mode) = bpf::attach_best(&prog, info.index, iface, &info.driver, cfg.mode)?;
         let tx_free = (NUM_FRAMES / 2..NUM_FRAMES)
             .map(|i| (i * FRAME_SIZE) as u64)
             .collect();

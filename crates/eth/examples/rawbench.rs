@@ -1,0 +1,306 @@
+//! Raw ping-pong across a veth pair between two network namespaces: eth:// (plain recv and
+//! PACKET_MMAP, checksum on and off), xdp://, the XDP floor, and UDP for comparison.
+//!
+//! `cargo run --release -p lowlat-eth --example rawbench [ROUNDS]` (as root). Server pinned to
+//! CPU 0, client to CPU 1; one JSON object per row on stdout.
+
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lowlat_eth::bpf::XdpMode;
+use lowlat_eth::frame::Kind;
+use lowlat_eth::pingpong::{self, Floor, RunConfig, Summary};
+use lowlat_eth::testhosts::TestHosts;
+use lowlat_eth::{EthConfig, EthSocket, FrameSocket, XdpConfig, XdpSocket};
+use lowlat_transport::sys::pin_to_cpu;
+use lowlat_transport::SpinPolicy;
+
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Eth { ring: bool, crc: bool },
+    Xdp { mode: Option<XdpMode>, crc: bool },
+}
+
+fn open(side: Side, iface: &str, server: bool) -> Box<dyn FrameSocket> {
+    match side {
+        Side::Eth { ring, crc } => Box::new(
+            EthSocket::open(
+                iface,
+                EthConfig {
+                    rx_ring: ring,
+                    checksum: crc,
+                    answer_discovery: server,
+                    ..EthConfig::default()
+                },
+            )
+            .unwrap(),
+        ),
+        Side::Xdp { mode, crc } => Box::new(
+            XdpSocket::open(
+                iface,
+                XdpConfig {
+                    mode,
+                    checksum: crc,
+                    answer_discovery: server,
+                    ..XdpConfig::default()
+                },
+            )
+            .unwrap(),
+        ),
+    }
+}
+
+fn row(name: &str, size: usize, spin: SpinPolicy, s: &Summary) {
+    println!(
+        "{{\"kind\":\"raw\",\"transport\":\"{name}\",\"size\":{size},\"spin\":\"{spin}\",\"calls\":{},\"p50_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\"max_ns\":{},\"mean_ns\":{}}}",
+        s.count, s.p50, s.p90, s.p99, s.p999, s.max, s.mean
+    );
+    eprintln!(
+        "{name:<28} {size:>5} B  spin {spin:<8} p50 {:>7.2} µs  p99 {:>7.2} µs",
+        s.p50 as f64 / 1e3,
+        s.p99 as f64 / 1e3
+    );
+}
+
+fn frames(
+    h: &TestHosts,
+    name: &str,
+    server: Option<Side>,
+    client: Side,
+    kind: Kind,
+    size: usize,
+    spin: SpinPolicy,
+    rounds: usize,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = server.map(|side| {
+        let (iface, st) = (h.a.iface.clone(), stop.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = h.a.spawn(move || {
+            let _ = pin_to_cpu(0);
+            let mut s = open(side, &iface, true);
+            tx.send(()).unwrap();
+            pingpong::serve(s.as_mut(), spin, &st).unwrap()
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("server did not start");
+        t
+    });
+    let (iface, peer) = (h.b.iface.clone(), h.a.mac);
+    let lat =
+        h.b.spawn(move || {
+            let _ = pin_to_cpu(1);
+            let mut c = open(client, &iface, false);
+            let cfg = RunConfig {
+                size,
+                rounds,
+                warmup: rounds / 10,
+                spin,
+                kind,
+                ..RunConfig::default()
+            };
+            pingpong::run(c.as_mut(), peer, &cfg).unwrap()
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = srv {
+        t.join().unwrap().unwrap();
+    }
+    let mut lat = lat;
+    row(name, size, spin, &pingpong::summarize(&mut lat));
+}
+
+fn udp(h: &TestHosts, size: usize, rounds: usize) {
+    let (a, b) = (h.a.addr, h.b.addr);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let server = h.a.spawn(move || {
+        let _ = pin_to_cpu(0);
+        let s = UdpSocket::bind((a, 9000)).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        while !st.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                s.send_to(&buf[..n], from).unwrap();
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let lat =
+        h.b.spawn(move || {
+            let _ = pin_to_cpu(1);
+            let c = UdpSocket::bind((b, 0)).unwrap();
+            c.connect((a, 9000)).unwrap();
+            c.set_nonblocking(true).unwrap();
+            let msg = vec![7u8; size];
+            let mut buf = [0u8; 2048];
+            let mut out = Vec::new();
+            for i in 0..rounds + rounds / 10 {
+                let t = Instant::now();
+                c.send(&msg).unwrap();
+                loop {
+                    if c.recv(&mut buf).is_ok() {
+                        break;
+                    }
+                    assert!(t.elapsed() < Duration::from_secs(1), "UDP reply lost");
+                }
+                if i >= rounds / 10 {
+                    out.push(t.elapsed().as_nanos() as u64);
+                }
+            }
+            out
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap().unwrap();
+    let mut lat = lat;
+    row(
+        "udp (busy-poll)",
+        size,
+        SpinPolicy::Forever,
+        &pingpong::summarize(&mut lat),
+    );
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let h = TestHosts::new().expect("creating test hosts (needs root)");
+    let busy = SpinPolicy::Forever;
+    let eth = |ring, crc| Side::Eth { ring, crc };
+    for size in [32usize, 1024] {
+        udp(&h, size, rounds);
+        frames(
+            &h,
+            "eth plain crc",
+            Some(eth(false, true)),
+            eth(false, true),
+            Kind::Data,
+            size,
+            busy,
+            rounds,
+        );
+        frames(
+            &h,
+            "eth plain nocrc",
+            Some(eth(false, false)),
+            eth(false, false),
+            Kind::Data,
+            size,
+            busy,
+            rounds,
+        );
+        frames(
+            &h,
+            "eth mmap crc",
+            Some(eth(true, true)),
+            eth(true, true),
+            Kind::Data,
+            size,
+            busy,
+            rounds,
+        );
+        frames(
+            &h,
+            "eth mmap nocrc",
+            Some(eth(true, false)),
+            eth(true, false),
+            Kind::Data,
+            size,
+            busy,
+            rounds,
+        );
+        for (name, mode) in [
+            ("xdp generic", Some(XdpMode::Generic)),
+            ("xdp native", Some(XdpMode::Driver)),
+        ] {
+            for crc in [true, false] {
+                let x = Side::Xdp { mode, crc };
+                frames(
+                    &h,
+                    &format!("{name} {}", if crc { "crc" } else { "nocrc" }),
+                    Some(x),
+                    x,
+                    Kind::Data,
+                    size,
+                    busy,
+                    rounds,
+                );
+            }
+        }
+        let floor = h.a.spawn({
+            let iface = h.a.iface.clone();
+            move || Floor::attach(&iface, None).unwrap()
+        });
+        let floor = floor.join().unwrap().unwrap();
+        frames(
+            &h,
+            "xdp floor, eth client",
+            None,
+            eth(false, true),
+            Kind::Ping,
+            size,
+            busy,
+            rounds,
+        );
+        frames(
+            &h,
+            "xdp floor, xdp client",
+            None,
+            Side::Xdp {
+                mode: None,
+                crc: true,
+            },
+            Kind::Ping,
+            size,
+            busy,
+            rounds,
+        );
+        drop(floor);
+    }
+    // Blocking (no spinning) at 32 bytes.
+    frames(
+        &h,
+        "eth plain crc",
+        Some(eth(false, true)),
+        eth(false, true),
+        Kind::Data,
+        32,
+        SpinPolicy::Block,
+        rounds,
+    );
+    frames(
+        &h,
+        "eth mmap crc",
+        Some(eth(true, true)),
+        eth(true, true),
+        Kind::Data,
+        32,
+        SpinPolicy::Block,
+        rounds,
+    );
+    frames(
+        &h,
+        "xdp native crc",
+        Some(Side::Xdp {
+            mode: None,
+            crc: true,
+        }),
+        Side::Xdp {
+            mode: None,
+            crc: true,
+        },
+        Kind::Data,
+        32,
+        SpinPolicy::Block,
+        rounds,
+    );
+}

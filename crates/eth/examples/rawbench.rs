@@ -64,16 +64,22 @@ fn row(name: &str, size: usize, spin: SpinPolicy, s: &Summary) {
     );
 }
 
-fn frames(
-    h: &TestHosts,
-    name: &str,
-    server: Option<Side>,
-    client: Side,
+/// One measurement's parameters.
+#[derive(Clone, Copy)]
+struct Case {
     kind: Kind,
     size: usize,
     spin: SpinPolicy,
     rounds: usize,
-) {
+}
+
+fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: Case) {
+    let Case {
+        kind,
+        size,
+        spin,
+        rounds,
+    } = case;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = server.map(|side| {
         let (iface, st) = (h.a.iface.clone(), stop.clone());
@@ -183,40 +189,48 @@ fn main() {
             "eth plain crc",
             Some(eth(false, true)),
             eth(false, true),
-            Kind::Data,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Data,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         frames(
             &h,
             "eth plain nocrc",
             Some(eth(false, false)),
             eth(false, false),
-            Kind::Data,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Data,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         frames(
             &h,
             "eth mmap crc",
             Some(eth(true, true)),
             eth(true, true),
-            Kind::Data,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Data,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         frames(
             &h,
             "eth mmap nocrc",
             Some(eth(true, false)),
             eth(true, false),
-            Kind::Data,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Data,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         for (name, mode) in [
             ("xdp generic", Some(XdpMode::Generic)),
@@ -229,10 +243,12 @@ fn main() {
                     &format!("{name} {}", if crc { "crc" } else { "nocrc" }),
                     Some(x),
                     x,
-                    Kind::Data,
-                    size,
-                    busy,
-                    rounds,
+                    Case {
+                        kind: Kind::Data,
+                        size,
+                        spin: busy,
+                        rounds,
+                    },
                 );
             }
         }
@@ -246,10 +262,12 @@ fn main() {
             "xdp floor, eth client",
             None,
             eth(false, true),
-            Kind::Ping,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Ping,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         frames(
             &h,
@@ -259,10 +277,12 @@ fn main() {
                 mode: None,
                 crc: true,
             },
-            Kind::Ping,
-            size,
-            busy,
-            rounds,
+            Case {
+                kind: Kind::Ping,
+                size,
+                spin: busy,
+                rounds,
+            },
         );
         drop(floor);
     }
@@ -272,20 +292,24 @@ fn main() {
         "eth plain crc",
         Some(eth(false, true)),
         eth(false, true),
-        Kind::Data,
-        32,
-        SpinPolicy::Block,
-        rounds,
+        Case {
+            kind: Kind::Data,
+            size: 32,
+            spin: SpinPolicy::Block,
+            rounds,
+        },
     );
     frames(
         &h,
         "eth mmap crc",
         Some(eth(true, true)),
         eth(true, true),
-        Kind::Data,
-        32,
-        SpinPolicy::Block,
-        rounds,
+        Case {
+            kind: Kind::Data,
+            size: 32,
+            spin: SpinPolicy::Block,
+            rounds,
+        },
     );
     frames(
         &h,
@@ -298,9 +322,11 @@ fn main() {
             mode: None,
             crc: true,
         },
-        Kind::Data,
-        32,
-        SpinPolicy::Block,
-        rounds,
+        Case {
+            kind: Kind::Data,
+            size: 32,
+            spin: SpinPolicy::Block,
+            rounds,
+        },
     );
 }

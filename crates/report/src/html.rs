@@ -211,10 +211,12 @@ fn header(out: &mut String, r: &Results) {
     );
 }
 
-fn skip_row(out: &mut String, lead: &[String], span: usize, reason: &str) {
+/// A table row for something not measured: its identifying cells (the first `left` of them
+/// left-aligned, like the column heads), then the reason across the remaining `span` columns.
+fn skip_row(out: &mut String, lead: &[String], left: usize, span: usize, reason: &str) {
     out.push_str(r#"<tr class="skip">"#);
     for (i, l) in lead.iter().enumerate() {
-        let class = if i == 0 { r#" class="l""# } else { "" };
+        let class = if i < left { r#" class="l""# } else { "" };
         let _ = write!(out, "<td{class}>{l}</td>");
     }
     let _ = write!(
@@ -258,6 +260,7 @@ fn ladder(out: &mut String, rows: &[LadderRow]) {
             skip_row(
                 out,
                 &lead,
+                1,
                 7,
                 row.skipped.as_deref().unwrap_or("not measured"),
             );
@@ -401,6 +404,7 @@ fn busy(out: &mut String, b: &BusyServer) {
             skip_row(
                 out,
                 &lead,
+                1,
                 7,
                 row.skipped.as_deref().unwrap_or("not measured"),
             );
@@ -716,6 +720,47 @@ fn cold(out: &mut String, rows: &[ColdRow], pal: &Palette) {
         let _ = write!(out, "{}</tr>", note_cell(&reason));
     }
     out.push_str("</table><p class=\"muted\">Times in µs; in brackets, the first call as a multiple of a warm one.</p>");
+    let mut series = Vec::new();
+    for t in rows.iter().map(|r| r.transport.as_str()) {
+        if series.iter().any(|s: &Series| s.name == t) {
+            continue;
+        }
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.transport == t && r.idle_ms > 0)
+            .filter_map(|r| Some((f64::from(r.idle_ms), r.first_call_ns? / 1000.0)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !pts.is_empty() {
+            series.push(Series {
+                name: t.to_owned(),
+                color: pal.color(t),
+                points: pts,
+                style: Style::LineMarkers,
+            });
+        }
+    }
+    if !series.is_empty() {
+        let x = Axis::fit(
+            "idle time before the call (ms, log scale)",
+            Scale::Log,
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            false,
+        );
+        let y = Axis::fit(
+            "first call round trip (µs)",
+            Scale::Linear,
+            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            true,
+        );
+        let plot = LinePlot {
+            title: "The first call after idleness".into(),
+            x,
+            y,
+            series,
+        };
+        figure(out, &plot.render(), "A rising line means longer idleness costs more on the next call: deeper CPU sleep states, colder caches, or a waiter that has stopped spinning and must be woken.");
+    }
 }
 
 fn peers(out: &mut String, rows: &[PeerRow]) {
@@ -792,6 +837,7 @@ fn peers(out: &mut String, rows: &[PeerRow]) {
             skip_row(
                 out,
                 &lead,
+                3,
                 3,
                 r.skipped.as_deref().unwrap_or("not measured"),
             );
@@ -886,11 +932,11 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
         for p in &a.parts {
             let _ = write!(
                 out,
-                r#"<tr><td class="l">{}{}</td><td>{}</td><td>{}</td></tr>"#,
+                r#"<tr><td class="l">{}{}</td><td>{}</td><td>{:.1}</td></tr>"#,
                 swatch(&pal.color(&p.name)),
                 esc(&p.name),
                 us(p.ns),
-                fmt_num(p.percent)
+                p.percent
             );
         }
         let _ = write!(

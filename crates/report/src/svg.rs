@@ -461,7 +461,7 @@ pub fn stacked_bars(
     let label_w = 170.0;
     let row_h = 34.0;
     let w = PLOT_W + LEGEND_W;
-    let (x0, x1) = (label_w, PLOT_W + 10.0);
+    let (x0, x1) = (label_w, w - 60.0);
     let y_top = MARGIN_T + 6.0;
     let mut names: Vec<&str> = Vec::new();
     for s in stacks {
@@ -472,7 +472,11 @@ pub fn stacked_bars(
         }
     }
     let y_bottom = y_top + stacks.len().max(1) as f64 * row_h;
-    let h = (y_bottom + 56.0).max(MARGIN_T + 20.0 + names.len() as f64 * 20.0);
+    // The legend sits under the axis, three names to a row, so long part names fit.
+    let legend_cols = 3;
+    let legend_top = y_bottom + 60.0;
+    let legend_rows = names.len().div_ceil(legend_cols);
+    let h = legend_top + legend_rows as f64 * 20.0 + 10.0;
     let axis = Axis::fit(
         axis_label,
         Scale::Linear,
@@ -532,15 +536,16 @@ pub fn stacked_bars(
         yb = y_bottom + 36.0,
         al = esc(axis_label)
     );
+    let col_w = (w - 2.0 * MARGIN_L) / legend_cols as f64;
     for (i, n) in names.iter().enumerate() {
-        let yy = MARGIN_T + 10.0 + i as f64 * 20.0;
+        let x = MARGIN_L + (i % legend_cols) as f64 * col_w;
+        let yy = legend_top + (i / legend_cols) as f64 * 20.0;
         let _ = write!(
             out,
-            r##"<rect x="{x}" y="{ry}" width="14" height="14" fill="{c}"/><text x="{tx}" y="{ty}" fill="#1f2933" font-size="11">{n}</text>"##,
-            x = PLOT_W + 24.0,
-            ry = yy - 10.0,
+            r##"<rect x="{x:.1}" y="{ry}" width="14" height="14" fill="{c}"/><text x="{tx:.1}" y="{ty}" fill="#1f2933">{n}</text>"##,
+            ry = yy - 11.0,
             c = color_of(n),
-            tx = PLOT_W + 44.0,
+            tx = x + 20.0,
             ty = yy + 1.0,
             n = esc(n)
         );

@@ -216,6 +216,7 @@ fn page_has_every_section_and_plot() {
         "model s/(1−u)",
         "Where the time of a null call goes",
         "Peers: median round trip",
+        "The first call after idleness",
     ] {
         assert!(html.contains(title), "plot {title:?} missing");
     }

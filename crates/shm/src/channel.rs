@@ -45,7 +45,8 @@ impl Default for ChannelConfig {
 ///
 /// Usage: [`send`](Self::send) a request, then [`recv`](Self::recv) its reply; the reply's bytes
 /// stay valid until the next `send` or `recv`, which releases them (the next call acknowledges
-/// the previous result).
+/// the previous result). [`try_recv`](Self::try_recv) and [`block`](Self::block) serve a caller
+/// that runs its own wait loop.
 #[derive(Debug)]
 pub struct ShmChannel {
     calls: Producer,
@@ -150,6 +151,7 @@ impl ShmChannel {
     /// not.
     pub fn recv(&mut self, deadline: Instant) -> Result<&[u8], ShmError> {
         self.usable()?;
+        self.results.release();
         let sock = self.sock.as_raw_fd();
         let results = RefCell::new(&mut self.results);
         let mut polls = 0u32;
@@ -177,6 +179,29 @@ impl ShmChannel {
             Ok(None) => Err(ShmError::Timeout { op: "recv" }),
             Err(e) => Err(self.mark_broken(e)),
         }
+    }
+
+    /// Returns the next message if one is complete now, without waiting (for a caller running
+    /// its own spin-then-block loop; pair with [`block`](Self::block)).
+    pub fn try_recv(&mut self) -> Result<Option<&[u8]>, ShmError> {
+        self.usable()?;
+        self.results.release();
+        match self.results.poll() {
+            Ok(true) => Ok(Some(self.results.message())),
+            Ok(false) => Ok(None),
+            Err(e) => Err(self.mark_broken(e.into())),
+        }
+    }
+
+    /// Sleeps until the server may have published a message, at most `timeout` (and at most
+    /// [`LIVENESS_SLICE`], after which the liveness socket is checked: a dead server is
+    /// reported as [`ShmError::PeerGone`]).
+    pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
+        self.usable()?;
+        let slice = timeout.map_or(LIVENESS_SLICE, |t| t.min(LIVENESS_SLICE));
+        let t = Instant::now();
+        self.results.block_for_data(slice);
+        check_alive_after(t, slice, self.sock.as_raw_fd()).map_err(|e| self.mark_broken(e))
     }
 
     /// `send` then `recv`.

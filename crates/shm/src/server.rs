@@ -117,6 +117,25 @@ impl<F: FnMut(BindingId, &[u8], Reply<'_>)> Handler for F {
     }
 }
 
+/// What [`ShmServer::try_recv_into`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// A request from this binding, now in the caller's buffer.
+    Request(BindingId),
+    /// This binding is gone (hung up, misbehaved, or stalled).
+    Closed(BindingId),
+}
+
+/// Collects closures for the pull-style API, which reports them from `try_recv_into`.
+struct Recorder(std::collections::VecDeque<BindingId>);
+
+impl Handler for Recorder {
+    fn call(&mut self, _: BindingId, _: &[u8], _: Reply<'_>) {}
+    fn closed(&mut self, binding: BindingId, _why: &ShmError) {
+        self.0.push_back(binding);
+    }
+}
+
 /// Writes one reply straight into a binding's result ring.
 pub struct Reply<'a> {
     results: &'a mut Producer,
@@ -232,6 +251,7 @@ impl Binding {
 const TAG_LISTENER: u64 = 0;
 const TAG_DOORBELL: u64 = 1;
 const TAG_SOCKET: u64 = 2;
+const TAG_WATCHED: u64 = 3;
 
 fn tag(kind: u64, id: BindingId) -> u64 {
     (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
@@ -249,6 +269,11 @@ pub struct ShmServer {
     free: Vec<u32>,
     /// Indices of bindings not armed: the ones the polling loop looks at.
     active: Vec<u32>,
+    /// Pull-style use: where the next `try_recv_into` scan starts (round robin), how many scans
+    /// were made, and bindings closed but not yet reported.
+    next: usize,
+    scans: u32,
+    closed: std::collections::VecDeque<BindingId>,
     spinner: Spinner,
     now: Instant,
     last_event_check: Instant,
@@ -292,6 +317,9 @@ impl ShmServer {
             generations: Vec::new(),
             free: Vec::new(),
             active: Vec::new(),
+            next: 0,
+            scans: 0,
+            closed: std::collections::VecDeque::new(),
             spinner: Spinner::new(config.spin),
             now,
             last_event_check: now,
@@ -401,6 +429,104 @@ impl ShmServer {
         }
     }
 
+    /// Adds a descriptor whose readability ends [`block`](Self::block) (for example the
+    /// caller's own eventfd for completions from worker threads). It is never read here.
+    pub fn watch(&mut self, fd: std::os::fd::RawFd) -> Result<(), ShmError> {
+        self.epoll
+            .add(fd, libc::EPOLLIN as u32, TAG_WATCHED)
+            .map_err(io_err("epoll watch"))
+    }
+
+    /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
+    /// copies the next request of any binding into `buf` without blocking. Bindings are scanned
+    /// round robin, so a busy client cannot starve the others. Reply with
+    /// [`send_reply`](Self::send_reply); sleep with [`block`](Self::block).
+    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Option<Activity> {
+        if let Some(id) = self.closed.pop_front() {
+            return Some(Activity::Closed(id));
+        }
+        self.scans = self.scans.wrapping_add(1);
+        if self.scans & 63 == 0 {
+            self.now = Instant::now();
+            self.arm_idle();
+            if self.now - self.last_event_check >= EVENT_CHECK {
+                self.last_event_check = self.now;
+                let mut q = Recorder(std::mem::take(&mut self.closed));
+                // An epoll failure here resurfaces in `block`, which reports it.
+                let _ = self.process_events(&mut q, Some(Duration::ZERO));
+                self.closed = q.0;
+            }
+        }
+        let n = self.active.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                continue;
+            };
+            match b.calls.poll() {
+                Ok(false) => {}
+                Ok(true) => {
+                    buf.clear();
+                    buf.extend_from_slice(b.calls.message());
+                    b.calls.release();
+                    self.spinner
+                        .observe(self.now.saturating_duration_since(b.last_active));
+                    b.last_active = self.now;
+                    self.next = i + 1;
+                    return Some(Activity::Request(b.id));
+                }
+                Err(e) => {
+                    let id = b.id;
+                    self.close_quietly(idx as u32, e.into());
+                    return Some(Activity::Closed(id));
+                }
+            }
+        }
+        self.closed.pop_front().map(Activity::Closed)
+    }
+
+    /// Sends a reply (pull style). A binding that cannot take it is closed and reported by the
+    /// next [`try_recv_into`](Self::try_recv_into).
+    pub fn send_reply(&mut self, to: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        let r = self.reply(&mut q, to, parts);
+        self.closed = q.0;
+        r
+    }
+
+    /// Sleeps until a client calls, connects or hangs up, a watched descriptor is readable, or
+    /// `timeout` passes. Every binding is armed first (check, arm, re-check), so a call racing
+    /// with this makes it return at once instead of sleeping through it.
+    pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
+        while let Some(&idx) = self.active.last() {
+            if let Some(b) = self.slots[idx as usize].as_mut() {
+                b.sleeping_flag().store(1, Ordering::SeqCst);
+                if b.calls.has_data() {
+                    b.sleeping_flag().store(0, Ordering::SeqCst);
+                    return Ok(());
+                }
+                b.armed = true;
+            }
+            self.active.pop();
+        }
+        if !self.closed.is_empty() {
+            return Ok(());
+        }
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        let r = self.process_events(&mut q, timeout);
+        self.closed = q.0;
+        self.now = Instant::now();
+        self.last_event_check = self.now;
+        r
+    }
+
+    fn close_quietly(&mut self, index: u32, why: ShmError) {
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        self.close(index, why, &mut q);
+        self.closed = q.0;
+    }
+
     fn binding_mut(&mut self, id: BindingId) -> Option<&mut Binding> {
         match self.slots.get_mut(id.index as usize) {
             Some(Some(b)) if b.id == id => Some(b),
@@ -479,6 +605,8 @@ impl ShmServer {
             };
             match kind {
                 TAG_LISTENER => self.accept_all(handler),
+                // Someone else's descriptor (see `watch`): its owner reads it.
+                TAG_WATCHED => {}
                 TAG_DOORBELL => {
                     let now = self.now;
                     let Some(b) = self.binding_mut(id) else {

@@ -334,3 +334,67 @@ fn idle_server_sleeps() {
         "idle server burnt {cpu:?}"
     );
 }
+
+/// The pull-style API the runtime drives: `try_recv_into` / `send_reply` / `block` / `watch` on
+/// the server, `try_recv` / `block` on the client.
+#[test]
+fn pull_style_serving() {
+    use lowlat_shm::{Activity, ShmServer};
+    use std::os::fd::AsRawFd;
+    let dir = Scratch::new("pull");
+    let path = dir.path("s");
+    let mut server = ShmServer::bind(&path, small_rings()).unwrap();
+    let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    server.watch(a.as_raw_fd()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let (mut served, mut closed, mut wakes) = (0, 0, 0);
+        while !s2.load(Ordering::SeqCst) {
+            match server.try_recv_into(&mut buf) {
+                Some(Activity::Request(id)) => {
+                    served += 1;
+                    server.send_reply(id, &[b"re:", &buf]).unwrap();
+                }
+                Some(Activity::Closed(_)) => closed += 1,
+                None => {
+                    let t = Instant::now();
+                    server.block(Some(Duration::from_secs(5))).unwrap();
+                    if t.elapsed() < Duration::from_secs(4) {
+                        wakes += 1;
+                    }
+                }
+            }
+        }
+        (served, closed, wakes)
+    });
+    let mut chans: Vec<ShmChannel> = (0..2)
+        .map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap())
+        .collect();
+    for i in 0..500usize {
+        let ch = &mut chans[i % 2];
+        let msg = pattern(i % 9000, i as u8);
+        ch.send(&[&msg], deadline(Duration::from_secs(5))).unwrap();
+        let give_up = deadline(Duration::from_secs(5));
+        loop {
+            if let Some(got) = ch.try_recv().unwrap() {
+                assert_eq!(&got[..3], b"re:");
+                assert!(got[3..] == msg[..], "reply {i} differs");
+                break;
+            }
+            assert!(Instant::now() < give_up, "no reply to call {i}");
+            ch.block(Some(Duration::from_millis(20))).unwrap();
+        }
+        // Nothing more: the reply is not handed out twice.
+        assert!(ch.try_recv().unwrap().is_none());
+    }
+    drop(chans);
+    // A watched descriptor wakes the sleeping server.
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::SeqCst);
+    b.send(b"!").unwrap();
+    let (served, closed, wakes) = t.join().unwrap();
+    assert_eq!((served, closed), (500, 2));
+    assert!(wakes > 0);
+}

@@ -1,0 +1,53 @@
+//! Checked-in generated code must match the generator (set LOWLAT_BLESS=1 to rewrite it).
+//! The other tests compile the checked-in files, so this also proves the generator's output
+//! builds and passes clippy.
+
+use std::path::PathBuf;
+
+use lowlat_idl::{compile_str, Lang, Options, Source};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn check(x: &str, out: &str, opts: &Options) {
+    let path = root().join(x);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let files = compile_str(
+        &Source::new(x.rsplit('/').next().unwrap(), text),
+        Lang::Rust,
+        opts,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/generated")
+        .join(out);
+    if std::env::var_os("LOWLAT_BLESS").is_some() {
+        std::fs::write(&golden, &files[0].contents).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(
+        want == files[0].contents,
+        "{} is stale: run `LOWLAT_BLESS=1 cargo test -p lowlat-idl --test golden`",
+        golden.display()
+    );
+}
+
+#[test]
+fn everything_is_up_to_date() {
+    let opts = Options {
+        codec_path: "::lowlat_codec".into(),
+        runtime_path: None,
+    };
+    check("idl/examples/everything.x", "everything.rs", &opts);
+}
+
+#[test]
+fn lab_is_up_to_date() {
+    let opts = Options {
+        codec_path: "::lowlat_codec".into(),
+        runtime_path: None,
+    };
+    check("idl/lab.x", "lab_codec.rs", &opts);
+}

@@ -147,6 +147,7 @@ impl ServerBuilder {
             let local = match &transport {
                 AnyServer::Udp(t) => t.local_uri(),
                 AnyServer::Tcp(t) => t.local_uri(),
+                AnyServer::Shm(t) => t.local_uri(),
             };
             let ctx = LoopContext {
                 services: services.clone(),
@@ -159,6 +160,7 @@ impl ServerBuilder {
                 .spawn(move || match transport {
                     AnyServer::Udp(t) => serve_loop(t, ctx),
                     AnyServer::Tcp(t) => serve_loop(t, ctx),
+                    AnyServer::Shm(t) => serve_loop(t, ctx),
                 })
                 .map_err(|e| Error::io("spawn serving thread", e))?;
             server.endpoints.push((local, shared, Some(handle)));

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
+pub(crate) mod shm;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 
@@ -56,6 +57,7 @@ pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -
     match endpoint {
         Endpoint::Udp { host_port } => Ok(Box::new(udp::UdpClient::connect(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(Box::new(tcp::TcpClient::connect(uri, host_port, cfg)?)),
+        Endpoint::Shm { path } => Ok(Box::new(shm::ShmClient::connect(uri, path, cfg)?)),
         other => Err(unsupported(uri, other)),
     }
 }
@@ -64,12 +66,14 @@ pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -
 pub(crate) enum AnyServer {
     Udp(udp::UdpServer),
     Tcp(tcp::TcpServer),
+    Shm(shm::ShmServerTransport),
 }
 
 pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<AnyServer, Error> {
     match endpoint {
         Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
+        Endpoint::Shm { path } => Ok(AnyServer::Shm(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)),
         other => Err(unsupported(uri, other)),
     }
 }

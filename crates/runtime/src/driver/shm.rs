@@ -1,0 +1,165 @@
+//! lowlat over shared memory (`shm://PATH`): one binding (a pair of rings in a sealed memfd) per
+//! client slot; one thread serves every binding of an endpoint. The rings deliver every frame
+//! in order, so, as over TCP, neither side retransmits.
+//!
+//! The rings stream messages larger than themselves, so a frame always carries a whole message.
+//! Waiting is the runtime's spin-then-block; `block` sleeps on the ring's tripwire (client) or
+//! in epoll on the bindings' doorbells and the runtime's own doorbell (server).
+
+use std::io;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use lowlat_proto::HEADER_LEN;
+use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
+
+use super::{ClientChannel, Received, ServerTransport};
+use crate::{ClientConfig, Error, ServerConfig};
+
+fn to_io(e: ShmError) -> io::Error {
+    let kind = match &e {
+        ShmError::PeerGone | ShmError::Broken(_) => io::ErrorKind::ConnectionReset,
+        ShmError::Timeout { .. } | ShmError::Stalled { .. } => io::ErrorKind::TimedOut,
+        ShmError::Ring(lowlat_shm::RingError::TooLarge { .. }) => io::ErrorKind::InvalidInput,
+        ShmError::Ring(_) | ShmError::Handshake { .. } => io::ErrorKind::InvalidData,
+        ShmError::Io { source, .. } => source.kind(),
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e)
+}
+
+pub(crate) struct ShmClient {
+    ch: ShmChannel,
+    max_frame: usize,
+    /// Bounds a send that waits for ring space (only large messages ever wait).
+    send_timeout: Duration,
+}
+
+impl ShmClient {
+    pub fn connect(uri: &str, path: &Path, cfg: &ClientConfig) -> Result<ShmClient, Error> {
+        let max_frame = cfg.max_message + HEADER_LEN;
+        let ccfg = ChannelConfig {
+            spin: cfg.spin,
+            connect_timeout: cfg.bind_timeout,
+            max_message: max_frame,
+        };
+        let ch = ShmChannel::connect(path, ccfg).map_err(|e| match e {
+            ShmError::Io { source, .. }
+                if matches!(
+                    source.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Error::ServerNotRunning {
+                    uri: uri.to_string(),
+                    detail: source.to_string(),
+                }
+            }
+            e @ (ShmError::Refused { .. } | ShmError::Busy) => Error::BindRefused {
+                uri: uri.to_string(),
+                reason: e.to_string(),
+            },
+            e => Error::io(format!("{uri}: connect"), to_io(e)),
+        })?;
+        Ok(ShmClient {
+            ch,
+            max_frame,
+            send_timeout: cfg.deadline,
+        })
+    }
+}
+
+impl ClientChannel for ShmClient {
+    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        self.ch
+            .send(&[head, body], Instant::now() + self.send_timeout)
+            .map_err(to_io)
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        match self.ch.try_recv().map_err(to_io)? {
+            Some(m) => {
+                buf.clear();
+                buf.extend_from_slice(m);
+                Ok(Some(buf.len()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.ch.block(timeout).map_err(to_io)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    fn reliable(&self) -> bool {
+        true
+    }
+}
+
+pub(crate) struct ShmServerTransport {
+    srv: ShmServer,
+    path: PathBuf,
+    max_frame: usize,
+}
+
+impl ShmServerTransport {
+    pub fn bind(
+        uri: &str,
+        path: &Path,
+        cfg: &ServerConfig,
+        doorbell: RawFd,
+    ) -> Result<ShmServerTransport, Error> {
+        let max_frame = cfg.max_message + HEADER_LEN;
+        let scfg = lowlat_shm::ServerConfig {
+            spin: cfg.spin,
+            max_message: max_frame,
+            ..Default::default()
+        };
+        let mut srv = ShmServer::bind(path, scfg)
+            .map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
+        srv.watch(doorbell)
+            .map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
+        Ok(ShmServerTransport {
+            srv,
+            path: path.to_path_buf(),
+            max_frame,
+        })
+    }
+}
+
+impl ServerTransport for ShmServerTransport {
+    type Addr = BindingId;
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<BindingId>>> {
+        Ok(self.srv.try_recv_into(buf).map(|a| match a {
+            Activity::Request(from) => Received::Frame {
+                len: buf.len(),
+                from,
+            },
+            Activity::Closed(id) => Received::Closed(id),
+        }))
+    }
+
+    fn send(&mut self, to: &BindingId, head: &[u8], body: &[u8]) {
+        // A binding that cannot take its reply is closed and reported by `try_recv`.
+        let _ = self.srv.send_reply(*to, &[head, body]);
+    }
+
+    fn block(&mut self, _doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        // The doorbell is in the server's epoll set (`watch` at bind).
+        self.srv.block(timeout).map_err(to_io)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    fn local_uri(&self) -> String {
+        format!("shm://{}", self.path.display())
+    }
+}

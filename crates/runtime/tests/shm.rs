@@ -1,0 +1,149 @@
+//! The runtime over `shm://`: the lab's procedures (mirrored here: the runtime may not depend on
+//! the lab) at edge sizes from many threads, long-running procedures on the worker pool, and a
+//! clear error when the server goes away.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program, Server, ServerConfig};
+
+const PROG: u32 = 0x2000_4C4C;
+const NULL: u32 = 0;
+const MINUS: u32 = 1;
+const MAXARG: u32 = 2;
+const MAXRESULT: u32 = 3;
+const ECHO: u32 = 4;
+const SLOW_ECHO: u32 = 5;
+/// The shm transport's default ring size.
+const RING: usize = 64 << 10;
+
+fn program() -> Program {
+    Program::new(PROG, 1)
+        .procedure(NULL, "NULL", |_, a, _| {
+            if a.is_empty() {
+                Ok(())
+            } else {
+                Err(ProcError::GarbageArgs)
+            }
+        })
+        .procedure(MINUS, "MINUS", |_, a, r| {
+            let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
+            let y = i32::from_ne_bytes([a[4], a[5], a[6], a[7]]);
+            r.extend_from_slice(&x.wrapping_sub(y).to_ne_bytes());
+            Ok(())
+        })
+        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
+        .procedure(MAXRESULT, "MAXRESULT", |_, a, r| {
+            let n: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            r.extend((0..u32::from_ne_bytes(n) as usize).map(|i| (i % 251) as u8));
+            Ok(())
+        })
+        .procedure(ECHO, "ECHO", |_, a, r| {
+            r.extend_from_slice(a);
+            Ok(())
+        })
+        .long_running(SLOW_ECHO, "SLOW_ECHO", |_, a, r| {
+            std::thread::sleep(Duration::from_millis(2));
+            r.extend_from_slice(a);
+            Ok(())
+        })
+}
+
+struct Dir(PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn serve(tag: &str) -> (Dir, Server, String) {
+    let dir = std::env::temp_dir().join(format!("lowlat-rt-shm-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let uri = format!("shm://{}", dir.join("s").display());
+    let server = Server::builder().program(program()).serve(&[&uri]).unwrap();
+    (Dir(dir), server, uri)
+}
+
+fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
+    c.call::<_, DecodeError>(
+        proc_no,
+        |b| Ok(b.extend_from_slice(arg)),
+        |r| Ok(r.to_vec()),
+    )
+}
+
+#[test]
+fn lab_procedures_at_edge_sizes_from_many_threads() {
+    let (_dir, server, uri) = serve("edges");
+    assert_eq!(server.local_uris(), vec![uri.clone()]);
+    let cfg = ClientConfig {
+        slots: 4,
+        ..ClientConfig::default()
+    };
+    let client = std::sync::Arc::new(Client::connect_with(&uri, PROG, 1, cfg).unwrap());
+    let sizes = [0, 1, RING - 1, RING, RING + 1, 1 << 20];
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
+                let mut ab = 7i32.to_ne_bytes().to_vec();
+                ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
+                assert_eq!(
+                    bytes(MINUS, &c, &ab).unwrap(),
+                    (-3 - t as i32).to_ne_bytes()
+                );
+                for &n in &sizes {
+                    let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
+                    assert!(bytes(ECHO, &c, &msg).unwrap() == msg, "ECHO {n}");
+                    assert!(bytes(MAXARG, &c, &msg).unwrap().is_empty(), "MAXARG {n}");
+                    let r = bytes(MAXRESULT, &c, &(n as u32).to_ne_bytes()).unwrap();
+                    assert!(
+                        r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+                        "MAXRESULT {n}"
+                    );
+                }
+                // Long-running procedures go to the worker pool and come back over shm.
+                assert_eq!(bytes(SLOW_ECHO, &c, b"slow").unwrap(), b"slow");
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    server.shutdown();
+}
+
+#[test]
+fn server_shutdown_fails_calls_clearly() {
+    let (_dir, server, uri) = serve("gone");
+    let cfg = ClientConfig {
+        deadline: Duration::from_secs(3),
+        ..ClientConfig::default()
+    };
+    let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+    assert_eq!(bytes(ECHO, &client, b"hi").unwrap(), b"hi");
+    server.shutdown();
+    let t = Instant::now();
+    let e = bytes(ECHO, &client, b"hi").unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}: {e}",
+        t.elapsed()
+    );
+    assert!(
+        matches!(
+            e,
+            Error::ConnectionLost { .. } | Error::ServerNotRunning { .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_server_is_reported() {
+    let e = Client::connect("shm:///nonexistent/lowlat/s", PROG, 1).unwrap_err();
+    assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
+    let _ = ServerConfig::default();
+}

@@ -160,7 +160,7 @@ impl ServerBuilder {
                 .spawn(move || match transport {
                     AnyServer::Udp(t) => serve_loop(t, ctx),
                     AnyServer::Tcp(t) => serve_loop(t, ctx),
-                    AnyServer::Shm(t) => serve_loop(t, ctx),
+                    AnyServer::Shm(t) => serve_loop(*t, ctx),
                 })
                 .map_err(|e| Error::io("spawn serving thread", e))?;
             server.endpoints.push((local, shared, Some(handle)));

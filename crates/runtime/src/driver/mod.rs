@@ -66,14 +66,14 @@ pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -
 pub(crate) enum AnyServer {
     Udp(udp::UdpServer),
     Tcp(tcp::TcpServer),
-    Shm(shm::ShmServerTransport),
+    Shm(Box<shm::ShmServerTransport>),
 }
 
 pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<AnyServer, Error> {
     match endpoint {
         Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
-        Endpoint::Shm { path } => Ok(AnyServer::Shm(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)),
+        Endpoint::Shm { path } => Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?))),
         other => Err(unsupported(uri, other)),
     }
 }

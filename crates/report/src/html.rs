@@ -545,12 +545,23 @@ fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
             series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
             true,
         );
-        let y = Axis::fit(
-            ylabel,
-            Scale::Linear,
-            series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-            true,
-        );
+        let values: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .collect();
+        // When one transport is ten times faster than the rest, a log scale keeps them all visible.
+        let lo = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let hi = values.iter().copied().fold(0.0, f64::max);
+        let (scale, label) = if hi > 20.0 * lo {
+            (Scale::Log, format!("{ylabel} (log scale)"))
+        } else {
+            (Scale::Linear, ylabel.to_owned())
+        };
+        let y = Axis::fit(&label, scale, values, scale == Scale::Linear);
         let plot = LinePlot {
             title: title.into(),
             x,

@@ -8,6 +8,7 @@
 
 pub mod html;
 pub mod model;
+pub mod peers;
 pub mod sample;
 pub mod schema;
 pub mod svg;

@@ -55,6 +55,19 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
+/// A tick label: like [`fmt_num`], but large values as k (thousands) and M (millions) so the
+/// labels stay narrow.
+pub fn fmt_tick(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{}M", fmt_num(v / 1e6))
+    } else if a >= 1e4 {
+        format!("{}k", fmt_num(v / 1e3))
+    } else {
+        fmt_num(v)
+    }
+}
+
 /// How an axis maps values to positions.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scale {
@@ -292,7 +305,7 @@ impl LinePlot {
                 r##"<line x1="{x:.1}" y1="{y1}" x2="{x:.1}" y2="{y0}" stroke="#e4e7eb"/><line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{yt}" stroke="#52606d"/><text x="{x:.1}" y="{yl}" text-anchor="middle" fill="#3e4c59">{l}</text>"##,
                 yt = y0 + 5.0,
                 yl = y0 + 18.0,
-                l = fmt_num(t)
+                l = fmt_tick(t)
             );
         }
         for t in self.y.ticks() {
@@ -303,7 +316,7 @@ impl LinePlot {
                 xt = x0 - 5.0,
                 xl = x0 - 8.0,
                 yl = y + 4.0,
-                l = fmt_num(t)
+                l = fmt_tick(t)
             );
         }
         let _ = write!(
@@ -393,7 +406,7 @@ pub fn bar_chart(title: &str, axis_label: &str, bars: &[Bar], legend_note: &str)
             out,
             r##"<line x1="{x:.1}" y1="{y_top}" x2="{x:.1}" y2="{y_bottom}" stroke="#e4e7eb"/><text x="{x:.1}" y="{yl}" text-anchor="middle" fill="#3e4c59">{l}</text>"##,
             yl = y_bottom + 16.0,
-            l = fmt_num(t)
+            l = fmt_tick(t)
         );
     }
     for (i, b) in bars.iter().enumerate() {
@@ -494,7 +507,7 @@ pub fn stacked_bars(
             out,
             r##"<line x1="{x:.1}" y1="{y_top}" x2="{x:.1}" y2="{y_bottom}" stroke="#e4e7eb"/><text x="{x:.1}" y="{yl}" text-anchor="middle" fill="#3e4c59">{l}</text>"##,
             yl = y_bottom + 16.0,
-            l = fmt_num(t)
+            l = fmt_tick(t)
         );
     }
     for (i, s) in stacks.iter().enumerate() {
@@ -567,6 +580,9 @@ mod tests {
         assert_eq!(fmt_num(1500.0), "1\u{2009}500");
         assert_eq!(fmt_num(-2.5), "−2.5");
         assert_eq!(fmt_num(f64::NAN), "–");
+        assert_eq!(fmt_tick(1_500_000.0), "1.5M");
+        assert_eq!(fmt_tick(50_000.0), "50k");
+        assert_eq!(fmt_tick(5_000.0), "5\u{2009}000");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
+use lowlat_report::peers::{parse_peer_list, parse_skipped, PeerSetup};
 use lowlat_report::BenchLine;
 
 const CALLS: u64 = 300;
@@ -138,8 +139,7 @@ fn run_client(program: &Path, addr: &str, size: u32) -> std::process::Output {
 
 struct Built {
     dir: PathBuf,
-    /// (system, transport, program, address template)
-    setups: Vec<(String, String, String, String)>,
+    setups: Vec<PeerSetup>,
 }
 
 /// Builds the peers once per test run, into the target directory's scratch space.
@@ -164,12 +164,8 @@ fn build_peers_now() -> Built {
         String::from_utf8_lossy(&out.stderr)
     );
     let skipped = std::fs::read_to_string(dir.join("skipped.txt")).expect("skipped.txt");
-    for line in skipped.lines() {
-        assert!(
-            line.contains(": "),
-            "skipped.txt line is not `name: reason`: {line:?}"
-        );
-        eprintln!("SKIPPED peer {line}");
+    for (name, reason) in parse_skipped(&skipped).expect("skipped.txt is well formed") {
+        eprintln!("SKIPPED peer {name}: {reason}");
     }
     if std::env::var("LOWLAT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
         assert!(
@@ -178,20 +174,7 @@ fn build_peers_now() -> Built {
         );
     }
     let list = std::fs::read_to_string(dir.join("peers.txt")).expect("peers.txt");
-    let setups = list
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(f.len(), 4, "peers.txt line {l:?}");
-            (
-                f[0].to_owned(),
-                f[1].to_owned(),
-                f[2].to_owned(),
-                f[3].to_owned(),
-            )
-        })
-        .collect();
+    let setups = parse_peer_list(&list).expect("peers.txt is well formed");
     Built { dir, setups }
 }
 
@@ -199,11 +182,10 @@ fn build_peers_now() -> Built {
 fn every_built_peer_answers_and_reports_sane_figures() {
     let built = build_peers();
     let ipc_dir = tempfile::tempdir().unwrap();
-    for (system, transport, program, template) in &built.setups {
-        let program = built.dir.join(program);
-        let addr = template
-            .replace("{port}", &free_port().to_string())
-            .replace("{dir}", &ipc_dir.path().display().to_string());
+    for setup in &built.setups {
+        let (system, transport) = (&setup.system, &setup.transport);
+        let program = built.dir.join(&setup.program);
+        let addr = setup.address(free_port(), ipc_dir.path());
         let name = format!("{system}/{transport}");
         let mut server = Server::start(&program, &addr, &name);
         for (size, proc) in [(0u32, "null"), (1440, "echo")] {
@@ -251,7 +233,7 @@ fn every_built_peer_answers_and_reports_sane_figures() {
 #[test]
 fn peers_refuse_bad_command_lines() {
     let built = build_peers();
-    let mut programs: Vec<&String> = built.setups.iter().map(|s| &s.2).collect();
+    let mut programs: Vec<&String> = built.setups.iter().map(|s| &s.program).collect();
     programs.dedup();
     for program in programs {
         let path = built.dir.join(program);
@@ -292,7 +274,7 @@ fn peers_refuse_bad_command_lines() {
 #[test]
 fn onc_client_fails_fast_without_a_server() {
     let built = build_peers();
-    if !built.setups.iter().any(|s| s.0 == "rpcgen") {
+    if !built.setups.iter().any(|s| s.system == "rpcgen") {
         eprintln!("SKIPPED: rpcgen peer not built");
         return;
     }

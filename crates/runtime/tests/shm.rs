@@ -68,7 +68,10 @@ fn serve(tag: &str) -> (Dir, Server, String) {
 fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
     c.call::<_, DecodeError>(
         proc_no,
-        |b| Ok(b.extend_from_slice(arg)),
+        |b| {
+            b.extend_from_slice(arg);
+            Ok(())
+        },
         |r| Ok(r.to_vec()),
     )
 }

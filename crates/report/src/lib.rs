@@ -7,6 +7,7 @@
 //! results file on any machine.
 
 pub mod html;
+pub mod machine;
 pub mod model;
 pub mod peers;
 pub mod sample;
@@ -33,7 +34,9 @@ pub enum ResultsError {
 }
 
 impl Results {
-    /// The results as pretty-printed JSON, ending in a newline.
+    /// The results as pretty-printed JSON, ending in a newline. A non-finite figure (NaN,
+    /// infinity) becomes `null`, which the schema rejects for required figures: leave a figure
+    /// out (`None`) rather than writing one that is not a number.
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("results always serialize");
         s.push('\n');

@@ -1,1 +1,263 @@
-fn main() {}
+//! The `lowlat` command: serve, call, benchmark, measure the floor, run the laboratory.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use lowlat::{ClientConfig, Server, ServerConfig, SpinPolicy};
+use lowlat_lab::bench::{self, BenchSpec};
+use lowlat_lab::interface::{self, LabClient};
+use lowlat_lab::stats;
+
+#[derive(Parser)]
+#[command(name = "lowlat", version, about = "Low-latency RPC for Linux, and a laboratory that shows where every microsecond goes")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the built-in `lab` interface (program 0x20004C4C version 1) on each URI.
+    Serve {
+        /// Endpoints: udp://HOST:PORT, tcp://HOST:PORT (port 0 picks a free one).
+        #[arg(required = true)]
+        uris: Vec<String>,
+        /// Spin budget in µs before blocking (0 = always block, `forever` = busy-poll, `adaptive`).
+        #[arg(long, default_value = "adaptive")]
+        spin_us: SpinPolicy,
+        /// Pin the serving threads to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Threads for long-running procedures.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Sessions at once per endpoint.
+        #[arg(long, default_value_t = 1024)]
+        max_sessions: usize,
+        /// Largest message in bytes.
+        #[arg(long, default_value_t = 4 << 20)]
+        max_message: usize,
+    },
+    /// Make one call of a lab procedure and print the result.
+    ///
+    /// Procedures: null; minus A B; maxarg SIZE; maxresult N; echo TEXT.
+    Call {
+        uri: String,
+        /// null, minus, maxarg, maxresult or echo (or a procedure number).
+        proc: String,
+        args: Vec<String>,
+        /// Deadline of the call in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u64,
+        #[arg(long, default_value = "adaptive")]
+        spin_us: SpinPolicy,
+    },
+    /// Closed-loop (or, with --rate, open-loop) benchmark of a lab procedure.
+    Bench {
+        uri: String,
+        #[arg(long, default_value = "null")]
+        proc: String,
+        /// Payload bytes (maxarg, maxresult, echo).
+        #[arg(long, default_value_t = 0)]
+        size: usize,
+        /// Measured calls over all threads.
+        #[arg(long, default_value_t = 100_000)]
+        calls: u64,
+        /// Unmeasured calls per thread first.
+        #[arg(long, default_value_t = 2_000)]
+        warmup: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Offered calls per second (open loop, latency from the scheduled time).
+        #[arg(long)]
+        rate: Option<f64>,
+        #[arg(long, default_value = "adaptive")]
+        spin_us: SpinPolicy,
+        /// Pin the calling threads to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The same exchange with no RPC layer: the transport's floor (`--serve` for the echo side).
+    Pingpong {
+        uri: String,
+        /// Run the echo server instead of the client.
+        #[arg(long)]
+        serve: bool,
+        /// Bytes per message (32 = the size of a null call's header).
+        #[arg(long, default_value_t = 32)]
+        size: usize,
+        #[arg(long, default_value_t = 100_000)]
+        calls: u64,
+        #[arg(long, default_value_t = 2_000)]
+        warmup: u64,
+        #[arg(long, default_value = "adaptive")]
+        spin_us: SpinPolicy,
+        #[arg(long)]
+        cpu: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The laboratory: every transport's floor beside lowlat's calls, on this machine.
+    Lab {
+        /// The short run (about a minute).
+        #[arg(long)]
+        quick: bool,
+        /// Write results.json here as well.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("lowlat: {msg}");
+    ExitCode::FAILURE
+}
+
+fn pin(cpu: Option<usize>) -> Result<(), String> {
+    if let Some(c) = cpu {
+        lowlat_transport::sys::pin_to_cpu(c).map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn print_summary(s: &stats::Summary, json: bool) {
+    if json {
+        println!("{}", s.to_json());
+    } else {
+        println!(
+            "{} {} {} size={} threads={} spin={}: p50 {} µs, p90 {} µs, p99 {} µs, p99.9 {} µs, max {} µs, mean {} µs; {:.0} calls/s, {:.1} Mbit/s{}",
+            s.kind,
+            s.transport,
+            s.proc,
+            s.size,
+            s.threads,
+            s.spin,
+            stats::us(s.p50_ns),
+            stats::us(s.p90_ns),
+            stats::us(s.p99_ns),
+            stats::us(s.p999_ns),
+            stats::us(s.max_ns),
+            stats::us(s.mean_ns),
+            s.calls_per_s,
+            s.mbit_s,
+            if s.errors > 0 { format!(", {} errors", s.errors) } else { String::new() }
+        );
+    }
+}
+
+fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolicy) -> Result<(), String> {
+    let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), ..ClientConfig::default() };
+    let p = interface::procedure_number(proc).ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"))?;
+    let arg = |i: usize, what: &str| -> Result<&String, String> {
+        args.get(i).ok_or_else(|| format!("{proc} needs {what}"))
+    };
+    let num = |i: usize, what: &str| -> Result<i64, String> {
+        let a = arg(i, what)?;
+        a.parse::<i64>().map_err(|_| format!("{what}: {a:?} is not a number"))
+    };
+    let c = LabClient::connect(uri, cfg).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match p {
+        interface::NULL => {
+            c.null().map_err(|e| e.to_string())?;
+            println!("null: ok");
+        }
+        interface::MINUS => {
+            let a = i32::try_from(num(0, "two integers A B")?).map_err(|_| "A does not fit in 32 bits")?;
+            let b = i32::try_from(num(1, "two integers A B")?).map_err(|_| "B does not fit in 32 bits")?;
+            println!("{}", c.minus(a, b).map_err(|e| e.to_string())?);
+        }
+        interface::MAXARG => {
+            let n = usize::try_from(num(0, "a size in bytes")?).map_err(|_| "size must not be negative")?;
+            c.maxarg(&vec![0x5a; n]).map_err(|e| e.to_string())?;
+            println!("maxarg: sent {n} bytes");
+        }
+        interface::MAXRESULT => {
+            let n = u32::try_from(num(0, "a size in bytes")?).map_err(|_| "size must be 0 to 4294967295")?;
+            c.maxresult(n, &mut out).map_err(|e| e.to_string())?;
+            println!("maxresult: received {} bytes", out.len());
+        }
+        interface::ECHO => {
+            let text = args.join(" ");
+            c.echo(text.as_bytes(), &mut out).map_err(|e| e.to_string())?;
+            println!("{}", String::from_utf8_lossy(&out));
+        }
+        other => {
+            // A procedure the lab interface lacks: the server's answer tells the user so.
+            let r: Result<(), _> = c.client().call(other, |_| Ok::<_, lowlat::DecodeError>(()), |_| Ok(()));
+            r.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message } => {
+            let cfg = ServerConfig { spin: spin_us, pin_cpu: cpu, workers, max_sessions, max_message, ..ServerConfig::default() };
+            let server = match Server::builder().program(interface::program()).config(cfg).serve(&uris) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            for u in server.local_uris() {
+                println!("serving {u}");
+            }
+            println!("ready");
+            server.wait();
+            ExitCode::SUCCESS
+        }
+        Cmd::Call { uri, proc, args, timeout_ms, spin_us } => match call(&uri, &proc, &args, timeout_ms, spin_us) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json } => {
+            if let Err(e) = pin(cpu) {
+                return fail(e);
+            }
+            let spec = BenchSpec { uri, proc, size, calls, warmup, threads, rate, spin: spin_us, cpu, ..BenchSpec::default() };
+            match bench::run(&spec) {
+                Ok(s) => {
+                    print_summary(&s, json);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Pingpong { uri, serve, size, calls, warmup, spin_us, cpu, json } => {
+            if let Err(e) = pin(cpu) {
+                return fail(e);
+            }
+            if serve {
+                let server = match lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us) {
+                    Ok(s) => s,
+                    Err(e) => return fail(e),
+                };
+                println!("serving {}", server.local_uri);
+                println!("ready");
+                let stop = AtomicBool::new(false);
+                return match server.run(&stop) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => fail(e),
+                };
+            }
+            match bench::run_raw(&uri, size, calls, warmup, spin_us) {
+                Ok(s) => {
+                    print_summary(&s, json);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Lab { quick, out } => match lowlat_lab::run_lab(quick, out.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+    }
+}

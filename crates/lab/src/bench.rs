@@ -1,0 +1,181 @@
+//! RPC benchmarks over the lab interface: closed loop (each thread calls as soon as its previous
+//! call returns) or open loop (calls start on a fixed schedule and latency is measured from the
+//! scheduled time, so a slow call is charged for the calls it delays: no coordinated omission).
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use lowlat::{ClientConfig, Error, SpinPolicy};
+
+use crate::interface::{self, LabClient};
+use crate::stats::{new_histogram, Summary};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchSpec {
+    pub uri: String,
+    /// A lab procedure: null, minus, maxarg, maxresult, echo.
+    pub proc: String,
+    /// Payload bytes (argument for maxarg/echo, result for maxresult/echo).
+    pub size: usize,
+    /// Measured calls, over all threads.
+    pub calls: u64,
+    /// Calls per thread before measuring.
+    pub warmup: u64,
+    pub threads: usize,
+    /// Calls per second in all (open loop); `None` = closed loop.
+    pub rate: Option<f64>,
+    pub spin: SpinPolicy,
+    /// Pin the calling threads to this CPU.
+    pub cpu: Option<usize>,
+    pub deadline: Duration,
+}
+
+impl Default for BenchSpec {
+    fn default() -> Self {
+        BenchSpec {
+            uri: String::new(),
+            proc: "null".into(),
+            size: 0,
+            calls: 10_000,
+            warmup: 1_000,
+            threads: 1,
+            rate: None,
+            spin: SpinPolicy::Adaptive,
+            cpu: None,
+            deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Payload bytes a call of `proc` moves (arguments plus results).
+pub fn payload_per_call(proc: &str, size: usize) -> usize {
+    match proc {
+        "null" => 0,
+        "minus" => 12,
+        "maxarg" | "maxresult" => size,
+        "echo" => 2 * size,
+        _ => size,
+    }
+}
+
+/// One call of `proc`, with buffers owned by the caller so the loop allocates nothing.
+pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Vec<u8>) -> Result<(), Error> {
+    match proc {
+        interface::NULL => c.null(),
+        interface::MINUS => c.minus(7, 5).map(|_| ()),
+        interface::MAXARG => c.maxarg(arg),
+        interface::MAXRESULT => c.maxresult(size as u32, out),
+        _ => c.echo(arg, out),
+    }
+}
+
+/// Runs the benchmark and summarises it.
+pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
+    let proc_no = interface::procedure_number(&spec.proc).filter(|p| *p <= interface::ECHO).ok_or_else(|| {
+        Error::InvalidUri {
+            uri: spec.proc.clone(),
+            reason: "unknown lab procedure; expected null, minus, maxarg, maxresult or echo".into(),
+        }
+    })?;
+    let threads = spec.threads.max(1);
+    let cfg = ClientConfig {
+        spin: spec.spin,
+        slots: (threads as u16).max(8),
+        deadline: spec.deadline,
+        max_message: spec.size.max(4 << 20),
+        ..ClientConfig::default()
+    };
+    let client = Arc::new(LabClient::connect(&spec.uri, cfg)?);
+    let per_thread = spec.calls.div_ceil(threads as u64);
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let interval = spec.rate.map(|r| Duration::from_secs_f64(threads as f64 / r.max(1e-3)));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let client = client.clone();
+            let barrier = barrier.clone();
+            let spec = spec.clone();
+            std::thread::spawn(move || -> (Histogram<u64>, u64, Option<Error>) {
+                if let Some(cpu) = spec.cpu {
+                    let _ = lowlat_transport::sys::pin_to_cpu(cpu);
+                }
+                let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
+                let mut out = Vec::with_capacity(spec.size);
+                let mut h = new_histogram();
+                let mut errors = 0u64;
+                let mut first_error = None;
+                for _ in 0..spec.warmup {
+                    if let Err(e) = call_once(&client, proc_no, &arg, spec.size, &mut out) {
+                        barrier.wait();
+                        return (h, 1, Some(e));
+                    }
+                }
+                barrier.wait();
+                let start = Instant::now() + interval.map_or(Duration::ZERO, |i| i.mul_f64(t as f64 / threads as f64));
+                for k in 0..per_thread {
+                    let t0 = match interval {
+                        Some(i) => {
+                            let scheduled = start + i.mul_f64(k as f64);
+                            while Instant::now() < scheduled {
+                                std::hint::spin_loop();
+                            }
+                            scheduled
+                        }
+                        None => Instant::now(),
+                    };
+                    match call_once(&client, proc_no, &arg, spec.size, &mut out) {
+                        Ok(()) => {
+                            let _ = h.record(t0.elapsed().as_nanos() as u64);
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+                (h, errors, first_error)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let mut all = new_histogram();
+    let mut errors = 0;
+    let mut first_error = None;
+    for h in handles {
+        let (hist, e, fe) = h.join().expect("benchmark thread panicked");
+        all.add(&hist).expect("same bounds");
+        errors += e;
+        if first_error.is_none() {
+            first_error = fe;
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    if all.is_empty() {
+        return Err(first_error.unwrap_or(Error::Io {
+            op: "benchmark".into(),
+            source: std::io::Error::new(std::io::ErrorKind::Other, "no call completed"),
+        }));
+    }
+    let transport = spec.uri.split("://").next().unwrap_or("?");
+    Ok(Summary::from_histogram(
+        "rpc",
+        transport,
+        &spec.proc,
+        spec.size,
+        payload_per_call(&spec.proc, spec.size),
+        threads,
+        &spec.spin.to_string(),
+        &all,
+        wall,
+        errors,
+    ))
+}
+
+/// Raw ping-pong of `size` bytes, summarised like an RPC run.
+pub fn run_raw(uri: &str, size: usize, calls: u64, warmup: u64, spin: SpinPolicy) -> Result<Summary, crate::pingpong::PingPongError> {
+    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin)?;
+    let transport = uri.split("://").next().unwrap_or("?");
+    Ok(Summary::from_histogram("raw", transport, "pingpong", size, 2 * size, 1, &spin.to_string(), &h, wall.as_secs_f64(), 0))
+}

@@ -1,0 +1,178 @@
+//! Raw ping-pong: the same message exchange as an RPC, with no RPC layer. Its round trip is the
+//! floor a transport sets; `lowlat bench` and the lab report RPC as a ratio over it.
+//!
+//! Both sides wait exactly as RPC does (the shared [`Spinner`]), so a ratio compares protocol
+//! cost, not waiting strategy.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use lowlat::Endpoint;
+use lowlat_transport::sys::poll_readable;
+use lowlat_transport::tcp::{TcpChannel, TcpEndpoint, TcpEvent};
+use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::{SpinPolicy, Spinner};
+
+use crate::stats::new_histogram;
+
+/// Why a ping-pong could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PingPongError {
+    #[error(transparent)]
+    Uri(#[from] lowlat::Error),
+    #[error("{op}: {source}")]
+    Io { op: String, source: io::Error },
+    #[error("no answer within {0:?}: is `lowlat pingpong --serve` running there?")]
+    Timeout(Duration),
+    #[error("raw ping-pong over {0} is not built into this version")]
+    Unsupported(String),
+}
+
+fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> PingPongError {
+    let op = op.into();
+    move |source| PingPongError::Io { op, source }
+}
+
+/// A running echo server for raw ping-pong.
+pub struct PingPongServer {
+    pub local_uri: String,
+    run: Box<dyn FnOnce(&AtomicBool) -> Result<(), PingPongError> + Send>,
+}
+
+impl PingPongServer {
+    /// Binds the echo server (so its address is known) without serving yet.
+    pub fn bind(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
+        let ep: Endpoint = uri.parse()?;
+        match ep {
+            Endpoint::Udp { host_port } => {
+                let addr = resolve(&host_port).map_err(io_err(uri))?;
+                let sock = UdpEndpoint::bind(addr).map_err(io_err(format!("bind {uri}")))?;
+                let local_uri = format!("udp://{}", sock.local_addr());
+                Ok(PingPongServer {
+                    local_uri,
+                    run: Box::new(move |stop| {
+                        let mut buf = vec![0u8; MAX_DATAGRAM];
+                        let mut spinner = Spinner::new(spin);
+                        while !stop.load(Ordering::Relaxed) {
+                            let got = spinner
+                                .wait_on(
+                                    Some(Instant::now() + Duration::from_millis(100)),
+                                    &mut buf,
+                                    |b| sock.try_recv_from(b),
+                                    |_, t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
+                                )
+                                .map_err(io_err("receive"))?;
+                            if let Some((n, from)) = got {
+                                sock.send_to(&from, &buf[..n], &[]).map_err(io_err("send"))?;
+                            }
+                        }
+                        Ok(())
+                    }),
+                })
+            }
+            Endpoint::Tcp { host_port } => {
+                let addr = resolve(&host_port).map_err(io_err(uri))?;
+                let mut ep = TcpEndpoint::bind(addr, 16 << 20).map_err(io_err(format!("bind {uri}")))?;
+                let local_uri = format!("tcp://{}", ep.local_addr());
+                Ok(PingPongServer {
+                    local_uri,
+                    run: Box::new(move |stop| {
+                        let mut buf = Vec::new();
+                        let mut spinner = Spinner::new(spin);
+                        while !stop.load(Ordering::Relaxed) {
+                            let got = spinner
+                                .wait_on(
+                                    Some(Instant::now() + Duration::from_millis(100)),
+                                    &mut ep,
+                                    |ep| ep.try_next(&mut buf),
+                                    |ep, t| ep.block(t),
+                                )
+                                .map_err(io_err("receive"))?;
+                            if let Some(TcpEvent::Frame(id)) = got {
+                                ep.send(&id, &buf, &[]);
+                            }
+                        }
+                        Ok(())
+                    }),
+                })
+            }
+            other => Err(PingPongError::Unsupported(other.scheme().to_string())),
+        }
+    }
+
+    /// Echoes until `stop` is set.
+    pub fn run(self, stop: &AtomicBool) -> Result<(), PingPongError> {
+        (self.run)(stop)
+    }
+}
+
+/// A client side of raw ping-pong.
+enum Pinger {
+    Udp(UdpChannel),
+    Tcp(TcpChannel),
+}
+
+/// Runs `warmup + calls` round trips of `size` bytes against an echo server; returns the
+/// histogram of the measured ones and the wall time they took.
+pub fn run(
+    uri: &str,
+    size: usize,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    let ep: Endpoint = uri.parse()?;
+    let mut p = match ep {
+        Endpoint::Udp { host_port } => {
+            let addr = resolve(&host_port).map_err(io_err(uri))?;
+            Pinger::Udp(UdpChannel::connect(addr).map_err(io_err(format!("connect {uri}")))?)
+        }
+        Endpoint::Tcp { host_port } => {
+            let addr = resolve(&host_port).map_err(io_err(uri))?;
+            Pinger::Tcp(TcpChannel::connect(addr, 16 << 20, Duration::from_secs(5)).map_err(io_err(format!("connect {uri}")))?)
+        }
+        other => return Err(PingPongError::Unsupported(other.scheme().to_string())),
+    };
+    let msg: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    let mut buf: Vec<u8> = vec![0u8; MAX_DATAGRAM.max(size)];
+    let mut spinner = Spinner::new(spin);
+    let mut h = new_histogram();
+    let timeout = Duration::from_secs(5);
+    let mut measured_start = Instant::now();
+    for i in 0..warmup + calls {
+        if i == warmup {
+            measured_start = Instant::now();
+        }
+        let t0 = Instant::now();
+        let deadline = Some(t0 + timeout);
+        let got = match &mut p {
+            Pinger::Udp(ch) => {
+                ch.send(&msg, &[]).map_err(io_err("send"))?;
+                spinner
+                    .wait_on(deadline, &mut buf, |b| ch.try_recv(b), |_, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()))
+                    .map_err(io_err("receive"))?
+            }
+            Pinger::Tcp(ch) => {
+                ch.send(&msg, &[]).map_err(io_err("send"))?;
+                spinner
+                    .wait_on(
+                        deadline,
+                        ch,
+                        |ch| ch.try_recv(&mut buf).map(|o| o.map(|()| 0)),
+                        |ch, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
+                    )
+                    .map_err(io_err("receive"))?
+            }
+        };
+        if got.is_none() {
+            return Err(PingPongError::Timeout(timeout));
+        }
+        if i >= warmup {
+            let _ = h.record(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    Ok((h, measured_start.elapsed()))
+}

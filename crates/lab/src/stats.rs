@@ -1,0 +1,81 @@
+//! Latency summaries: what one benchmark run reports, as a table row or one JSON line.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// A new histogram for round trips from 10 ns to 100 s at 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(10, 100_000_000_000, 3).expect("static bounds are valid")
+}
+
+/// One benchmark's result, in the JSON shape DESIGN.md fixes (one object per line).
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct Summary {
+    /// "rpc" (through lowlat's RPC layer) or "raw" (the transport alone: the floor).
+    pub kind: String,
+    pub transport: String,
+    pub proc: String,
+    /// Payload bytes per call (argument or result, whichever the procedure carries).
+    pub size: usize,
+    pub calls: u64,
+    pub threads: usize,
+    /// Spin policy on the client ("0" = always block, "forever" = busy-poll, "adaptive").
+    pub spin: String,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: u64,
+    pub calls_per_s: f64,
+    /// Payload megabits per second (arguments plus results).
+    pub mbit_s: f64,
+    /// Calls that failed (each is reported; a run with failures is not a clean figure).
+    pub errors: u64,
+}
+
+impl Summary {
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_histogram(
+        kind: &str,
+        transport: &str,
+        proc: &str,
+        size: usize,
+        payload_bytes_per_call: usize,
+        threads: usize,
+        spin: &str,
+        h: &Histogram<u64>,
+        wall_s: f64,
+        errors: u64,
+    ) -> Summary {
+        let calls = h.len();
+        let per_s = if wall_s > 0.0 { calls as f64 / wall_s } else { 0.0 };
+        Summary {
+            kind: kind.into(),
+            transport: transport.into(),
+            proc: proc.into(),
+            size,
+            calls,
+            threads,
+            spin: spin.into(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+            mean_ns: h.mean() as u64,
+            calls_per_s: per_s,
+            mbit_s: per_s * payload_bytes_per_call as f64 * 8.0 / 1e6,
+            errors,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plain data serializes")
+    }
+}
+
+/// Microseconds with two decimals, for tables.
+pub fn us(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1000.0)
+}

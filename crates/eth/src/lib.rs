@@ -11,6 +11,7 @@ pub mod ifinfo;
 pub mod mac;
 pub mod packet;
 pub mod pingpong;
+pub mod shared;
 pub mod socket;
 pub mod testhosts;
 pub mod uri;

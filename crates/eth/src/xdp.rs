@@ -612,6 +612,16 @@ impl XdpSocket {
                 need: self.max_payload(),
             });
         }
+        self.try_recv_with(|payload, src| {
+            buf[..payload.len()].copy_from_slice(payload);
+            (payload.len(), src)
+        })
+    }
+
+    /// Hands the next valid DATA or PING payload to `f` where it lies in the UMEM (no copy),
+    /// without blocking; the frame goes back to the kernel when `f` returns.
+    pub fn try_recv_with<R>(&mut self, f: impl FnOnce(&[u8], Mac) -> R) -> Result<Option<R>> {
+        let mut f = Some(f);
         loop {
             let rx = &self.xsk.rx;
             if rx.available() == 0 {
@@ -629,15 +639,14 @@ impl XdpSocket {
                 None => {
                     self.stats.rx_malformed.fetch_add(1, Ordering::Relaxed);
                 }
-                Some(f) => match frame::parse(f, self.cfg.checksum) {
+                Some(fr) => match frame::parse(fr, self.cfg.checksum) {
                     Err(r) => self.stats.reject(r),
                     Ok(p) => {
                         self.stats.rx_frames.fetch_add(1, Ordering::Relaxed);
-                        let payload = &f[HEADER_LEN..HEADER_LEN + p.len];
+                        let payload = &fr[HEADER_LEN..HEADER_LEN + p.len];
                         match p.kind {
                             Kind::Data | Kind::Ping => {
-                                buf[..p.len].copy_from_slice(payload);
-                                result = Some((p.len, p.src));
+                                result = f.take().map(|f| f(payload, p.src));
                             }
                             Kind::Discover if self.cfg.answer_discovery => {
                                 reply = discovery::decode(discovery::REQUEST, payload)

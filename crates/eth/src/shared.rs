@@ -71,8 +71,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Sockets already open in this process, by (network namespace, interface).
-static OPEN: Mutex<Vec<((u64, String), Weak<SharedXdp>)>> = Mutex::new(Vec::new());
+/// (network namespace inode, interface name): what one AF_XDP socket is bound to.
+type Key = (u64, String);
+
+/// Sockets already open in this process.
+static OPEN: Mutex<Vec<(Key, Weak<SharedXdp>)>> = Mutex::new(Vec::new());
 
 fn netns_id() -> u64 {
     use std::os::unix::fs::MetadataExt;

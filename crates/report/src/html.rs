@@ -133,7 +133,7 @@ pub fn render_html(r: &Results) -> String {
         out,
         r#"<section id="ladder"><h2>1. The ladder: each transport's floor, and RPC on top</h2>"#
     );
-    ladder(&mut out, &r.ladder);
+    ladder(&mut out, &r.ladder, &pal);
     cdf(&mut out, &r.cdf, &pal);
     size_sweep(&mut out, &r.size_sweep, &pal);
     out.push_str("</section>");
@@ -240,7 +240,7 @@ fn note_cell(skipped: &Option<String>) -> String {
     }
 }
 
-fn ladder(out: &mut String, rows: &[LadderRow]) {
+fn ladder(out: &mut String, rows: &[LadderRow], pal: &Palette) {
     out.push_str(
         "<p>Each transport first exchanges messages with no RPC layer at all (<b>raw</b> ping-pong: \
          the floor this machine allows for that mechanism), then makes the same exchange as a call \
@@ -255,7 +255,14 @@ fn ladder(out: &mut String, rows: &[LadderRow]) {
         r#"<table><tr><th class="l">transport</th><th>size</th><th>raw p50</th><th>raw p99</th><th>RPC p50</th><th>RPC p99</th><th>RPC ÷ raw</th><th>RPC − raw (µs)</th><th class="l">note</th></tr>"#,
     );
     for row in rows {
-        let lead = [esc(&row.transport), size_label(row.size)];
+        let lead = [
+            format!(
+                "{}{}",
+                swatch(&pal.color(&row.transport)),
+                esc(&row.transport)
+            ),
+            size_label(row.size),
+        ];
         if row.raw.is_none() && row.rpc.is_none() {
             skip_row(
                 out,

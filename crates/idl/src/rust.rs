@@ -1130,7 +1130,6 @@ impl<'a> Gen<'a> {
         self.line(format!(
             "/// A typed client for `{prog}` version `{vers}` over lowlat's own protocol."
         ));
-        self.line("#[derive(Debug)]");
         self.open("pub struct Client {");
         self.line(format!("inner: {rt}::Client,"));
         self.close("}");

@@ -44,6 +44,15 @@ fn everything_is_up_to_date() {
 }
 
 #[test]
+fn lab_with_runtime_is_up_to_date() {
+    let opts = Options {
+        codec_path: "::lowlat_codec".into(),
+        runtime_path: Some("::lowlat".into()),
+    };
+    check("idl/lab.x", "lab.rs", &opts);
+}
+
+#[test]
 fn lab_is_up_to_date() {
     let opts = Options {
         codec_path: "::lowlat_codec".into(),

@@ -85,33 +85,33 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_xdr(buf: &mut ::std::vec::Vec<u8>, buf_: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
-        w.put_opaque_var(buf_, 4294967295, "MAXARG args: opaque<>")?;
+        w.put_opaque_var(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
     }
 
     /// Decodes `MAXARG`'s args from a whole xdr message body.
     pub fn decode_maxarg_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let buf_ = r.get_opaque_var(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.get_opaque_var(4294967295, "MAXARG args: opaque<>")?;
         r.finish()?;
-        Ok(buf_)
+        Ok(data)
     }
 
     /// Appends the native encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, buf_: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
-        w.put_body_opaque(buf_, 4294967295, "MAXARG args: opaque<>")?;
+        w.put_body_opaque(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
     }
 
     /// Decodes `MAXARG`'s args from a whole native message body.
     pub fn decode_maxarg_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let buf_ = r.get_body_opaque(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.get_body_opaque(4294967295, "MAXARG args: opaque<>")?;
         r.finish()?;
-        Ok(buf_)
+        Ok(data)
     }
 
     /// Appends the xdr encoding of `MAXRESULT`'s args.
@@ -175,18 +175,18 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `ECHO`'s args.
-    pub fn encode_echo_args_xdr(buf: &mut ::std::vec::Vec<u8>, buf_: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
-        w.put_opaque_var(buf_, 4294967295, "ECHO args: opaque<>")?;
+        w.put_opaque_var(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
     }
 
     /// Decodes `ECHO`'s args from a whole xdr message body.
     pub fn decode_echo_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let buf_ = r.get_opaque_var(4294967295, "ECHO args: opaque<>")?;
+        let data = r.get_opaque_var(4294967295, "ECHO args: opaque<>")?;
         r.finish()?;
-        Ok(buf_)
+        Ok(data)
     }
 
     /// Appends the xdr encoding of `ECHO`'s result.
@@ -205,18 +205,18 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `ECHO`'s args.
-    pub fn encode_echo_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, buf_: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
-        w.put_body_opaque(buf_, 4294967295, "ECHO args: opaque<>")?;
+        w.put_body_opaque(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
     }
 
     /// Decodes `ECHO`'s args from a whole native message body.
     pub fn decode_echo_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let buf_ = r.get_body_opaque(4294967295, "ECHO args: opaque<>")?;
+        let data = r.get_body_opaque(4294967295, "ECHO args: opaque<>")?;
         r.finish()?;
-        Ok(buf_)
+        Ok(data)
     }
 
     /// Appends the native encoding of `ECHO`'s result.

@@ -31,6 +31,7 @@ pub const XDP_TX: i32 = 3;
 
 /// Helper numbers (linux/bpf.h `__BPF_FUNC_MAPPER`).
 pub const HELPER_REDIRECT_MAP: i32 = 51;
+pub const HELPER_GET_PRANDOM_U32: i32 = 7;
 
 /// One eBPF instruction, laid out as `struct bpf_insn`.
 #[repr(C)]
@@ -88,6 +89,14 @@ pub mod asm {
     /// dst += imm
     pub const fn add_imm(dst: u8, imm: i32) -> Insn {
         ins(0x07, dst, 0, 0, imm)
+    }
+    /// dst &= imm
+    pub const fn and_imm(dst: u8, imm: i32) -> Insn {
+        ins(0x57, dst, 0, 0, imm)
+    }
+    /// dst ^= imm
+    pub const fn xor_imm(dst: u8, imm: i32) -> Insn {
+        ins(0xa7, dst, 0, 0, imm)
     }
     /// if dst > src (unsigned) goto +off
     pub const fn jgt(dst: u8, src: u8, off: i16) -> Insn {
@@ -407,6 +416,35 @@ pub fn echo_program() -> Vec<Insn> {
     ]
 }
 
+/// Fault injection: flips one bit in about one of every `2^shift` frames of lowlat's EtherType
+/// (a bit of the lowlat header's session token, so the frame still parses but its CRC32C fails),
+/// and passes every frame on.
+pub fn corrupt_program(shift: u32) -> Vec<Insn> {
+    use asm::*;
+    let ethertype = i32::from(u16::from_ne_bytes(crate::frame::ETHERTYPE.to_be_bytes()));
+    let mask = ((1u64 << shift.min(31)) - 1) as i32;
+    // Byte 12 of the lowlat header: inside the session token.
+    let victim = (crate::frame::HEADER_LEN + 12) as i16;
+    vec![
+        mov(R6, R1), // the helper call clobbers r1-r5
+        call(HELPER_GET_PRANDOM_U32),
+        and_imm(R0, mask),
+        jne_imm(R0, 0, 10),
+        ldx(W, R2, R6, 0),
+        ldx(W, R3, R6, 4),
+        mov(R4, R2),
+        add_imm(R4, victim as i32 + 1),
+        jgt(R4, R3, 5),
+        ldx(H, R4, R2, 12),
+        jne_imm(R4, ethertype, 3),
+        ldx(B, R4, R2, victim),
+        xor_imm(R4, 0x40),
+        stx(B, R2, victim, R4),
+        mov_imm(R0, XDP_PASS), // pass (corrupted or not):
+        exit(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,5 +504,6 @@ mod tests {
     fn programs_jump_to_their_labels() {
         check_jumps(&redirect_program(3));
         check_jumps(&echo_program());
+        check_jumps(&corrupt_program(2));
     }
 }

@@ -6,6 +6,7 @@
 pub mod bpf;
 pub mod cbpf;
 pub mod error;
+pub mod fault;
 pub mod frame;
 pub mod ifinfo;
 pub mod mac;

@@ -144,3 +144,41 @@ fn xdp_and_eth_interoperate_and_udp_keeps_flowing() {
         Some((9, b_mac))
     );
 }
+
+#[test]
+fn corrupted_frames_to_xdp_are_dropped_and_counted() {
+    use lowlat_eth::frame::{self, Kind};
+    let Some(h) = common::hosts(1500) else { return };
+    let iface_a = h.a.iface.clone();
+    let mut x = common::join(
+        h.a.spawn(move || XdpSocket::open(&iface_a, XdpConfig::default()).unwrap()),
+        5,
+    );
+    let (iface_b, a_mac, b_mac) = (h.b.iface.clone(), h.a.mac, h.b.mac);
+    common::join(
+        h.b.spawn(move || {
+            let e = EthSocket::open(&iface_b, EthConfig::default()).unwrap();
+            let payload = common::pattern(500, 3);
+            let hdr = frame::header(a_mac, b_mac, Kind::Data, true, payload.len() as u16);
+            let crc = frame::checksum(&hdr[14..], &[&payload]);
+            let mut good = hdr.to_vec();
+            good.extend_from_slice(&payload);
+            good.extend_from_slice(&crc.to_le_bytes());
+            for i in [20usize, 300, good.len() - 1] {
+                let mut bad = good.clone();
+                bad[i] ^= 1;
+                e.send_raw_frame(&bad).unwrap();
+            }
+            e.send_raw_frame(&good).unwrap();
+        }),
+        5,
+    );
+    let mut buf = vec![0u8; x.max_payload()];
+    let mut spin = Spinner::new(SpinPolicy::Block);
+    assert_eq!(
+        x.recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
+            .unwrap(),
+        Some((500, b_mac))
+    );
+    assert_eq!(x.stats().rx_bad_crc.load(Ordering::Relaxed), 3);
+}

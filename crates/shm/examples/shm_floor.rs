@@ -1,6 +1,9 @@
 //! Measures this transport's floor on this machine, client pinned to CPU 0 and server to CPU 1:
 //! spinning-flag and futex baselines, then raw shm echo spinning and blocking, alone and beside
 //! 100 idle bindings. `cargo run --release -p lowlat-shm --example shm_floor [ROUNDS]`
+//!
+//! `shm_floor hold PATH N SECONDS` instead opens N bindings to the server at PATH and leaves them
+//! idle for SECONDS (to measure a server with idle bindings, e.g. `lowlat serve shm://PATH`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +30,16 @@ fn report(name: &str, mut v: Vec<Duration>) -> f64 {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("hold") {
+        let n: usize = args[3].parse().expect("N");
+        let secs: u64 = args[4].parse().expect("SECONDS");
+        let held: Vec<ShmChannel> =
+            (0..n).map(|_| ShmChannel::connect(&args[2], ChannelConfig::default()).unwrap()).collect();
+        println!("holding {} idle bindings", held.len());
+        std::thread::sleep(Duration::from_secs(secs));
+        return;
+    }
     let rounds: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
@@ -86,8 +99,21 @@ fn main() {
             spin,
             ..ChannelConfig::default()
         };
-        let v = pingpong::run(&path, cfg, 32, n, Duration::from_secs(5)).unwrap();
+        let v = pingpong::run(&path, cfg.clone(), 32, n, Duration::from_secs(5)).unwrap();
         report(name, v);
+        if idle.is_empty() {
+            // The first call after 10 ms of silence: both sides have gone to sleep.
+            let mut ch = ShmChannel::connect(&path, cfg).unwrap();
+            let v: Vec<Duration> = (0..110)
+                .map(|_| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    let t = std::time::Instant::now();
+                    ch.call(&[&[0u8; 32]], t + Duration::from_secs(5)).unwrap();
+                    t.elapsed()
+                })
+                .collect();
+            report(&format!("{name}, after 10 ms idle"), v);
+        }
         drop(idle);
         stop.store(true, Ordering::SeqCst);
         t.join().unwrap();

@@ -74,7 +74,10 @@ fn exercise(uri: &str) {
         .client()
         .call::<(), lowlat_codec::Error>(
             lab_vers::MINUS,
-            |b| Ok(b.extend_from_slice(&[1, 2, 3])),
+            |b| {
+                b.extend_from_slice(&[1, 2, 3]);
+                Ok(())
+            },
             |_| Ok(()),
         )
         .unwrap_err();

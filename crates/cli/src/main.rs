@@ -12,7 +12,11 @@ use lowlat_lab::interface::{self, LabClient};
 use lowlat_lab::stats;
 
 #[derive(Parser)]
-#[command(name = "lowlat", version, about = "Low-latency RPC for Linux, and a laboratory that shows where every microsecond goes")]
+#[command(
+    name = "lowlat",
+    version,
+    about = "Low-latency RPC for Linux, and a laboratory that shows where every microsecond goes"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -153,10 +157,10 @@ fn print_summary(s: &stats::Summary, json: bool) {
 
 fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolicy) -> Result<(), String> {
     let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), ..ClientConfig::default() };
-    let p = interface::procedure_number(proc).ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"))?;
-    let arg = |i: usize, what: &str| -> Result<&String, String> {
-        args.get(i).ok_or_else(|| format!("{proc} needs {what}"))
-    };
+    let p = interface::procedure_number(proc)
+        .ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"))?;
+    let arg =
+        |i: usize, what: &str| -> Result<&String, String> { args.get(i).ok_or_else(|| format!("{proc} needs {what}")) };
     let num = |i: usize, what: &str| -> Result<i64, String> {
         let a = arg(i, what)?;
         a.parse::<i64>().map_err(|_| format!("{what}: {a:?} is not a number"))
@@ -201,7 +205,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message } => {
-            let cfg = ServerConfig { spin: spin_us, pin_cpu: cpu, workers, max_sessions, max_message, ..ServerConfig::default() };
+            let cfg = ServerConfig {
+                spin: spin_us,
+                pin_cpu: cpu,
+                workers,
+                max_sessions,
+                max_message,
+                ..ServerConfig::default()
+            };
             let server = match Server::builder().program(interface::program()).config(cfg).serve(&uris) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
@@ -221,7 +232,8 @@ fn main() -> ExitCode {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
-            let spec = BenchSpec { uri, proc, size, calls, warmup, threads, rate, spin: spin_us, cpu, ..BenchSpec::default() };
+            let spec =
+                BenchSpec { uri, proc, size, calls, warmup, threads, rate, spin: spin_us, cpu, ..BenchSpec::default() };
             match bench::run(&spec) {
                 Ok(s) => {
                     print_summary(&s, json);

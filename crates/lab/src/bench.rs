@@ -73,12 +73,11 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
 
 /// Runs the benchmark and summarises it.
 pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
-    let proc_no = interface::procedure_number(&spec.proc).filter(|p| *p <= interface::ECHO).ok_or_else(|| {
-        Error::InvalidUri {
+    let proc_no =
+        interface::procedure_number(&spec.proc).filter(|p| *p <= interface::ECHO).ok_or_else(|| Error::InvalidUri {
             uri: spec.proc.clone(),
             reason: "unknown lab procedure; expected null, minus, maxarg, maxresult or echo".into(),
-        }
-    })?;
+        })?;
     let threads = spec.threads.max(1);
     let cfg = ClientConfig {
         spin: spec.spin,
@@ -174,8 +173,25 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
 }
 
 /// Raw ping-pong of `size` bytes, summarised like an RPC run.
-pub fn run_raw(uri: &str, size: usize, calls: u64, warmup: u64, spin: SpinPolicy) -> Result<Summary, crate::pingpong::PingPongError> {
+pub fn run_raw(
+    uri: &str,
+    size: usize,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+) -> Result<Summary, crate::pingpong::PingPongError> {
     let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin)?;
     let transport = uri.split("://").next().unwrap_or("?");
-    Ok(Summary::from_histogram("raw", transport, "pingpong", size, 2 * size, 1, &spin.to_string(), &h, wall.as_secs_f64(), 0))
+    Ok(Summary::from_histogram(
+        "raw",
+        transport,
+        "pingpong",
+        size,
+        2 * size,
+        1,
+        &spin.to_string(),
+        &h,
+        wall.as_secs_f64(),
+        0,
+    ))
 }

@@ -78,7 +78,8 @@ pub fn rung(
     let pp = procs::spawn(exe, &server_args(&["pingpong", "--serve"], &bind, spin, place.server_cpu), ready)
         .map_err(|e| e.to_string())?;
     let pp_uri = pp.uris.first().cloned().ok_or("pingpong server printed no URI")?;
-    let rpc_srv = procs::spawn(exe, &server_args(&["serve"], &bind, spin, place.server_cpu), ready).map_err(|e| e.to_string())?;
+    let rpc_srv =
+        procs::spawn(exe, &server_args(&["serve"], &bind, spin, place.server_cpu), ready).map_err(|e| e.to_string())?;
     let rpc_uri = rpc_srv.uris.first().cloned().ok_or("server printed no URI")?;
     if let Some(c) = place.client_cpu {
         let _ = lowlat_transport::sys::pin_to_cpu(c);

@@ -132,7 +132,10 @@ pub fn run(
         }
         Endpoint::Tcp { host_port } => {
             let addr = resolve(&host_port).map_err(io_err(uri))?;
-            Pinger::Tcp(TcpChannel::connect(addr, 16 << 20, Duration::from_secs(5)).map_err(io_err(format!("connect {uri}")))?)
+            Pinger::Tcp(
+                TcpChannel::connect(addr, 16 << 20, Duration::from_secs(5))
+                    .map_err(io_err(format!("connect {uri}")))?,
+            )
         }
         other => return Err(PingPongError::Unsupported(other.scheme().to_string())),
     };
@@ -152,7 +155,12 @@ pub fn run(
             Pinger::Udp(ch) => {
                 ch.send(&msg, &[]).map_err(io_err("send"))?;
                 spinner
-                    .wait_on(deadline, &mut buf, |b| ch.try_recv(b), |_, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()))
+                    .wait_on(
+                        deadline,
+                        &mut buf,
+                        |b| ch.try_recv(b),
+                        |_, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
+                    )
                     .map_err(io_err("receive"))?
             }
             Pinger::Tcp(ch) => {

@@ -17,12 +17,8 @@ pub struct ServerProcess {
 
 /// Starts `exe args...` and waits (bounded) for its `ready` line.
 pub fn spawn(exe: &Path, args: &[String], timeout: Duration) -> std::io::Result<ServerProcess> {
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
+    let mut child =
+        Command::new(exe).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
     let stdout = child.stdout.take().expect("piped");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -14,11 +14,11 @@ use std::time::Instant;
 
 use crate::frag::{FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
-use crate::MAX_WINDOW;
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE,
-    HEADER_LEN, PROTOCOL_VERSION,
+    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
+    PROTOCOL_VERSION,
 };
+use crate::MAX_WINDOW;
 
 /// Timing knobs of a client.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +71,9 @@ impl Session {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindError {
     Refused(Refusal),
-    Timeout { after: Duration },
+    Timeout {
+        after: Duration,
+    },
     /// The server's answer made no sense (named field).
     Malformed(&'static str),
 }

@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use crate::frag::{FragReceiver, FragSender};
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE,
-    HEADER_LEN, PROTOCOL_VERSION,
+    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
+    PROTOCOL_VERSION,
 };
 use crate::MAX_WINDOW;
 
@@ -403,10 +403,8 @@ impl<A: Copy + Eq> ServerEngine<A> {
             return refuse(self, out, Refusal::VersionMismatch { low: p.low, high: p.high });
         }
         // A retransmitted bind gets the session the first one created.
-        let existing = self
-            .sessions
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.nonce == req.nonce && s.bind_peer == from));
+        let existing =
+            self.sessions.iter().position(|s| s.as_ref().is_some_and(|s| s.nonce == req.nonce && s.bind_peer == from));
         let idx = match existing {
             Some(i) => i,
             None => {
@@ -418,8 +416,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
                 let Some(i) = free else {
                     return refuse(self, out, Refusal::TooManySessions);
                 };
-                let token =
-                    (self.generation as u64) << 48 | (i as u64) << 32 | (splitmix(&mut self.rng) & 0xFFFF_FFFF);
+                let token = (self.generation as u64) << 48 | (i as u64) << 32 | (splitmix(&mut self.rng) & 0xFFFF_FFFF);
                 let reliable = req.flags & BIND_RELIABLE != 0;
                 let max_frame = if reliable { u32::MAX } else { req.max_frame.min(self.cfg.max_frame) };
                 let max_message = req.max_message.min(self.cfg.max_message);
@@ -574,7 +571,13 @@ fn base_header<A>(kind: Kind, token: u64, slot_no: u16, slot: &Slot<A>) -> Heade
     h
 }
 
-fn send_simple<A>(kind: Kind, token: u64, slot_no: u16, slot: &Slot<A>, out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8])) {
+fn send_simple<A>(
+    kind: Kind,
+    token: u64,
+    slot_no: u16,
+    slot: &Slot<A>,
+    out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+) {
     if let Some(peer) = slot.peer.as_ref() {
         out(peer, &base_header(kind, token, slot_no, slot).to_bytes(), &[]);
     }

@@ -278,11 +278,17 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
                 Dest::Client(s) => {
                     let s = s as usize;
                     let net = &mut sim.net;
-                    let outcome = clients[s].handle(&frame, now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b));
+                    let outcome =
+                        clients[s].handle(&frame, now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b));
                     match outcome {
                         Some(Outcome::Reply(body)) => {
                             let p = current[s].take().expect("a reply for an idle slot");
-                            assert_eq!(body, expected_result(p.id, p.result_len).as_slice(), "wrong result for call {}", p.id);
+                            assert_eq!(
+                                body,
+                                expected_result(p.id, p.result_len).as_slice(),
+                                "wrong result for call {}",
+                                p.id
+                            );
                             *delivered.entry(p.id).or_default() += 1;
                             tally.ok += 1;
                         }
@@ -296,7 +302,8 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
         for s in 0..slots as usize {
             if clients[s].poll_timeout().is_some_and(|x| x <= now) {
                 let net = &mut sim.net;
-                if let Some(e) = clients[s].handle_timeout(now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b)) {
+                if let Some(e) = clients[s].handle_timeout(now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b))
+                {
                     assert!(matches!(e, CallError::Timeout { .. }), "{e:?}");
                     current[s].take().expect("timeout of an idle slot");
                     tally.timeouts += 1;
@@ -306,7 +313,12 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
     }
     for (id, n) in &delivered {
         assert_eq!(*n, 1, "call {id} delivered {n} times");
-        assert_eq!(sim.executions.get(id), Some(&1), "call {id} delivered but executed {:?} times", sim.executions.get(id));
+        assert_eq!(
+            sim.executions.get(id),
+            Some(&1),
+            "call {id} delivered but executed {:?} times",
+            sim.executions.get(id)
+        );
     }
     for (id, n) in &sim.executions {
         assert!(*n <= 1, "call {id} executed {n} times");
@@ -382,7 +394,8 @@ fn restarted_server_and_expired_session_are_told_apart() {
     let call = |sim: &mut Sim, c: &mut ClientSlot| -> Option<CallError> {
         c.args_buf().extend_from_slice(&make_args(1, 4, 0));
         let now = sim.now;
-        c.start(PROC_FAST, now, now + Duration::from_secs(1), &mut |h, b| sim.net.send(now, Dest::Server(0), h, b)).unwrap();
+        c.start(PROC_FAST, now, now + Duration::from_secs(1), &mut |h, b| sim.net.send(now, Dest::Server(0), h, b))
+            .unwrap();
         while let Some(Reverse((at, _, dest, frame))) = sim.net.queue.pop() {
             sim.now = at;
             match dest {

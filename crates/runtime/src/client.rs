@@ -88,7 +88,9 @@ fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
             Error::BindRefused { uri, reason: "the server found the bind request malformed".into() }
         }
         BindError::Refused(Refusal::Unknown(c)) => Error::BindRefused { uri, reason: format!("reason code {c}") },
-        BindError::Malformed(what) => Error::BindRefused { uri, reason: format!("the server's answer had a bad {what}") },
+        BindError::Malformed(what) => {
+            Error::BindRefused { uri, reason: format!("the server's answer had a bad {what}") }
+        }
         BindError::Timeout { after } => Error::BindTimeout { uri, after },
     }
 }
@@ -317,7 +319,14 @@ impl Client {
         let mut sess = self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
         if sess.0 == slot.epoch {
             let chan = slot.chan.as_mut().expect("a slot that called has a channel");
-            let s = bind(&self.shared.uri, self.shared.program, self.shared.version, &self.shared.cfg, chan.as_mut(), &mut slot.buf)?;
+            let s = bind(
+                &self.shared.uri,
+                self.shared.program,
+                self.shared.version,
+                &self.shared.cfg,
+                chan.as_mut(),
+                &mut slot.buf,
+            )?;
             sess.0 += 1;
             sess.1 = s;
             self.shared.epoch.store(sess.0, Ordering::Release);

@@ -148,6 +148,8 @@ impl ServerBuilder {
                 AnyServer::Udp(t) => t.local_uri(),
                 AnyServer::Tcp(t) => t.local_uri(),
                 AnyServer::Shm(t) => t.local_uri(),
+                AnyServer::Eth(t) => t.local_uri(),
+                AnyServer::Xdp(t) => t.local_uri(),
             };
             let ctx = LoopContext {
                 services: services.clone(),
@@ -161,6 +163,8 @@ impl ServerBuilder {
                     AnyServer::Udp(t) => serve_loop(t, ctx),
                     AnyServer::Tcp(t) => serve_loop(t, ctx),
                     AnyServer::Shm(t) => serve_loop(*t, ctx),
+                    AnyServer::Eth(t) => serve_loop(t, ctx),
+                    AnyServer::Xdp(t) => serve_loop(*t, ctx),
                 })
                 .map_err(|e| Error::io("spawn serving thread", e))?;
             server.endpoints.push((local, shared, Some(handle)));
@@ -298,10 +302,13 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
                     Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
                     Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
                     Route::Worker(p) => {
-                        let job = Job { key, proc: p.clone(), ctx: cctx, args: call.args.to_vec(), back: ctx.shared.clone() };
+                        let job =
+                            Job { key, proc: p.clone(), ctx: cctx, args: call.args.to_vec(), back: ctx.shared.clone() };
                         match ctx.workers.try_send(job) {
                             Ok(()) => continue,
-                            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
+                            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                                Status::Error(ErrorCode::Busy)
+                            }
                         }
                     }
                 };

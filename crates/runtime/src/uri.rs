@@ -73,7 +73,9 @@ fn iface_peer(uri: &str, rest: &str) -> Result<(String, Option<[u8; 6]>), Error>
     }
     let peer = match peer {
         None | Some("") => None,
-        Some(p) => Some(parse_mac(p).ok_or_else(|| invalid(uri, format!("{p:?} is not a MAC address like 02:00:00:00:00:01")))?),
+        Some(p) => Some(
+            parse_mac(p).ok_or_else(|| invalid(uri, format!("{p:?} is not a MAC address like 02:00:00:00:00:01")))?,
+        ),
     };
     Ok((iface.to_string(), peer))
 }
@@ -93,7 +95,9 @@ fn onc(uri: &str, rest: &str) -> Result<(String, Option<u16>), Error> {
         return Ok((format!("[{h}]"), port));
     }
     match rest.rsplit_once(':') {
-        Some((h, p)) => Ok((h.to_string(), Some(p.parse().map_err(|_| invalid(uri, format!("port {p:?} is not a number")))?))),
+        Some((h, p)) => {
+            Ok((h.to_string(), Some(p.parse().map_err(|_| invalid(uri, format!("port {p:?} is not a number")))?)))
+        }
         None => Ok((rest.to_string(), None)),
     }
 }

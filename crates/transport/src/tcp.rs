@@ -90,7 +90,13 @@ impl FrameReader {
 }
 
 /// Writes `prefix + head + body` with as few system calls as possible; returns bytes written.
-fn write_frame(sock: &mut TcpStream, prefix: &[u8; PREFIX], head: &[u8], body: &[u8], skip: usize) -> io::Result<usize> {
+fn write_frame(
+    sock: &mut TcpStream,
+    prefix: &[u8; PREFIX],
+    head: &[u8],
+    body: &[u8],
+    skip: usize,
+) -> io::Result<usize> {
     let parts = [&prefix[..], head, body];
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let mut done = skip;
@@ -229,7 +235,8 @@ pub struct TcpEndpoint {
 
 impl TcpEndpoint {
     pub fn bind(addr: SocketAddr, max_frame: usize) -> io::Result<TcpEndpoint> {
-        let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
+        let listener =
+            TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         // SAFETY: plain system call; the result is checked.
@@ -305,7 +312,10 @@ impl TcpEndpoint {
                         queued: Vec::new(),
                         peer,
                     });
-                    if self.ctl(libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
+                    if self
+                        .ctl(libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64)
+                        .is_err()
+                    {
                         self.conns[index] = None;
                     }
                 }
@@ -437,7 +447,8 @@ impl TcpEndpoint {
             self.close(index);
             return;
         }
-        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
+        let _ =
+            self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
     }
 
     fn flush(&mut self, index: usize) {

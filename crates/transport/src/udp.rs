@@ -119,11 +119,8 @@ fn ip_udp_overhead(peer: &SocketAddr) -> usize {
 
 /// The path MTU the kernel knows for a connected socket (IP_MTU / IPV6_MTU).
 fn path_mtu(sock: &Socket, peer: &SocketAddr) -> Option<usize> {
-    let (level, name) = if peer.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_MTU)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
-    };
+    let (level, name) =
+        if peer.is_ipv4() { (libc::IPPROTO_IP, libc::IP_MTU) } else { (libc::IPPROTO_IPV6, libc::IPV6_MTU) };
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `mtu` and `len` are live and sized as the option requires; the fd is open.

@@ -62,10 +62,7 @@ impl FromStr for SpinPolicy {
         match s {
             "adaptive" | "auto" => Ok(SpinPolicy::Adaptive),
             "forever" | "poll" => Ok(SpinPolicy::Forever),
-            _ => s
-                .parse::<u64>()
-                .map(SpinPolicy::from_micros)
-                .map_err(|_| ParseSpinPolicyError(s.to_string())),
+            _ => s.parse::<u64>().map(SpinPolicy::from_micros).map_err(|_| ParseSpinPolicyError(s.to_string())),
         }
     }
 }
@@ -132,7 +129,19 @@ impl Spinner {
         mut try_op: impl FnMut() -> Result<Option<T>, E>,
         mut block: impl FnMut(Option<Duration>) -> Result<(), E>,
     ) -> Result<Option<T>, E> {
-        if let Some(v) = try_op()? {
+        self.wait_on(deadline, &mut (), |_| try_op(), |_, t| block(t))
+    }
+
+    /// [`wait`](Self::wait) for a `try_op` and a `block` that both need the same mutable state
+    /// (a socket with its receive buffer, say), passed to each as `ctx`.
+    pub fn wait_on<C: ?Sized, T, E>(
+        &mut self,
+        deadline: Option<Instant>,
+        ctx: &mut C,
+        mut try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
+        mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        if let Some(v) = try_op(ctx)? {
             self.observe(Duration::ZERO);
             return Ok(Some(v));
         }
@@ -150,11 +159,11 @@ impl Spinner {
                 Some(s) => now < s,
             };
             if !spinning {
-                block(deadline.map(|d| d.saturating_duration_since(now)))?;
+                block(ctx, deadline.map(|d| d.saturating_duration_since(now)))?;
             } else {
                 std::hint::spin_loop();
             }
-            if let Some(v) = try_op()? {
+            if let Some(v) = try_op(ctx)? {
                 self.observe(start.elapsed());
                 return Ok(Some(v));
             }
@@ -169,10 +178,7 @@ mod tests {
     #[test]
     fn parses_cli_values() {
         assert_eq!("0".parse::<SpinPolicy>().unwrap(), SpinPolicy::Block);
-        assert_eq!(
-            "25".parse::<SpinPolicy>().unwrap(),
-            SpinPolicy::Budget(Duration::from_micros(25))
-        );
+        assert_eq!("25".parse::<SpinPolicy>().unwrap(), SpinPolicy::Budget(Duration::from_micros(25)));
         assert_eq!("forever".parse::<SpinPolicy>().unwrap(), SpinPolicy::Forever);
         assert_eq!("adaptive".parse::<SpinPolicy>().unwrap(), SpinPolicy::Adaptive);
         let err = "fast".parse::<SpinPolicy>().unwrap_err().to_string();

@@ -1,0 +1,126 @@
+//! The `lowlat` command as a user runs it: help, serve and call, bench's JSON, and a server
+//! killed with SIGKILL in the middle of calls.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lowlat::{ClientConfig, Error};
+use lowlat_lab::interface::LabClient;
+use lowlat_lab::procs;
+
+const EXE: &str = env!("CARGO_BIN_EXE_lowlat");
+
+fn lowlat(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(EXE).args(args).stdin(Stdio::null()).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn serve(uri: &str) -> procs::ServerProcess {
+    procs::spawn(EXE.as_ref(), &["serve".into(), uri.into()], Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["serve", "call", "bench", "pingpong", "lab"] {
+        let (ok, out, _) = lowlat(&[sub, "--help"]);
+        assert!(ok && out.contains("Usage"), "{sub} --help: {out}");
+    }
+    let (ok, out, _) = lowlat(&["--help"]);
+    assert!(ok && out.contains("bench") && out.contains("pingpong"), "{out}");
+}
+
+#[test]
+fn serve_and_call_from_the_command_line() {
+    let server = serve("udp://127.0.0.1:0");
+    let uri = server.uris[0].clone();
+    let (ok, out, err) = lowlat(&["call", &uri, "minus", "5", "7"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "-2");
+    let (ok, out, _) = lowlat(&["call", &uri, "echo", "hello", "world"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "hello world");
+    let (ok, _, err) = lowlat(&["call", &uri, "minus", "5"]);
+    assert!(!ok && err.contains("two integers"), "{err}");
+    let (ok, _, err) = lowlat(&["call", &uri, "42"]);
+    assert!(!ok && err.contains("no procedure 42"), "{err}");
+    let (ok, _, err) = lowlat(&["call", "udp://nowhere", "null"]);
+    assert!(!ok && err.contains("HOST:PORT"), "{err}");
+    let (ok, _, err) = lowlat(&["bench", &uri, "--spin-us", "soon"]);
+    assert!(!ok && err.contains("adaptive"), "{err}");
+}
+
+#[test]
+fn bench_and_pingpong_print_the_documented_json() {
+    let server = serve("tcp://127.0.0.1:0");
+    let uri = server.uris[0].clone();
+    let (ok, out, err) =
+        lowlat(&["bench", &uri, "--proc", "echo", "--size", "100", "--calls", "2000", "--threads", "2", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for field in [
+        "kind",
+        "transport",
+        "proc",
+        "size",
+        "calls",
+        "threads",
+        "p50_ns",
+        "p90_ns",
+        "p99_ns",
+        "p999_ns",
+        "max_ns",
+        "mean_ns",
+        "calls_per_s",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field} in {out}");
+    }
+    assert_eq!(v["kind"], "rpc");
+    assert_eq!(v["transport"], "tcp");
+    assert_eq!(v["calls"], 2000);
+    assert!(v["p50_ns"].as_u64().unwrap() <= v["p99_ns"].as_u64().unwrap());
+    let pp = procs::spawn(
+        EXE.as_ref(),
+        &["pingpong".into(), "--serve".into(), "udp://127.0.0.1:0".into()],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let (ok, out, err) = lowlat(&["pingpong", &pp.uris[0], "--calls", "2000", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["kind"], "raw");
+    assert_eq!(v["size"], 32);
+}
+
+#[test]
+fn server_killed_mid_call_gives_a_clear_error_within_the_deadline() {
+    for scheme in ["udp", "tcp"] {
+        let server = serve(&format!("{scheme}://127.0.0.1:0"));
+        let uri = server.uris[0].clone();
+        let c = LabClient::connect(&uri, ClientConfig { deadline: Duration::from_secs(2), ..ClientConfig::default() })
+            .unwrap();
+        let pid = server.pid();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY-free: plain kill(2) of the child we started, by PID.
+            Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+        });
+        let data = vec![1u8; 200_000];
+        let mut out = Vec::new();
+        let started = Instant::now();
+        let err = loop {
+            let t = Instant::now();
+            if let Err(e) = c.echo(&data, &mut out) {
+                assert!(t.elapsed() < Duration::from_millis(2500), "{scheme}: error after {:?}", t.elapsed());
+                break e;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "{scheme}: calls kept succeeding");
+        };
+        killer.join().unwrap();
+        assert!(
+            matches!(err, Error::ConnectionLost { .. } | Error::Timeout { .. }),
+            "{scheme}: unexpected error {err}"
+        );
+        assert!(err.may_have_executed(), "{scheme}: {err}");
+        drop(server);
+    }
+}

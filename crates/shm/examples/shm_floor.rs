@@ -21,11 +21,7 @@ fn report(name: &str, mut v: Vec<Duration>) -> f64 {
     // The first tenth warms caches and the adaptive spinners.
     let mut v = v.split_off(v.len() / 10);
     let p50 = pct(&mut v, 0.5);
-    println!(
-        "{name:<44} p50 {p50:>7.2} µs  p99 {:>7.2} µs  max {:>8.1} µs",
-        pct(&mut v, 0.99),
-        pct(&mut v, 1.0)
-    );
+    println!("{name:<44} p50 {p50:>7.2} µs  p99 {:>7.2} µs  max {:>8.1} µs", pct(&mut v, 0.99), pct(&mut v, 1.0));
     p50
 }
 
@@ -40,19 +36,10 @@ fn main() {
         std::thread::sleep(Duration::from_secs(secs));
         return;
     }
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000);
+    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let cpus = (Some(0), Some(1));
-    report(
-        "flag ping-pong (both spinning)",
-        pingpong::flag_pingpong(rounds, cpus).unwrap(),
-    );
-    report(
-        "futex ping-pong (both blocking)",
-        pingpong::futex_pingpong(rounds / 4, cpus).unwrap(),
-    );
+    report("flag ping-pong (both spinning)", pingpong::flag_pingpong(rounds, cpus).unwrap());
+    report("futex ping-pong (both blocking)", pingpong::futex_pingpong(rounds / 4, cpus).unwrap());
 
     let dir = std::env::temp_dir().join(format!("llshm-floor-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -61,44 +48,21 @@ fn main() {
         ("shm echo 32 B, spinning", SpinPolicy::Forever, 0),
         ("shm echo 32 B, adaptive", SpinPolicy::Adaptive, 0),
         ("shm echo 32 B, blocking", SpinPolicy::Block, 0),
-        (
-            "shm echo 32 B, spinning, +100 idle bindings",
-            SpinPolicy::Forever,
-            100,
-        ),
-        (
-            "shm echo 32 B, adaptive, +100 idle bindings",
-            SpinPolicy::Adaptive,
-            100,
-        ),
+        ("shm echo 32 B, spinning, +100 idle bindings", SpinPolicy::Forever, 100),
+        ("shm echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
     ] {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut server = ShmServer::bind(
-            &path,
-            ServerConfig {
-                spin,
-                ..ServerConfig::default()
-            },
-        )
-        .unwrap();
+        let mut server = ShmServer::bind(&path, ServerConfig { spin, ..ServerConfig::default() }).unwrap();
         let s2 = stop.clone();
         let t = std::thread::spawn(move || {
             let _ = lowlat_transport::sys::pin_to_cpu(1);
             server.run(&mut pingpong::echo, &s2).unwrap();
         });
         let _ = lowlat_transport::sys::pin_to_cpu(0);
-        let idle: Vec<ShmChannel> = (0..idle)
-            .map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap())
-            .collect();
-        let n = if spin == SpinPolicy::Block {
-            rounds / 4
-        } else {
-            rounds
-        };
-        let cfg = ChannelConfig {
-            spin,
-            ..ChannelConfig::default()
-        };
+        let idle: Vec<ShmChannel> =
+            (0..idle).map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap()).collect();
+        let n = if spin == SpinPolicy::Block { rounds / 4 } else { rounds };
+        let cfg = ChannelConfig { spin, ..ChannelConfig::default() };
         let v = pingpong::run(&path, cfg.clone(), 32, n, Duration::from_secs(5)).unwrap();
         report(name, v);
         if idle.is_empty() {

@@ -32,11 +32,7 @@ pub struct ChannelConfig {
 
 impl Default for ChannelConfig {
     fn default() -> Self {
-        ChannelConfig {
-            spin: SpinPolicy::Adaptive,
-            connect_timeout: Duration::from_secs(5),
-            max_message: 16 << 20,
-        }
+        ChannelConfig { spin: SpinPolicy::Adaptive, connect_timeout: Duration::from_secs(5), max_message: 16 << 20 }
     }
 }
 
@@ -64,44 +60,28 @@ impl ShmChannel {
     /// Connects to the server listening at `path` and maps the binding it hands over.
     pub fn connect(path: impl AsRef<Path>, config: ChannelConfig) -> Result<ShmChannel, ShmError> {
         let sock = UnixStream::connect(path).map_err(io_err("connect"))?;
-        sock.set_read_timeout(Some(config.connect_timeout))
-            .map_err(io_err("connect"))?;
+        sock.set_read_timeout(Some(config.connect_timeout)).map_err(io_err("connect"))?;
         let mut buf = [0u8; HELLO_LEN + 1];
         let (n, fds) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(|e| {
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) {
+            if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
                 ShmError::Timeout { op: "connect" }
             } else {
-                ShmError::Io {
-                    op: "connect handshake",
-                    source: e,
-                }
+                ShmError::Io { op: "connect handshake", source: e }
             }
         })?;
         if n == 0 {
-            return Err(ShmError::Handshake {
-                what: "server closed the connection",
-            });
+            return Err(ShmError::Handshake { what: "server closed the connection" });
         }
         let hello = Hello::decode(&buf[..n]).map_err(|what| ShmError::Handshake { what })?;
         match hello.status {
-            Status::Refused => {
-                return Err(ShmError::Refused {
-                    uid: hello.uid,
-                    gid: hello.gid,
-                })
-            }
+            Status::Refused => return Err(ShmError::Refused { uid: hello.uid, gid: hello.gid }),
             Status::Busy => return Err(ShmError::Busy),
             Status::Accepted => {}
         }
-        let [memfd, doorbell]: [OwnedFd; 2] = fds.try_into().map_err(|_| ShmError::Handshake {
-            what: "expected a memfd and an eventfd",
-        })?;
-        let seg = Segment::map(&memfd, hello.layout).map_err(|_| ShmError::Handshake {
-            what: "segment layout, size or seals invalid",
-        })?;
+        let [memfd, doorbell]: [OwnedFd; 2] =
+            fds.try_into().map_err(|_| ShmError::Handshake { what: "expected a memfd and an eventfd" })?;
+        let seg = Segment::map(&memfd, hello.layout)
+            .map_err(|_| ShmError::Handshake { what: "segment layout, size or seals invalid" })?;
         drop(memfd);
         Ok(ShmChannel {
             calls: Producer::new(seg.call(), Wake::Doorbell(doorbell.as_raw_fd())),
@@ -137,9 +117,7 @@ impl ShmChannel {
         self.results.release();
         let sock = self.sock.as_raw_fd();
         let spinner = &mut self.spinner;
-        let r = self.calls.send(parts, self.max_message, |p, need| {
-            wait_space(p, need, spinner, deadline, sock)
-        });
+        let r = self.calls.send(parts, self.max_message, |p, need| wait_space(p, need, spinner, deadline, sock));
         match r {
             Err(ShmError::Ring(RingError::TooLarge { .. })) | Ok(()) => r,
             Err(e) => Err(self.mark_broken(e)),
@@ -276,7 +254,5 @@ pub(crate) fn wait_space(
             check_alive_after(t, slice, sock)
         },
     )?;
-    r.ok_or(ShmError::Timeout {
-        op: "send (waiting for ring space)",
-    })
+    r.ok_or(ShmError::Timeout { op: "send (waiting for ring space)" })
 }

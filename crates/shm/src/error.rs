@@ -42,9 +42,7 @@ pub(crate) fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ShmError {
 pub fn parse_uri(uri: &str) -> Result<PathBuf, ShmError> {
     match uri.strip_prefix("shm://") {
         Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-        _ => Err(ShmError::BadUri {
-            uri: uri.to_string(),
-        }),
+        _ => Err(ShmError::BadUri { uri: uri.to_string() }),
     }
 }
 
@@ -52,10 +50,7 @@ pub fn parse_uri(uri: &str) -> Result<PathBuf, ShmError> {
 mod tests {
     #[test]
     fn parses_uris() {
-        assert_eq!(
-            super::parse_uri("shm:///tmp/x").unwrap().to_str(),
-            Some("/tmp/x")
-        );
+        assert_eq!(super::parse_uri("shm:///tmp/x").unwrap().to_str(), Some("/tmp/x"));
         assert!(super::parse_uri("shm://").is_err());
         assert!(super::parse_uri("udp://x").is_err());
     }

@@ -46,9 +46,7 @@ pub fn run(
         let got_len = got.len();
         out.push(t.elapsed());
         if got_len != size {
-            return Err(ShmError::Broken(format!(
-                "echo of {size} bytes came back as {got_len}"
-            )));
+            return Err(ShmError::Broken(format!("echo of {size} bytes came back as {got_len}")));
         }
     }
     Ok(out)
@@ -64,10 +62,7 @@ fn pin(cpu: Option<usize>) {
 /// Round trips between two threads through one shared word, blocking with futexes only (no
 /// spinning): the cost of two sleeps and two wake-ups. `cpus`: (caller, echoer). Returns `None`
 /// if the exchange stalls for more than a second (it should never).
-pub fn futex_pingpong(
-    rounds: usize,
-    cpus: (Option<usize>, Option<usize>),
-) -> Option<Vec<Duration>> {
+pub fn futex_pingpong(rounds: usize, cpus: (Option<usize>, Option<usize>)) -> Option<Vec<Duration>> {
     exchange(rounds, cpus, true, |word, seen| {
         let start = Instant::now();
         while word.load(Ordering::Acquire) == seen {

@@ -157,12 +157,7 @@ unsafe impl Send for Producer {}
 impl Producer {
     /// Takes over the producing end of a freshly initialised (all-zero) ring.
     pub fn new(ring: RingRef, wake: Wake) -> Producer {
-        Producer {
-            ring,
-            head: 0,
-            tail_seen: 0,
-            wake,
-        }
+        Producer { ring, head: 0, tail_seen: 0, wake }
     }
 
     pub fn ring(&self) -> &RingRef {
@@ -186,9 +181,7 @@ impl Producer {
         let advanced = t.wrapping_sub(self.tail_seen);
         let used = self.head.wrapping_sub(self.tail_seen);
         if advanced > used || t & 7 != 0 {
-            return Err(corrupt(
-                "consumer index moved backwards or past the producer",
-            ));
+            return Err(corrupt("consumer index moved backwards or past the producer"));
         }
         self.tail_seen = t;
         Ok(t)
@@ -206,28 +199,15 @@ impl Producer {
     /// Sleeps (at most `timeout`) until the consumer frees space or is about to.
     pub fn block_for_space(&mut self, timeout: Duration) {
         let ctl = self.ring.ctl();
-        tripwire_wait(
-            &ctl.tail.v,
-            &ctl.producer_sleeping.v,
-            self.tail_seen,
-            timeout,
-        );
+        tripwire_wait(&ctl.tail.v, &ctl.producer_sleeping.v, self.tail_seen, timeout);
     }
 
     /// Writes one record of `len` payload bytes filled in place by `fill`, if it fits now.
     /// Returns `Ok(false)` (nothing written) when there is not yet room.
-    fn try_write(
-        &mut self,
-        kind: u32,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<bool, RingError> {
+    fn try_write(&mut self, kind: u32, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<bool, RingError> {
         let rec = record_len(len);
         if rec > self.ring.size() {
-            return Err(RingError::TooLarge {
-                len,
-                max: self.max_record(),
-            });
+            return Err(RingError::TooLarge { len, max: self.max_record() });
         }
         if !self.has_room(rec)? {
             return Ok(false);
@@ -263,11 +243,7 @@ impl Producer {
 
     /// Writes a whole message of `len` bytes in place if it fits in one record and there is room
     /// now. `Ok(false)`: no room yet.
-    pub fn try_write_whole(
-        &mut self,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<bool, RingError> {
+    pub fn try_write_whole(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<bool, RingError> {
         self.try_write(KIND_WHOLE, len, fill)
     }
 
@@ -282,11 +258,7 @@ impl Producer {
     ) -> Result<(), E> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         if total > max_message {
-            return Err(RingError::TooLarge {
-                len: total,
-                max: max_message,
-            }
-            .into());
+            return Err(RingError::TooLarge { len: total, max: max_message }.into());
         }
         if record_len(total) <= self.ring.size() {
             while !self.try_write(KIND_WHOLE, total, |dst| gather(parts, 0, dst))? {
@@ -299,11 +271,7 @@ impl Producer {
         let mut sent = 0;
         while sent < total {
             let len = chunk.min(total - sent);
-            let kind = if sent + len == total {
-                KIND_END
-            } else {
-                KIND_PART
-            };
+            let kind = if sent + len == total { KIND_END } else { KIND_PART };
             while !self.try_write(kind, len, |dst| gather(parts, sent, dst))? {
                 wait(self, record_len(len))?;
             }
@@ -410,12 +378,7 @@ impl Consumer {
     /// Sleeps (at most `timeout`) until the producer publishes, unless it already has.
     pub fn block_for_data(&self, timeout: Duration) {
         let ctl = self.ring.ctl();
-        tripwire_wait(
-            &ctl.head.v,
-            &ctl.consumer_sleeping.v,
-            self.head_seen,
-            timeout,
-        );
+        tripwire_wait(&ctl.head.v, &ctl.consumer_sleeping.v, self.head_seen, timeout);
     }
 
     /// Releases the message handed out last, if any.
@@ -466,10 +429,7 @@ impl Consumer {
             // reads take one snapshot of bytes the peer may be changing, validated below.
             let (len, kind) = unsafe {
                 let p = self.ring.data.as_ptr().add(off);
-                (
-                    std::ptr::read_volatile(p.cast::<u32>()) as usize,
-                    std::ptr::read_volatile(p.add(4).cast::<u32>()),
-                )
+                (std::ptr::read_volatile(p.cast::<u32>()) as usize, std::ptr::read_volatile(p.add(4).cast::<u32>()))
             };
             if len > self.ring.size() - RECORD_HEADER || record_len(len) > avail {
                 return Err(corrupt("record length beyond the published data"));
@@ -481,32 +441,18 @@ impl Consumer {
                         return Err(corrupt("whole message inside a streamed one"));
                     }
                     if len > self.max_message {
-                        return Err(RingError::TooLarge {
-                            len,
-                            max: self.max_message,
-                        });
+                        return Err(RingError::TooLarge { len, max: self.max_message });
                     }
-                    self.held = Held::InRing {
-                        off: off + RECORD_HEADER,
-                        len,
-                        rec,
-                    };
+                    self.held = Held::InRing { off: off + RECORD_HEADER, len, rec };
                     return Ok(true);
                 }
                 KIND_PART | KIND_END => {
                     if self.buf.len() + len > self.max_message {
-                        return Err(RingError::TooLarge {
-                            len: self.buf.len() + len,
-                            max: self.max_message,
-                        });
+                        return Err(RingError::TooLarge { len: self.buf.len() + len, max: self.max_message });
                     }
                     // SAFETY: `off + 8 + len <= off + rec <= 2 * size`, checked above.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(
-                            self.ring.data.as_ptr().add(off + RECORD_HEADER),
-                            len,
-                        )
-                    };
+                    let src =
+                        unsafe { std::slice::from_raw_parts(self.ring.data.as_ptr().add(off + RECORD_HEADER), len) };
                     self.buf.extend_from_slice(src);
                     self.advance(rec);
                     if kind == KIND_END {
@@ -552,29 +498,17 @@ mod tests {
 
     fn local(size: usize) -> Local {
         let mut ctl = Box::new(RingControl {
-            head: CacheLine {
-                v: AtomicU32::new(0),
-            },
-            tail: CacheLine {
-                v: AtomicU32::new(0),
-            },
-            consumer_sleeping: CacheLine {
-                v: AtomicU32::new(0),
-            },
-            producer_sleeping: CacheLine {
-                v: AtomicU32::new(0),
-            },
+            head: CacheLine { v: AtomicU32::new(0) },
+            tail: CacheLine { v: AtomicU32::new(0) },
+            consumer_sleeping: CacheLine { v: AtomicU32::new(0) },
+            producer_sleeping: CacheLine { v: AtomicU32::new(0) },
         });
         // Twice the size, so a record crossing the end stays in bounds (no aliasing here, so
         // tests below avoid wrapping).
         let mut data = vec![0u64; 2 * size / 8];
         // SAFETY: both allocations outlive `ring` (kept together in `Local`).
         let ring = unsafe { RingRef::new(&mut *ctl, data.as_mut_ptr().cast(), size) };
-        Local {
-            _ctl: ctl,
-            _data: data,
-            ring,
-        }
+        Local { _ctl: ctl, _data: data, ring }
     }
 
     #[test]
@@ -582,18 +516,12 @@ mod tests {
         let l = local(4096);
         let mut c = Consumer::new(l.ring, 1 << 20);
         l.ring.ctl().head.v.store(8192, Ordering::SeqCst);
-        assert_eq!(
-            c.poll().unwrap_err(),
-            corrupt("producer index out of range")
-        );
+        assert_eq!(c.poll().unwrap_err(), corrupt("producer index out of range"));
         let mut c = Consumer::new(l.ring, 1 << 20);
         l.ring.ctl().head.v.store(16, Ordering::SeqCst);
         // SAFETY: writes the first header inside the local buffer.
         unsafe { *l.ring.data.as_ptr().cast::<u32>() = 100 };
-        assert_eq!(
-            c.poll().unwrap_err(),
-            corrupt("record length beyond the published data")
-        );
+        assert_eq!(c.poll().unwrap_err(), corrupt("record length beyond the published data"));
         let mut c = Consumer::new(l.ring, 1 << 20);
         // SAFETY: as above.
         unsafe {
@@ -625,10 +553,7 @@ mod tests {
         assert_eq!(l.ring.ctl().tail.v.load(Ordering::SeqCst), 16);
         assert!(p.try_write_whole(4088, |b| b.fill(1)).unwrap());
         assert!(!p.try_write_whole(0, |_| ()).unwrap());
-        assert_eq!(
-            p.send(&[&[0u8; 10][..]], 4, no_wait).unwrap_err(),
-            RingError::TooLarge { len: 10, max: 4 }
-        );
+        assert_eq!(p.send(&[&[0u8; 10][..]], 4, no_wait).unwrap_err(), RingError::TooLarge { len: 10, max: 4 });
     }
 
     #[test]

@@ -66,9 +66,7 @@ unsafe impl Send for Segment {}
 impl Segment {
     /// Creates a sealed memfd for `layout` and maps it (server side).
     pub fn create(layout: Layout) -> io::Result<(Segment, OwnedFd)> {
-        layout
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        layout.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let fd = sys::sealed_memfd("lowlat-shm", layout.segment_len())?;
         let seg = Segment::map(&fd, layout)?;
         Ok((seg, fd))
@@ -76,9 +74,7 @@ impl Segment {
 
     /// Maps a segment received from a peer, after checking its size and seals.
     pub fn map(fd: &OwnedFd, layout: Layout) -> io::Result<Segment> {
-        layout
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        layout.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         if !sys::check_sealed(fd, layout.segment_len())? {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -104,11 +100,7 @@ impl Segment {
         // and CONTROL_SIZE; the data mapping is doubled; all live as long as `self`, and callers
         // drop their rings before the segment (documented on the type).
         unsafe {
-            RingRef::new(
-                self.control.as_ptr().cast::<RingControl>(),
-                self.call_data.as_ptr(),
-                self.layout.call_ring,
-            )
+            RingRef::new(self.control.as_ptr().cast::<RingControl>(), self.call_data.as_ptr(), self.layout.call_ring)
         }
     }
 
@@ -117,10 +109,7 @@ impl Segment {
         // SAFETY: as for `call`.
         unsafe {
             RingRef::new(
-                self.control
-                    .as_ptr()
-                    .add(CONTROL_SIZE)
-                    .cast::<RingControl>(),
+                self.control.as_ptr().add(CONTROL_SIZE).cast::<RingControl>(),
                 self.result_data.as_ptr(),
                 self.layout.result_ring,
             )
@@ -197,10 +186,7 @@ impl Hello {
             status,
             uid: u32_at(8),
             gid: u32_at(12),
-            layout: Layout {
-                call_ring: u32_at(16) as usize,
-                result_ring: u32_at(20) as usize,
-            },
+            layout: Layout { call_ring: u32_at(16) as usize, result_ring: u32_at(20) as usize },
         })
     }
 }
@@ -212,15 +198,8 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_rejects_garbage() {
-        let h = Hello {
-            status: Status::Refused,
-            uid: 7,
-            gid: 9,
-            layout: Layout {
-                call_ring: 8192,
-                result_ring: 4096,
-            },
-        };
+        let h =
+            Hello { status: Status::Refused, uid: 7, gid: 9, layout: Layout { call_ring: 8192, result_ring: 4096 } };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         assert!(Hello::decode(&[0u8; HELLO_LEN]).is_err());
         assert!(Hello::decode(&h.encode()[..10]).is_err());
@@ -228,10 +207,7 @@ mod tests {
 
     #[test]
     fn records_wrap_contiguously_in_the_double_mapping() {
-        let layout = Layout {
-            call_ring: 4096,
-            result_ring: 4096,
-        };
+        let layout = Layout { call_ring: 4096, result_ring: 4096 };
         let (seg, fd) = Segment::create(layout).unwrap();
         let peer = Segment::map(&fd, layout).unwrap();
         let mut p = Producer::new(seg.call(), Wake::Futex);
@@ -239,23 +215,14 @@ mod tests {
         // Messages of 1000 bytes march around the 4 KiB ring many times, crossing the end.
         for i in 0..100u32 {
             let msg: Vec<u8> = (0..1000u32).map(|j| (i * 7 + j) as u8).collect();
-            p.send(
-                &[&msg],
-                1 << 20,
-                |_, _| -> Result<(), crate::ring::RingError> {
-                    panic!("consumer keeps up; never full")
-                },
-            )
+            p.send(&[&msg], 1 << 20, |_, _| -> Result<(), crate::ring::RingError> {
+                panic!("consumer keeps up; never full")
+            })
             .unwrap();
             assert!(c.poll().unwrap());
             assert_eq!(c.message(), &msg[..]);
             c.release();
         }
-        assert!(Layout {
-            call_ring: 3000,
-            result_ring: 4096
-        }
-        .validate()
-        .is_err());
+        assert!(Layout { call_ring: 3000, result_ring: 4096 }.validate().is_err());
     }
 }

@@ -38,10 +38,7 @@ impl PeerPolicy {
     /// Only the server's own effective user (the default).
     pub fn same_user() -> PeerPolicy {
         // SAFETY: geteuid cannot fail and has no memory effects.
-        PeerPolicy {
-            uids: vec![unsafe { libc::geteuid() }],
-            gids: vec![],
-        }
+        PeerPolicy { uids: vec![unsafe { libc::geteuid() }], gids: vec![] }
     }
 
     pub fn allows(&self, uid: u32, gid: u32) -> bool {
@@ -72,10 +69,7 @@ impl Default for ServerConfig {
         ServerConfig {
             mode: 0o600,
             policy: PeerPolicy::same_user(),
-            layout: Layout {
-                call_ring: 64 << 10,
-                result_ring: 64 << 10,
-            },
+            layout: Layout { call_ring: 64 << 10, result_ring: 64 << 10 },
             max_message: 16 << 20,
             spin: SpinPolicy::Adaptive,
             stall_limit: Duration::from_millis(100),
@@ -165,11 +159,7 @@ impl Reply<'_> {
             return self.send(&[&v]);
         }
         if len > self.cfg.max_message {
-            return Err(RingError::TooLarge {
-                len,
-                max: self.cfg.max_message,
-            }
-            .into());
+            return Err(RingError::TooLarge { len, max: self.cfg.max_message }.into());
         }
         let need = record_len(len);
         let r = (|| {
@@ -183,10 +173,7 @@ impl Reply<'_> {
             if self.results.try_write_whole(len, fill)? {
                 Ok(())
             } else {
-                Err(RingError::Corrupt {
-                    what: "consumer index lost room already seen",
-                }
-                .into())
+                Err(RingError::Corrupt { what: "consumer index lost room already seen" }.into())
             }
         })();
         self.note(r)
@@ -209,19 +196,12 @@ impl Reply<'_> {
 
 fn stall(e: ShmError, cfg: &ServerConfig) -> ShmError {
     match e {
-        ShmError::Timeout { .. } => ShmError::Stalled {
-            waited_ms: cfg.stall_limit.as_millis() as u64,
-        },
+        ShmError::Timeout { .. } => ShmError::Stalled { waited_ms: cfg.stall_limit.as_millis() as u64 },
         e => e,
     }
 }
 
-fn send_reply(
-    results: &mut Producer,
-    cfg: &ServerConfig,
-    sock: i32,
-    parts: &[&[u8]],
-) -> Result<(), ShmError> {
+fn send_reply(results: &mut Producer, cfg: &ServerConfig, sock: i32, parts: &[&[u8]]) -> Result<(), ShmError> {
     let deadline = Instant::now() + cfg.stall_limit;
     let mut spinner = Spinner::new(cfg.spin);
     results.send(parts, cfg.max_message, |p, need| {
@@ -257,6 +237,9 @@ fn tag(kind: u64, id: BindingId) -> u64 {
     (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
 }
 
+/// Busy-polling only: a binding idle this long is polled every 64th pass.
+const COOL_AFTER: Duration = Duration::from_millis(1);
+
 /// While any binding is active, epoll is also checked (accepts, hang-ups, doorbells of armed
 /// bindings) about this often.
 const EVENT_CHECK: Duration = Duration::from_micros(50);
@@ -269,6 +252,10 @@ pub struct ShmServer {
     free: Vec<u32>,
     /// Indices of bindings not armed: the ones the polling loop looks at.
     active: Vec<u32>,
+    /// Busy-polling only: bindings idle past `COOL_AFTER`, looked at every 64th pass instead of
+    /// every pass (no doorbell: a busy-polling client makes no system calls), so that idle
+    /// bindings cost the active ones little.
+    cool: Vec<u32>,
     /// Pull-style use: where the next `try_recv_into` scan starts (round robin), how many scans
     /// were made, and bindings closed but not yet reported.
     next: usize,
@@ -301,22 +288,21 @@ impl ShmServer {
     /// is refused).
     pub fn bind(path: impl AsRef<Path>, config: ServerConfig) -> Result<ShmServer, ShmError> {
         let path = path.as_ref().to_path_buf();
-        config.layout.validate().map_err(|e| ShmError::Io {
-            op: "listen",
-            source: io::Error::new(io::ErrorKind::InvalidInput, e),
-        })?;
+        config
+            .layout
+            .validate()
+            .map_err(|e| ShmError::Io { op: "listen", source: io::Error::new(io::ErrorKind::InvalidInput, e) })?;
         let (listener, file_id) = listen(&path, config.mode)?;
         listener.set_nonblocking(true).map_err(io_err("listen"))?;
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
-        epoll
-            .add(listener.as_raw_fd(), libc::EPOLLIN as u32, TAG_LISTENER)
-            .map_err(io_err("epoll"))?;
+        epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TAG_LISTENER).map_err(io_err("epoll"))?;
         let now = Instant::now();
         Ok(ShmServer {
             slots: Vec::new(),
             generations: Vec::new(),
             free: Vec::new(),
             active: Vec::new(),
+            cool: Vec::new(),
             next: 0,
             scans: 0,
             closed: std::collections::VecDeque::new(),
@@ -357,11 +343,7 @@ impl ShmServer {
     /// after serving at least one request or when `timeout` passes (`None`: no limit). Returns
     /// the number of requests served. Errors only when the server itself fails (epoll);
     /// per-binding failures close that binding and are reported to `Handler::closed`.
-    pub fn poll(
-        &mut self,
-        handler: &mut impl Handler,
-        timeout: Option<Duration>,
-    ) -> Result<usize, ShmError> {
+    pub fn poll(&mut self, handler: &mut impl Handler, timeout: Option<Duration>) -> Result<usize, ShmError> {
         self.now = Instant::now();
         let deadline = timeout.map(|t| self.now + t);
         let mut passes = 0u32;
@@ -377,7 +359,7 @@ impl ShmServer {
             if no_spin || passes & 63 == 0 || self.active.is_empty() {
                 self.now = Instant::now();
                 self.arm_idle();
-                if self.active.is_empty() {
+                if self.active.is_empty() && self.cool.is_empty() {
                     let left = deadline.map(|d| d.saturating_duration_since(self.now));
                     self.process_events(handler, left)?;
                     self.now = Instant::now();
@@ -396,12 +378,7 @@ impl ShmServer {
 
     /// Sends a deferred reply on `binding` (for a request whose `Reply` was dropped). A failure
     /// closes the binding.
-    pub fn reply(
-        &mut self,
-        handler: &mut impl Handler,
-        binding: BindingId,
-        parts: &[&[u8]],
-    ) -> Result<(), ShmError> {
+    pub fn reply(&mut self, handler: &mut impl Handler, binding: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
         let b = match self.slots.get_mut(binding.index as usize) {
             Some(Some(b)) if b.id == binding => b,
             _ => return Err(ShmError::PeerGone),
@@ -421,20 +398,14 @@ impl ShmServer {
     /// Closes a binding from the server side.
     pub fn disconnect(&mut self, handler: &mut impl Handler, binding: BindingId) {
         if self.binding_mut(binding).is_some() {
-            self.close(
-                binding.index,
-                ShmError::Broken("closed by the server".into()),
-                handler,
-            );
+            self.close(binding.index, ShmError::Broken("closed by the server".into()), handler);
         }
     }
 
     /// Adds a descriptor whose readability ends [`block`](Self::block) (for example the
     /// caller's own eventfd for completions from worker threads). It is never read here.
     pub fn watch(&mut self, fd: std::os::fd::RawFd) -> Result<(), ShmError> {
-        self.epoll
-            .add(fd, libc::EPOLLIN as u32, TAG_WATCHED)
-            .map_err(io_err("epoll watch"))
+        self.epoll.add(fd, libc::EPOLLIN as u32, TAG_WATCHED).map_err(io_err("epoll watch"))
     }
 
     /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
@@ -470,8 +441,7 @@ impl ShmServer {
                     buf.clear();
                     buf.extend_from_slice(b.calls.message());
                     b.calls.release();
-                    self.spinner
-                        .observe(self.now.saturating_duration_since(b.last_active));
+                    self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
                     self.next = i + 1;
                     return Some(Activity::Request(b.id));
@@ -499,6 +469,7 @@ impl ShmServer {
     /// `timeout` passes. Every binding is armed first (check, arm, re-check), so a call racing
     /// with this makes it return at once instead of sleeping through it.
     pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
+        self.active.append(&mut self.cool);
         while let Some(&idx) = self.active.last() {
             if let Some(b) = self.slots[idx as usize].as_mut() {
                 b.sleeping_flag().store(1, Ordering::SeqCst);
@@ -547,8 +518,7 @@ impl ShmServer {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     served += 1;
-                    self.spinner
-                        .observe(self.now.saturating_duration_since(b.last_active));
+                    self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
                     i += 1;
                 }
@@ -561,7 +531,9 @@ impl ShmServer {
     /// Arms the bindings idle past the spin budget (check, arm, re-check: a call that lands
     /// while arming keeps the binding active).
     fn arm_idle(&mut self) {
+        self.rescan_cool();
         let Some(budget) = self.spinner.budget() else {
+            self.cool_idle();
             return;
         };
         let mut i = 0;
@@ -586,23 +558,49 @@ impl ShmServer {
         }
     }
 
-    fn process_events(
-        &mut self,
-        handler: &mut impl Handler,
-        timeout: Option<Duration>,
-    ) -> Result<(), ShmError> {
-        let n = self
-            .epoll
-            .wait(&mut self.events, timeout)
-            .map_err(io_err("epoll wait"))?
-            .len();
+    /// Busy-polling: moves bindings idle past `COOL_AFTER` to the cool list.
+    fn cool_idle(&mut self) {
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i];
+            match self.slots[idx as usize].as_ref() {
+                Some(b) if self.now.saturating_duration_since(b.last_active) < COOL_AFTER => i += 1,
+                Some(_) => {
+                    self.cool.push(idx);
+                    self.active.swap_remove(i);
+                }
+                None => {
+                    self.active.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Returns cool bindings with a call waiting to the active list.
+    fn rescan_cool(&mut self) {
+        let mut i = 0;
+        while i < self.cool.len() {
+            let idx = self.cool[i];
+            match self.slots[idx as usize].as_mut() {
+                Some(b) if !b.calls.has_data() => i += 1,
+                Some(b) => {
+                    b.last_active = self.now;
+                    self.active.push(idx);
+                    self.cool.swap_remove(i);
+                }
+                None => {
+                    self.cool.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    fn process_events(&mut self, handler: &mut impl Handler, timeout: Option<Duration>) -> Result<(), ShmError> {
+        let n = self.epoll.wait(&mut self.events, timeout).map_err(io_err("epoll wait"))?.len();
         for k in 0..n {
             let data = self.events[k].u64;
             let kind = data & 3;
-            let id = BindingId {
-                index: (data as u32) >> 2,
-                generation: (data >> 32) as u32,
-            };
+            let id = BindingId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
             match kind {
                 TAG_LISTENER => self.accept_all(handler),
                 // Someone else's descriptor (see `watch`): its owner reads it.
@@ -631,10 +629,7 @@ impl ShmServer {
                         Ok(0) => ShmError::PeerGone,
                         Ok(_) => ShmError::Broken("client wrote on the liveness socket".into()),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                        Err(e) => ShmError::Io {
-                            op: "liveness socket",
-                            source: e,
-                        },
+                        Err(e) => ShmError::Io { op: "liveness socket", source: e },
                     };
                     self.close(id.index, why, handler);
                 }
@@ -659,12 +654,7 @@ impl ShmServer {
             return;
         };
         let peer = PeerCred { uid, gid, pid };
-        let mut hello = Hello {
-            status: Status::Accepted,
-            uid,
-            gid,
-            layout: self.config.layout,
-        };
+        let mut hello = Hello { status: Status::Accepted, uid, gid, layout: self.config.layout };
         if !self.config.policy.allows(uid, gid) {
             hello.status = Status::Refused;
             let _ = sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[]);
@@ -681,12 +671,7 @@ impl ShmServer {
             return;
         };
         let Ok(doorbell) = sys::eventfd() else { return };
-        if sys::send_with_fds(
-            sock.as_raw_fd(),
-            &hello.encode(),
-            &[memfd.as_raw_fd(), doorbell.as_raw_fd()],
-        )
-        .is_err()
+        if sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[memfd.as_raw_fd(), doorbell.as_raw_fd()]).is_err()
             || sock.set_nonblocking(true).is_err()
         {
             return;
@@ -700,21 +685,10 @@ impl ShmServer {
                 (self.slots.len() - 1) as u32
             }
         };
-        let id = BindingId {
-            index,
-            generation: self.generations[index as usize],
-        };
-        let ok = self.epoll.add(
-            doorbell.as_raw_fd(),
-            libc::EPOLLIN as u32,
-            tag(TAG_DOORBELL, id),
-        );
+        let id = BindingId { index, generation: self.generations[index as usize] };
+        let ok = self.epoll.add(doorbell.as_raw_fd(), libc::EPOLLIN as u32, tag(TAG_DOORBELL, id));
         let ok = ok.and_then(|_| {
-            self.epoll.add(
-                sock.as_raw_fd(),
-                (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-                tag(TAG_SOCKET, id),
-            )
+            self.epoll.add(sock.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, tag(TAG_SOCKET, id))
         });
         if ok.is_err() {
             self.epoll.delete(doorbell.as_raw_fd());
@@ -745,6 +719,9 @@ impl ShmServer {
         if let Some(pos) = self.active.iter().position(|&i| i == index) {
             self.active.swap_remove(pos);
         }
+        if let Some(pos) = self.cool.iter().position(|&i| i == index) {
+            self.cool.swap_remove(pos);
+        }
         // The client holds the same eventfd file: epoll would keep reporting it after our
         // close, so it must be removed explicitly.
         self.epoll.delete(b.doorbell.as_raw_fd());
@@ -766,21 +743,12 @@ impl ShmServer {
     }
 }
 
-fn serve_one(
-    b: &mut Binding,
-    handler: &mut impl Handler,
-    cfg: &ServerConfig,
-) -> Result<bool, ShmError> {
+fn serve_one(b: &mut Binding, handler: &mut impl Handler, cfg: &ServerConfig) -> Result<bool, ShmError> {
     if !b.calls.poll()? {
         return Ok(false);
     }
     let mut failed = None;
-    let reply = Reply {
-        results: &mut b.results,
-        cfg,
-        sock: b.sock.as_raw_fd(),
-        failed: &mut failed,
-    };
+    let reply = Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed };
     handler.call(b.id, b.calls.message(), reply);
     b.calls.release();
     match failed {
@@ -803,10 +771,7 @@ impl Drop for ShmServer {
 /// given its mode there, then renamed into place without replacing anything that appeared
 /// meanwhile. A stale socket (connect refused: its server is gone) is removed first.
 fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmError> {
-    let in_use = |why| ShmError::PathInUse {
-        path: path.to_path_buf(),
-        why,
-    };
+    let in_use = |why| ShmError::PathInUse { path: path.to_path_buf(), why };
     match std::fs::symlink_metadata(path) {
         Ok(md) if md.file_type().is_socket() => match UnixStream::connect(path) {
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
@@ -817,56 +782,34 @@ fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmError
         },
         Ok(_) => return Err(in_use("not a socket")),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(ShmError::Io {
-                op: "listen",
-                source: e,
-            })
-        }
+        Err(e) => return Err(ShmError::Io { op: "listen", source: e }),
     }
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let dir = parent.join(format!(
-        ".llshm-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(io_err("listen (temp dir)"))?;
+    let dir = parent.join(format!(".llshm-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io_err("listen (temp dir)"))?;
     let result = (|| {
         let tmp = dir.join("s");
         let listener = UnixListener::bind(&tmp).map_err(io_err("bind"))?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-            .map_err(io_err("chmod socket"))?;
-        let from = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes())
-            .map_err(|_| in_use("path contains NUL"))?;
-        let to = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| in_use("path contains NUL"))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io_err("chmod socket"))?;
+        let from =
+            std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes()).map_err(|_| in_use("path contains NUL"))?;
+        let to =
+            std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| in_use("path contains NUL"))?;
         // SAFETY: both are valid NUL-terminated paths; RENAME_NOREPLACE fails rather than
         // replacing whatever may have appeared at `path` since the check above.
         let r = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                from.as_ptr(),
-                libc::AT_FDCWD,
-                to.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            )
+            libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE)
         };
         if r != 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EEXIST) {
                 return Err(in_use("something appeared there while binding"));
             }
-            return Err(ShmError::Io {
-                op: "rename socket into place",
-                source: e,
-            });
+            return Err(ShmError::Io { op: "rename socket into place", source: e });
         }
         let md = std::fs::symlink_metadata(path).map_err(io_err("listen"))?;
         Ok((listener, (md.dev(), md.ino())))

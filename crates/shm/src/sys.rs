@@ -49,15 +49,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
 pub fn futex_wake(word: &AtomicU32) {
     // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE does not access memory beyond it.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            0usize,
-            0usize,
-            0u32,
-        );
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, 0usize, 0usize, 0u32);
     }
 }
 
@@ -66,9 +58,7 @@ pub fn futex_wake(word: &AtomicU32) {
 pub fn sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
     let cname = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: `cname` is a valid NUL-terminated string.
-    let fd = cvt(unsafe {
-        libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-    })?;
+    let fd = cvt(unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) })?;
     // SAFETY: memfd_create just returned this descriptor and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain syscalls on a descriptor we own.
@@ -118,10 +108,7 @@ impl Mapping {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let map = Mapping {
-            base: NonNull::new(base.cast()).ok_or(io::ErrorKind::Other)?,
-            reserved,
-        };
+        let map = Mapping { base: NonNull::new(base.cast()).ok_or(io::ErrorKind::Other)?, reserved };
         let views = if twice { 2 } else { 1 };
         for i in 0..views {
             // SAFETY: the target range lies inside the reservation we own (MAP_FIXED replaces
@@ -190,9 +177,7 @@ impl Epoll {
         // SAFETY: plain syscall; wrapped at once.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: epoll_create1 just returned this descriptor.
-        Ok(Epoll {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
     pub fn add(&self, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
@@ -206,14 +191,7 @@ impl Epoll {
     /// eventfd passed to the client): epoll tracks files, not descriptors.
     pub fn delete(&self, fd: RawFd) {
         // SAFETY: a null event is allowed for EPOLL_CTL_DEL.
-        unsafe {
-            libc::epoll_ctl(
-                self.fd.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
+        unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
 
     /// Waits for events; `None` blocks without limit. Returns the filled prefix of `out`.
@@ -223,21 +201,11 @@ impl Epoll {
         timeout: Option<Duration>,
     ) -> io::Result<&'a [libc::epoll_event]> {
         let ts = timeout.map(timespec);
-        let tsp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
         let max = out.len().min(i32::MAX as usize) as libc::c_int;
         // SAFETY: `out` has room for `max` events; `tsp` is null or a live timespec; a null
         // sigmask keeps the current mask.
-        let n = unsafe {
-            libc::epoll_pwait2(
-                self.fd.as_raw_fd(),
-                out.as_mut_ptr(),
-                max,
-                tsp,
-                std::ptr::null(),
-            )
-        };
+        let n = unsafe { libc::epoll_pwait2(self.fd.as_raw_fd(), out.as_mut_ptr(), max, tsp, std::ptr::null()) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -251,21 +219,11 @@ impl Epoll {
 
 /// The peer's credentials on a connected Unix socket.
 pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32, i32)> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` and `len` are valid for writes of the sizes given.
     cvt(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
     })?;
     Ok((cred.uid, cred.gid, cred.pid))
 }
@@ -276,10 +234,7 @@ const MAX_FDS: usize = 2;
 pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     assert!(fds.len() <= MAX_FDS);
     let mut cbuf = [0u64; 8]; // 64 bytes: room for a cmsg with two ints, u64-aligned.
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut _,
-        iov_len: data.len(),
-    };
+    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: data.len() };
     // SAFETY: msghdr is plain data; zeroed is a valid empty message.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -298,11 +253,7 @@ pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> 
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
             (*c).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr(),
-                libc::CMSG_DATA(c).cast::<RawFd>(),
-                fds.len(),
-            );
+            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
         }
     }
     // SAFETY: `msg` points at live iovec and control buffers for the duration of the call.
@@ -311,10 +262,7 @@ pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> 
         return Err(io::Error::last_os_error());
     }
     if n as usize != data.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "short handshake write",
-        ));
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake write"));
     }
     Ok(())
 }
@@ -323,10 +271,7 @@ pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> 
 /// owned at once, so unexpected ones are closed rather than leaked.
 pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut cbuf = [0u64; 16];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: msghdr is plain data; zeroed is a valid empty message.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -357,10 +302,7 @@ pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
         }
     }
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "too many descriptors attached",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "too many descriptors attached"));
     }
     Ok((n as usize, fds))
 }
@@ -368,11 +310,7 @@ pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<Owne
 /// Whether a connected socket has hung up (or has unexpected bytes: the liveness channel carries
 /// none after the handshake), without blocking.
 pub fn hung_up(fd: RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
+    let mut p = libc::pollfd { fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
     // SAFETY: one valid pollfd, zero timeout.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents != 0
@@ -437,10 +375,7 @@ mod tests {
         assert_eq!(data, 7);
         let (uid, _, pid) = peer_cred(a.as_raw_fd()).unwrap();
         // SAFETY: plain getters.
-        assert_eq!(
-            (uid, pid),
-            (unsafe { libc::geteuid() }, std::process::id() as i32)
-        );
+        assert_eq!((uid, pid), (unsafe { libc::geteuid() }, std::process::id() as i32));
         assert!(!hung_up(a.as_raw_fd()));
         drop(b);
         assert!(hung_up(a.as_raw_fd()));

@@ -11,29 +11,15 @@ use lowlat_shm::{ChannelConfig, ServerConfig, ShmChannel, ShmError, SpinPolicy};
 fn killed_server_is_noticed(spin: SpinPolicy, size: usize) {
     let dir = Scratch::new("kill-server");
     let path = dir.path("s");
-    let mut server = child("child_entry", &format!("serve:{}", path.display()))
-        .spawn()
-        .unwrap();
+    let mut server = child("child_entry", &format!("serve:{}", path.display())).spawn().unwrap();
     wait_for_path(&path);
-    let mut ch = ShmChannel::connect(
-        &path,
-        ChannelConfig {
-            spin,
-            ..ChannelConfig::default()
-        },
-    )
-    .unwrap();
+    let mut ch = ShmChannel::connect(&path, ChannelConfig { spin, ..ChannelConfig::default() }).unwrap();
     let msg = pattern(size, 3);
     for _ in 0..100 {
-        assert_eq!(
-            ch.call(&[&msg], Instant::now() + Duration::from_secs(5))
-                .unwrap(),
-            &msg[..]
-        );
+        assert_eq!(ch.call(&[&msg], Instant::now() + Duration::from_secs(5)).unwrap(), &msg[..]);
     }
     // Kill while a call is outstanding: the request is in the ring, nobody will ever answer.
-    ch.send(&[&msg], Instant::now() + Duration::from_secs(5))
-        .unwrap();
+    ch.send(&[&msg], Instant::now() + Duration::from_secs(5)).unwrap();
     let killed = Instant::now();
     kill9(&mut server);
     let deadline = Duration::from_secs(5);
@@ -50,16 +36,10 @@ fn killed_server_is_noticed(spin: SpinPolicy, size: usize) {
     };
     let noticed = killed.elapsed();
     eprintln!("{spin:?}, {size} B: server death noticed after {noticed:?}: {e}");
-    assert!(
-        matches!(e, ShmError::PeerGone),
-        "expected PeerGone, got {e}"
-    );
+    assert!(matches!(e, ShmError::PeerGone), "expected PeerGone, got {e}");
     assert!(noticed < Duration::from_secs(1), "took {noticed:?}");
     // The binding stays failed, with the reason.
-    assert!(matches!(
-        ch.call(&[b"x"], Instant::now() + Duration::from_secs(1)),
-        Err(ShmError::Broken(_))
-    ));
+    assert!(matches!(ch.call(&[b"x"], Instant::now() + Duration::from_secs(1)), Err(ShmError::Broken(_))));
 }
 
 #[test]

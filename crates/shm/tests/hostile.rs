@@ -41,10 +41,7 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
     let dir = Scratch::new("hostile");
     let path = dir.path("s");
     let cfg = ServerConfig {
-        layout: Layout {
-            call_ring: RING,
-            result_ring: RING,
-        },
+        layout: Layout { call_ring: RING, result_ring: RING },
         stall_limit: STALL,
         max_message: 256 << 10,
         ..ServerConfig::default()
@@ -61,9 +58,7 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
             while !stop.load(Ordering::Relaxed) {
                 let msg = pattern(1 + (n as usize * 37) % 6000, n as u8);
                 let t = Instant::now();
-                let got = ch
-                    .call(&[&msg], t + Duration::from_secs(5))
-                    .expect("honest call failed");
+                let got = ch.call(&[&msg], t + Duration::from_secs(5)).expect("honest call failed");
                 assert!(got == &msg[..], "honest echo {n} corrupted");
                 worst = worst.max(t.elapsed());
                 n += 1;
@@ -95,37 +90,23 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
     // the middle of it (a protocol violation the server must detect).
     let mut truncated = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     let big = vec![5u8; 100_000];
-    let r = truncated
-        .raw_calls()
-        .send(&[&big], usize::MAX, |_, _| -> Result<(), RingError> {
-            Err(RingError::Corrupt {
-                what: "test: stop streaming here",
-            })
-        });
-    assert!(
-        r.is_err(),
-        "the ring must have filled before the message ended"
-    );
+    let r = truncated.raw_calls().send(&[&big], usize::MAX, |_, _| -> Result<(), RingError> {
+        Err(RingError::Corrupt { what: "test: stop streaming here" })
+    });
+    assert!(r.is_err(), "the ring must have filled before the message ended");
     // A client that never reads its results: its result ring fills, the server stalls on it for
     // at most STALL, then drops it.
     let mut hoarder = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     for _ in 0..200 {
-        if hoarder
-            .send(&[&[1u8; 100]], Instant::now() + Duration::from_millis(200))
-            .is_err()
-        {
+        if hoarder.send(&[&[1u8; 100]], Instant::now() + Duration::from_millis(200)).is_err() {
             break;
         }
     }
 
     std::thread::sleep(Duration::from_millis(2000));
-    let r = truncated
-        .raw_calls()
-        .send(&[b"whole"], usize::MAX, |_, _| -> Result<(), RingError> {
-            Err(RingError::Corrupt {
-                what: "test: no room",
-            })
-        });
+    let r = truncated.raw_calls().send(&[b"whole"], usize::MAX, |_, _| -> Result<(), RingError> {
+        Err(RingError::Corrupt { what: "test: no room" })
+    });
     drop(r);
     stop.store(true, Ordering::SeqCst);
     scribbler.join().unwrap();
@@ -133,20 +114,11 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
     let scribbled = bindings.load(Ordering::Relaxed);
     // Every scribbled binding and the hoarder get closed; the truncated one is closed once it
     // breaks the streaming protocol.
-    server.wait_for("hostile bindings closed", |c| {
-        c.closed.load(Ordering::SeqCst) >= scribbled + 2
-    });
-    eprintln!(
-        "honest client: {calls} correct echoes, worst {worst:?}; {scribbled} scribbled bindings closed"
-    );
+    server.wait_for("hostile bindings closed", |c| c.closed.load(Ordering::SeqCst) >= scribbled + 2);
+    eprintln!("honest client: {calls} correct echoes, worst {worst:?}; {scribbled} scribbled bindings closed");
     assert!(calls > 1000, "honest client made only {calls} calls");
-    assert!(
-        worst < Duration::from_secs(2),
-        "honest client delayed by {worst:?}"
-    );
+    assert!(worst < Duration::from_secs(2), "honest client delayed by {worst:?}");
     drop(truncated);
     drop(hoarder);
-    server.wait_for("all hostile bindings gone", |c| {
-        c.live.load(Ordering::SeqCst) == 0
-    });
+    server.wait_for("all hostile bindings gone", |c| c.live.load(Ordering::SeqCst) == 0);
 }

@@ -15,10 +15,7 @@ fn count_fds() -> usize {
 }
 
 fn count_maps() -> usize {
-    std::fs::read_to_string("/proc/self/maps")
-        .unwrap()
-        .lines()
-        .count()
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().count()
 }
 
 #[test]
@@ -30,17 +27,10 @@ fn killed_clients_leave_nothing_behind() {
         let served = server.counters.served.load(Ordering::SeqCst);
         // Even cycles: the client idles after one call. Odd: it is killed mid-stream of calls.
         let role = if i & 1 == 0 { "idle" } else { "busy" };
-        let mut c = child("child_entry", &format!("{role}:{}", path.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        server.wait_for("the child's first call", |c| {
-            c.served.load(Ordering::SeqCst) > served
-        });
+        let mut c = child("child_entry", &format!("{role}:{}", path.display())).stdout(Stdio::null()).spawn().unwrap();
+        server.wait_for("the child's first call", |c| c.served.load(Ordering::SeqCst) > served);
         kill9(&mut c);
-        server.wait_for("the binding to close", |c| {
-            c.live.load(Ordering::SeqCst) == 0
-        });
+        server.wait_for("the binding to close", |c| c.live.load(Ordering::SeqCst) == 0);
     };
     for i in 0..4 {
         cycle(i);
@@ -51,10 +41,7 @@ fn killed_clients_leave_nothing_behind() {
         cycle(i);
     }
     let (fds2, maps2) = (count_fds(), count_maps());
-    eprintln!(
-        "200 kill cycles in {:?}: fds {fds} -> {fds2}, maps {maps} -> {maps2}",
-        t.elapsed()
-    );
+    eprintln!("200 kill cycles in {:?}: fds {fds} -> {fds2}, maps {maps} -> {maps2}", t.elapsed());
     assert_eq!(server.counters.closed.load(Ordering::SeqCst), 204);
     assert_eq!(fds2, fds, "descriptors leaked");
     // A leaking binding would add 3 mappings per cycle (600 in all); allow the allocator a few.

@@ -6,18 +6,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowlat_shm::{
-    ChannelConfig, Layout, PeerPolicy, ServerConfig, ShmChannel, ShmError, SpinPolicy,
-};
+use lowlat_shm::{ChannelConfig, Layout, PeerPolicy, ServerConfig, ShmChannel, ShmError, SpinPolicy};
 
 const RING: usize = 4096;
 
 fn small_rings() -> ServerConfig {
     ServerConfig {
-        layout: Layout {
-            call_ring: RING,
-            result_ring: RING,
-        },
+        layout: Layout { call_ring: RING, result_ring: RING },
         // Generous: on a loaded machine a client thread can be off CPU for a while.
         stall_limit: Duration::from_secs(2),
         ..ServerConfig::default()
@@ -29,20 +24,7 @@ fn edge_sizes_echo_intact_from_many_threads() {
     let dir = Scratch::new("sizes");
     let path = dir.path("s");
     let server = EchoServer::start(&path, small_rings());
-    let sizes = [
-        0,
-        1,
-        7,
-        8,
-        RING - 9,
-        RING - 8,
-        RING - 7,
-        RING - 1,
-        RING,
-        RING + 1,
-        3 * RING + 5,
-        1 << 20,
-    ];
+    let sizes = [0, 1, 7, 8, RING - 9, RING - 8, RING - 7, RING - 1, RING, RING + 1, 3 * RING + 5, 1 << 20];
     let threads: Vec<_> = (0..4u8)
         .map(|t| {
             let path = path.clone();
@@ -54,11 +36,7 @@ fn edge_sizes_echo_intact_from_many_threads() {
                         // Two parts, split unevenly, to exercise gathering across chunks.
                         let (a, b) = msg.split_at(n / 3);
                         let got = ch.call(&[a, b], deadline(Duration::from_secs(5))).unwrap();
-                        assert!(
-                            got == &msg[..],
-                            "size {n}: echo differs (got {} bytes)",
-                            got.len()
-                        );
+                        assert!(got == &msg[..], "size {n}: echo differs (got {} bytes)", got.len());
                     }
                 }
             })
@@ -67,10 +45,7 @@ fn edge_sizes_echo_intact_from_many_threads() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(
-        server.counters.served.load(Ordering::Relaxed),
-        4 * 3 * sizes.len()
-    );
+    assert_eq!(server.counters.served.load(Ordering::Relaxed), 4 * 3 * sizes.len());
 }
 
 #[test]
@@ -78,30 +53,12 @@ fn oversized_message_is_a_typed_error_and_the_binding_survives() {
     let dir = Scratch::new("big");
     let path = dir.path("s");
     let _server = EchoServer::start(&path, small_rings());
-    let cfg = ChannelConfig {
-        max_message: 10_000,
-        ..ChannelConfig::default()
-    };
+    let cfg = ChannelConfig { max_message: 10_000, ..ChannelConfig::default() };
     let mut ch = ShmChannel::connect(&path, cfg).unwrap();
     let big = vec![0u8; 10_001];
-    let e = ch
-        .send(&[&big], deadline(Duration::from_secs(1)))
-        .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            ShmError::Ring(lowlat_shm::RingError::TooLarge {
-                len: 10_001,
-                max: 10_000
-            })
-        ),
-        "{e}"
-    );
-    assert_eq!(
-        ch.call(&[b"still fine"], deadline(Duration::from_secs(5)))
-            .unwrap(),
-        b"still fine"
-    );
+    let e = ch.send(&[&big], deadline(Duration::from_secs(1))).unwrap_err();
+    assert!(matches!(e, ShmError::Ring(lowlat_shm::RingError::TooLarge { len: 10_001, max: 10_000 })), "{e}");
+    assert_eq!(ch.call(&[b"still fine"], deadline(Duration::from_secs(5))).unwrap(), b"still fine");
 }
 
 #[test]
@@ -114,10 +71,7 @@ fn recv_timeout_is_reported_and_not_fatal() {
     let e = ch.recv(deadline(Duration::from_millis(30))).unwrap_err();
     assert!(matches!(e, ShmError::Timeout { .. }), "{e}");
     assert!(t.elapsed() >= Duration::from_millis(30) && t.elapsed() < Duration::from_secs(2));
-    assert_eq!(
-        ch.call(&[b"x"], deadline(Duration::from_secs(5))).unwrap(),
-        b"x"
-    );
+    assert_eq!(ch.call(&[b"x"], deadline(Duration::from_secs(5))).unwrap(), b"x");
 }
 
 #[test]
@@ -143,15 +97,9 @@ fn socket_path_rules() {
     let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
     drop(stale); // the file stays, nobody listens
     assert!(path.exists());
-    let cfg = ServerConfig {
-        mode: 0o660,
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig { mode: 0o660, ..ServerConfig::default() };
     let _s = lowlat_shm::ShmServer::bind(&path, cfg).unwrap();
-    assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-        0o660
-    );
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o660);
 }
 
 #[test]
@@ -161,10 +109,7 @@ fn disallowed_uid_is_refused_by_policy() {
     // SAFETY: plain getter.
     let me = unsafe { libc::geteuid() };
     let cfg = ServerConfig {
-        policy: PeerPolicy {
-            uids: vec![me.wrapping_add(4242)],
-            gids: vec![],
-        },
+        policy: PeerPolicy { uids: vec![me.wrapping_add(4242)], gids: vec![] },
         ..ServerConfig::default()
     };
     let server = EchoServer::start(&path, cfg);
@@ -191,13 +136,7 @@ fn another_uid_is_refused() {
     let path = dir.path("s");
     // The file mode lets the other user reach the socket: the refusal must come from the
     // credentials check, not from the file system.
-    let server = EchoServer::start(
-        &path,
-        ServerConfig {
-            mode: 0o666,
-            ..ServerConfig::default()
-        },
-    );
+    let server = EchoServer::start(&path, ServerConfig { mode: 0o666, ..ServerConfig::default() });
     let mut c = child("child_entry", &format!("connect:{}", path.display()));
     c.uid(65534).gid(65534);
     let mut ch = c.spawn().unwrap();
@@ -228,10 +167,7 @@ fn child_entry() {
 fn alternate(total: usize) {
     let dir = Scratch::new("wake");
     let path = dir.path("s");
-    let cfg = ServerConfig {
-        spin: SpinPolicy::Budget(Duration::from_micros(10)),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig { spin: SpinPolicy::Budget(Duration::from_micros(10)), ..ServerConfig::default() };
     let _server = EchoServer::start(&path, cfg);
     let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     let mut slow = 0usize;
@@ -242,11 +178,7 @@ fn alternate(total: usize) {
     let started = Instant::now();
     while done < total {
         let sleepy = phase % 2 == 1;
-        ch.set_spin_policy(if sleepy {
-            SpinPolicy::Block
-        } else {
-            SpinPolicy::Budget(Duration::from_micros(50))
-        });
+        ch.set_spin_policy(if sleepy { SpinPolicy::Block } else { SpinPolicy::Budget(Duration::from_micros(50)) });
         let n = if sleepy { 100 } else { 900 }.min(total - done);
         for _ in 0..n {
             if sleepy {
@@ -254,9 +186,7 @@ fn alternate(total: usize) {
                 std::thread::sleep(Duration::from_micros(20));
             }
             let t = Instant::now();
-            let got = ch
-                .call(&[&msg], t + Duration::from_secs(2))
-                .expect("round trip stalled past its deadline");
+            let got = ch.call(&[&msg], t + Duration::from_secs(2)).expect("round trip stalled past its deadline");
             assert_eq!(got, &msg);
             let d = t.elapsed();
             worst = worst.max(d);
@@ -267,16 +197,10 @@ fn alternate(total: usize) {
         done += n;
         phase += 1;
     }
-    eprintln!(
-        "{total} round trips in {:?}: worst {worst:?}, {slow} over 9 ms",
-        started.elapsed()
-    );
+    eprintln!("{total} round trips in {:?}: worst {worst:?}, {slow} over 9 ms", started.elapsed());
     // A lost wake-up costs a whole 10 ms liveness slice (client) or 50 ms (server): a handful
     // can be scheduling noise on a loaded machine; a systematic loss cannot hide under this.
-    assert!(
-        slow <= total / 5000 + 3,
-        "{slow} round trips took over 9 ms: wake-ups lost?"
-    );
+    assert!(slow <= total / 5000 + 3, "{slow} round trips took over 9 ms: wake-ups lost?");
 }
 
 #[test]
@@ -312,27 +236,17 @@ fn idle_server_sleeps() {
     });
     let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     for _ in 0..100 {
-        ch.call(&[b"warm"], deadline(Duration::from_secs(2)))
-            .unwrap();
+        ch.call(&[b"warm"], deadline(Duration::from_secs(2))).unwrap();
     }
     std::thread::sleep(Duration::from_millis(400));
     // Still answers promptly after sleeping.
     let t0 = Instant::now();
-    assert_eq!(
-        ch.call(&[b"wake"], deadline(Duration::from_secs(2)))
-            .unwrap(),
-        b"wake"
-    );
+    assert_eq!(ch.call(&[b"wake"], deadline(Duration::from_secs(2))).unwrap(), b"wake");
     let first = t0.elapsed();
     stop.store(true, Ordering::SeqCst);
     let cpu = t.join().unwrap();
-    eprintln!(
-        "server thread CPU over ~0.4 s mostly idle: {cpu:?}; first call after idle {first:?}"
-    );
-    assert!(
-        cpu < Duration::from_millis(100),
-        "idle server burnt {cpu:?}"
-    );
+    eprintln!("server thread CPU over ~0.4 s mostly idle: {cpu:?}; first call after idle {first:?}");
+    assert!(cpu < Duration::from_millis(100), "idle server burnt {cpu:?}");
 }
 
 /// The pull-style API the runtime drives: `try_recv_into` / `send_reply` / `block` / `watch` on
@@ -369,9 +283,8 @@ fn pull_style_serving() {
         }
         (served, closed, wakes)
     });
-    let mut chans: Vec<ShmChannel> = (0..2)
-        .map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap())
-        .collect();
+    let mut chans: Vec<ShmChannel> =
+        (0..2).map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap()).collect();
     for i in 0..500usize {
         let ch = &mut chans[i % 2];
         let msg = pattern(i % 9000, i as u8);
@@ -397,4 +310,24 @@ fn pull_style_serving() {
     let (served, closed, wakes) = t.join().unwrap();
     assert_eq!((served, closed), (500, 2));
     assert!(wakes > 0);
+}
+
+/// Busy-polling: bindings idle for a while are polled less often (no doorbell), yet answered.
+#[test]
+fn busy_polling_server_answers_long_idle_bindings() {
+    let dir = Scratch::new("cool");
+    let path = dir.path("s");
+    let _server = EchoServer::start(&path, ServerConfig { spin: SpinPolicy::Forever, ..small_rings() });
+    let cfg = ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() };
+    let mut busy = ShmChannel::connect(&path, cfg.clone()).unwrap();
+    let mut idle = ShmChannel::connect(&path, cfg).unwrap();
+    for round in 0..5u8 {
+        let until = Instant::now() + Duration::from_millis(5);
+        while Instant::now() < until {
+            busy.call(&[b"busy"], deadline(Duration::from_secs(2))).unwrap();
+        }
+        let t = Instant::now();
+        assert_eq!(idle.call(&[&[round]], deadline(Duration::from_secs(2))).unwrap(), &[round]);
+        assert!(t.elapsed() < Duration::from_millis(500), "idle binding answered after {:?}", t.elapsed());
+    }
 }

@@ -80,21 +80,14 @@ impl EchoServer {
         let mut server = ShmServer::bind(path, config).expect("bind");
         let (c, s) = (counters.clone(), stop.clone());
         let thread = std::thread::spawn(move || server.run(&mut Echo(c), &s));
-        EchoServer {
-            counters,
-            stop,
-            thread: Some(thread),
-        }
+        EchoServer { counters, stop, thread: Some(thread) }
     }
 
     /// Waits (bounded) until `f` holds.
     pub fn wait_for(&self, what: &str, f: impl Fn(&Counters) -> bool) {
         let t = Instant::now();
         while !f(&self.counters) {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "timed out waiting for {what}"
-            );
+            assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -118,18 +111,11 @@ pub const CHILD_ENV: &str = "LOWLAT_SHM_TEST_CHILD";
 /// the environment.
 pub fn child(entry: &str, role: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args([
-        "--ignored",
-        "--exact",
-        entry,
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ])
-    .env(CHILD_ENV, role)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    c.args(["--ignored", "--exact", entry, "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_ENV, role)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     c
 }
 
@@ -170,11 +156,7 @@ pub fn read_line(child: &mut Child, within: Duration) -> String {
 pub fn wait_for_path(p: &Path) {
     let t = Instant::now();
     while !p.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{} never appeared",
-            p.display()
-        );
+        assert!(t.elapsed() < Duration::from_secs(10), "{} never appeared", p.display());
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -192,9 +174,7 @@ impl Rng {
 }
 
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
 pub fn deadline(d: Duration) -> Instant {

@@ -152,10 +152,8 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
     }
     let wall = start.elapsed().as_secs_f64();
     if all.is_empty() {
-        return Err(first_error.unwrap_or(Error::Io {
-            op: "benchmark".into(),
-            source: std::io::Error::new(std::io::ErrorKind::Other, "no call completed"),
-        }));
+        return Err(first_error
+            .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
     let transport = spec.uri.split("://").next().unwrap_or("?");
     Ok(Summary::from_histogram(

@@ -36,10 +36,13 @@ fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> PingPongError {
     move |source| PingPongError::Io { op, source }
 }
 
+/// An echo loop, run until its flag is set.
+type EchoLoop = Box<dyn FnOnce(&AtomicBool) -> Result<(), PingPongError> + Send>;
+
 /// A running echo server for raw ping-pong.
 pub struct PingPongServer {
     pub local_uri: String,
-    run: Box<dyn FnOnce(&AtomicBool) -> Result<(), PingPongError> + Send>,
+    run: EchoLoop,
 }
 
 impl PingPongServer {

@@ -97,7 +97,14 @@ fn unknown_procedure_program_and_version_are_typed_errors() {
         assert!(e.to_string().contains("versions 1 to 1"), "{e}");
         // Garbage arguments: MINUS wants 8 bytes.
         let e = c
-            .call(interface::MINUS, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&[1, 2, 3])), |_| Ok(()))
+            .call(
+                interface::MINUS,
+                |a| {
+                    let _: () = a.extend_from_slice(&[1, 2, 3]);
+                    Ok::<_, lowlat::DecodeError>(())
+                },
+                |_| Ok(()),
+            )
             .unwrap_err();
         assert!(matches!(e, Error::GarbageArgs { proc_no: 1 }), "{e}");
         server.shutdown();
@@ -158,7 +165,10 @@ fn deadline_and_long_running_procedures() {
             c.call_timeout(
                 1,
                 timeout,
-                |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&ms.to_le_bytes())),
+                |a| {
+                    let _: () = a.extend_from_slice(&ms.to_le_bytes());
+                    Ok::<_, lowlat::DecodeError>(())
+                },
                 |r| Ok(r.to_vec()),
             )
         };

@@ -512,7 +512,7 @@ impl ClientSlot {
             let execution = if self.heard { Execution::Started } else { Execution::Unknown };
             return Some(CallError::Timeout { after: now - self.started, execution });
         }
-        let Some(t) = self.rto_at else { return None };
+        let t = self.rto_at?;
         if now < t {
             return None;
         }

@@ -106,7 +106,7 @@ impl FragSender {
     }
 
     fn req_ack(&self, i: u32) -> bool {
-        i + 1 == self.n || (i + 1) % (self.window / 2) == 0
+        i + 1 == self.n || (i + 1).is_multiple_of(self.window / 2)
     }
 
     /// Sends the never-sent fragments the window allows: `emit(index, req_ack)`.
@@ -205,7 +205,7 @@ impl FragReceiver {
         if total != self.total {
             return Err(FragError::TotalChanged { got: total, expected: self.total });
         }
-        if offset % self.frag_size != 0 {
+        if !offset.is_multiple_of(self.frag_size) {
             return Err(FragError::Misaligned { offset, frag_size: self.frag_size });
         }
         let i = offset / self.frag_size;

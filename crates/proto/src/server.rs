@@ -153,6 +153,9 @@ pub struct ServerEngine<A> {
     pub stats: ServerStats,
 }
 
+/// The callback a server engine sends frames through: (peer, header, body).
+type SendTo<'a, A> = dyn FnMut(&A, &[u8; HEADER_LEN], &[u8]) + 'a;
+
 /// Results larger than this are released when acknowledged, not kept for the next call.
 const KEEP_CAPACITY: usize = 256 * 1024;
 
@@ -383,7 +386,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
     ) {
         let mut reply = Header::new(Kind::BindRefused);
         reply.call_no = h.call_no;
-        let refuse = |this: &mut Self, out: &mut dyn FnMut(&A, &[u8; HEADER_LEN], &[u8]), r: Refusal| {
+        let refuse = |this: &mut Self, out: &mut SendTo<'_, A>, r: Refusal| {
             this.stats.refused_binds += 1;
             out(&from, &reply.to_bytes(), &BindRefusal(r).emit());
         };

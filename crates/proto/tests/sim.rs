@@ -24,16 +24,19 @@ struct Faults {
     jitter_us: u64,
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Dest {
     Server(u16),
     Client(u16),
 }
 
+type InFlight = (Instant, u64, Dest, Vec<u8>);
+
 struct Net {
     rng: StdRng,
     faults: Faults,
-    queue: BinaryHeap<Reverse<(Instant, u64, Dest, Vec<u8>)>>,
+    /// Frames in flight: (delivery time, sequence, destination, bytes), earliest first.
+    queue: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     sent: u64,
 }
@@ -50,11 +53,7 @@ impl Net {
             f.extend_from_slice(body);
             let delay = self.faults.base_delay_us + self.rng.gen_range(0..=self.faults.jitter_us);
             self.seq += 1;
-            let d = match dest {
-                Dest::Server(a) => Dest::Server(a),
-                Dest::Client(a) => Dest::Client(a),
-            };
-            self.queue.push(Reverse((now + Duration::from_micros(delay), self.seq, d, f)));
+            self.queue.push(Reverse((now + Duration::from_micros(delay), self.seq, dest, f)));
         }
     }
 }

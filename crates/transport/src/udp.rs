@@ -141,10 +141,7 @@ impl UdpEndpoint {
     pub fn bind(addr: SocketAddr) -> io::Result<UdpEndpoint> {
         let sock = new_socket(&addr).map_err(|e| io_err("create UDP socket on", addr, e))?;
         sock.bind(&addr.into()).map_err(|e| io_err("bind UDP", addr, e))?;
-        let local = sock
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::Other, "UDP socket has no IP address"))?;
+        let local = sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
         Ok(UdpEndpoint { sock, local })
     }
 

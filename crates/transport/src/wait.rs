@@ -10,7 +10,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// How long a waiter spins before it blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SpinPolicy {
     /// Never spin: block at once (`--spin-us 0`).
     Block,
@@ -20,13 +20,8 @@ pub enum SpinPolicy {
     Forever,
     /// Spin for about twice the recently observed wait, capped; block at once when waits are long
     /// (the default).
+    #[default]
     Adaptive,
-}
-
-impl Default for SpinPolicy {
-    fn default() -> Self {
-        SpinPolicy::Adaptive
-    }
 }
 
 impl SpinPolicy {

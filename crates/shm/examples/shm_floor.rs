@@ -82,5 +82,25 @@ fn main() {
         stop.store(true, Ordering::SeqCst);
         t.join().unwrap();
     }
+    // What a binding costs to set up: connect, credentials, memfd, seals, two double mappings
+    // per side, descriptor passing.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut server = ShmServer::bind(&path, ServerConfig::default()).unwrap();
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        let _ = lowlat_transport::sys::pin_to_cpu(1);
+        server.run(&mut pingpong::echo, &s2).unwrap();
+    });
+    let v: Vec<Duration> = (0..500)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
+            ch.call(&[b"x"], t + Duration::from_secs(5)).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    report("bind (connect + first call, 64 KiB rings)", v);
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -59,8 +59,18 @@ pub struct ShmChannel {
 impl ShmChannel {
     /// Connects to the server listening at `path` and maps the binding it hands over.
     pub fn connect(path: impl AsRef<Path>, config: ChannelConfig) -> Result<ShmChannel, ShmError> {
-        let sock = UnixStream::connect(path).map_err(io_err("connect"))?;
+        // The send timeout also bounds connect itself (a server that stopped accepting leaves
+        // connect blocked on its full backlog), so it is set before connecting.
+        let sock =
+            socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).map_err(io_err("connect"))?;
+        sock.set_write_timeout(Some(config.connect_timeout)).map_err(io_err("connect"))?;
         sock.set_read_timeout(Some(config.connect_timeout)).map_err(io_err("connect"))?;
+        let addr = socket2::SockAddr::unix(path.as_ref()).map_err(io_err("connect"))?;
+        sock.connect(&addr).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ShmError::Timeout { op: "connect" },
+            _ => ShmError::Io { op: "connect", source: e },
+        })?;
+        let sock = UnixStream::from(OwnedFd::from(sock));
         let mut buf = [0u8; HELLO_LEN + 1];
         let (n, fds) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(|e| {
             if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {

@@ -331,3 +331,42 @@ fn busy_polling_server_answers_long_idle_bindings() {
         assert!(t.elapsed() < Duration::from_millis(500), "idle binding answered after {:?}", t.elapsed());
     }
 }
+
+/// A server that stops accepting or never answers the handshake costs a client its connect
+/// timeout, not a hang.
+#[test]
+fn unresponsive_server_times_out_connect() {
+    let dir = Scratch::new("mute");
+    let cfg = ChannelConfig { connect_timeout: Duration::from_millis(100), ..ChannelConfig::default() };
+    // Accepts, never answers.
+    let path = dir.path("mute");
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let t = Instant::now();
+    let e = ShmChannel::connect(&path, cfg.clone()).unwrap_err();
+    assert!(matches!(e, ShmError::Timeout { .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    drop(l);
+    // Never accepts, backlog full: connect itself would block.
+    let path = dir.path("full");
+    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+    s.bind(&socket2::SockAddr::unix(&path).unwrap()).unwrap();
+    s.listen(0).unwrap();
+    let mut fillers = Vec::new();
+    let t = Instant::now();
+    let e = loop {
+        match ShmChannel::connect(&path, cfg.clone()) {
+            Err(ShmError::Timeout { .. }) if fillers.len() < 8 => {
+                // Either the handshake or connect timed out; fill the backlog with plain
+                // connections until connect itself is what blocks.
+                let f = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+                f.set_nonblocking(true).unwrap();
+                let _ = f.connect(&socket2::SockAddr::unix(&path).unwrap());
+                fillers.push(f);
+            }
+            Err(e) => break e,
+            Ok(_) => panic!("nobody answers: connect cannot succeed"),
+        }
+    };
+    assert!(matches!(e, ShmError::Timeout { .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}

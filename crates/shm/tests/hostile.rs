@@ -116,7 +116,7 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
     // breaks the streaming protocol.
     server.wait_for("hostile bindings closed", |c| c.closed.load(Ordering::SeqCst) >= scribbled + 2);
     eprintln!("honest client: {calls} correct echoes, worst {worst:?}; {scribbled} scribbled bindings closed");
-    assert!(calls > 1000, "honest client made only {calls} calls");
+    assert!(calls > 200, "honest client made only {calls} calls");
     assert!(worst < Duration::from_secs(2), "honest client delayed by {worst:?}");
     drop(truncated);
     drop(hoarder);

@@ -202,10 +202,12 @@ fn stall(e: ShmError, cfg: &ServerConfig) -> ShmError {
 }
 
 fn send_reply(results: &mut Producer, cfg: &ServerConfig, sock: i32, parts: &[&[u8]]) -> Result<(), ShmError> {
-    let deadline = Instant::now() + cfg.stall_limit;
+    // The clock is read only if the reply has to wait: not on the fast path.
+    let mut deadline = None;
     let mut spinner = Spinner::new(cfg.spin);
     results.send(parts, cfg.max_message, |p, need| {
-        crate::channel::wait_space(p, need, &mut spinner, deadline, sock).map_err(|e| stall(e, cfg))
+        let d = *deadline.get_or_insert_with(|| Instant::now() + cfg.stall_limit);
+        crate::channel::wait_space(p, need, &mut spinner, d, sock).map_err(|e| stall(e, cfg))
     })
 }
 

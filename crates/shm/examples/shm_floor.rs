@@ -100,6 +100,19 @@ fn main() {
         })
         .collect();
     report("bind (connect + first call, 64 KiB rings)", v);
+    // Of which: the memfd and the mappings (each side maps the control page and both data
+    // areas twice, which is what spares the rings a wrap-around padding record).
+    let layout = lowlat_shm::Layout { call_ring: 64 << 10, result_ring: 64 << 10 };
+    let v: Vec<Duration> = (0..500)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let (seg, fd) = lowlat_shm::segment::Segment::create(layout).unwrap();
+            let peer = lowlat_shm::segment::Segment::map(&fd, layout).unwrap();
+            drop((seg, peer, fd));
+            t.elapsed()
+        })
+        .collect();
+    report("segment create + map both sides + unmap", v);
     stop.store(true, Ordering::SeqCst);
     t.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -61,10 +61,7 @@ impl Checked {
         for _ in 0..64 {
             match spec {
                 TypeSpec::Named(n) => match self.type_def(&n.name)? {
-                    TypeDef::Typedef(Decl {
-                        kind: DeclKind::Scalar(inner),
-                        ..
-                    }) => spec = &inner.spec,
+                    TypeDef::Typedef(Decl { kind: DeclKind::Scalar(inner), .. }) => spec = &inner.spec,
                     TypeDef::Typedef(_) => return None,
                     _ => return Some(spec),
                 },
@@ -78,12 +75,7 @@ impl Checked {
     pub fn enum_values(&self, members: &[EnumMember]) -> Vec<(String, i32)> {
         members
             .iter()
-            .map(|m| {
-                (
-                    m.name.name.clone(),
-                    self.values.get(&m.name.name).copied().unwrap_or(0) as i32,
-                )
-            })
+            .map(|m| (m.name.name.clone(), self.values.get(&m.name.name).copied().unwrap_or(0) as i32))
             .collect()
     }
 }
@@ -124,11 +116,7 @@ pub fn check(src: &Source, spec: Spec) -> Result<Checked, Vec<Diagnostic>> {
         }
         (c.values, c.types)
     };
-    Ok(Checked {
-        spec,
-        values,
-        types,
-    })
+    Ok(Checked { spec, values, types })
 }
 
 fn range_name(ty: &TypeSpec) -> &'static str {
@@ -150,10 +138,7 @@ impl<'a> Checker<'a> {
             let msg = if p.line == 0 {
                 format!("'{}' is predefined", id.name)
             } else {
-                format!(
-                    "'{}' is already defined at line {}, column {}",
-                    id.name, p.line, p.column
-                )
+                format!("'{}' is already defined at line {}, column {}", id.name, p.line, p.column)
             };
             self.err(id.pos, msg);
             return false;
@@ -164,8 +149,7 @@ impl<'a> Checker<'a> {
 
     fn run(&mut self) {
         for b in ["TRUE", "FALSE"] {
-            self.names
-                .insert(b.into(), (NameKind::Value, Pos::default()));
+            self.names.insert(b.into(), (NameKind::Value, Pos::default()));
         }
         self.values.insert("TRUE".into(), 1);
         self.values.insert("FALSE".into(), 0);
@@ -201,8 +185,7 @@ impl<'a> Checker<'a> {
         }
         // Constants first (they may refer to each other), then enumerations in order, because
         // an omitted enum value follows the previous member.
-        let names: Vec<(String, &Value)> =
-            self.consts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let names: Vec<(String, &Value)> = self.consts.iter().map(|(k, v)| (k.clone(), *v)).collect();
         for (name, v) in names {
             let mut seen = HashSet::new();
             seen.insert(name.clone());
@@ -251,10 +234,7 @@ impl<'a> Checker<'a> {
                 }
                 if let Some(inner) = self.consts.get(&id.name).copied() {
                     if !seen.insert(id.name.clone()) {
-                        self.err(
-                            id.pos,
-                            format!("constant '{}' is defined in terms of itself", id.name),
-                        );
+                        self.err(id.pos, format!("constant '{}' is defined in terms of itself", id.name));
                         return None;
                     }
                     let x = self.eval(inner, seen)?;
@@ -268,10 +248,7 @@ impl<'a> Checker<'a> {
                         None
                     }
                     Some((NameKind::Program, _)) => {
-                        self.err(
-                            id.pos,
-                            format!("'{}' is a program or version, not a constant", id.name),
-                        );
+                        self.err(id.pos, format!("'{}' is a program or version, not a constant", id.name));
                         None
                     }
                     None => {
@@ -300,23 +277,11 @@ impl<'a> Checker<'a> {
             };
             let pos = m.value.as_ref().map_or(m.name.pos, Value::pos);
             if i32::try_from(v).is_err() {
-                self.err(
-                    pos,
-                    format!(
-                        "enum {}: value {v} of '{}' does not fit in a 32-bit int",
-                        n.name, m.name.name
-                    ),
-                );
+                self.err(pos, format!("enum {}: value {v} of '{}' does not fit in a 32-bit int", n.name, m.name.name));
                 continue;
             }
             if let Some(other) = used.get(&v) {
-                self.err(
-                    pos,
-                    format!(
-                        "enum {}: '{}' has value {v}, already used by '{other}'",
-                        n.name, m.name.name
-                    ),
-                );
+                self.err(pos, format!("enum {}: '{}' has value {v}, already used by '{other}'", n.name, m.name.name));
             }
             used.insert(v, m.name.name.clone());
             self.values.entry(m.name.name.clone()).or_insert(v);
@@ -339,10 +304,7 @@ impl<'a> Checker<'a> {
         if fixed && x < 1 {
             self.err(v.pos(), format!("a fixed size must be at least 1, got {x}"));
         } else if !(0..=u32::MAX as i128).contains(&x) {
-            self.err(
-                v.pos(),
-                format!("size {x} is out of range (0 to 4294967295)"),
-            );
+            self.err(v.pos(), format!("size {x} is out of range (0 to 4294967295)"));
         }
     }
 
@@ -375,10 +337,7 @@ impl<'a> Checker<'a> {
                 return Some(spec);
             };
             match &self.spec.defs[*self.types.get(&n.name)?] {
-                Def::Typedef(Decl {
-                    kind: DeclKind::Scalar(inner),
-                    ..
-                }) => spec = &inner.spec,
+                Def::Typedef(Decl { kind: DeclKind::Scalar(inner), .. }) => spec = &inner.spec,
                 Def::Typedef(_) => return None,
                 _ => return Some(spec),
             }
@@ -391,9 +350,7 @@ impl<'a> Checker<'a> {
         let DeclKind::Scalar(dt) = &u.disc.kind else {
             self.err(
                 u.disc.name.pos,
-                format!(
-                    "union {uname}: the discriminant must be int, unsigned int, bool or an enum"
-                ),
+                format!("union {uname}: the discriminant must be int, unsigned int, bool or an enum"),
             );
             return;
         };
@@ -402,10 +359,7 @@ impl<'a> Checker<'a> {
         let enum_members: Option<Vec<String>> = match &base {
             Some(TypeSpec::Int | TypeSpec::UInt | TypeSpec::Bool) => None,
             Some(TypeSpec::Named(n))
-                if matches!(
-                    self.types.get(&n.name).map(|&i| &self.spec.defs[i]),
-                    Some(Def::Enum(..))
-                ) =>
+                if matches!(self.types.get(&n.name).map(|&i| &self.spec.defs[i]), Some(Def::Enum(..))) =>
             {
                 match &self.spec.defs[self.types[&n.name]] {
                     Def::Enum(_, m) => Some(m.iter().map(|m| m.name.name.clone()).collect()),
@@ -430,7 +384,10 @@ impl<'a> Checker<'a> {
                                 Value::Name(id) => id.name.clone(),
                                 Value::Lit(n, _) => n.to_string(),
                             };
-                            self.err(label.pos(), format!("union {uname}: case {shown} is not a member of the discriminant's enum"));
+                            self.err(
+                                label.pos(),
+                                format!("union {uname}: case {shown} is not a member of the discriminant's enum"),
+                            );
                             continue;
                         }
                     }
@@ -445,17 +402,12 @@ impl<'a> Checker<'a> {
                     let range = range_name(base.as_ref().unwrap_or(&TypeSpec::Int));
                     self.err(
                         label.pos(),
-                        format!(
-                            "union {uname}: case {v} is out of range for a {range} discriminant"
-                        ),
+                        format!("union {uname}: case {v} is out of range for a {range} discriminant"),
                     );
                     continue;
                 }
                 if let Some(p) = seen.insert(v, label.pos()) {
-                    self.err(
-                        label.pos(),
-                        format!("union {uname}: case {v} already used at line {}", p.line),
-                    );
+                    self.err(label.pos(), format!("union {uname}: case {v} already used at line {}", p.line));
                 }
             }
             if let Some(d) = &arm.decl {
@@ -463,10 +415,7 @@ impl<'a> Checker<'a> {
                 if let Some(p) = arm_names.insert(d.name.name.clone(), d.name.pos) {
                     self.err(
                         d.name.pos,
-                        format!(
-                            "union {uname}: arm '{}' already declared at line {}",
-                            d.name.name, p.line
-                        ),
+                        format!("union {uname}: arm '{}' already declared at line {}", d.name.name, p.line),
                     );
                 }
             }
@@ -484,10 +433,7 @@ impl<'a> Checker<'a> {
                 if let Some(prev) = vnums.insert(n, v.number.pos()) {
                     self.err(
                         v.number.pos(),
-                        format!(
-                            "program {}: version number {n} already used at line {}",
-                            p.name.name, prev.line
-                        ),
+                        format!("program {}: version number {n} already used at line {}", p.name.name, prev.line),
                     );
                 }
             }
@@ -507,10 +453,7 @@ impl<'a> Checker<'a> {
                     if let Some(prev) = pnums.insert(n, pr.number.pos()) {
                         self.err(
                             pr.number.pos(),
-                            format!(
-                                "version {}: procedure number {n} already used at line {}",
-                                v.name.name, prev.line
-                            ),
+                            format!("version {}: procedure number {n} already used at line {}", v.name.name, prev.line),
                         );
                     }
                 }
@@ -522,13 +465,7 @@ impl<'a> Checker<'a> {
                     self.check_type(&a.ty);
                     if let Some(n) = &a.name {
                         if anames.insert(&n.name, n.pos).is_some() {
-                            self.err(
-                                n.pos,
-                                format!(
-                                    "procedure {}: argument '{}' named twice",
-                                    pr.name.name, n.name
-                                ),
-                            );
+                            self.err(n.pos, format!("procedure {}: argument '{}' named twice", pr.name.name, n.name));
                         }
                     }
                 }
@@ -539,10 +476,7 @@ impl<'a> Checker<'a> {
     fn check_number(&mut self, v: &Value, what: &str) -> Option<i128> {
         let n = self.value(v)?;
         if !(0..=u32::MAX as i128).contains(&n) {
-            self.err(
-                v.pos(),
-                format!("{what} number {n} is out of range (0 to 4294967295)"),
-            );
+            self.err(v.pos(), format!("{what} number {n} is out of range (0 to 4294967295)"));
             return None;
         }
         Some(n)
@@ -565,10 +499,7 @@ impl<'a> Checker<'a> {
             Def::Typedef(d) => decl_edge(d, &mut out),
             Def::Struct(_, f) => f.iter().for_each(|d| decl_edge(d, &mut out)),
             Def::Union(u) => {
-                u.arms
-                    .iter()
-                    .filter_map(|a| a.decl.as_ref())
-                    .for_each(|d| decl_edge(d, &mut out));
+                u.arms.iter().filter_map(|a| a.decl.as_ref()).for_each(|d| decl_edge(d, &mut out));
                 if let Some((_, Some(d))) = &u.default {
                     decl_edge(d, &mut out);
                 }
@@ -588,15 +519,9 @@ impl<'a> Checker<'a> {
             let is_typedef = matches!(def, Def::Typedef(_));
             for (to, pos, bv) in self.edges(def) {
                 if bv {
-                    by_value
-                        .entry(name.clone())
-                        .or_default()
-                        .push((to.clone(), pos));
+                    by_value.entry(name.clone()).or_default().push((to.clone(), pos));
                 }
-                let to_typedef = matches!(
-                    self.types.get(&to).map(|&i| &self.spec.defs[i]),
-                    Some(Def::Typedef(_))
-                );
+                let to_typedef = matches!(self.types.get(&to).map(|&i| &self.spec.defs[i]), Some(Def::Typedef(_)));
                 if is_typedef && to_typedef {
                     alias.entry(name.clone()).or_default().push((to, pos));
                 }
@@ -604,23 +529,14 @@ impl<'a> Checker<'a> {
         }
         let mut reported = HashSet::new();
         for (graph, why) in [
-            (
-                &by_value,
-                "contains itself by value; recursion must go through optional data ('*')",
-            ),
-            (
-                &alias,
-                "is a typedef that refers to itself; recursion must go through a struct or union",
-            ),
+            (&by_value, "contains itself by value; recursion must go through optional data ('*')"),
+            (&alias, "is a typedef that refers to itself; recursion must go through a struct or union"),
         ] {
             for def in &self.spec.defs {
                 let start = &def.name().name;
                 if let Some((path, pos)) = find_cycle(graph, start) {
                     if reported.insert(start.clone()) {
-                        self.err(
-                            pos,
-                            format!("recursive type '{start}' ({}) {why}", path.join(" -> ")),
-                        );
+                        self.err(pos, format!("recursive type '{start}' ({}) {why}", path.join(" -> ")));
                     }
                 }
             }
@@ -629,10 +545,7 @@ impl<'a> Checker<'a> {
 }
 
 /// A path from `start` back to itself, with the position of the first edge.
-fn find_cycle(
-    graph: &HashMap<String, Vec<(String, Pos)>>,
-    start: &str,
-) -> Option<(Vec<String>, Pos)> {
+fn find_cycle(graph: &HashMap<String, Vec<(String, Pos)>>, start: &str) -> Option<(Vec<String>, Pos)> {
     fn dfs(
         g: &HashMap<String, Vec<(String, Pos)>>,
         start: &str,
@@ -660,10 +573,7 @@ fn find_cycle(
     let mut seen = HashSet::new();
     if dfs(graph, start, start, &mut path, &mut seen) {
         let second = &path[1];
-        let pos = first
-            .iter()
-            .find(|(t, _)| t == second)
-            .map_or(Pos::default(), |(_, p)| *p);
+        let pos = first.iter().find(|(t, _)| t == second).map_or(Pos::default(), |(_, p)| *p);
         return Some((path, pos));
     }
     None

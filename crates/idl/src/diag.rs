@@ -26,11 +26,7 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{}:{}:{}: error: {}",
-            self.file, self.pos.line, self.pos.column, self.message
-        )?;
+        writeln!(f, "{}:{}:{}: error: {}", self.file, self.pos.line, self.pos.column, self.message)?;
         let gutter = self.pos.line.to_string();
         writeln!(f, "{gutter} | {}", self.line_text)?;
         // Tabs stay tabs so the caret lines up whatever the tab width.
@@ -74,10 +70,7 @@ impl IdlError {
 }
 
 fn join(d: &[Diagnostic]) -> String {
-    d.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
+    d.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 /// The text being compiled, kept to quote lines in diagnostics.
@@ -92,26 +85,13 @@ pub struct Source {
 impl Source {
     /// Wraps a text under a file name.
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        Source {
-            name: name.into(),
-            text: text.into(),
-        }
+        Source { name: name.into(), text: text.into() }
     }
 
     /// A diagnostic at `pos`.
     pub fn diag(&self, pos: Pos, message: impl Into<String>) -> Diagnostic {
-        let line_text = self
-            .text
-            .lines()
-            .nth(pos.line.saturating_sub(1) as usize)
-            .unwrap_or("")
-            .trim_end_matches('\r')
-            .to_string();
-        Diagnostic {
-            file: self.name.clone(),
-            pos,
-            message: message.into(),
-            line_text,
-        }
+        let line_text =
+            self.text.lines().nth(pos.line.saturating_sub(1) as usize).unwrap_or("").trim_end_matches('\r').to_string();
+        Diagnostic { file: self.name.clone(), pos, message: message.into(), line_text }
     }
 }

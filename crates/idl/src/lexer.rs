@@ -59,10 +59,7 @@ pub(crate) fn lex(src: &Source) -> Result<Vec<Token>, Diagnostic> {
             continue;
         }
         if line_start && c == '#' {
-            return Err(src.diag(
-                pos,
-                "preprocessor directives are not supported (use `const` for constants)",
-            ));
+            return Err(src.diag(pos, "preprocessor directives are not supported (use `const` for constants)"));
         }
         line_start = false;
         if c == '/' && chars.get(i + 1) == Some(&'*') {
@@ -93,10 +90,7 @@ pub(crate) fn lex(src: &Source) -> Result<Vec<Token>, Diagnostic> {
                 s.push(chars[i]);
                 bump!();
             }
-            out.push(Token {
-                tok: Tok::Ident(s),
-                pos,
-            });
+            out.push(Token { tok: Tok::Ident(s), pos });
             continue;
         }
         if c.is_ascii_digit() {
@@ -113,27 +107,18 @@ pub(crate) fn lex(src: &Source) -> Result<Vec<Token>, Diagnostic> {
                 s.parse::<u64>()
             };
             match parsed {
-                Ok(n) => out.push(Token {
-                    tok: Tok::Num(n),
-                    pos,
-                }),
+                Ok(n) => out.push(Token { tok: Tok::Num(n), pos }),
                 Err(_) => return Err(src.diag(pos, format!("malformed number '{s}'"))),
             }
             continue;
         }
         if "{}()[]<>;,=:*-".contains(c) {
-            out.push(Token {
-                tok: Tok::Punct(c),
-                pos,
-            });
+            out.push(Token { tok: Tok::Punct(c), pos });
             bump!();
             continue;
         }
         return Err(src.diag(pos, format!("unexpected character '{c}'")));
     }
-    out.push(Token {
-        tok: Tok::Eof,
-        pos: Pos { line, column: col },
-    });
+    out.push(Token { tok: Tok::Eof, pos: Pos { line, column: col } });
     Ok(out)
 }

@@ -79,29 +79,17 @@ pub fn check(src: &Source, spec: ast::Spec) -> Result<Checked, IdlError> {
 }
 
 /// Generates the files for a checked spec. Pure: the caller decides where they go.
-pub fn generate(
-    checked: &Checked,
-    src: &Source,
-    lang: Lang,
-    opts: &Options,
-) -> Result<Vec<GeneratedFile>, IdlError> {
+pub fn generate(checked: &Checked, src: &Source, lang: Lang, opts: &Options) -> Result<Vec<GeneratedFile>, IdlError> {
     match lang {
         Lang::Rust => {
             let contents = rust::generate(checked, src, opts).map_err(IdlError::Invalid)?;
-            Ok(vec![GeneratedFile {
-                name: format!("{}.rs", file_stem(&src.name)),
-                contents,
-            }])
+            Ok(vec![GeneratedFile { name: format!("{}.rs", file_stem(&src.name)), contents }])
         }
     }
 }
 
 /// Parses, checks and generates from a text in memory.
-pub fn compile_str(
-    src: &Source,
-    lang: Lang,
-    opts: &Options,
-) -> Result<Vec<GeneratedFile>, IdlError> {
+pub fn compile_str(src: &Source, lang: Lang, opts: &Options) -> Result<Vec<GeneratedFile>, IdlError> {
     let spec = parse(src)?;
     let checked = check(src, spec)?;
     generate(&checked, src, lang, opts)
@@ -120,30 +108,14 @@ pub fn compile_file_with(
     opts: &Options,
 ) -> Result<Vec<(String, String)>, IdlError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| IdlError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| IdlError::Io { path: path.display().to_string(), source })?;
     let src = Source::new(path.display().to_string(), text);
-    Ok(compile_str(&src, lang, opts)?
-        .into_iter()
-        .map(|f| (f.name, f.contents))
-        .collect())
+    Ok(compile_str(&src, lang, opts)?.into_iter().map(|f| (f.name, f.contents)).collect())
 }
 
 /// `dir/lab.x` -> `lab`, with characters unfit for a Rust file name replaced.
 fn file_stem(name: &str) -> String {
-    let base = Path::new(name)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("idl");
-    base.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    let base = Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or("idl");
+    base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }

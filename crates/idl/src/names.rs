@@ -1,11 +1,10 @@
 //! Turning ONC RPC names into idiomatic Rust names.
 
 const KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if",
-    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static",
-    "struct", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn",
-    "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized",
-    "virtual", "yield", "try", "gen", "union",
+    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in", "let",
+    "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static", "struct", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen", "union",
 ];
 const NOT_RAW: &[&str] = &["self", "Self", "super", "crate"];
 
@@ -25,9 +24,7 @@ fn words(s: &str) -> Vec<String> {
         // A boundary at lower->Upper ("fooBar") and at the last capital of an acronym ("XDRType").
         if c.is_ascii_uppercase()
             && !cur.is_empty()
-            && (prev.is_ascii_lowercase()
-                || prev.is_ascii_digit()
-                || (prev.is_ascii_uppercase() && next_lower))
+            && (prev.is_ascii_lowercase() || prev.is_ascii_digit() || (prev.is_ascii_uppercase() && next_lower))
         {
             out.push(std::mem::take(&mut cur));
         }
@@ -67,11 +64,7 @@ pub fn camel(s: &str) -> String {
 
 /// `fooBar` -> `foo_bar`, `MINUS` -> `minus`.
 pub fn snake(s: &str) -> String {
-    let out = words(s)
-        .iter()
-        .map(|w| w.to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join("_");
+    let out = words(s).iter().map(|w| w.to_ascii_lowercase()).collect::<Vec<_>>().join("_");
     if out.is_empty() {
         return "x".into();
     }
@@ -80,11 +73,7 @@ pub fn snake(s: &str) -> String {
 
 /// `maxLen` -> `MAX_LEN`.
 pub fn screaming(s: &str) -> String {
-    let out = words(s)
-        .iter()
-        .map(|w| w.to_ascii_uppercase())
-        .collect::<Vec<_>>()
-        .join("_");
+    let out = words(s).iter().map(|w| w.to_ascii_uppercase()).collect::<Vec<_>>().join("_");
     if out.is_empty() {
         return "X".into();
     }

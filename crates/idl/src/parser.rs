@@ -32,12 +32,7 @@ const RESERVED: &[&str] = &[
 /// Parses one `.x` text.
 pub fn parse(src: &Source) -> Result<Spec, Diagnostic> {
     let toks = lex(src)?;
-    let mut p = Parser {
-        src,
-        toks,
-        i: 0,
-        hoisted: Vec::new(),
-    };
+    let mut p = Parser { src, toks, i: 0, hoisted: Vec::new() };
     let mut defs = Vec::new();
     while p.peek() != &Tok::Eof {
         let d = p.definition()?;
@@ -109,27 +104,21 @@ impl Parser<'_> {
         if self.eat_punct(c) {
             Ok(())
         } else {
-            self.err(format!(
-                "expected '{c}' {context}, found {}",
-                self.peek().describe()
-            ))
+            self.err(format!("expected '{c}' {context}, found {}", self.peek().describe()))
         }
     }
     fn expect_kw(&mut self, kw: &str, context: &str) -> PResult<()> {
         if self.eat_kw(kw) {
             Ok(())
         } else {
-            self.err(format!(
-                "expected '{kw}' {context}, found {}",
-                self.peek().describe()
-            ))
+            self.err(format!("expected '{kw}' {context}, found {}", self.peek().describe()))
         }
     }
     fn ident(&mut self, what: &str) -> PResult<Ident> {
         match self.peek().clone() {
-            Tok::Ident(s) if RESERVED.contains(&s.as_str()) => self.err(format!(
-                "'{s}' is a reserved word and cannot be used as {what}"
-            )),
+            Tok::Ident(s) if RESERVED.contains(&s.as_str()) => {
+                self.err(format!("'{s}' is a reserved word and cannot be used as {what}"))
+            }
             Tok::Ident(name) => {
                 let pos = self.next().pos;
                 Ok(Ident { name, pos })
@@ -140,10 +129,7 @@ impl Parser<'_> {
 
     fn definition(&mut self) -> PResult<Def> {
         let Tok::Ident(kw) = self.peek().clone() else {
-            return self.err(format!(
-                "expected a definition, found {}",
-                self.peek().describe()
-            ));
+            return self.err(format!("expected a definition, found {}", self.peek().describe()));
         };
         let def = match kw.as_str() {
             "const" => {
@@ -180,7 +166,11 @@ impl Parser<'_> {
                 self.next();
                 Def::Program(self.program()?)
             }
-            _ => return self.err(format!("expected a definition (const, typedef, enum, struct, union or program), found '{kw}'")),
+            _ => {
+                return self.err(format!(
+                    "expected a definition (const, typedef, enum, struct, union or program), found '{kw}'"
+                ))
+            }
         };
         self.expect_punct(';', "at the end of the definition")?;
         Ok(def)
@@ -196,10 +186,7 @@ impl Parser<'_> {
                 Ok(Value::Lit(if neg { -v } else { v }, pos))
             }
             Tok::Ident(_) if !neg => Ok(Value::Name(self.ident("a constant")?)),
-            t => self.err(format!(
-                "expected a number or a constant name, found {}",
-                t.describe()
-            )),
+            t => self.err(format!("expected a number or a constant name, found {}", t.describe())),
         }
     }
 
@@ -208,11 +195,7 @@ impl Parser<'_> {
         let mut members = Vec::new();
         loop {
             let name = self.ident("an enum member name")?;
-            let value = if self.eat_punct('=') {
-                Some(self.value()?)
-            } else {
-                None
-            };
+            let value = if self.eat_punct('=') { Some(self.value()?) } else { None };
             members.push(EnumMember { name, value });
             if self.eat_punct('}') {
                 return Ok(members);
@@ -272,20 +255,13 @@ impl Parser<'_> {
                 self.next();
                 return Ok((disc, arms, default));
             } else {
-                return self.err(format!(
-                    "expected 'case', 'default' or '}}', found {}",
-                    self.peek().describe()
-                ));
+                return self.err(format!("expected 'case', 'default' or '}}', found {}", self.peek().describe()));
             }
         }
     }
 
     fn arm_decl(&mut self, ctx: &str) -> PResult<Option<Decl>> {
-        let d = if self.eat_kw("void") {
-            None
-        } else {
-            Some(self.declaration(ctx)?)
-        };
+        let d = if self.eat_kw("void") { None } else { Some(self.declaration(ctx)?) };
         self.expect_punct(';', "after the union arm")?;
         Ok(d)
     }
@@ -370,8 +346,7 @@ impl Parser<'_> {
                 let v = self.opt_max()?;
                 DeclKind::VarOpaque(v)
             } else {
-                return self
-                    .err("opaque data needs a size: `[N]` (fixed) or `<N>` / `<>` (variable)");
+                return self.err("opaque data needs a size: `[N]` (fixed) or `<N>` / `<>` (variable)");
             };
             return Ok(Decl { name, kind });
         }
@@ -381,19 +356,13 @@ impl Parser<'_> {
                 return self.err("a string needs a maximum size: `<N>` or `<>`");
             }
             let v = self.opt_max()?;
-            return Ok(Decl {
-                name,
-                kind: DeclKind::String(v),
-            });
+            return Ok(Decl { name, kind: DeclKind::String(v) });
         }
         let (mut ty, inline) = self.type_spec()?;
         if self.eat_punct('*') {
             let name = self.ident("a name for the optional data")?;
             self.hoist(&mut ty, inline, ctx, &name);
-            return Ok(Decl {
-                name,
-                kind: DeclKind::Optional(ty),
-            });
+            return Ok(Decl { name, kind: DeclKind::Optional(ty) });
         }
         let name = self.ident("a name")?;
         self.hoist(&mut ty, inline, ctx, &name);
@@ -411,10 +380,7 @@ impl Parser<'_> {
 
     fn hoist(&mut self, ty: &mut TypeRef, inline: Option<Inline>, ctx: &str, field: &Ident) {
         let Some(inline) = inline else { return };
-        let name = Ident {
-            name: format!("{ctx}_{}", field.name),
-            pos: ty.pos,
-        };
+        let name = Ident { name: format!("{ctx}_{}", field.name), pos: ty.pos };
         let def = match inline {
             Inline::Enum(m) => Def::Enum(name.clone(), m),
             Inline::Struct(f) => Def::Struct(name.clone(), f),
@@ -454,41 +420,26 @@ impl Parser<'_> {
             self.expect_punct('=', "after the version's body")?;
             let number = self.value()?;
             self.expect_punct(';', "after the version number")?;
-            versions.push(VersionDef {
-                name: vname,
-                number,
-                procs,
-            });
+            versions.push(VersionDef { name: vname, number, procs });
             if self.eat_punct('}') {
                 break;
             }
         }
         self.expect_punct('=', "after the program's body")?;
         let number = self.value()?;
-        Ok(ProgramDef {
-            name,
-            number,
-            versions,
-        })
+        Ok(ProgramDef { name, number, versions })
     }
 
     fn proc_type(&mut self, what: &str) -> PResult<TypeRef> {
         let (ty, inline) = self.type_spec()?;
         if inline.is_some() {
-            return Err(self.src.diag(
-                ty.pos,
-                format!("{what} cannot be an inline type definition; define it first"),
-            ));
+            return Err(self.src.diag(ty.pos, format!("{what} cannot be an inline type definition; define it first")));
         }
         Ok(ty)
     }
 
     fn procedure(&mut self) -> PResult<ProcDef> {
-        let result = if self.eat_kw("void") {
-            None
-        } else {
-            Some(self.proc_type("a procedure's result")?)
-        };
+        let result = if self.eat_kw("void") { None } else { Some(self.proc_type("a procedure's result")?) };
         let name = self.ident("a procedure name")?;
         self.expect_punct('(', "after the procedure's name")?;
         let mut args = Vec::new();
@@ -500,11 +451,8 @@ impl Parser<'_> {
                     return self.err("'void' must be the only argument");
                 }
                 let ty = self.proc_type("an argument")?;
-                let name = if matches!(self.peek(), Tok::Ident(_)) {
-                    Some(self.ident("an argument name")?)
-                } else {
-                    None
-                };
+                let name =
+                    if matches!(self.peek(), Tok::Ident(_)) { Some(self.ident("an argument name")?) } else { None };
                 args.push(Arg { ty, name });
                 if !self.eat_punct(',') {
                     break;
@@ -515,11 +463,6 @@ impl Parser<'_> {
         self.expect_punct('=', "after the procedure's arguments")?;
         let number = self.value()?;
         self.expect_punct(';', "after the procedure number")?;
-        Ok(ProcDef {
-            name,
-            number,
-            result,
-            args,
-        })
+        Ok(ProcDef { name, number, result, args })
     }
 }

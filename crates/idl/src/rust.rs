@@ -23,10 +23,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            codec_path: "::lowlat::codec".into(),
-            runtime_path: Some("::lowlat".into()),
-        }
+        Options { codec_path: "::lowlat::codec".into(), runtime_path: Some("::lowlat".into()) }
     }
 }
 
@@ -53,10 +50,7 @@ enum Ty {
 
 impl Ty {
     fn is_copy_scalar(&self) -> bool {
-        matches!(
-            self,
-            Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 | Ty::F32 | Ty::F64 | Ty::Bool | Ty::Enum(_)
-        )
+        matches!(self, Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 | Ty::F32 | Ty::F64 | Ty::Bool | Ty::Enum(_))
     }
     fn borrows(&self) -> bool {
         matches!(self, Ty::OpaqueVar(_) | Ty::Str(_))
@@ -125,16 +119,8 @@ struct Gen<'a> {
 
 /// Generates one Rust file for a checked spec.
 pub fn generate(c: &Checked, src: &Source, opts: &Options) -> Result<String, Vec<Diagnostic>> {
-    let mut g = Gen {
-        c,
-        src,
-        opts,
-        out: String::new(),
-        indent: 0,
-        diags: Vec::new(),
-        scope: "",
-        no_float: HashMap::new(),
-    };
+    let mut g =
+        Gen { c, src, opts, out: String::new(), indent: 0, diags: Vec::new(), scope: "", no_float: HashMap::new() };
     g.file();
     if g.diags.is_empty() {
         Ok(g.out)
@@ -208,9 +194,7 @@ impl<'a> Gen<'a> {
     fn ty_of_decl(&self, k: &DeclKind) -> Ty {
         match k {
             DeclKind::Scalar(t) => self.ty_of_spec(&t.spec),
-            DeclKind::FixedArray(t, n) => {
-                Ty::ArrFixed(Box::new(self.ty_of_spec(&t.spec)), self.size(n))
-            }
+            DeclKind::FixedArray(t, n) => Ty::ArrFixed(Box::new(self.ty_of_spec(&t.spec)), self.size(n)),
             DeclKind::VarArray(t, m) => Ty::ArrVar(Box::new(self.ty_of_spec(&t.spec)), self.max(m)),
             DeclKind::FixedOpaque(n) => Ty::OpaqueFixed(self.size(n)),
             DeclKind::VarOpaque(m) => Ty::OpaqueVar(self.max(m)),
@@ -254,10 +238,7 @@ impl<'a> Gen<'a> {
             Ty::Str(_) => "::std::string::String".into(),
             Ty::ArrFixed(e, n) => format!("[{}; {n}]", self.rust_ty(e)),
             Ty::ArrVar(e, _) => format!("::std::vec::Vec<{}>", self.rust_ty(e)),
-            Ty::Opt(e) => format!(
-                "::std::option::Option<::std::boxed::Box<{}>>",
-                self.rust_ty(e)
-            ),
+            Ty::Opt(e) => format!("::std::option::Option<::std::boxed::Box<{}>>", self.rust_ty(e)),
         }
     }
 
@@ -311,18 +292,10 @@ impl<'a> Gen<'a> {
             Ty::Bool => self.line(format!("w.put_bool({});", ex.by_val())),
             Ty::Enum(_) | Ty::Struct(_) | Ty::Union(_) => {
                 let t = self.rust_ty(ty);
-                self.line(format!(
-                    "<{t} as {cp}::{}>::encode_{}({}, w)?;",
-                    e.trait_name(),
-                    e.name(),
-                    ex.by_ref()
-                ))
+                self.line(format!("<{t} as {cp}::{}>::encode_{}({}, w)?;", e.trait_name(), e.name(), ex.by_ref()))
             }
             Ty::OpaqueFixed(_) => self.line(format!("w.put_opaque_fixed({});", ex.by_ref())),
-            Ty::OpaqueVar(m) => self.line(format!(
-                "w.put_opaque_var({}, {m}, {what:?})?;",
-                ex.by_ref()
-            )),
+            Ty::OpaqueVar(m) => self.line(format!("w.put_opaque_var({}, {m}, {what:?})?;", ex.by_ref())),
             Ty::Str(m) => self.line(format!("w.put_string({}, {m}, {what:?})?;", ex.by_ref())),
             Ty::ArrFixed(el, _) | Ty::ArrVar(el, _) => {
                 if let Ty::ArrVar(_, m) = ty {
@@ -362,12 +335,7 @@ impl<'a> Gen<'a> {
             Ty::F64 => "r.get_f64()?".into(),
             Ty::Bool => "r.get_bool()?".into(),
             Ty::Enum(_) | Ty::Struct(_) | Ty::Union(_) => {
-                format!(
-                    "<{} as {cp}::{}>::decode_{}(r)?",
-                    self.rust_ty(ty),
-                    e.trait_name(),
-                    e.name()
-                )
+                format!("<{} as {cp}::{}>::decode_{}(r)?", self.rust_ty(ty), e.trait_name(), e.name())
             }
             Ty::OpaqueFixed(n) => format!("r.get_opaque_array::<{n}>()?"),
             Ty::OpaqueVar(m) => format!("r.get_opaque_var({m}, {what:?})?.to_vec()"),
@@ -422,10 +390,7 @@ impl<'a> Gen<'a> {
                 Def::Const(n, v) => {
                     let x = self.c.value(v);
                     if i64::try_from(x).is_err() {
-                        self.err(
-                            n,
-                            format!("constant '{}' = {x} does not fit in 64 bits", n.name),
-                        );
+                        self.err(n, format!("constant '{}' = {x} does not fit in 64 bits", n.name));
                         continue;
                     }
                     self.line(format!("/// `const {} = {x};`", n.name));
@@ -433,11 +398,7 @@ impl<'a> Gen<'a> {
                 }
                 Def::Typedef(d) => {
                     let ty = self.ty_of_decl(&d.kind);
-                    self.line(format!(
-                        "/// `typedef {} {}`",
-                        Self::xdr_text(&ty),
-                        d.name.name
-                    ));
+                    self.line(format!("/// `typedef {} {}`", Self::xdr_text(&ty), d.name.name));
                     let rt = self.rust_ty(&ty);
                     self.line(format!("pub type {} = {rt};", camel(&d.name.name)));
                 }
@@ -465,13 +426,7 @@ impl<'a> Gen<'a> {
                 _ => camel(&n.name),
             };
             if let Some(other) = seen.insert(rust.clone(), n.name.clone()) {
-                self.err(
-                    n,
-                    format!(
-                        "'{}' and '{other}' both become the Rust name `{rust}`; rename one",
-                        n.name
-                    ),
-                );
+                self.err(n, format!("'{}' and '{other}' both become the Rust name `{rust}`; rename one", n.name));
             }
             if let Def::Program(_) = def {
                 continue;
@@ -482,13 +437,7 @@ impl<'a> Gen<'a> {
                 let mut mods: HashMap<String, String> = HashMap::new();
                 for v in &p.versions {
                     if let Some(o) = mods.insert(snake(&v.name.name), v.name.name.clone()) {
-                        self.err(
-                            &v.name,
-                            format!(
-                                "versions '{}' and '{o}' get the same module name",
-                                v.name.name
-                            ),
-                        );
+                        self.err(&v.name, format!("versions '{}' and '{o}' get the same module name", v.name.name));
                     }
                     let mut methods: HashMap<String, String> = HashMap::new();
                     for reserved in ["connect", "from_client", "client", "wire_order"] {
@@ -497,21 +446,14 @@ impl<'a> Gen<'a> {
                     for pr in &v.procs {
                         let m = snake(&pr.name.name);
                         let mut names = vec![m.clone()];
-                        if pr
-                            .result
-                            .as_ref()
-                            .is_some_and(|r| matches!(self.ty_of_spec(&r.spec), Ty::OpaqueVar(_)))
-                        {
+                        if pr.result.as_ref().is_some_and(|r| matches!(self.ty_of_spec(&r.spec), Ty::OpaqueVar(_))) {
                             names.push(format!("{m}_into"));
                         }
                         for n in names {
                             if let Some(o) = methods.insert(n.clone(), pr.name.name.clone()) {
                                 self.err(
                                     &pr.name,
-                                    format!(
-                                        "procedure '{}' becomes method `{n}`, clashing with {o}",
-                                        pr.name.name
-                                    ),
+                                    format!("procedure '{}' becomes method `{n}`, clashing with {o}", pr.name.name),
                                 );
                             }
                         }
@@ -542,11 +484,7 @@ impl<'a> Gen<'a> {
 
     fn enc_fn_open(&mut self, e: Enc) {
         let cp = self.cp().to_string();
-        let w = if e == Enc::Xdr {
-            "XdrWriter"
-        } else {
-            "NativeWriter"
-        };
+        let w = if e == Enc::Xdr { "XdrWriter" } else { "NativeWriter" };
         self.open(format!(
             "fn encode_{}(&self, w: &mut {cp}::{w}<'_>) -> ::std::result::Result<(), {cp}::EncodeError> {{",
             e.name()
@@ -555,11 +493,7 @@ impl<'a> Gen<'a> {
 
     fn dec_fn_open(&mut self, e: Enc) {
         let cp = self.cp().to_string();
-        let r = if e == Enc::Xdr {
-            "XdrReader"
-        } else {
-            "NativeReader"
-        };
+        let r = if e == Enc::Xdr { "XdrReader" } else { "NativeReader" };
         self.open(format!(
             "fn decode_{}(r: &mut {cp}::{r}<'_>) -> ::std::result::Result<Self, {cp}::DecodeError> {{",
             e.name()
@@ -574,11 +508,7 @@ impl<'a> Gen<'a> {
             if !seen.insert(camel(&m.name.name)) {
                 self.err(
                     &m.name,
-                    format!(
-                        "enum {}: two members become the Rust variant `{}`",
-                        n.name,
-                        camel(&m.name.name)
-                    ),
+                    format!("enum {}: two members become the Rust variant `{}`", n.name, camel(&m.name.name)),
                 );
             }
         }
@@ -598,10 +528,7 @@ impl<'a> Gen<'a> {
         self.open("pub fn from_i32(v: i32) -> ::std::option::Option<Self> {");
         self.open("match v {");
         for (name, v) in &vals {
-            self.line(format!(
-                "{v} => ::std::option::Option::Some(Self::{}),",
-                camel(name)
-            ));
+            self.line(format!("{v} => ::std::option::Option::Some(Self::{}),", camel(name)));
         }
         self.line("_ => ::std::option::Option::None,");
         self.close("}");
@@ -633,11 +560,7 @@ impl<'a> Gen<'a> {
             if !seen.insert(snake(&f.name.name)) {
                 self.err(
                     &f.name,
-                    format!(
-                        "struct {}: two members become the Rust field `{}`",
-                        n.name,
-                        snake(&f.name.name)
-                    ),
+                    format!("struct {}: two members become the Rust field `{}`", n.name, snake(&f.name.name)),
                 );
             }
         }
@@ -658,13 +581,7 @@ impl<'a> Gen<'a> {
             self.enc_fn_open(e);
             for (f, t) in fields.iter().zip(&tys) {
                 let what = format!("{}.{}: {}", n.name, f.name.name, Self::xdr_text(t));
-                self.enc(
-                    t,
-                    &Ex::Place(format!("self.{}", snake(&f.name.name))),
-                    &what,
-                    e,
-                    0,
-                );
+                self.enc(t, &Ex::Place(format!("self.{}", snake(&f.name.name))), &what, e, 0);
             }
             self.line("Ok(())");
             self.close("}");
@@ -708,18 +625,9 @@ impl<'a> Gen<'a> {
                 if !seen.insert(name.clone()) || name == "Default" {
                     let id = match label {
                         Value::Name(id) => id.clone(),
-                        Value::Lit(_, pos) => Ident {
-                            name: name.clone(),
-                            pos: *pos,
-                        },
+                        Value::Lit(_, pos) => Ident { name: name.clone(), pos: *pos },
                     };
-                    self.err(
-                        &id,
-                        format!(
-                            "union {}: two cases become the Rust variant `{name}`",
-                            u.name.name
-                        ),
-                    );
+                    self.err(&id, format!("union {}: two cases become the Rust variant `{name}`", u.name.name));
                 }
                 vars.push(Var {
                     name,
@@ -729,10 +637,8 @@ impl<'a> Gen<'a> {
                 });
             }
         }
-        let default_ty = u.default.as_ref().map(|(_, d)| {
-            d.as_ref()
-                .map(|d| (self.ty_of_decl(&d.kind), d.name.name.clone()))
-        });
+        let default_ty =
+            u.default.as_ref().map(|(_, d)| d.as_ref().map(|d| (self.ty_of_decl(&d.kind), d.name.name.clone())));
         let drust = self.rust_ty(&dty);
         // The literal (or enum path) a label stands for in Rust patterns.
         let label_pat = |g: &Gen<'_>, l: &Value| -> String {
@@ -743,12 +649,7 @@ impl<'a> Gen<'a> {
             }
         };
         let all_covered = match &dty {
-            Ty::Bool => {
-                seen_values(
-                    self.c,
-                    &vars.iter().map(|v| v.label.clone()).collect::<Vec<_>>(),
-                ) == 2
-            }
+            Ty::Bool => seen_values(self.c, &vars.iter().map(|v| v.label.clone()).collect::<Vec<_>>()) == 2,
             Ty::Enum(en) => match self.c.type_def(en) {
                 Some(TypeDef::Enum(_, m)) => vars.len() >= m.len(),
                 _ => false,
@@ -756,29 +657,16 @@ impl<'a> Gen<'a> {
             _ => false,
         };
         fn seen_values(c: &Checked, labels: &[Value]) -> usize {
-            labels
-                .iter()
-                .map(|l| c.value(l))
-                .collect::<HashSet<_>>()
-                .len()
+            labels.iter().map(|l| c.value(l)).collect::<HashSet<_>>().len()
         }
 
-        self.line(format!(
-            "/// `union {} switch ({} {})`",
-            u.name.name,
-            Self::xdr_text(&dty),
-            u.disc.name.name
-        ));
+        self.line(format!("/// `union {} switch ({} {})`", u.name.name, Self::xdr_text(&dty), u.disc.name.name));
         let d = self.derives(&u.name.name, false);
         self.line(d);
         self.open(format!("pub enum {rust} {{"));
         for v in &vars {
             let doc = match (&v.arm, &v.ty) {
-                (Some(a), Some(t)) => format!(
-                    "/// `case {}: {} {a}`",
-                    label_text(&v.label),
-                    Self::xdr_text(t)
-                ),
+                (Some(a), Some(t)) => format!("/// `case {}: {} {a}`", label_text(&v.label), Self::xdr_text(t)),
                 _ => format!("/// `case {}: void`", label_text(&v.label)),
             };
             self.line(doc);
@@ -820,28 +708,16 @@ impl<'a> Gen<'a> {
                     Some(t) => {
                         self.open(format!("Self::{}(v) => {{", v.name));
                         self.line(put_disc(pat));
-                        let what = format!(
-                            "{}.{}: {}",
-                            u.name.name,
-                            v.arm.clone().unwrap_or_default(),
-                            Self::xdr_text(t)
-                        );
+                        let what =
+                            format!("{}.{}: {}", u.name.name, v.arm.clone().unwrap_or_default(), Self::xdr_text(t));
                         self.enc(t, &Ex::Ref("v".into()), &what, e, 0);
                         self.close("}");
                     }
-                    None => self.line(format!(
-                        "Self::{} => {},",
-                        v.name,
-                        put_disc(pat).trim_end_matches(';')
-                    )),
+                    None => self.line(format!("Self::{} => {},", v.name, put_disc(pat).trim_end_matches(';'))),
                 }
             }
             if let Some(dt) = &default_ty {
-                let bind = if dt.is_some() {
-                    "Self::Default(d, v)"
-                } else {
-                    "Self::Default(d)"
-                };
+                let bind = if dt.is_some() { "Self::Default(d, v)" } else { "Self::Default(d)" };
                 self.open(format!("{bind} => {{"));
                 let pats: Vec<String> = vars.iter().map(|v| label_pat(self, &v.label)).collect();
                 let as_i64 = match &dty {
@@ -882,12 +758,8 @@ impl<'a> Gen<'a> {
                 let pat = label_pat(self, &v.label);
                 match &v.ty {
                     Some(t) => {
-                        let what = format!(
-                            "{}.{}: {}",
-                            u.name.name,
-                            v.arm.clone().unwrap_or_default(),
-                            Self::xdr_text(t)
-                        );
+                        let what =
+                            format!("{}.{}: {}", u.name.name, v.arm.clone().unwrap_or_default(), Self::xdr_text(t));
                         let dx = self.dec(t, &what, e, 0);
                         self.line(format!("{pat} => Ok(Self::{}({dx})),", v.name));
                     }
@@ -926,10 +798,7 @@ impl<'a> Gen<'a> {
         let modname = snake(&v.name.name);
         let prog = self.c.value(&p.number);
         let vers = self.c.value(&v.number);
-        self.line(format!(
-            "/// Program `{}` ({prog:#x}), version `{}` ({vers}).",
-            p.name.name, v.name.name
-        ));
+        self.line(format!("/// Program `{}` ({prog:#x}), version `{}` ({vers}).", p.name.name, v.name.name));
         self.open(format!("pub mod {modname} {{"));
         self.scope = "super::";
         self.line("/// The program number.");
@@ -938,11 +807,7 @@ impl<'a> Gen<'a> {
         self.line(format!("pub const VERSION: u32 = {vers};"));
         for pr in &v.procs {
             self.line(format!("/// Procedure `{}`.", pr.name.name));
-            self.line(format!(
-                "pub const {}: u32 = {};",
-                screaming(&pr.name.name),
-                self.c.value(&pr.number)
-            ));
+            self.line(format!("pub const {}: u32 = {};", screaming(&pr.name.name), self.c.value(&pr.number)));
         }
         let procs: Vec<Proc> = v.procs.iter().map(|pr| self.proc_info(pr)).collect();
         for pr in &procs {
@@ -970,11 +835,7 @@ impl<'a> Gen<'a> {
                     None => format!("arg{}", i + 1),
                 };
                 // Argument names live beside the generated code's own locals.
-                let name = if LOCALS.contains(&name.as_str()) {
-                    format!("{name}_")
-                } else {
-                    name
-                };
+                let name = if LOCALS.contains(&name.as_str()) { format!("{name}_") } else { name };
                 (name, self.ty_of_spec(&a.ty.spec))
             })
             .collect();
@@ -1025,26 +886,12 @@ impl<'a> Gen<'a> {
     fn proc_codecs(&mut self, pr: &Proc, e: Enc) {
         let cp = self.cp().to_string();
         let en = e.name();
-        let (wt, rt) = if e == Enc::Xdr {
-            ("XdrWriter", "XdrReader")
-        } else {
-            ("NativeWriter", "NativeReader")
-        };
-        let order_param = if e == Enc::Native {
-            format!(", order: {cp}::ByteOrder")
-        } else {
-            String::new()
-        };
+        let (wt, rt) = if e == Enc::Xdr { ("XdrWriter", "XdrReader") } else { ("NativeWriter", "NativeReader") };
+        let order_param = if e == Enc::Native { format!(", order: {cp}::ByteOrder") } else { String::new() };
         let order_arg = if e == Enc::Native { ", order" } else { "" };
         let sides: [(&str, Vec<(String, Ty)>); 2] = [
             ("args", pr.args.clone()),
-            (
-                "result",
-                pr.result
-                    .iter()
-                    .map(|t| ("result".to_string(), t.clone()))
-                    .collect(),
-            ),
+            ("result", pr.result.iter().map(|t| ("result".to_string(), t.clone())).collect()),
         ];
         for (side, vals) in sides {
             if vals.is_empty() {
@@ -1053,15 +900,9 @@ impl<'a> Gen<'a> {
             let body = e == Enc::Native && vals.len() == 1 && vals[0].1.borrows();
             let label = format!("{} {side}", pr.xname);
             // Encoder.
-            let params: Vec<String> = vals
-                .iter()
-                .map(|(n, t)| format!("{n}: {}", self.param_ty(t)))
-                .collect();
+            let params: Vec<String> = vals.iter().map(|(n, t)| format!("{n}: {}", self.param_ty(t))).collect();
             self.line("");
-            self.line(format!(
-                "/// Appends the {en} encoding of `{}`'s {side}.",
-                pr.xname
-            ));
+            self.line(format!("/// Appends the {en} encoding of `{}`'s {side}.", pr.xname));
             if params.len() + 1 + usize::from(e == Enc::Native) > 7 {
                 self.line("#[allow(clippy::too_many_arguments)]");
             }
@@ -1078,11 +919,7 @@ impl<'a> Gen<'a> {
                         Ty::OpaqueVar(m) | Ty::Str(m) => *m,
                         _ => u32::MAX,
                     };
-                    let bytes = if matches!(t, Ty::Str(_)) {
-                        format!("{n}.as_bytes()")
-                    } else {
-                        n.clone()
-                    };
+                    let bytes = if matches!(t, Ty::Str(_)) { format!("{n}.as_bytes()") } else { n.clone() };
                     self.line(format!("w.put_body_opaque({bytes}, {m}, {what:?})?;"));
                 } else {
                     self.enc(t, &Self::param_ex(t, n), &what, e, 0);
@@ -1092,16 +929,9 @@ impl<'a> Gen<'a> {
             self.close("}");
             // Decoder: views borrow from `body`, the only reference in, so lifetimes elide.
             let views: Vec<String> = vals.iter().map(|(_, t)| self.view_ty(t)).collect();
-            let ret = if views.len() == 1 {
-                views[0].clone()
-            } else {
-                format!("({})", views.join(", "))
-            };
+            let ret = if views.len() == 1 { views[0].clone() } else { format!("({})", views.join(", ")) };
             self.line("");
-            self.line(format!(
-                "/// Decodes `{}`'s {side} from a whole {en} message body.",
-                pr.xname
-            ));
+            self.line(format!("/// Decodes `{}`'s {side} from a whole {en} message body.", pr.xname));
             self.open(format!(
                 "pub fn decode_{}_{side}_{en}(body: &[u8]{order_param}) -> ::std::result::Result<{ret}, {cp}::DecodeError> {{",
                 pr.method
@@ -1127,27 +957,19 @@ impl<'a> Gen<'a> {
     fn gen_client(&mut self, rt: &str, procs: &[Proc], prog: &str, vers: &str) {
         let cp = self.cp().to_string();
         self.line("");
-        self.line(format!(
-            "/// A typed client for `{prog}` version `{vers}` over lowlat's own protocol."
-        ));
+        self.line(format!("/// A typed client for `{prog}` version `{vers}` over lowlat's own protocol."));
         self.open("pub struct Client {");
         self.line(format!("inner: {rt}::Client,"));
         self.close("}");
         self.line("");
         self.open("impl Client {");
         self.line("/// Connects to a server at `uri` and binds to this program version.");
-        self.open(format!(
-            "pub fn connect(uri: &str) -> ::std::result::Result<Self, {rt}::Error> {{"
-        ));
-        self.line(format!(
-            "{rt}::Client::connect(uri, PROGRAM, VERSION).map(|inner| Self {{ inner }})"
-        ));
+        self.open(format!("pub fn connect(uri: &str) -> ::std::result::Result<Self, {rt}::Error> {{"));
+        self.line(format!("{rt}::Client::connect(uri, PROGRAM, VERSION).map(|inner| Self {{ inner }})"));
         self.close("}");
         self.line("");
         self.line("/// Wraps a client already bound to this program version.");
-        self.open(format!(
-            "pub fn from_client(inner: {rt}::Client) -> Self {{"
-        ));
+        self.open(format!("pub fn from_client(inner: {rt}::Client) -> Self {{"));
         self.line("Self { inner }");
         self.close("}");
         self.line("");
@@ -1160,18 +982,12 @@ impl<'a> Gen<'a> {
         self.line("#[allow(clippy::needless_match, unreachable_patterns)]");
         self.open(format!("fn wire_order(&self) -> {cp}::ByteOrder {{"));
         self.open("match self.inner.server_byte_order() {");
-        self.line(format!(
-            "{rt}::ByteOrder::Little => {cp}::ByteOrder::Little,"
-        ));
+        self.line(format!("{rt}::ByteOrder::Little => {cp}::ByteOrder::Little,"));
         self.line(format!("{rt}::ByteOrder::Big => {cp}::ByteOrder::Big,"));
         self.close("}");
         self.close("}");
         for pr in procs {
-            let params: Vec<String> = pr
-                .args
-                .iter()
-                .map(|(n, t)| format!("{n}: {}", self.param_ty(t)))
-                .collect();
+            let params: Vec<String> = pr.args.iter().map(|(n, t)| format!("{n}: {}", self.param_ty(t))).collect();
             let names: Vec<String> = pr.args.iter().map(|(n, _)| n.clone()).collect();
             let enc = if pr.args.is_empty() {
                 format!("|_buf| ::std::result::Result::<(), {cp}::Error>::Ok(())")
@@ -1183,7 +999,10 @@ impl<'a> Gen<'a> {
                 )
             };
             let (ret, dec) = match &pr.result {
-                None => ("()".to_string(), format!("|body| {cp}::NativeReader::new(body, order).finish().map_err({cp}::Error::from)")),
+                None => (
+                    "()".to_string(),
+                    format!("|body| {cp}::NativeReader::new(body, order).finish().map_err({cp}::Error::from)"),
+                ),
                 Some(t) => {
                     let conv = match t {
                         Ty::OpaqueVar(_) => ".map(<[u8]>::to_vec)",
@@ -1192,23 +1011,21 @@ impl<'a> Gen<'a> {
                     };
                     (
                         self.rust_ty(t),
-                        format!("|body| decode_{}_result_native(body, order){conv}.map_err({cp}::Error::from)", pr.method),
+                        format!(
+                            "|body| decode_{}_result_native(body, order){conv}.map_err({cp}::Error::from)",
+                            pr.method
+                        ),
                     )
                 }
             };
-            let all_params = std::iter::once("&self".to_string())
-                .chain(params.iter().cloned())
-                .collect::<Vec<_>>()
-                .join(", ");
+            let all_params =
+                std::iter::once("&self".to_string()).chain(params.iter().cloned()).collect::<Vec<_>>().join(", ");
             self.line("");
             self.line(format!("/// Calls `{}`.", pr.xname));
             if params.len() > 6 {
                 self.line("#[allow(clippy::too_many_arguments)]");
             }
-            self.open(format!(
-                "pub fn {}({all_params}) -> ::std::result::Result<{ret}, {rt}::Error> {{",
-                pr.method
-            ));
+            self.open(format!("pub fn {}({all_params}) -> ::std::result::Result<{ret}, {rt}::Error> {{", pr.method));
             self.line("let order = self.wire_order();");
             self.line(format!("self.inner.call({}, {enc}, {dec})", pr.konst));
             self.close("}");
@@ -1227,10 +1044,7 @@ impl<'a> Gen<'a> {
                 ));
                 self.line("let order = self.wire_order();");
                 self.open(format!("self.inner.call({}, {enc}, |body| {{", pr.konst));
-                self.line(format!(
-                    "let v = decode_{}_result_native(body, order)?;",
-                    pr.method
-                ));
+                self.line(format!("let v = decode_{}_result_native(body, order)?;", pr.method));
                 self.line("out.clear();");
                 self.line("out.extend_from_slice(v);");
                 self.line(format!("::std::result::Result::<(), {cp}::Error>::Ok(())"));
@@ -1244,14 +1058,10 @@ impl<'a> Gen<'a> {
     fn gen_server(&mut self, rt: &str, procs: &[Proc], prog: &str, vers: &str) {
         let cp = self.cp().to_string();
         self.line("");
-        self.line(format!(
-            "/// The procedures of `{prog}` version `{vers}`, implemented by a server."
-        ));
+        self.line(format!("/// The procedures of `{prog}` version `{vers}`, implemented by a server."));
         self.line("///");
         self.line("/// Opaque and string arguments are views into the receive buffer. A variable-length opaque");
-        self.line(
-            "/// result is appended by the procedure straight into the reply buffer (`out`).",
-        );
+        self.line("/// result is appended by the procedure straight into the reply buffer (`out`).");
         self.open("pub trait Server: ::std::marker::Send + ::std::marker::Sync + 'static {");
         for pr in procs {
             let mut params = vec!["&self".to_string(), format!("ctx: &{rt}::CallContext")];
@@ -1279,43 +1089,31 @@ impl<'a> Gen<'a> {
         }
         self.close("}");
         self.line("");
-        self.line(
-            "/// The program that dispatches calls to `server` (register it with a lowlat server).",
-        );
-        self.open(format!(
-            "pub fn program<S: Server>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"
-        ));
+        self.line("/// The program that dispatches calls to `server` (register it with a lowlat server).");
+        self.open(format!("pub fn program<S: Server>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
         self.line(format!("{rt}::Program::new(PROGRAM, VERSION)"));
         self.indent += 1;
         for pr in procs {
             self.open(format!(".procedure({}, {:?}, {{", pr.konst, pr.xname));
             self.line("let s = ::std::sync::Arc::clone(&server);");
-            let reply = if pr.result.is_none() {
-                "_reply"
-            } else {
-                "reply"
-            };
+            let reply = if pr.result.is_none() { "_reply" } else { "reply" };
             self.open(format!(
                 "move |ctx: &{rt}::CallContext, args: &[u8], {reply}: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), {rt}::ProcError> {{"
             ));
             self.line(format!("let order = {cp}::ByteOrder::host();"));
             let names: Vec<String> = pr.args.iter().map(|(n, _)| n.clone()).collect();
             if pr.args.is_empty() {
-                self.line(format!("{cp}::NativeReader::new(args, order).finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"));
+                self.line(format!(
+                    "{cp}::NativeReader::new(args, order).finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"
+                ));
             } else {
-                let pat = if names.len() == 1 {
-                    names[0].clone()
-                } else {
-                    format!("({})", names.join(", "))
-                };
+                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
                 self.line(format!(
                     "let {pat} = decode_{}_args_native(args, order).map_err(|_| {rt}::ProcError::GarbageArgs)?;",
                     pr.method
                 ));
             }
-            let call_args = std::iter::once("ctx".to_string())
-                .chain(names.iter().cloned())
-                .collect::<Vec<_>>();
+            let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
             match &pr.result {
                 None => {
                     self.line(format!("s.{}({})", pr.method, call_args.join(", ")));
@@ -1324,11 +1122,7 @@ impl<'a> Gen<'a> {
                     if *m < u32::MAX {
                         self.line("let start = reply.len();");
                     }
-                    self.line(format!(
-                        "s.{}({}, reply)?;",
-                        pr.method,
-                        call_args.join(", ")
-                    ));
+                    self.line(format!("s.{}({}, reply)?;", pr.method, call_args.join(", ")));
                     if *m < u32::MAX {
                         self.open(format!("if reply.len() - start > {m} {{"));
                         self.line("reply.truncate(start);");
@@ -1338,16 +1132,8 @@ impl<'a> Gen<'a> {
                     self.line("Ok(())");
                 }
                 Some(t) => {
-                    self.line(format!(
-                        "let result = s.{}({})?;",
-                        pr.method,
-                        call_args.join(", ")
-                    ));
-                    let arg = if t.is_copy_scalar() {
-                        "result"
-                    } else {
-                        "&result"
-                    };
+                    self.line(format!("let result = s.{}({})?;", pr.method, call_args.join(", ")));
+                    let arg = if t.is_copy_scalar() { "result" } else { "&result" };
                     self.line(format!(
                         "encode_{}_result_native(reply, order, {arg}).map_err(|_| {rt}::ProcError::SystemError)",
                         pr.method
@@ -1363,10 +1149,8 @@ impl<'a> Gen<'a> {
 }
 
 /// Locals and parameters of generated procedure code that user argument names must not shadow.
-const LOCALS: &[&str] = &[
-    "buf", "order", "w", "r", "body", "result", "ctx", "out", "s", "args", "reply", "start", "v",
-    "server",
-];
+const LOCALS: &[&str] =
+    &["buf", "order", "w", "r", "body", "result", "ctx", "out", "s", "args", "reply", "start", "v", "server"];
 
 struct Proc {
     xname: String,

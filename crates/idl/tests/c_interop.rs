@@ -25,12 +25,7 @@ use proptest::test_runner::TestRunner;
 
 fn missing_tools() -> Option<String> {
     let ok = |cmd: &str, arg: &str| {
-        Command::new(cmd)
-            .arg(arg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        Command::new(cmd).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
     };
     if !ok("rpcgen", "--version") {
         return Some("rpcgen not found (package rpcsvc-proto)".into());
@@ -46,36 +41,16 @@ fn missing_tools() -> Option<String> {
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Builds the C program; returns its path.
 fn build(dir: &Path) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(
-        root.join("../../idl/examples/everything.x"),
-        dir.join("everything.x"),
-    )
-    .unwrap();
+    std::fs::copy(root.join("../../idl/examples/everything.x"), dir.join("everything.x")).unwrap();
     std::fs::copy(root.join("tests/c/interop.c"), dir.join("interop.c")).unwrap();
-    run(Command::new("rpcgen").current_dir(dir).args([
-        "-N",
-        "-h",
-        "everything.x",
-        "-o",
-        "everything.h",
-    ]));
-    run(Command::new("rpcgen").current_dir(dir).args([
-        "-N",
-        "-c",
-        "everything.x",
-        "-o",
-        "everything_xdr.c",
-    ]));
+    run(Command::new("rpcgen").current_dir(dir).args(["-N", "-h", "everything.x", "-o", "everything.h"]));
+    run(Command::new("rpcgen").current_dir(dir).args(["-N", "-c", "everything.x", "-o", "everything_xdr.c"]));
     run(Command::new("cc").current_dir(dir).args([
         "-O1",
         "-I/usr/include/tirpc",
@@ -123,12 +98,7 @@ fn exec(prog: &Path, mode: &str, input: Vec<u8>) -> Vec<u8> {
     writer.join().unwrap();
     let out = reader.join().unwrap();
     let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(status.success(), "interop {mode}: {status}: {err}");
     out
 }
@@ -146,16 +116,8 @@ fn frames(mut b: &[u8]) -> Vec<Vec<u8>> {
 
 /// The value `fixed()` in interop.c builds.
 fn fixed_value() -> Everything {
-    let list = Node {
-        value: 1,
-        next: Some(Box::new(Node {
-            value: 2,
-            next: Some(Box::new(Node {
-                value: 3,
-                next: None,
-            })),
-        })),
-    };
+    let list =
+        Node { value: 1, next: Some(Box::new(Node { value: 2, next: Some(Box::new(Node { value: 3, next: None })) })) };
     Everything {
         prim: Primitives {
             i: -7,
@@ -178,16 +140,8 @@ fn fixed_value() -> Everything {
         many: vec![7, 8, 9],
         corners: [Point { x: 1, y: 2 }, Point { x: 3, y: 4 }],
         inners: vec![
-            Inner {
-                corner: Point { x: 5, y: 6 },
-                kind: Shape::Square,
-                tag: vec![],
-            },
-            Inner {
-                corner: Point { x: -1, y: -1 },
-                kind: Shape::Triangle,
-                tag: b"abcdefgh".to_vec(),
-            },
+            Inner { corner: Point { x: 5, y: 6 }, kind: Shape::Square, tag: vec![] },
+            Inner { corner: Point { x: -1, y: -1 }, kind: Shape::Triangle, tag: b"abcdefgh".to_vec() },
         ],
         maybe_point: Some(Box::new(Point { x: 9, y: 10 })),
         list: Some(Box::new(list)),
@@ -204,13 +158,8 @@ fn fixed_value() -> Everything {
 #[test]
 fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
     if let Some(why) = missing_tools() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "C interop test cannot run in CI: {why}"
-        );
-        eprintln!(
-            "SKIPPED xdr_is_byte_exact_with_rpcgen_and_libtirpc: {why}; run scripts/deps/idl.sh"
-        );
+        assert!(std::env::var_os("CI").is_none(), "C interop test cannot run in CI: {why}");
+        eprintln!("SKIPPED xdr_is_byte_exact_with_rpcgen_and_libtirpc: {why}; run scripts/deps/idl.sh");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -223,10 +172,7 @@ fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
     let want = fixed_value();
     let mut ours = Vec::new();
     to_xdr(&want, &mut ours).unwrap();
-    assert_eq!(
-        ours, c[0],
-        "everything: lowlat's XDR differs from libtirpc's"
-    );
+    assert_eq!(ours, c[0], "everything: lowlat's XDR differs from libtirpc's");
     assert_eq!(from_xdr::<Everything>(&c[0]).unwrap(), want);
     use everything_v1::*;
     let mut b = Vec::new();
@@ -244,9 +190,7 @@ fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
     // lowlat encodes random values; libtirpc decodes and re-encodes each to the same bytes.
     let mut runner = TestRunner::deterministic();
     let strategy = strategies::everything();
-    let values: Vec<Everything> = (0..200)
-        .map(|_| strategy.new_tree(&mut runner).unwrap().current())
-        .collect();
+    let values: Vec<Everything> = (0..200).map(|_| strategy.new_tree(&mut runner).unwrap().current()).collect();
     let mut input = Vec::new();
     let mut sent = Vec::new();
     for v in &values {
@@ -259,11 +203,7 @@ fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
     let back = frames(&exec(&prog, "reencode", input));
     assert_eq!(back.len(), values.len());
     for (i, (s, r)) in sent.iter().zip(&back).enumerate() {
-        assert_eq!(
-            s, r,
-            "value {i}: libtirpc re-encoded different bytes: {:?}",
-            values[i]
-        );
+        assert_eq!(s, r, "value {i}: libtirpc re-encoded different bytes: {:?}", values[i]);
         assert_eq!(&from_xdr::<Everything>(r).unwrap(), &values[i]);
     }
 }

@@ -37,22 +37,62 @@ const CASES: &[(&str, &str, u32, u32)] = &[
     ("const A = B;\nconst B = A;", "is defined in terms of itself", 1, 11),
     ("struct s { int a; int a; };", "struct s: member 'a' already declared at line 1", 1, 23),
     ("enum e { A = 1, B = 1 };", "enum e: 'B' has value 1, already used by 'A'", 1, 21),
-    ("struct p { int x; };\nunion u switch (p d) { case 1: int a; };", "union u: the discriminant must be int, unsigned int, bool or an enum", 2, 17),
-    ("enum c { RED = 0 };\nconst BLUE = 4;\nunion u switch (c d) { case BLUE: int a; };", "union u: case BLUE is not a member of the discriminant's enum", 3, 29),
+    (
+        "struct p { int x; };\nunion u switch (p d) { case 1: int a; };",
+        "union u: the discriminant must be int, unsigned int, bool or an enum",
+        2,
+        17,
+    ),
+    (
+        "enum c { RED = 0 };\nconst BLUE = 4;\nunion u switch (c d) { case BLUE: int a; };",
+        "union u: case BLUE is not a member of the discriminant's enum",
+        3,
+        29,
+    ),
     ("union u switch (int d) { case 1: int a; case 1: int b; };", "union u: case 1 already used at line 1", 1, 46),
-    ("union u switch (unsigned int d) { case -1: int a; };", "union u: case -1 is out of range for a unsigned int discriminant", 1, 40),
-    ("struct a { b inner; };\nstruct b { a outer; };", "recursive type 'a' (a -> b -> a) contains itself by value", 1, 12),
+    (
+        "union u switch (unsigned int d) { case -1: int a; };",
+        "union u: case -1 is out of range for a unsigned int discriminant",
+        1,
+        40,
+    ),
+    (
+        "struct a { b inner; };\nstruct b { a outer; };",
+        "recursive type 'a' (a -> b -> a) contains itself by value",
+        1,
+        12,
+    ),
     ("struct s { s self_[2]; };", "recursive type 's' (s -> s) contains itself by value", 1, 12),
-    ("typedef t2 *t1;\ntypedef t1 t2;", "recursive type 't1' (t1 -> t2 -> t1) is a typedef that refers to itself", 1, 9),
+    (
+        "typedef t2 *t1;\ntypedef t1 t2;",
+        "recursive type 't1' (t1 -> t2 -> t1) is a typedef that refers to itself",
+        1,
+        9,
+    ),
     ("typedef int x[0];", "a fixed size must be at least 1, got 0", 1, 15),
     ("typedef opaque x<4294967296>;", "size 4294967296 is out of range", 1, 18),
     ("const N = 3;\nstruct s { N x; };", "'N' is not a type", 2, 12),
     ("struct s { int a; };\ntypedef int v<s>;", "'s' is a type, not a constant", 2, 15),
     ("const TRUE = 2;", "'TRUE' is predefined", 1, 7),
-    ("program P { version V { void F(void) = 1; void G(void) = 1; } = 1; } = 2;", "version V: procedure number 1 already used at line 1", 1, 58),
-    ("program P { version V { void F(void) = 1; } = 1; version W { void F(void) = 1; } = 1; } = 2;", "program P: version number 1 already used at line 1", 1, 84),
+    (
+        "program P { version V { void F(void) = 1; void G(void) = 1; } = 1; } = 2;",
+        "version V: procedure number 1 already used at line 1",
+        1,
+        58,
+    ),
+    (
+        "program P { version V { void F(void) = 1; } = 1; version W { void F(void) = 1; } = 1; } = 2;",
+        "program P: version number 1 already used at line 1",
+        1,
+        84,
+    ),
     ("program P { version V { void F(widget) = 1; } = 1; } = 2;", "undefined type 'widget'", 1, 32),
-    ("struct foo_bar { int a; };\nstruct fooBar { int b; };", "'fooBar' and 'foo_bar' both become the Rust name `FooBar`", 2, 8),
+    (
+        "struct foo_bar { int a; };\nstruct fooBar { int b; };",
+        "'fooBar' and 'foo_bar' both become the Rust name `FooBar`",
+        2,
+        8,
+    ),
 ];
 
 #[test]
@@ -77,10 +117,7 @@ fn each_malformed_input_names_its_problem_and_position() {
 #[test]
 fn diagnostics_show_file_line_column_the_line_and_a_caret() {
     let d = first_error("const A = 1;\nstruct s {\n\tfloat f;\n\tmystery m;\n};");
-    assert_eq!(
-        d.to_string(),
-        "bad.x:4:2: error: undefined type 'mystery'\n4 | \tmystery m;\n  | \t^"
-    );
+    assert_eq!(d.to_string(), "bad.x:4:2: error: undefined type 'mystery'\n4 | \tmystery m;\n  | \t^");
 }
 
 #[test]
@@ -100,10 +137,7 @@ fn missing_file_and_unknown_language_are_typed_errors() {
     let e = lowlat_idl::compile_file("/nonexistent/x.x", Lang::Rust).unwrap_err();
     assert!(matches!(e, IdlError::Io { .. }), "{e}");
     let e = "c".parse::<Lang>().unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "no generator for language 'c' (available: rust)"
-    );
+    assert_eq!(e.to_string(), "no generator for language 'c' (available: rust)");
 }
 
 #[test]
@@ -111,8 +145,8 @@ fn accepted_extensions_and_inline_types() {
     // rpcgen-style omitted enum values, `struct name` references, inline anonymous types,
     // named procedure arguments and `%` lines all compile.
     let text = "%#include <x.h>\nenum e { A, B, C = 10, D };\nstruct s { struct s *next; enum { X = 1, Y = 2 } kind; };\nprogram P { version V { int F(int a, e b) = 1; } = 1; } = 0x20000001;";
-    let files = compile_str(&Source::new("ok.x", text), Lang::Rust, &Options::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let files =
+        compile_str(&Source::new("ok.x", text), Lang::Rust, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
     let rs = &files[0].contents;
     assert_eq!(files[0].name, "ok.rs");
     assert!(rs.contains("D = 11,"), "{rs}");

@@ -10,8 +10,7 @@ mod everything {
 mod strategies;
 
 use everything::{
-    everything_v1, ByInt, ByUint, Color, Everything, Inner, MaybeText, Node, Point,
-    Result as XResult, Shape,
+    everything_v1, Batch, ByInt, ByUint, Color, Everything, Inner, MaybeText, Node, Point, Result as XResult, Shape,
 };
 use lowlat_codec::{from_native, from_xdr, to_native, to_xdr, ByteOrder, DecodeError, EncodeError};
 use proptest::prelude::*;
@@ -38,7 +37,7 @@ proptest! {
 
     #[test]
     fn each_construct_round_trips(p in primitives(), r in result(), b in by_int(), m in maybe_text(),
-                                  u in by_uint(), i in inner(), l in node()) {
+                                  u in by_uint(), i in inner(), l in node(), bt in batch()) {
         fn both<T: lowlat_codec::Xdr + lowlat_codec::Native + PartialEq + std::fmt::Debug>(v: &T) -> Result<(), TestCaseError> {
             let mut x = Vec::new();
             to_xdr(v, &mut x).unwrap();
@@ -50,7 +49,7 @@ proptest! {
             }
             Ok(())
         }
-        both(&p)?; both(&r)?; both(&b)?; both(&m)?; both(&u)?; both(&i)?; both(&l)?;
+        both(&p)?; both(&r)?; both(&b)?; both(&m)?; both(&u)?; both(&i)?; both(&l)?; both(&bt)?;
     }
 
     #[test]
@@ -139,22 +138,18 @@ proptest! {
 
 #[test]
 fn declared_maximums_are_enforced_on_encode() {
-    let i = Inner {
-        corner: Point { x: 0, y: 0 },
-        kind: Shape::Circle,
-        tag: vec![0; 9],
-    };
+    let b = Batch { id: 1, items: vec![Inner { corner: Point { x: 0, y: 0 }, kind: Shape::Square, tag: vec![] }; 65] };
+    let e = to_native(&b, &mut Vec::new(), ByteOrder::Big).unwrap_err();
+    assert_eq!(e.to_string(), "batch.items: inner<64> got 65 elements");
+
+    let i = Inner { corner: Point { x: 0, y: 0 }, kind: Shape::Circle, tag: vec![0; 9] };
     let e = to_xdr(&i, &mut Vec::new()).unwrap_err();
     assert_eq!(e.to_string(), "inner.tag: opaque<8> got 9 bytes");
     let e = to_native(&i, &mut Vec::new(), ByteOrder::Little).unwrap_err();
-    assert!(
-        matches!(e, EncodeError::TooLong { max: 8, got: 9, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, EncodeError::TooLong { max: 8, got: 9, .. }), "{e}");
 
     let mut buf = Vec::new();
-    let e =
-        everything_v1::encode_lookup_args_xdr(&mut buf, &"x".repeat(33), Color::Red).unwrap_err();
+    let e = everything_v1::encode_lookup_args_xdr(&mut buf, &"x".repeat(33), Color::Red).unwrap_err();
     assert_eq!(e.to_string(), "LOOKUP args: string<32> got 33 bytes");
 }
 
@@ -165,55 +160,31 @@ fn declared_maximums_are_enforced_on_decode() {
     x.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 9]);
     x.extend_from_slice(&[0; 12]);
     let e = from_xdr::<Inner>(&x).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "inner.tag: opaque<8> got 9 bytes (at offset 12)"
-    );
+    assert_eq!(e.to_string(), "inner.tag: opaque<8> got 9 bytes (at offset 12)");
 }
 
 #[test]
 fn bad_enum_and_discriminant_values_are_errors() {
     let e = from_xdr::<Color>(&[0, 0, 0, 7]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "enum color: no member has value 7 (at offset 0)"
-    );
+    assert_eq!(e.to_string(), "enum color: no member has value 7 (at offset 0)");
     // by_uint has no default arm: tag 3 selects nothing.
     let e = from_xdr::<ByUint>(&[0, 0, 0, 3]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "union by_uint: no arm for discriminant 3 (at offset 0)"
-    );
+    assert_eq!(e.to_string(), "union by_uint: no arm for discriminant 3 (at offset 0)");
     // A bool discriminant of 2.
     let e = from_xdr::<MaybeText>(&[0, 0, 0, 2]).unwrap_err();
-    assert_eq!(
-        e,
-        DecodeError::BadBool {
-            value: 2,
-            offset: 0
-        }
-    );
+    assert_eq!(e, DecodeError::BadBool { value: 2, offset: 0 });
 }
 
 #[test]
 fn default_arm_refuses_an_explicit_case() {
     let e = to_xdr(&ByInt::Default(2, vec![]), &mut Vec::new()).unwrap_err();
-    assert_eq!(
-        e,
-        EncodeError::DefaultArmTakesExplicitCase {
-            type_name: "by_int",
-            value: 2
-        }
-    );
+    assert_eq!(e, EncodeError::DefaultArmTakesExplicitCase { type_name: "by_int", value: 2 });
     let e = to_xdr(&XResult::Default(Color::Red), &mut Vec::new()).unwrap_err();
     assert!(matches!(e, EncodeError::DefaultArmTakesExplicitCase { .. }));
     let mut x = Vec::new();
     to_xdr(&ByInt::Default(99, vec![1, 2, 3]), &mut x).unwrap();
     assert_eq!(x, [0, 0, 0, 99, 0, 0, 0, 3, 1, 2, 3, 0]);
-    assert_eq!(
-        from_xdr::<ByInt>(&x).unwrap(),
-        ByInt::Default(99, vec![1, 2, 3])
-    );
+    assert_eq!(from_xdr::<ByInt>(&x).unwrap(), ByInt::Default(99, vec![1, 2, 3]));
 }
 
 #[test]
@@ -225,16 +196,7 @@ fn hostile_linked_list_stops_at_the_depth_limit() {
         x.extend_from_slice(&[0, 0, 0, 1]);
     }
     let e = from_xdr::<Node>(&x).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            DecodeError::TooDeep {
-                max_depth: 1000,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, DecodeError::TooDeep { max_depth: 1000, .. }), "{e}");
 }
 
 #[test]

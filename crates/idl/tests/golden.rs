@@ -13,15 +13,9 @@ fn root() -> PathBuf {
 fn check(x: &str, out: &str, opts: &Options) {
     let path = root().join(x);
     let text = std::fs::read_to_string(&path).unwrap();
-    let files = compile_str(
-        &Source::new(x.rsplit('/').next().unwrap(), text),
-        Lang::Rust,
-        opts,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/generated")
-        .join(out);
+    let files = compile_str(&Source::new(x.rsplit('/').next().unwrap(), text), Lang::Rust, opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/generated").join(out);
     if std::env::var_os("LOWLAT_BLESS").is_some() {
         std::fs::write(&golden, &files[0].contents).unwrap();
         return;
@@ -36,27 +30,18 @@ fn check(x: &str, out: &str, opts: &Options) {
 
 #[test]
 fn everything_is_up_to_date() {
-    let opts = Options {
-        codec_path: "::lowlat_codec".into(),
-        runtime_path: None,
-    };
+    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None };
     check("idl/examples/everything.x", "everything.rs", &opts);
 }
 
 #[test]
 fn lab_with_runtime_is_up_to_date() {
-    let opts = Options {
-        codec_path: "::lowlat_codec".into(),
-        runtime_path: Some("::lowlat".into()),
-    };
+    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: Some("::lowlat".into()) };
     check("idl/lab.x", "lab.rs", &opts);
 }
 
 #[test]
 fn lab_is_up_to_date() {
-    let opts = Options {
-        codec_path: "::lowlat_codec".into(),
-        runtime_path: None,
-    };
+    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None };
     check("idl/lab.x", "lab_codec.rs", &opts);
 }

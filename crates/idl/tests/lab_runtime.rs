@@ -50,10 +50,7 @@ impl Drop for Dir {
 }
 
 fn exercise(uri: &str) {
-    let server = lowlat::Server::builder()
-        .program(lab_vers::program(Arc::new(Lab)))
-        .serve(&[uri])
-        .unwrap();
+    let server = lowlat::Server::builder().program(lab_vers::program(Arc::new(Lab))).serve(&[uri]).unwrap();
     let uri = server.local_uris()[0].clone();
     let c = Client::connect(&uri).unwrap();
     c.null().unwrap();

@@ -619,6 +619,49 @@ impl ::lowlat_codec::Native for Inner {
     }
 }
 
+/// `struct batch`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// `hyper id`
+    pub id: i64,
+    /// `inner<64> items`
+    pub items: ::std::vec::Vec<Inner>,
+}
+
+impl ::lowlat_codec::Xdr for Batch {
+    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        w.put_i64(self.id);
+        w.put_count(self.items.len(), 64, "batch.items: inner<64>")?;
+        for x0 in self.items.iter() {
+            <Inner as ::lowlat_codec::Xdr>::encode_xdr(x0, w)?;
+        }
+        Ok(())
+    }
+    fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
+        Ok(Self {
+            id: r.get_i64()?,
+            items: { let n0 = r.get_count(64, "batch.items: inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Xdr>::decode_xdr(r)?); } v0 },
+        })
+    }
+}
+
+impl ::lowlat_codec::Native for Batch {
+    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        w.put_i64(self.id);
+        w.put_count(self.items.len(), 64, "batch.items: inner<64>")?;
+        for x0 in self.items.iter() {
+            <Inner as ::lowlat_codec::Native>::encode_native(x0, w)?;
+        }
+        Ok(())
+    }
+    fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
+        Ok(Self {
+            id: r.get_i64()?,
+            items: { let n0 = r.get_count(64, "batch.items: inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Native>::decode_native(r)?); } v0 },
+        })
+    }
+}
+
 /// `struct everything`
 #[derive(Clone, Debug, PartialEq)]
 pub struct Everything {

@@ -1,27 +1,16 @@
 //! proptest strategies for the types generated from idl/examples/everything.x.
 
 use super::everything::{
-    ByInt, ByUint, Color, Everything, Inner, MaybeText, Node, Point, Primitives, Result as XResult,
-    Shape,
+    Batch, ByInt, ByUint, Color, Everything, Inner, MaybeText, Node, Point, Primitives, Result as XResult, Shape,
 };
 use proptest::prelude::*;
 
 /// Floats without NaN (NaN != NaN would fail equality, not the codec; bits are tested apart).
 pub fn f32s() -> impl Strategy<Value = f32> {
-    prop_oneof![
-        any::<i32>().prop_map(|i| i as f32 / 7.0),
-        Just(f32::INFINITY),
-        Just(-0.0f32),
-        Just(f32::MIN_POSITIVE)
-    ]
+    prop_oneof![any::<i32>().prop_map(|i| i as f32 / 7.0), Just(f32::INFINITY), Just(-0.0f32), Just(f32::MIN_POSITIVE)]
 }
 pub fn f64s() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        any::<i64>().prop_map(|i| i as f64 / 3.0),
-        Just(f64::NEG_INFINITY),
-        Just(f64::MAX),
-        Just(5e-324)
-    ]
+    prop_oneof![any::<i64>().prop_map(|i| i as f64 / 3.0), Just(f64::NEG_INFINITY), Just(f64::MAX), Just(5e-324)]
 }
 /// Printable ASCII: what C strings carry, so the same values serve the C interop test.
 pub fn ascii(max: usize) -> impl Strategy<Value = String> {
@@ -37,19 +26,10 @@ pub fn blob(max: usize) -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..=max)
 }
 pub fn color() -> impl Strategy<Value = Color> {
-    prop_oneof![
-        Just(Color::Red),
-        Just(Color::Green),
-        Just(Color::Blue),
-        Just(Color::Infra)
-    ]
+    prop_oneof![Just(Color::Red), Just(Color::Green), Just(Color::Blue), Just(Color::Infra)]
 }
 pub fn shape() -> impl Strategy<Value = Shape> {
-    prop_oneof![
-        Just(Shape::Circle),
-        Just(Shape::Square),
-        Just(Shape::Triangle)
-    ]
+    prop_oneof![Just(Shape::Circle), Just(Shape::Square), Just(Shape::Triangle)]
 }
 pub fn point() -> impl Strategy<Value = Point> {
     (any::<i32>(), any::<i32>()).prop_map(|(x, y)| Point { x, y })
@@ -64,28 +44,8 @@ pub fn node() -> impl Strategy<Value = Node> {
     })
 }
 pub fn primitives() -> impl Strategy<Value = Primitives> {
-    (
-        any::<i32>(),
-        any::<u32>(),
-        any::<u32>(),
-        any::<i64>(),
-        any::<u64>(),
-        f32s(),
-        f64s(),
-        any::<bool>(),
-        color(),
-    )
-        .prop_map(|(i, u, ushort_like, h, uh, f, d, b, c)| Primitives {
-            i,
-            u,
-            ushort_like,
-            h,
-            uh,
-            f,
-            d,
-            b,
-            c,
-        })
+    (any::<i32>(), any::<u32>(), any::<u32>(), any::<i64>(), any::<u64>(), f32s(), f64s(), any::<bool>(), color())
+        .prop_map(|(i, u, ushort_like, h, uh, f, d, b, c)| Primitives { i, u, ushort_like, h, uh, f, d, b, c })
 }
 pub fn result() -> impl Strategy<Value = XResult> {
     prop_oneof![
@@ -100,10 +60,7 @@ pub fn by_int() -> impl Strategy<Value = ByInt> {
         point().prop_map(ByInt::V1),
         Just(ByInt::V2),
         any::<i64>().prop_map(ByInt::Neg),
-        (
-            any::<i32>().prop_filter("not an explicit case", |d| ![1, 2, -5].contains(d)),
-            blob(8)
-        )
+        (any::<i32>().prop_filter("not an explicit case", |d| ![1, 2, -5].contains(d)), blob(8))
             .prop_map(|(d, raw)| ByInt::Default(d, raw)),
     ]
 }
@@ -111,25 +68,13 @@ pub fn maybe_text() -> impl Strategy<Value = MaybeText> {
     prop_oneof![text().prop_map(MaybeText::True), Just(MaybeText::False)]
 }
 pub fn by_uint() -> impl Strategy<Value = ByUint> {
-    prop_oneof![
-        f64s().prop_map(ByUint::V0),
-        proptest::collection::vec(any::<u32>(), 0..6).prop_map(ByUint::V7)
-    ]
+    prop_oneof![f64s().prop_map(ByUint::V0), proptest::collection::vec(any::<u32>(), 0..6).prop_map(ByUint::V7)]
 }
 pub fn inner() -> impl Strategy<Value = Inner> {
     (point(), shape(), blob(8)).prop_map(|(corner, kind, tag)| Inner { corner, kind, tag })
 }
 pub fn everything() -> impl Strategy<Value = Everything> {
-    let a = (
-        primitives(),
-        any::<[u8; 16]>(),
-        blob(40),
-        any::<[u8; 3]>(),
-        blob(5),
-        name(),
-        text(),
-        any::<[i32; 4]>(),
-    );
+    let a = (primitives(), any::<[u8; 16]>(), blob(40), any::<[u8; 3]>(), blob(5), name(), text(), any::<[i32; 4]>());
     let b = (
         proptest::collection::vec(any::<u32>(), 0..8),
         (point(), point()),
@@ -176,4 +121,7 @@ pub fn everything() -> impl Strategy<Value = Everything> {
             }
         },
     )
+}
+pub fn batch() -> impl Strategy<Value = Batch> {
+    (any::<i64>(), proptest::collection::vec(inner(), 0..=64)).prop_map(|(id, items)| Batch { id, items })
 }

@@ -1,4 +1,6 @@
 //! proptest strategies for the types generated from idl/examples/everything.x.
+// Each test crate that includes this module uses a different subset of it.
+#![allow(dead_code)]
 
 use super::everything::{
     Batch, ByInt, ByUint, Color, Everything, Inner, MaybeText, Node, Point, Primitives, Result as XResult, Shape,

@@ -27,9 +27,7 @@ pub use lowlat_idl::{Diagnostic, IdlError};
 pub enum Error {
     /// Neither [`Builder::out_dir`] nor the `OUT_DIR` environment variable (set by Cargo for
     /// build scripts) says where to write.
-    #[error(
-        "no output directory: call Builder::out_dir or run from a build script (OUT_DIR unset)"
-    )]
+    #[error("no output directory: call Builder::out_dir or run from a build script (OUT_DIR unset)")]
     NoOutDir,
     /// The interface definition is malformed (the message shows each position with a caret).
     #[error("{0}")]
@@ -67,11 +65,7 @@ impl Builder {
     /// Defaults: write to `OUT_DIR`, refer to `::lowlat` and `::lowlat::codec`, generate client
     /// and server, and tell Cargo to rerun when a `.x` file changes.
     pub fn new() -> Self {
-        Builder {
-            out_dir: None,
-            options: lowlat_idl::Options::default(),
-            rerun: true,
-        }
+        Builder { out_dir: None, options: lowlat_idl::Options::default(), rerun: true }
     }
 
     /// Writes into `dir` instead of `OUT_DIR`.
@@ -102,6 +96,16 @@ impl Builder {
         self
     }
 
+    /// Registers a procedure (by its `.x` name) as long-running: it runs on the server's worker
+    /// pool instead of the thread that received the call.
+    /// ```no_run
+    /// lowlat_build::Builder::new().long_running("SLOW_ECHO").compile(&["idl/lab.x"]).unwrap();
+    /// ```
+    pub fn long_running(mut self, procedure: impl Into<String>) -> Self {
+        self.options.long_running.push(procedure.into());
+        self
+    }
+
     /// Generates types and codecs only: no client, no server, no runtime dependency.
     /// ```no_run
     /// lowlat_build::Builder::new().types_only().compile(&["idl/lab.x"]).unwrap();
@@ -125,9 +129,7 @@ impl Builder {
     pub fn compile(&self, files: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, Error> {
         let out_dir = match &self.out_dir {
             Some(d) => d.clone(),
-            None => std::env::var_os("OUT_DIR")
-                .map(PathBuf::from)
-                .ok_or(Error::NoOutDir)?,
+            None => std::env::var_os("OUT_DIR").map(PathBuf::from).ok_or(Error::NoOutDir)?,
         };
         let mut written = Vec::new();
         for f in files {
@@ -135,9 +137,7 @@ impl Builder {
             if self.rerun {
                 println!("cargo:rerun-if-changed={}", f.display());
             }
-            for (name, contents) in
-                lowlat_idl::compile_file_with(f, lowlat_idl::Lang::Rust, &self.options)?
-            {
+            for (name, contents) in lowlat_idl::compile_file_with(f, lowlat_idl::Lang::Rust, &self.options)? {
                 let path = out_dir.join(name);
                 write_if_changed(&path, &contents)?;
                 written.push(path);
@@ -153,31 +153,24 @@ fn write_if_changed(path: &Path, contents: &str) -> Result<(), Error> {
         return Ok(());
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
     }
-    std::fs::write(path, contents).map_err(|source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::write(path, contents).map_err(|source| Error::Write { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const GOOD: &str = "struct pair { int a; int b; };\nprogram P { version V { pair SWAP(pair) = 1; } = 1; } = 0x20000099;\n";
+    const GOOD: &str =
+        "struct pair { int a; int b; };\nprogram P { version V { pair SWAP(pair) = 1; } = 1; } = 0x20000099;\n";
 
     #[test]
     fn writes_generated_file_once_and_only_when_changed() {
         let dir = tempfile::tempdir().unwrap();
         let x = dir.path().join("pair.x");
         std::fs::write(&x, GOOD).unwrap();
-        let b = Builder::new()
-            .out_dir(dir.path().join("out"))
-            .emit_rerun_if_changed(false);
+        let b = Builder::new().out_dir(dir.path().join("out")).emit_rerun_if_changed(false);
         let files = b.compile(&[&x]).unwrap();
         assert_eq!(files, [dir.path().join("out/pair.rs")]);
         let text = std::fs::read_to_string(&files[0]).unwrap();
@@ -187,28 +180,15 @@ mod tests {
 
         // Same input: the file is not rewritten (an old timestamp survives).
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        std::fs::File::options()
-            .write(true)
-            .open(&files[0])
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        std::fs::File::options().write(true).open(&files[0]).unwrap().set_modified(old).unwrap();
         b.compile(&[&x]).unwrap();
-        assert_eq!(
-            std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
-            old
-        );
+        assert_eq!(std::fs::metadata(&files[0]).unwrap().modified().unwrap(), old);
 
         // Changed input: rewritten.
         std::fs::write(&x, GOOD.replace("int b;", "int b; int c;")).unwrap();
         b.compile(&[&x]).unwrap();
-        assert_ne!(
-            std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
-            old
-        );
-        assert!(std::fs::read_to_string(&files[0])
-            .unwrap()
-            .contains("pub c: i32"));
+        assert_ne!(std::fs::metadata(&files[0]).unwrap().modified().unwrap(), old);
+        assert!(std::fs::read_to_string(&files[0]).unwrap().contains("pub c: i32"));
     }
 
     #[test]
@@ -225,11 +205,24 @@ mod tests {
             .unwrap();
         let text = std::fs::read_to_string(&files[0]).unwrap();
         assert!(text.contains("::lowlat_codec::Xdr"));
-        assert!(
-            !text.contains("::lowlat::"),
-            "types only must not mention the runtime"
-        );
+        assert!(!text.contains("::lowlat::"), "types only must not mention the runtime");
         assert!(!text.contains("pub trait Server"));
+    }
+
+    #[test]
+    fn long_running_procedures_go_to_the_worker_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = dir.path().join("pair.x");
+        std::fs::write(&x, GOOD).unwrap();
+        let files = Builder::new()
+            .out_dir(dir.path())
+            .long_running("SWAP")
+            .emit_rerun_if_changed(false)
+            .compile(&[&x])
+            .unwrap();
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(text.contains(".long_running(SWAP, \"SWAP\""), "{text}");
+        assert!(!text.contains(".procedure(SWAP"));
     }
 
     #[test]
@@ -237,22 +230,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let x = dir.path().join("bad.x");
         std::fs::write(&x, "struct s { widget w; };").unwrap();
-        let e = Builder::new()
-            .out_dir(dir.path())
-            .emit_rerun_if_changed(false)
-            .compile(&[&x])
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("bad.x:1:12: error: undefined type 'widget'"),
-            "{e}"
-        );
+        let e = Builder::new().out_dir(dir.path()).emit_rerun_if_changed(false).compile(&[&x]).unwrap_err();
+        assert!(e.to_string().contains("bad.x:1:12: error: undefined type 'widget'"), "{e}");
         assert!(!dir.path().join("bad.rs").exists());
         if std::env::var_os("OUT_DIR").is_none() {
-            let e = Builder::new()
-                .emit_rerun_if_changed(false)
-                .compile(&[&x])
-                .unwrap_err();
+            let e = Builder::new().emit_rerun_if_changed(false).compile(&[&x]).unwrap_err();
             assert!(matches!(e, Error::NoOutDir), "{e}");
         }
     }

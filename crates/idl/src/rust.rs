@@ -19,11 +19,18 @@ pub struct Options {
     /// Path of the runtime crate; `None` generates types and codecs only (no client, no server).
     /// Default `Some("::lowlat")`.
     pub runtime_path: Option<String>,
+    /// Procedures (by their `.x` name) registered with `Program::long_running`, so they run on
+    /// the server's worker pool instead of the receiving thread. Default: none.
+    pub long_running: Vec<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { codec_path: "::lowlat::codec".into(), runtime_path: Some("::lowlat".into()) }
+        Options {
+            codec_path: "::lowlat::codec".into(),
+            runtime_path: Some("::lowlat".into()),
+            long_running: Vec::new(),
+        }
     }
 }
 
@@ -1094,7 +1101,8 @@ impl<'a> Gen<'a> {
         self.line(format!("{rt}::Program::new(PROGRAM, VERSION)"));
         self.indent += 1;
         for pr in procs {
-            self.open(format!(".procedure({}, {:?}, {{", pr.konst, pr.xname));
+            let register = if self.opts.long_running.contains(&pr.xname) { "long_running" } else { "procedure" };
+            self.open(format!(".{register}({}, {:?}, {{", pr.konst, pr.xname));
             self.line("let s = ::std::sync::Arc::clone(&server);");
             let reply = if pr.result.is_none() { "_reply" } else { "reply" };
             self.open(format!(

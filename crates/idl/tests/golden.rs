@@ -30,18 +30,22 @@ fn check(x: &str, out: &str, opts: &Options) {
 
 #[test]
 fn everything_is_up_to_date() {
-    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None };
+    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None, long_running: Vec::new() };
     check("idl/examples/everything.x", "everything.rs", &opts);
 }
 
 #[test]
 fn lab_with_runtime_is_up_to_date() {
-    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: Some("::lowlat".into()) };
+    let opts = Options {
+        codec_path: "::lowlat_codec".into(),
+        runtime_path: Some("::lowlat".into()),
+        long_running: Vec::new(),
+    };
     check("idl/lab.x", "lab.rs", &opts);
 }
 
 #[test]
 fn lab_is_up_to_date() {
-    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None };
+    let opts = Options { codec_path: "::lowlat_codec".into(), runtime_path: None, long_running: Vec::new() };
     check("idl/lab.x", "lab_codec.rs", &opts);
 }

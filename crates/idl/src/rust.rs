@@ -347,6 +347,15 @@ impl<'a> Gen<'a> {
             Ty::OpaqueFixed(n) => format!("r.get_opaque_array::<{n}>()?"),
             Ty::OpaqueVar(m) => format!("r.get_opaque_var({m}, {what:?})?.to_vec()"),
             Ty::Str(m) => format!("r.get_string({m}, {what:?})?.to_owned()"),
+            Ty::ArrFixed(el, n) if Self::zero(el).is_some() => {
+                // Arrays of plain numbers fill in place: no allocation.
+                let inner = self.dec(el, &format!("{what}[]"), e, depth + 1);
+                let (a, x) = (format!("a{depth}"), format!("x{depth}"));
+                format!(
+                    "{{ let mut {a} = [{}; {n}]; for {x} in {a}.iter_mut() {{ *{x} = {inner}; }} {a} }}",
+                    Self::zero(el).unwrap_or_default()
+                )
+            }
             Ty::ArrFixed(el, n) => {
                 let inner = self.dec(el, &format!("{what}[]"), e, depth + 1);
                 format!("r.get_array::<_, {n}>({})?", Self::closure_arg(&inner))
@@ -362,6 +371,16 @@ impl<'a> Gen<'a> {
                 let inner = self.dec(el, &format!("{what}*"), e, depth + 1);
                 format!("r.get_optional({})?", Self::closure_arg(&inner))
             }
+        }
+    }
+
+    /// The zero value of a plain number type, as Rust source.
+    fn zero(ty: &Ty) -> Option<&'static str> {
+        match ty {
+            Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 => Some("0"),
+            Ty::F32 | Ty::F64 => Some("0.0"),
+            Ty::Bool => Some("false"),
+            _ => None,
         }
     }
 

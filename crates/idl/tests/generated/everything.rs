@@ -770,7 +770,7 @@ impl ::lowlat_codec::Xdr for Everything {
             var_bytes: r.get_opaque_var(5, "everything.var_bytes: opaque<5>")?.to_vec(),
             who: r.get_string(32, "everything.who: string<32>")?.to_owned(),
             note: r.get_string(4294967295, "everything.note: string<>")?.to_owned(),
-            four: r.get_array::<_, 4>(|r| r.get_i32())?,
+            four: { let mut a0 = [0; 4]; for x0 in a0.iter_mut() { *x0 = r.get_i32()?; } a0 },
             many: { let n0 = r.get_count(4294967295, "everything.many: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 },
             corners: r.get_array::<_, 2>(<Point as ::lowlat_codec::Xdr>::decode_xdr)?,
             inners: { let n0 = r.get_count(4, "everything.inners: inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Xdr>::decode_xdr(r)?); } v0 },
@@ -781,7 +781,7 @@ impl ::lowlat_codec::Xdr for Everything {
             mt: <MaybeText as ::lowlat_codec::Xdr>::decode_xdr(r)?,
             bu: <ByUint as ::lowlat_codec::Xdr>::decode_xdr(r)?,
             names: { let n0 = r.get_count(3, "everything.names: string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_string(32, "everything.names: string<32><3>[]")?.to_owned()); } v0 },
-            hypers: r.get_array::<_, 2>(|r| r.get_i64())?,
+            hypers: { let mut a0 = [0; 2]; for x0 in a0.iter_mut() { *x0 = r.get_i64()?; } a0 },
             flags: { let n0 = r.get_count(4294967295, "everything.flags: bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_bool()?); } v0 },
         })
     }
@@ -850,7 +850,7 @@ impl ::lowlat_codec::Native for Everything {
             var_bytes: r.get_opaque_var(5, "everything.var_bytes: opaque<5>")?.to_vec(),
             who: r.get_string(32, "everything.who: string<32>")?.to_owned(),
             note: r.get_string(4294967295, "everything.note: string<>")?.to_owned(),
-            four: r.get_array::<_, 4>(|r| r.get_i32())?,
+            four: { let mut a0 = [0; 4]; for x0 in a0.iter_mut() { *x0 = r.get_i32()?; } a0 },
             many: { let n0 = r.get_count(4294967295, "everything.many: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 },
             corners: r.get_array::<_, 2>(<Point as ::lowlat_codec::Native>::decode_native)?,
             inners: { let n0 = r.get_count(4, "everything.inners: inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Native>::decode_native(r)?); } v0 },
@@ -861,7 +861,7 @@ impl ::lowlat_codec::Native for Everything {
             mt: <MaybeText as ::lowlat_codec::Native>::decode_native(r)?,
             bu: <ByUint as ::lowlat_codec::Native>::decode_native(r)?,
             names: { let n0 = r.get_count(3, "everything.names: string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_string(32, "everything.names: string<32><3>[]")?.to_owned()); } v0 },
-            hypers: r.get_array::<_, 2>(|r| r.get_i64())?,
+            hypers: { let mut a0 = [0; 2]; for x0 in a0.iter_mut() { *x0 = r.get_i64()?; } a0 },
             flags: { let n0 = r.get_count(4294967295, "everything.flags: bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_bool()?); } v0 },
         })
     }

@@ -153,3 +153,41 @@ fn accepted_extensions_and_inline_types() {
     assert!(rs.contains("pub enum SKind"), "{rs}");
     assert!(rs.contains("pub fn f(&self, a: i32, b: super::E)"), "{rs}");
 }
+
+mod never_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn everything_x() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../idl/examples/everything.x")).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Damaged definitions (characters deleted, replaced, inserted) compile or fail with
+        /// diagnostics; the compiler never panics.
+        #[test]
+        fn damaged_definitions(edits in prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(vec!['{', '}', ';', '<', '>', '*', '-', '0', 'x', ' ', '/', '%', '\n', 'é'])), 1..6)) {
+            let mut text: Vec<char> = everything_x().chars().collect();
+            for (at, op, c) in edits {
+                let i = at.index(text.len());
+                match op {
+                    0 => { text.remove(i); }
+                    1 => text[i] = c,
+                    _ => text.insert(i, c),
+                }
+            }
+            let text: String = text.into_iter().collect();
+            if let Err(IdlError::Invalid(d)) = compile_str(&Source::new("m.x", text), Lang::Rust, &Options::default()) {
+                prop_assert!(!d.is_empty());
+                prop_assert!(d.iter().all(|d| d.pos.line >= 1 && d.pos.column >= 1));
+            }
+        }
+
+        #[test]
+        fn random_text(text in "\\PC{0,200}") {
+            let _ = compile_str(&Source::new("r.x", text), Lang::Rust, &Options::default());
+        }
+    }
+}

@@ -203,9 +203,29 @@ fn opaque_result(c: &mut Criterion) {
     g.finish();
 }
 
+/// Whether alignment would pay: 256 `u64`s read from an 8-byte-aligned offset and from offset 1.
+fn alignment(c: &mut Criterion) {
+    let buf = vec![1u8; 256 * 8 + 8];
+    let mut g = c.benchmark_group("native: 256 u64 reads");
+    for (name, off) in [("aligned", 0usize), ("unaligned (offset 1)", 1)] {
+        let base = buf.as_ptr().align_offset(8) + off;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut r = NativeReader::new(black_box(&buf[base..base + 256 * 8]), HOST);
+                let mut sum = 0u64;
+                for _ in 0..256 {
+                    sum = sum.wrapping_add(r.get_u64().unwrap());
+                }
+                sum
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)).sample_size(30);
-    targets = lab_procs, nested, opaque_result
+    targets = lab_procs, nested, opaque_result, alignment
 }
 criterion_main!(benches);

@@ -16,12 +16,7 @@ pub(crate) struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Cursor {
-            buf,
-            pos: 0,
-            depth: 0,
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
+        Cursor { buf, pos: 0, depth: 0, max_depth: DEFAULT_MAX_DEPTH }
     }
 
     pub(crate) fn set_max_depth(&mut self, max_depth: u32) {
@@ -42,11 +37,7 @@ impl<'a> Cursor<'a> {
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let have = self.remaining();
         if n > have {
-            return Err(DecodeError::Truncated {
-                needed: n,
-                offset: self.pos,
-                have,
-            });
+            return Err(DecodeError::Truncated { needed: n, offset: self.pos, have });
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -63,10 +54,7 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn enter(&mut self) -> Result<(), DecodeError> {
         if self.depth >= self.max_depth {
-            return Err(DecodeError::TooDeep {
-                max_depth: self.max_depth,
-                offset: self.pos,
-            });
+            return Err(DecodeError::TooDeep { max_depth: self.max_depth, offset: self.pos });
         }
         self.depth += 1;
         Ok(())
@@ -79,10 +67,7 @@ impl<'a> Cursor<'a> {
     pub(crate) fn finish(&self) -> Result<(), DecodeError> {
         match self.remaining() {
             0 => Ok(()),
-            count => Err(DecodeError::TrailingBytes {
-                count,
-                offset: self.pos,
-            }),
+            count => Err(DecodeError::TrailingBytes { count, offset: self.pos }),
         }
     }
 }
@@ -99,9 +84,5 @@ pub(crate) fn collect_array<T, R, const N: usize>(
     }
     // The vector holds exactly N items here, so the conversion cannot fail; the error only keeps
     // the function total without a panic path.
-    v.try_into().map_err(|_| DecodeError::Truncated {
-        needed: N,
-        offset,
-        have: 0,
-    })
+    v.try_into().map_err(|_| DecodeError::Truncated { needed: N, offset, have: 0 })
 }

@@ -25,9 +25,7 @@ pub enum EncodeError {
     },
     /// A union's default arm was given a discriminant that an explicit case owns, so the bytes
     /// would decode as that case instead.
-    #[error(
-        "union {type_name}: discriminant {value} belongs to an explicit case, not the default arm"
-    )]
+    #[error("union {type_name}: discriminant {value} belongs to an explicit case, not the default arm")]
     DefaultArmTakesExplicitCase {
         /// The union's name in the interface definition.
         type_name: &'static str,

@@ -32,11 +32,7 @@ pub trait Native: Sized {
 }
 
 /// Appends the native encoding of `value` to `buf` in `order`.
-pub fn to_native<T: Native>(
-    value: &T,
-    buf: &mut Vec<u8>,
-    order: ByteOrder,
-) -> Result<(), EncodeError> {
+pub fn to_native<T: Native>(value: &T, buf: &mut Vec<u8>, order: ByteOrder) -> Result<(), EncodeError> {
     value.encode_native(&mut NativeWriter::new(buf, order))
 }
 
@@ -126,18 +122,9 @@ impl<'a> NativeWriter<'a> {
     }
     /// The element count of a variable-length array, checked against its maximum.
     #[inline]
-    pub fn put_count(
-        &mut self,
-        len: usize,
-        max: u32,
-        what: &'static str,
-    ) -> Result<(), EncodeError> {
+    pub fn put_count(&mut self, len: usize, max: u32, what: &'static str) -> Result<(), EncodeError> {
         if len > max as usize {
-            return Err(EncodeError::TooManyElements {
-                what,
-                max,
-                got: len,
-            });
+            return Err(EncodeError::TooManyElements { what, max, got: len });
         }
         self.put_u32(len as u32);
         Ok(())
@@ -149,18 +136,9 @@ impl<'a> NativeWriter<'a> {
     }
     /// Variable-length opaque data: length, then bytes.
     #[inline]
-    pub fn put_opaque_var(
-        &mut self,
-        bytes: &[u8],
-        max: u32,
-        what: &'static str,
-    ) -> Result<(), EncodeError> {
+    pub fn put_opaque_var(&mut self, bytes: &[u8], max: u32, what: &'static str) -> Result<(), EncodeError> {
         if bytes.len() > max as usize {
-            return Err(EncodeError::TooLong {
-                what,
-                max,
-                got: bytes.len(),
-            });
+            return Err(EncodeError::TooLong { what, max, got: bytes.len() });
         }
         self.put_u32(bytes.len() as u32);
         self.buf.extend_from_slice(bytes);
@@ -174,18 +152,9 @@ impl<'a> NativeWriter<'a> {
     /// A whole message body that is one variable-length opaque: its length is the body's length,
     /// so nothing but the bytes is written.
     #[inline]
-    pub fn put_body_opaque(
-        &mut self,
-        bytes: &[u8],
-        max: u32,
-        what: &'static str,
-    ) -> Result<(), EncodeError> {
+    pub fn put_body_opaque(&mut self, bytes: &[u8], max: u32, what: &'static str) -> Result<(), EncodeError> {
         if bytes.len() > max as usize {
-            return Err(EncodeError::TooLong {
-                what,
-                max,
-                got: bytes.len(),
-            });
+            return Err(EncodeError::TooLong { what, max, got: bytes.len() });
         }
         self.buf.extend_from_slice(bytes);
         Ok(())
@@ -202,10 +171,7 @@ pub struct NativeReader<'a> {
 impl<'a> NativeReader<'a> {
     /// Reads from the start of `buf`, in `order`.
     pub fn new(buf: &'a [u8], order: ByteOrder) -> Self {
-        NativeReader {
-            c: Cursor::new(buf),
-            order,
-        }
+        NativeReader { c: Cursor::new(buf), order }
     }
     /// Changes how deeply optional data may nest (default [`crate::DEFAULT_MAX_DEPTH`]).
     pub fn with_max_depth(mut self, max_depth: u32) -> Self {
@@ -267,10 +233,7 @@ impl<'a> NativeReader<'a> {
         match self.c.take_array::<1>()?[0] {
             0 => Ok(false),
             1 => Ok(true),
-            value => Err(DecodeError::BadBool {
-                value: value.into(),
-                offset,
-            }),
+            value => Err(DecodeError::BadBool { value: value.into(), offset }),
         }
     }
     /// The element count of a variable-length array. Every native item takes at least one byte,
@@ -280,20 +243,11 @@ impl<'a> NativeReader<'a> {
         let offset = self.pos();
         let got = self.get_u32()?;
         if got > max {
-            return Err(DecodeError::TooManyElements {
-                what,
-                max,
-                got,
-                offset,
-            });
+            return Err(DecodeError::TooManyElements { what, max, got, offset });
         }
         let needed = got as usize;
         if needed > self.remaining() {
-            return Err(DecodeError::Truncated {
-                needed,
-                offset: self.pos(),
-                have: self.remaining(),
-            });
+            return Err(DecodeError::Truncated { needed, offset: self.pos(), have: self.remaining() });
         }
         Ok(needed)
     }
@@ -309,20 +263,11 @@ impl<'a> NativeReader<'a> {
     }
     /// Variable-length opaque data, borrowed from the input.
     #[inline]
-    pub fn get_opaque_var(
-        &mut self,
-        max: u32,
-        what: &'static str,
-    ) -> Result<&'a [u8], DecodeError> {
+    pub fn get_opaque_var(&mut self, max: u32, what: &'static str) -> Result<&'a [u8], DecodeError> {
         let offset = self.pos();
         let got = self.get_u32()?;
         if got > max {
-            return Err(DecodeError::TooLong {
-                what,
-                max,
-                got,
-                offset,
-            });
+            return Err(DecodeError::TooLong { what, max, got, offset });
         }
         self.c.take(got as usize)
     }
@@ -336,31 +281,18 @@ impl<'a> NativeReader<'a> {
     /// A whole message body that is one variable-length opaque (see
     /// [`NativeWriter::put_body_opaque`]): everything left.
     #[inline]
-    pub fn get_body_opaque(
-        &mut self,
-        max: u32,
-        what: &'static str,
-    ) -> Result<&'a [u8], DecodeError> {
+    pub fn get_body_opaque(&mut self, max: u32, what: &'static str) -> Result<&'a [u8], DecodeError> {
         let offset = self.pos();
         let n = self.remaining();
         if n > max as usize {
             let got = u32::try_from(n).unwrap_or(u32::MAX);
-            return Err(DecodeError::TooLong {
-                what,
-                max,
-                got,
-                offset,
-            });
+            return Err(DecodeError::TooLong { what, max, got, offset });
         }
         self.c.take(n)
     }
     /// A whole message body that is one string.
     #[inline]
-    pub fn get_body_string(
-        &mut self,
-        max: u32,
-        what: &'static str,
-    ) -> Result<&'a str, DecodeError> {
+    pub fn get_body_string(&mut self, max: u32, what: &'static str) -> Result<&'a str, DecodeError> {
         let offset = self.pos();
         let bytes = self.get_body_opaque(max, what)?;
         std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8 { what, offset })

@@ -14,8 +14,8 @@ fn xdr_primitives_are_big_endian_four_byte_units() {
     assert_eq!(
         b,
         [
-            0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0xff, 0xff, 0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0, 0, 0, 0, 0
+            0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 0x80,
+            0, 0, 0xc0, 0, 0, 0, 0, 0, 0, 0
         ]
     );
     let mut r = XdrReader::new(&b);
@@ -34,13 +34,7 @@ fn xdr_opaque_and_string_are_padded_with_zeros() {
     let mut w = XdrWriter::new(&mut b);
     w.put_string("sillyprog", 255, "s").unwrap();
     w.put_opaque_fixed(&[1, 2, 3, 4, 5]);
-    assert_eq!(
-        b,
-        [
-            0, 0, 0, 9, b's', b'i', b'l', b'l', b'y', b'p', b'r', b'o', b'g', 0, 0, 0, 1, 2, 3, 4,
-            5, 0, 0, 0
-        ]
-    );
+    assert_eq!(b, [0, 0, 0, 9, b's', b'i', b'l', b'l', b'y', b'p', b'r', b'o', b'g', 0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0]);
     let mut r = XdrReader::new(&b);
     assert_eq!(r.get_string(255, "s"), Ok("sillyprog"));
     assert_eq!(r.get_opaque_array::<5>(), Ok([1, 2, 3, 4, 5]));
@@ -50,9 +44,7 @@ fn xdr_opaque_and_string_are_padded_with_zeros() {
 #[test]
 fn errors_name_the_declaration_and_the_offset() {
     let mut b = vec![0u8; 0];
-    let e = XdrWriter::new(&mut b)
-        .put_opaque_var(&[0; 20], 16, "opaque<16>")
-        .unwrap_err();
+    let e = XdrWriter::new(&mut b).put_opaque_var(&[0; 20], 16, "opaque<16>").unwrap_err();
     assert_eq!(e.to_string(), "opaque<16> got 20 bytes");
     assert!(b.is_empty(), "nothing written on error");
 
@@ -60,57 +52,29 @@ fn errors_name_the_declaration_and_the_offset() {
     let mut r = XdrReader::new(&bytes);
     r.get_u64().unwrap();
     r.get_u32().unwrap();
-    assert_eq!(
-        r.get_u32().unwrap_err().to_string(),
-        "truncated: needed 4 bytes at offset 12, have 2"
-    );
+    assert_eq!(r.get_u32().unwrap_err().to_string(), "truncated: needed 4 bytes at offset 12, have 2");
 
     let bytes = [0, 0, 0, 20];
-    let e = XdrReader::new(&bytes)
-        .get_opaque_var(16, "opaque<16>")
-        .unwrap_err();
+    let e = XdrReader::new(&bytes).get_opaque_var(16, "opaque<16>").unwrap_err();
     assert_eq!(e.to_string(), "opaque<16> got 20 bytes (at offset 0)");
 
     let bytes = [0, 0, 0, 2];
     let e = XdrReader::new(&bytes).get_bool().unwrap_err();
-    assert_eq!(
-        e,
-        DecodeError::BadBool {
-            value: 2,
-            offset: 0
-        }
-    );
+    assert_eq!(e, DecodeError::BadBool { value: 2, offset: 0 });
 
     let e = from_xdr::<u32>(&[0, 0, 0, 1, 9]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "1 bytes left over after the value ended at offset 4"
-    );
+    assert_eq!(e.to_string(), "1 bytes left over after the value ended at offset 4");
 }
 
 #[test]
 fn hostile_counts_fail_before_allocating() {
     let bytes = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
-    let e = XdrReader::new(&bytes)
-        .get_count(u32::MAX, "int<>")
-        .unwrap_err();
+    let e = XdrReader::new(&bytes).get_count(u32::MAX, "int<>").unwrap_err();
     assert!(matches!(e, DecodeError::Truncated { .. }), "{e}");
-    let e = NativeReader::new(&bytes, ByteOrder::Little)
-        .get_count(u32::MAX, "int<>")
-        .unwrap_err();
+    let e = NativeReader::new(&bytes, ByteOrder::Little).get_count(u32::MAX, "int<>").unwrap_err();
     assert!(matches!(e, DecodeError::Truncated { .. }), "{e}");
     let e = XdrReader::new(&bytes).get_count(10, "int<10>").unwrap_err();
-    assert!(
-        matches!(
-            e,
-            DecodeError::TooManyElements {
-                got: u32::MAX,
-                max: 10,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, DecodeError::TooManyElements { got: u32::MAX, max: 10, .. }), "{e}");
 }
 
 #[test]
@@ -126,10 +90,7 @@ fn optional_nesting_is_bounded() {
     bytes.extend_from_slice(&[0, 0, 0, 0]);
     assert_eq!(list(&mut XdrReader::new(&bytes)), Ok(50));
     let e = list(&mut XdrReader::new(&bytes).with_max_depth(10)).unwrap_err();
-    assert!(
-        matches!(e, DecodeError::TooDeep { max_depth: 10, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, DecodeError::TooDeep { max_depth: 10, .. }), "{e}");
 }
 
 #[test]
@@ -166,36 +127,18 @@ fn native_uses_the_agreed_order_without_padding() {
 #[test]
 fn native_body_opaque_is_the_whole_body() {
     let mut b = Vec::new();
-    NativeWriter::new(&mut b, ByteOrder::host())
-        .put_body_opaque(&[7; 1440], u32::MAX, "o")
-        .unwrap();
+    NativeWriter::new(&mut b, ByteOrder::host()).put_body_opaque(&[7; 1440], u32::MAX, "o").unwrap();
     assert_eq!(b.len(), 1440);
-    assert_eq!(
-        NativeReader::new(&b, ByteOrder::host())
-            .get_body_opaque(u32::MAX, "o")
-            .unwrap()
-            .len(),
-        1440
-    );
-    let e = NativeReader::new(&b, ByteOrder::host())
-        .get_body_opaque(1000, "opaque<1000>")
-        .unwrap_err();
+    assert_eq!(NativeReader::new(&b, ByteOrder::host()).get_body_opaque(u32::MAX, "o").unwrap().len(), 1440);
+    let e = NativeReader::new(&b, ByteOrder::host()).get_body_opaque(1000, "opaque<1000>").unwrap_err();
     assert_eq!(e.to_string(), "opaque<1000> got 1440 bytes (at offset 0)");
 }
 
 #[test]
 fn invalid_utf8_is_reported() {
     let bytes = [0, 0, 0, 2, 0xc3, 0x28, 0, 0];
-    let e = XdrReader::new(&bytes)
-        .get_string(10, "string<10>")
-        .unwrap_err();
-    assert_eq!(
-        e,
-        DecodeError::InvalidUtf8 {
-            what: "string<10>",
-            offset: 4
-        }
-    );
+    let e = XdrReader::new(&bytes).get_string(10, "string<10>").unwrap_err();
+    assert_eq!(e, DecodeError::InvalidUtf8 { what: "string<10>", offset: 4 });
 }
 
 /// Runs every reader operation over arbitrary bytes; any result is fine, a panic is not.

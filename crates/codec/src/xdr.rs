@@ -85,18 +85,9 @@ impl<'a> XdrWriter<'a> {
 
     /// The element count of a variable-length array, checked against its maximum.
     #[inline]
-    pub fn put_count(
-        &mut self,
-        len: usize,
-        max: u32,
-        what: &'static str,
-    ) -> Result<(), EncodeError> {
+    pub fn put_count(&mut self, len: usize, max: u32, what: &'static str) -> Result<(), EncodeError> {
         if len > max as usize {
-            return Err(EncodeError::TooManyElements {
-                what,
-                max,
-                got: len,
-            });
+            return Err(EncodeError::TooManyElements { what, max, got: len });
         }
         self.put_u32(len as u32);
         Ok(())
@@ -106,24 +97,14 @@ impl<'a> XdrWriter<'a> {
     #[inline]
     pub fn put_opaque_fixed(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
-        self.buf
-            .extend_from_slice(&[0u8; 3][..xdr_pad(bytes.len())]);
+        self.buf.extend_from_slice(&[0u8; 3][..xdr_pad(bytes.len())]);
     }
 
     /// Variable-length opaque data: length, bytes, zero padding.
     #[inline]
-    pub fn put_opaque_var(
-        &mut self,
-        bytes: &[u8],
-        max: u32,
-        what: &'static str,
-    ) -> Result<(), EncodeError> {
+    pub fn put_opaque_var(&mut self, bytes: &[u8], max: u32, what: &'static str) -> Result<(), EncodeError> {
         if bytes.len() > max as usize {
-            return Err(EncodeError::TooLong {
-                what,
-                max,
-                got: bytes.len(),
-            });
+            return Err(EncodeError::TooLong { what, max, got: bytes.len() });
         }
         self.put_u32(bytes.len() as u32);
         self.put_opaque_fixed(bytes);
@@ -149,9 +130,7 @@ pub struct XdrReader<'a> {
 impl<'a> XdrReader<'a> {
     /// Reads from the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        XdrReader {
-            c: Cursor::new(buf),
-        }
+        XdrReader { c: Cursor::new(buf) }
     }
     /// Changes how deeply optional data may nest (default [`crate::DEFAULT_MAX_DEPTH`]).
     pub fn with_max_depth(mut self, max_depth: u32) -> Self {
@@ -222,20 +201,11 @@ impl<'a> XdrReader<'a> {
         let offset = self.pos();
         let got = self.get_u32()?;
         if got > max {
-            return Err(DecodeError::TooManyElements {
-                what,
-                max,
-                got,
-                offset,
-            });
+            return Err(DecodeError::TooManyElements { what, max, got, offset });
         }
         let needed = got as usize * 4;
         if needed > self.remaining() {
-            return Err(DecodeError::Truncated {
-                needed,
-                offset: self.pos(),
-                have: self.remaining(),
-            });
+            return Err(DecodeError::Truncated { needed, offset: self.pos(), have: self.remaining() });
         }
         Ok(got as usize)
     }
@@ -247,11 +217,7 @@ impl<'a> XdrReader<'a> {
         let padded = n + xdr_pad(n);
         let have = self.remaining();
         if padded > have {
-            return Err(DecodeError::Truncated {
-                needed: padded,
-                offset,
-                have,
-            });
+            return Err(DecodeError::Truncated { needed: padded, offset, have });
         }
         let s = self.c.take(padded)?;
         Ok(&s[..n])
@@ -268,20 +234,11 @@ impl<'a> XdrReader<'a> {
 
     /// Variable-length opaque data, borrowed from the input.
     #[inline]
-    pub fn get_opaque_var(
-        &mut self,
-        max: u32,
-        what: &'static str,
-    ) -> Result<&'a [u8], DecodeError> {
+    pub fn get_opaque_var(&mut self, max: u32, what: &'static str) -> Result<&'a [u8], DecodeError> {
         let offset = self.pos();
         let got = self.get_u32()?;
         if got > max {
-            return Err(DecodeError::TooLong {
-                what,
-                max,
-                got,
-                offset,
-            });
+            return Err(DecodeError::TooLong { what, max, got, offset });
         }
         self.get_opaque_fixed(got as usize)
     }

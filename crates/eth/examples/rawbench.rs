@@ -28,26 +28,13 @@ fn open(side: Side, iface: &str, server: bool) -> Box<dyn FrameSocket> {
         Side::Eth { ring, crc } => Box::new(
             EthSocket::open(
                 iface,
-                EthConfig {
-                    rx_ring: ring,
-                    checksum: crc,
-                    answer_discovery: server,
-                    ..EthConfig::default()
-                },
+                EthConfig { rx_ring: ring, checksum: crc, answer_discovery: server, ..EthConfig::default() },
             )
             .unwrap(),
         ),
         Side::Xdp { mode, crc } => Box::new(
-            XdpSocket::open(
-                iface,
-                XdpConfig {
-                    mode,
-                    checksum: crc,
-                    answer_discovery: server,
-                    ..XdpConfig::default()
-                },
-            )
-            .unwrap(),
+            XdpSocket::open(iface, XdpConfig { mode, checksum: crc, answer_discovery: server, ..XdpConfig::default() })
+                .unwrap(),
         ),
     }
 }
@@ -74,12 +61,7 @@ struct Case {
 }
 
 fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: Case) {
-    let Case {
-        kind,
-        size,
-        spin,
-        rounds,
-    } = case;
+    let Case { kind, size, spin, rounds } = case;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = server.map(|side| {
         let (iface, st) = (h.a.iface.clone(), stop.clone());
@@ -90,8 +72,7 @@ fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: C
             tx.send(()).unwrap();
             pingpong::serve(s.as_mut(), spin, &st).unwrap()
         });
-        rx.recv_timeout(Duration::from_secs(5))
-            .expect("server did not start");
+        rx.recv_timeout(Duration::from_secs(5)).expect("server did not start");
         t
     });
     let (iface, peer) = (h.b.iface.clone(), h.a.mac);
@@ -99,14 +80,7 @@ fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: C
         h.b.spawn(move || {
             let _ = pin_to_cpu(1);
             let mut c = open(client, &iface, false);
-            let cfg = RunConfig {
-                size,
-                rounds,
-                warmup: rounds / 10,
-                spin,
-                kind,
-                ..RunConfig::default()
-            };
+            let cfg = RunConfig { size, rounds, warmup: rounds / 10, spin, kind, ..RunConfig::default() };
             pingpong::run(c.as_mut(), peer, &cfg).unwrap()
         })
         .join()
@@ -166,19 +140,11 @@ fn udp(h: &TestHosts, size: usize, rounds: usize) {
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap().unwrap();
     let mut lat = lat;
-    row(
-        "udp (busy-poll)",
-        size,
-        SpinPolicy::Forever,
-        &pingpong::summarize(&mut lat),
-    );
+    row("udp (busy-poll)", size, SpinPolicy::Forever, &pingpong::summarize(&mut lat));
 }
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
+    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let h = TestHosts::new().expect("creating test hosts (needs root)");
     let busy = SpinPolicy::Forever;
     let eth = |ring, crc| Side::Eth { ring, crc };
@@ -189,53 +155,30 @@ fn main() {
             "eth plain crc",
             Some(eth(false, true)),
             eth(false, true),
-            Case {
-                kind: Kind::Data,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Case { kind: Kind::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth plain nocrc",
             Some(eth(false, false)),
             eth(false, false),
-            Case {
-                kind: Kind::Data,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Case { kind: Kind::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth mmap crc",
             Some(eth(true, true)),
             eth(true, true),
-            Case {
-                kind: Kind::Data,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Case { kind: Kind::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth mmap nocrc",
             Some(eth(true, false)),
             eth(true, false),
-            Case {
-                kind: Kind::Data,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Case { kind: Kind::Data, size, spin: busy, rounds },
         );
-        for (name, mode) in [
-            ("xdp generic", Some(XdpMode::Generic)),
-            ("xdp native", Some(XdpMode::Driver)),
-        ] {
+        for (name, mode) in [("xdp generic", Some(XdpMode::Generic)), ("xdp native", Some(XdpMode::Driver))] {
             for crc in [true, false] {
                 let x = Side::Xdp { mode, crc };
                 frames(
@@ -243,12 +186,7 @@ fn main() {
                     &format!("{name} {}", if crc { "crc" } else { "nocrc" }),
                     Some(x),
                     x,
-                    Case {
-                        kind: Kind::Data,
-                        size,
-                        spin: busy,
-                        rounds,
-                    },
+                    Case { kind: Kind::Data, size, spin: busy, rounds },
                 );
             }
         }
@@ -262,27 +200,14 @@ fn main() {
             "xdp floor, eth client",
             None,
             eth(false, true),
-            Case {
-                kind: Kind::Ping,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Case { kind: Kind::Ping, size, spin: busy, rounds },
         );
         frames(
             &h,
             "xdp floor, xdp client",
             None,
-            Side::Xdp {
-                mode: None,
-                crc: true,
-            },
-            Case {
-                kind: Kind::Ping,
-                size,
-                spin: busy,
-                rounds,
-            },
+            Side::Xdp { mode: None, crc: true },
+            Case { kind: Kind::Ping, size, spin: busy, rounds },
         );
         drop(floor);
     }
@@ -292,41 +217,20 @@ fn main() {
         "eth plain crc",
         Some(eth(false, true)),
         eth(false, true),
-        Case {
-            kind: Kind::Data,
-            size: 32,
-            spin: SpinPolicy::Block,
-            rounds,
-        },
+        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
     frames(
         &h,
         "eth mmap crc",
         Some(eth(true, true)),
         eth(true, true),
-        Case {
-            kind: Kind::Data,
-            size: 32,
-            spin: SpinPolicy::Block,
-            rounds,
-        },
+        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
     frames(
         &h,
         "xdp native crc",
-        Some(Side::Xdp {
-            mode: None,
-            crc: true,
-        }),
-        Side::Xdp {
-            mode: None,
-            crc: true,
-        },
-        Case {
-            kind: Kind::Data,
-            size: 32,
-            spin: SpinPolicy::Block,
-            rounds,
-        },
+        Some(Side::Xdp { mode: None, crc: true }),
+        Side::Xdp { mode: None, crc: true },
+        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
 }

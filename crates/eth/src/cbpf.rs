@@ -74,26 +74,11 @@ pub fn compile(f: &Filter) -> Vec<libc::sock_filter> {
                     To::Drop => (drop - i - 1) as u8,
                 }
             };
-            libc::sock_filter {
-                code,
-                jt: off(jt),
-                jf: off(jf),
-                k,
-            }
+            libc::sock_filter { code, jt: off(jt), jf: off(jf), k }
         })
         .collect();
-    out.push(libc::sock_filter {
-        code: RET_K,
-        jt: 0,
-        jf: 0,
-        k: u32::MAX,
-    });
-    out.push(libc::sock_filter {
-        code: RET_K,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    });
+    out.push(libc::sock_filter { code: RET_K, jt: 0, jf: 0, k: u32::MAX });
+    out.push(libc::sock_filter { code: RET_K, jt: 0, jf: 0, k: 0 });
     out
 }
 
@@ -117,9 +102,7 @@ pub fn interpret(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
                 if k + n > pkt.len() {
                     return 0;
                 }
-                a = pkt[k..k + n]
-                    .iter()
-                    .fold(0u32, |acc, &b| (acc << 8) | b as u32);
+                a = pkt[k..k + n].iter().fold(0u32, |acc, &b| (acc << 8) | b as u32);
             }
             JEQ_K => pc += if a == ins.k { ins.jt } else { ins.jf } as usize,
             RET_K => return ins.k,
@@ -149,29 +132,17 @@ mod tests {
         let none = compile(&Filter::default());
         assert_eq!(interpret(&none, &frame(other, Kind::Data, 1)), u32::MAX);
 
-        let f = compile(&Filter {
-            slot: Some(0x0102),
-            peer: Some(peer),
-        });
+        let f = compile(&Filter { slot: Some(0x0102), peer: Some(peer) });
         assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)), u32::MAX);
         assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0201)), 0);
         assert_eq!(interpret(&f, &frame(other, Kind::Data, 0x0102)), 0);
-        assert_eq!(
-            interpret(&f, &frame(peer, Kind::DiscoverReply, 7)),
-            u32::MAX
-        );
+        assert_eq!(interpret(&f, &frame(peer, Kind::DiscoverReply, 7)), u32::MAX);
         assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)[..20]), 0);
 
-        let s = compile(&Filter {
-            slot: Some(5),
-            peer: None,
-        });
+        let s = compile(&Filter { slot: Some(5), peer: None });
         assert_eq!(interpret(&s, &frame(other, Kind::Data, 5)), u32::MAX);
         assert_eq!(interpret(&s, &frame(other, Kind::Data, 6)), 0);
-        let p = compile(&Filter {
-            slot: None,
-            peer: Some(peer),
-        });
+        let p = compile(&Filter { slot: None, peer: Some(peer) });
         assert_eq!(interpret(&p, &frame(peer, Kind::Ping, 0)), u32::MAX);
         assert_eq!(interpret(&p, &frame(other, Kind::Ping, 0)), 0);
     }

@@ -21,12 +21,7 @@ pub enum Error {
         "interface {iface:?} has MTU {mtu}, but {what} needs at least {need}: raise it with \
          `ip link set dev {iface} mtu {need}`"
     )]
-    MtuTooSmall {
-        iface: String,
-        mtu: u32,
-        need: u32,
-        what: &'static str,
-    },
+    MtuTooSmall { iface: String, mtu: u32, need: u32, what: &'static str },
 
     #[error(
         "attaching the XDP program to {iface:?} failed ({source}): another XDP program may own \
@@ -36,11 +31,7 @@ pub enum Error {
     XdpAttach { iface: String, source: io::Error },
 
     #[error("the kernel's verifier rejected lowlat's {prog} XDP program ({source}):\n{log}")]
-    Verifier {
-        prog: &'static str,
-        source: io::Error,
-        log: String,
-    },
+    Verifier { prog: &'static str, source: io::Error, log: String },
 
     #[error(
         "no lowlat server answered discovery on {iface:?} after {tries} broadcasts: start the server \
@@ -49,11 +40,7 @@ pub enum Error {
     NoPeer { iface: String, tries: u32 },
 
     #[error("a {len}-byte payload does not fit the {max}-byte frame payload of {iface:?}")]
-    TooLong {
-        iface: String,
-        len: usize,
-        max: usize,
-    },
+    TooLong { iface: String, len: usize, max: usize },
 
     #[error("receive buffer of {len} bytes is smaller than the {need}-byte maximum payload")]
     BufferTooSmall { len: usize, need: usize },
@@ -68,17 +55,10 @@ pub enum Error {
     TxRingFull { iface: String },
 
     #[error("`{cmd}` failed ({status}): {stderr}")]
-    Command {
-        cmd: String,
-        status: String,
-        stderr: String,
-    },
+    Command { cmd: String, status: String, stderr: String },
 
     #[error("no reply on {iface:?} within {waited:?}: is the peer running, and is its MAC right?")]
-    NoReply {
-        iface: String,
-        waited: std::time::Duration,
-    },
+    NoReply { iface: String, waited: std::time::Duration },
 
     #[error("{op}: {source}")]
     Io { op: &'static str, source: io::Error },
@@ -91,9 +71,7 @@ impl Error {
     pub(crate) fn os(op: &'static str, cap: &'static str, iface: &str, source: io::Error) -> Self {
         match source.raw_os_error() {
             Some(libc::EPERM) | Some(libc::EACCES) => Error::Privilege { op, cap },
-            Some(libc::ENODEV) | Some(libc::ENXIO) => Error::NoInterface {
-                iface: iface.to_string(),
-            },
+            Some(libc::ENODEV) | Some(libc::ENXIO) => Error::NoInterface { iface: iface.to_string() },
             _ => Error::Io { op, source },
         }
     }
@@ -111,30 +89,13 @@ mod tests {
 
     #[test]
     fn os_errors_map_to_remedies() {
-        let e = Error::os(
-            "opening an AF_PACKET socket",
-            "CAP_NET_RAW",
-            "veth0",
-            io::Error::from_raw_os_error(libc::EPERM),
-        );
+        let e =
+            Error::os("opening an AF_PACKET socket", "CAP_NET_RAW", "veth0", io::Error::from_raw_os_error(libc::EPERM));
         assert!(matches!(e, Error::Privilege { .. }));
         assert!(e.to_string().contains("CAP_NET_RAW"), "{e}");
-        let e = Error::os(
-            "binding",
-            "CAP_NET_RAW",
-            "nope0",
-            io::Error::from_raw_os_error(libc::ENODEV),
-        );
-        assert!(
-            e.to_string().contains("\"nope0\"") && e.to_string().contains("ip link"),
-            "{e}"
-        );
-        let e = Error::os(
-            "binding",
-            "CAP_NET_RAW",
-            "x",
-            io::Error::from_raw_os_error(libc::EINVAL),
-        );
+        let e = Error::os("binding", "CAP_NET_RAW", "nope0", io::Error::from_raw_os_error(libc::ENODEV));
+        assert!(e.to_string().contains("\"nope0\"") && e.to_string().contains("ip link"), "{e}");
+        let e = Error::os("binding", "CAP_NET_RAW", "x", io::Error::from_raw_os_error(libc::EINVAL));
         assert!(matches!(e, Error::Io { .. }));
     }
 }

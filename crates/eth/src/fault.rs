@@ -16,16 +16,7 @@ impl Corruptor {
     pub fn attach(iface: &str, shift: u32) -> Result<Corruptor> {
         let info = IfInfo::get(iface)?;
         let prog = Program::load_xdp("lowlat_corrupt", &bpf::corrupt_program(shift))?;
-        let (link, _) = bpf::attach_best(
-            &prog,
-            info.index,
-            iface,
-            &info.driver,
-            Some(XdpMode::Generic),
-        )?;
-        Ok(Corruptor {
-            _link: link,
-            _prog: prog,
-        })
+        let (link, _) = bpf::attach_best(&prog, info.index, iface, &info.driver, Some(XdpMode::Generic))?;
+        Ok(Corruptor { _link: link, _prog: prog })
     }
 }

@@ -144,12 +144,7 @@ pub fn parse(frame: &[u8], require_crc: bool) -> Result<Parsed, Reject> {
     src.copy_from_slice(&frame[field::SRC]);
     let mut dst = [0u8; 6];
     dst.copy_from_slice(&frame[field::DST]);
-    Ok(Parsed {
-        kind,
-        src: Mac(src),
-        dst: Mac(dst),
-        len,
-    })
+    Ok(Parsed { kind, src: Mac(src), dst: Mac(dst), len })
 }
 
 /// The discovery message: a magic distinct from lowlat's header magic `Ll` + version, and a
@@ -197,10 +192,7 @@ mod tests {
             let mut f = build(Kind::Data, crc, b"hello");
             f.resize(MIN_FRAME, 0); // NIC padding must not matter
             let p = parse(&f, crc).unwrap();
-            assert_eq!(
-                (p.kind, p.src, p.dst, p.len),
-                (Kind::Data, Mac([2; 6]), Mac([1; 6]), 5)
-            );
+            assert_eq!((p.kind, p.src, p.dst, p.len), (Kind::Data, Mac([2; 6]), Mac([1; 6]), 5));
             assert_eq!(&f[HEADER_LEN..HEADER_LEN + p.len], b"hello");
         }
     }

@@ -20,9 +20,7 @@ pub struct IfInfo {
 
 fn ifreq_for(name: &str) -> Result<libc::ifreq> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
-        return Err(Error::NoInterface {
-            iface: name.to_string(),
-        });
+        return Err(Error::NoInterface { iface: name.to_string() });
     }
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -37,12 +35,7 @@ fn ioctl(fd: &OwnedFd, op: libc::c_ulong, req: &mut libc::ifreq, name: &str) -> 
     // requests only write inside it.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), op as _, req as *mut libc::ifreq) };
     if r < 0 {
-        return Err(Error::os(
-            "reading the interface's settings",
-            "CAP_NET_RAW",
-            name,
-            io::Error::last_os_error(),
-        ));
+        return Err(Error::os("reading the interface's settings", "CAP_NET_RAW", name, io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -78,11 +71,7 @@ fn driver_name(fd: &OwnedFd, req: &mut libc::ifreq) -> Option<String> {
     if r < 0 {
         return None;
     }
-    let end = info
-        .driver
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(info.driver.len());
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(info.driver.len());
     Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
 }
 
@@ -93,10 +82,7 @@ impl IfInfo {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(Error::io(
-                "opening a socket to query interfaces",
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::io("opening a socket to query interfaces", io::Error::last_os_error()));
         }
         // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -114,13 +100,7 @@ impl IfInfo {
             *d = *s as u8;
         }
         let driver = driver_name(&fd, &mut req).unwrap_or_default();
-        Ok(IfInfo {
-            name: name.to_string(),
-            index,
-            mtu,
-            mac: Mac(mac),
-            driver,
-        })
+        Ok(IfInfo { name: name.to_string(), index, mtu, mac: Mac(mac), driver })
     }
 }
 
@@ -137,13 +117,7 @@ mod tests {
         assert_eq!(lo.driver, "");
         let e = IfInfo::get("nosuchif0").unwrap_err();
         assert!(matches!(e, Error::NoInterface { .. }), "{e}");
-        assert!(matches!(
-            IfInfo::get("").unwrap_err(),
-            Error::NoInterface { .. }
-        ));
-        assert!(matches!(
-            IfInfo::get("waytoolonginterfacename").unwrap_err(),
-            Error::NoInterface { .. }
-        ));
+        assert!(matches!(IfInfo::get("").unwrap_err(), Error::NoInterface { .. }));
+        assert!(matches!(IfInfo::get("waytoolonginterfacename").unwrap_err(), Error::NoInterface { .. }));
     }
 }

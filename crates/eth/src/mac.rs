@@ -16,11 +16,7 @@ impl Mac {
 impl fmt::Display for Mac {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
     }
 }
 
@@ -52,13 +48,7 @@ mod tests {
         let m: Mac = "02:AB:cd:00:01:ff".parse().unwrap();
         assert_eq!(m.0, [2, 0xab, 0xcd, 0, 1, 0xff]);
         assert_eq!(m.to_string(), "02:ab:cd:00:01:ff");
-        for bad in [
-            "",
-            "02:ab:cd:00:01",
-            "02:ab:cd:00:01:ff:00",
-            "0g:ab:cd:00:01:ff",
-            "2:ab:cd:00:01:ff",
-        ] {
+        for bad in ["", "02:ab:cd:00:01", "02:ab:cd:00:01:ff:00", "0g:ab:cd:00:01:ff", "2:ab:cd:00:01:ff"] {
             assert!(bad.parse::<Mac>().is_err(), "{bad}");
         }
     }

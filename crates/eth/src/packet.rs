@@ -117,10 +117,7 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io
 
 pub(crate) fn attach_filter(fd: RawFd, f: &Filter) -> io::Result<()> {
     let mut prog = cbpf::compile(f);
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_mut_ptr(),
-    };
+    let fprog = libc::sock_fprog { len: prog.len() as libc::c_ushort, filter: prog.as_mut_ptr() };
     // The kernel copies the program during the call; `prog` outlives it.
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
 }
@@ -129,9 +126,7 @@ pub(crate) fn attach_filter(fd: RawFd, f: &Filter) -> io::Result<()> {
 pub fn max_payload_for(mtu: u32, checksum: bool) -> usize {
     let shim = HEADER_LEN - frame::ETH_HEADER_LEN;
     let crc = if checksum { CRC_LEN } else { 0 };
-    (mtu as usize)
-        .saturating_sub(shim + crc)
-        .min(u16::MAX as usize)
+    (mtu as usize).saturating_sub(shim + crc).min(u16::MAX as usize)
 }
 
 pub(crate) fn check_mtu(info: &IfInfo, checksum: bool) -> Result<usize> {
@@ -158,12 +153,7 @@ impl EthSocket {
         // SAFETY: plain socket(2); the result is checked.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(Error::os(
-                "opening an AF_PACKET socket",
-                "CAP_NET_RAW",
-                iface,
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::os("opening an AF_PACKET socket", "CAP_NET_RAW", iface, io::Error::last_os_error()));
         }
         // SAFETY: `fd` was just returned by socket(2) and has no other owner.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -174,14 +164,9 @@ impl EthSocket {
         // lowlat does its own pacing; the qdisc layer only adds latency.
         let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
         if !cfg.filter.is_empty() {
-            attach_filter(raw, &cfg.filter)
-                .map_err(|e| Error::io("attaching the slot filter", e))?;
+            attach_filter(raw, &cfg.filter).map_err(|e| Error::io("attaching the slot filter", e))?;
         }
-        let ring = if cfg.rx_ring {
-            Some(RxRing::new(raw, info.mtu)?)
-        } else {
-            None
-        };
+        let ring = if cfg.rx_ring { Some(RxRing::new(raw, info.mtu)?) } else { None };
         // SAFETY: sockaddr_ll is plain data; zeroed is valid.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -196,22 +181,10 @@ impl EthSocket {
             )
         };
         if r < 0 {
-            return Err(Error::os(
-                "binding the AF_PACKET socket",
-                "CAP_NET_RAW",
-                iface,
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::os("binding the AF_PACKET socket", "CAP_NET_RAW", iface, io::Error::last_os_error()));
         }
         let buf = vec![0u8; info.mtu as usize + frame::ETH_HEADER_LEN + 64];
-        Ok(EthSocket {
-            fd,
-            info,
-            cfg,
-            ring,
-            buf,
-            stats: Stats::default(),
-        })
+        Ok(EthSocket { fd, info, cfg, ring, buf, stats: Stats::default() })
     }
 
     pub fn mac(&self) -> Mac {
@@ -237,8 +210,7 @@ impl EthSocket {
 
     /// Replaces the kernel-side filter (e.g. once discovery has found the peer).
     pub fn set_filter(&mut self, f: Filter) -> Result<()> {
-        attach_filter(self.fd.as_raw_fd(), &f)
-            .map_err(|e| Error::io("attaching the slot filter", e))?;
+        attach_filter(self.fd.as_raw_fd(), &f).map_err(|e| Error::io("attaching the slot filter", e))?;
         self.cfg.filter = f;
         Ok(())
     }
@@ -252,24 +224,14 @@ impl EthSocket {
     pub fn send_kind(&self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
         let len = head.len() + body.len();
         if len > self.max_payload() {
-            return Err(Error::TooLong {
-                iface: self.info.name.clone(),
-                len,
-                max: self.max_payload(),
-            });
+            return Err(Error::TooLong { iface: self.info.name.clone(), len, max: self.max_payload() });
         }
         let hdr = frame::header(dst, self.info.mac, kind, self.cfg.checksum, len as u16);
         let crc = frame::checksum(&hdr[frame::ETH_HEADER_LEN..], &[head, body]).to_le_bytes();
-        let iov = |s: &[u8]| libc::iovec {
-            iov_base: s.as_ptr() as *mut libc::c_void,
-            iov_len: s.len(),
-        };
+        let iov = |s: &[u8]| libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
         let iovs = [iov(&hdr), iov(head), iov(body), iov(&crc)];
         let n = if self.cfg.checksum { 4 } else { 3 };
-        self.sendmsg(
-            &iovs[..n],
-            HEADER_LEN + len + if self.cfg.checksum { CRC_LEN } else { 0 },
-        )
+        self.sendmsg(&iovs[..n], HEADER_LEN + len + if self.cfg.checksum { CRC_LEN } else { 0 })
     }
 
     fn sendmsg(&self, iovs: &[libc::iovec], total: usize) -> Result<()> {
@@ -295,10 +257,7 @@ impl EthSocket {
 
     /// Sends a complete Ethernet frame exactly as given (fault injection, tests).
     pub fn send_raw_frame(&self, frame: &[u8]) -> Result<()> {
-        let iov = [libc::iovec {
-            iov_base: frame.as_ptr() as *mut libc::c_void,
-            iov_len: frame.len(),
-        }];
+        let iov = [libc::iovec { iov_base: frame.as_ptr() as *mut libc::c_void, iov_len: frame.len() }];
         self.sendmsg(&iov, frame.len())
     }
 
@@ -307,10 +266,7 @@ impl EthSocket {
     /// configured. `buf` must hold [`max_payload`](Self::max_payload) bytes.
     pub fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {
         if buf.len() < self.max_payload() {
-            return Err(Error::BufferTooSmall {
-                len: buf.len(),
-                need: self.max_payload(),
-            });
+            return Err(Error::BufferTooSmall { len: buf.len(), need: self.max_payload() });
         }
         loop {
             let next = self.next_frame(|f, p| {
@@ -320,9 +276,7 @@ impl EthSocket {
             })?;
             match next {
                 Next::Empty => return Ok(None),
-                Next::Frame(p) if matches!(p.kind, Kind::Data | Kind::Ping) => {
-                    return Ok(Some((p.len, p.src)))
-                }
+                Next::Frame(p) if matches!(p.kind, Kind::Data | Kind::Ping) => return Ok(Some((p.len, p.src))),
                 _ => {}
             }
         }
@@ -355,12 +309,7 @@ impl EthSocket {
         };
         let got = match &mut self.ring {
             Some(ring) => ring.take(&mut consume),
-            None => recv_into(
-                self.fd.as_raw_fd(),
-                &mut self.buf,
-                &mut consume,
-                &self.stats,
-            )?,
+            None => recv_into(self.fd.as_raw_fd(), &mut self.buf, &mut consume, &self.stats)?,
         };
         if !got {
             return Ok(Next::Empty);
@@ -369,9 +318,7 @@ impl EthSocket {
             if self.cfg.answer_discovery {
                 let m = discovery::encode(discovery::REPLY, nonce);
                 self.send_kind(src, Kind::DiscoverReply, &m, &[])?;
-                self.stats
-                    .discovery_answered
-                    .fetch_add(1, Ordering::Relaxed);
+                self.stats.discovery_answered.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(parsed.map_or(Next::Skipped, Next::Frame))
@@ -439,37 +386,22 @@ impl EthSocket {
                 }
             }
         }
-        Err(Error::NoPeer {
-            iface: self.info.name.clone(),
-            tries,
-        })
+        Err(Error::NoPeer { iface: self.info.name.clone(), tries })
     }
 }
 
 pub(crate) fn discovery_nonce() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 40) ^ (&t as *const _ as u64)
 }
 
 /// One recv(2) into `buf`; calls `consume` with the frame. False when nothing is queued.
-fn recv_into(
-    fd: RawFd,
-    buf: &mut [u8],
-    consume: &mut impl FnMut(&[u8]),
-    stats: &Stats,
-) -> Result<bool> {
+fn recv_into(fd: RawFd, buf: &mut [u8], consume: &mut impl FnMut(&[u8]), stats: &Stats) -> Result<bool> {
     loop {
         // SAFETY: `buf` is a live, writable buffer of the length passed; MSG_TRUNC only changes
         // the return value to the frame's real length.
         let r = unsafe {
-            libc::recv(
-                fd,
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-            )
+            libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT | libc::MSG_TRUNC)
         };
         if r < 0 {
             let e = io::Error::last_os_error();
@@ -514,9 +446,7 @@ impl RxRing {
         setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2)
             .map_err(|e| Error::io("selecting TPACKET_V2", e))?;
         // Room for the tpacket header, sockaddr_ll, alignment and the frame.
-        let frame_size = (mtu as usize + frame::ETH_HEADER_LEN + 128)
-            .next_power_of_two()
-            .max(2048);
+        let frame_size = (mtu as usize + frame::ETH_HEADER_LEN + 128).next_power_of_two().max(2048);
         let block_size = frame_size.max(4096);
         let per_block = block_size / frame_size;
         let block_nr = 256usize.div_ceil(per_block).max(1);
@@ -532,28 +462,12 @@ impl RxRing {
         // SAFETY: mapping the ring the kernel just created for this socket, at offset 0, with
         // its exact length; the result is checked.
         let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
         };
         if map == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mapping the PACKET_MMAP ring",
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::io("mapping the PACKET_MMAP ring", io::Error::last_os_error()));
         }
-        Ok(RxRing {
-            map: map as *mut u8,
-            map_len,
-            frame_size,
-            frame_nr: block_nr * per_block,
-            next: 0,
-        })
+        Ok(RxRing { map: map as *mut u8, map_len, frame_size, frame_nr: block_nr * per_block, next: 0 })
     }
 
     fn status(&self, i: usize) -> &AtomicU32 {

@@ -31,11 +31,7 @@ impl Floor {
         let info = IfInfo::get(iface)?;
         let prog = Program::load_xdp("lowlat_echo", &bpf::echo_program())?;
         let (link, mode) = bpf::attach_best(&prog, info.index, iface, &info.driver, mode)?;
-        Ok(Floor {
-            _link: link,
-            _prog: prog,
-            mode,
-        })
+        Ok(Floor { _link: link, _prog: prog, mode })
     }
 
     pub fn mode(&self) -> XdpMode {
@@ -105,10 +101,7 @@ pub fn run(sock: &mut dyn FrameSocket, peer: Mac, cfg: &RunConfig) -> Result<Vec
         let deadline = start + cfg.timeout;
         loop {
             let Some((len, _)) = sock.recv_from(&mut buf, &mut spinner, Some(deadline))? else {
-                return Err(Error::NoReply {
-                    iface: sock.iface().name.clone(),
-                    waited: cfg.timeout,
-                });
+                return Err(Error::NoReply { iface: sock.iface().name.clone(), waited: cfg.timeout });
             };
             // A late reply to an earlier round is skipped, never counted as this one.
             if len == size && buf[..8] == seq.to_le_bytes() {
@@ -161,10 +154,7 @@ mod tests {
     fn percentiles() {
         let mut v: Vec<u64> = (1..=1000).rev().collect();
         let s = summarize(&mut v);
-        assert_eq!(
-            (s.count, s.p50, s.p90, s.p99, s.p999, s.max, s.mean),
-            (1000, 500, 900, 990, 999, 1000, 500)
-        );
+        assert_eq!((s.count, s.p50, s.p90, s.p99, s.p999, s.max, s.mean), (1000, 500, 900, 990, 999, 1000, 500));
         assert_eq!(summarize(&mut []), Summary::default());
         assert_eq!(summarize(&mut [7]).p99, 7);
     }

@@ -79,19 +79,14 @@ static OPEN: Mutex<Vec<(Key, Weak<SharedXdp>)>> = Mutex::new(Vec::new());
 
 fn netns_id() -> u64 {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| m.ino())
-        .unwrap_or(0)
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
 }
 
 fn eventfd() -> Result<OwnedFd> {
     // SAFETY: plain eventfd(2); the result is checked.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if fd < 0 {
-        return Err(Error::io(
-            "creating an eventfd",
-            std::io::Error::last_os_error(),
-        ));
+        return Err(Error::io("creating an eventfd", std::io::Error::last_os_error()));
     }
     // SAFETY: a fresh descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -117,25 +112,13 @@ impl SharedXdp {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter (EAGAIN) means
         // the poller is already due to wake, so the result is ignored.
-        unsafe {
-            libc::write(
-                self.doorbell.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            )
-        };
+        unsafe { libc::write(self.doorbell.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
     }
 
     fn clear_doorbell(&self) {
         let mut v: u64 = 0;
         // SAFETY: reads at most 8 bytes into a live u64; non-blocking, EAGAIN when not rung.
-        unsafe {
-            libc::read(
-                self.doorbell.as_raw_fd(),
-                &mut v as *mut u64 as *mut libc::c_void,
-                8,
-            )
-        };
+        unsafe { libc::read(self.doorbell.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
     }
 
     /// The process's shared socket on `iface` (in the calling thread's namespace), opened with
@@ -144,11 +127,7 @@ impl SharedXdp {
         let key = (netns_id(), iface.to_string());
         let mut open = lock(&OPEN);
         open.retain(|(_, w)| w.strong_count() > 0);
-        if let Some(s) = open
-            .iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, w)| w.upgrade())
-        {
+        if let Some(s) = open.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
             return Ok(s);
         }
         let s = SharedXdp::new(XdpSocket::open(iface, cfg)?)?;
@@ -159,18 +138,8 @@ impl SharedXdp {
     /// A new handle with its own mailbox.
     pub fn handle(self: &Arc<Self>) -> XdpHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.boxes).by_handle.insert(
-            id,
-            Mailbox {
-                slot: None,
-                queue: VecDeque::new(),
-            },
-        );
-        XdpHandle {
-            shared: self.clone(),
-            id,
-            slot: None,
-        }
+        lock(&self.boxes).by_handle.insert(id, Mailbox { slot: None, queue: VecDeque::new() });
+        XdpHandle { shared: self.clone(), id, slot: None }
     }
 
     pub fn mac(&self) -> Mac {
@@ -238,20 +207,12 @@ impl XdpHandle {
     pub fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {
         let sh = &*self.shared;
         if buf.len() < sh.max_payload {
-            return Err(Error::BufferTooSmall {
-                len: buf.len(),
-                need: sh.max_payload,
-            });
+            return Err(Error::BufferTooSmall { len: buf.len(), need: sh.max_payload });
         }
         {
             let mut b = lock(&sh.boxes);
-            let Boxes {
-                by_handle, spare, ..
-            } = &mut *b;
-            if let Some((v, src)) = by_handle
-                .get_mut(&self.id)
-                .and_then(|m| m.queue.pop_front())
-            {
+            let Boxes { by_handle, spare, .. } = &mut *b;
+            if let Some((v, src)) = by_handle.get_mut(&self.id).and_then(|m| m.queue.pop_front()) {
                 buf[..v.len()].copy_from_slice(&v);
                 let n = v.len();
                 spare.push(v);
@@ -269,9 +230,7 @@ impl XdpHandle {
             let got = sock.try_recv_with(|payload, src| {
                 let slot = slot_of(payload);
                 let mut b = lock(&sh.boxes);
-                let Boxes {
-                    by_handle, spare, ..
-                } = &mut *b;
+                let Boxes { by_handle, spare, .. } = &mut *b;
                 let mut claimed = false;
                 for (hid, m) in by_handle.iter_mut() {
                     if *hid != id && slot.is_some() && m.slot == slot {
@@ -315,26 +274,20 @@ impl XdpHandle {
         let sh = &*self.shared;
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut b = lock(&sh.boxes);
-        if b.by_handle
-            .get(&self.id)
-            .is_some_and(|m| !m.queue.is_empty())
-        {
+        if b.by_handle.get(&self.id).is_some_and(|m| !m.queue.is_empty()) {
             return Ok(());
         }
         if !b.poller {
             b.poller = true;
             drop(b);
-            let r =
-                lowlat_transport::sys::poll_readable(&[sh.fd, sh.doorbell.as_raw_fd()], timeout);
+            let r = lowlat_transport::sys::poll_readable(&[sh.fd, sh.doorbell.as_raw_fd()], timeout);
             let mut b = lock(&sh.boxes);
             b.poller = false;
             sh.clear_doorbell();
             drop(b);
             // Others may now poll, or find what this thread is about to route to them.
             sh.cond.notify_all();
-            return r
-                .map(|_| ())
-                .map_err(|e| Error::io("waiting for a frame", e));
+            return r.map(|_| ()).map_err(|e| Error::io("waiting for a frame", e));
         }
         // Bounded, so that a waiter takes over polling promptly if the poller is busy.
         let wait = deadline

@@ -119,11 +119,7 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions {
-            checksum: true,
-            rx_ring: false,
-            answer_discovery: false,
-        }
+        OpenOptions { checksum: true, rx_ring: false, answer_discovery: false }
     }
 }
 
@@ -141,11 +137,7 @@ pub fn open(ep: &Endpoint, o: OpenOptions) -> Result<Box<dyn FrameSocket>> {
         )?),
         Scheme::Xdp => Box::new(XdpSocket::open(
             &ep.iface,
-            XdpConfig {
-                checksum: o.checksum,
-                answer_discovery: o.answer_discovery,
-                ..XdpConfig::default()
-            },
+            XdpConfig { checksum: o.checksum, answer_discovery: o.answer_discovery, ..XdpConfig::default() },
         )?),
     })
 }

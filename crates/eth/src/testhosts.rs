@@ -48,10 +48,7 @@ impl Host {
     }
 
     /// Runs `f` on a new thread inside this namespace.
-    pub fn spawn<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> JoinHandle<Result<T>> {
+    pub fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<Result<T>> {
         spawn_in_netns(&self.ns, f)
     }
 }
@@ -83,23 +80,16 @@ pub fn check_root() -> Result<(), String> {
     if unsafe { libc::geteuid() } == 0 {
         Ok(())
     } else {
-        Err(
-            "creating network namespaces and veth pairs needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)"
-                .into(),
-        )
+        Err("creating network namespaces and veth pairs needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)".into())
     }
 }
 
 fn run(args: &[&str]) -> Result<String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::Command {
-            cmd: args.join(" "),
-            status: "not started".into(),
-            stderr: e.to_string(),
-        })?;
+    let out = Command::new(args[0]).args(&args[1..]).stdin(Stdio::null()).output().map_err(|e| Error::Command {
+        cmd: args.join(" "),
+        status: "not started".into(),
+        stderr: e.to_string(),
+    })?;
     if !out.status.success() {
         return Err(Error::Command {
             cmd: args.join(" "),
@@ -117,10 +107,7 @@ impl TestHosts {
     }
 
     pub fn with_config(cfg: TestHostsConfig) -> Result<TestHosts> {
-        check_root().map_err(|_| Error::Privilege {
-            op: "creating test namespaces",
-            cap: "root",
-        })?;
+        check_root().map_err(|_| Error::Privilege { op: "creating test namespaces", cap: "root" })?;
         sweep_stale();
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed) % 10_000;
@@ -136,18 +123,8 @@ impl TestHosts {
         // The watcher exists before anything it must remove.
         let watcher = spawn_watcher(&[&ns_a, &ns_b])?;
         let mut hosts = TestHosts {
-            a: Host {
-                ns: ns_a,
-                iface: if_a,
-                addr: addr_a,
-                mac: Mac::default(),
-            },
-            b: Host {
-                ns: ns_b,
-                iface: if_b,
-                addr: addr_b,
-                mac: Mac::default(),
-            },
+            a: Host { ns: ns_a, iface: if_a, addr: addr_a, mac: Mac::default() },
+            b: Host { ns: ns_b, iface: if_b, addr: addr_b, mac: Mac::default() },
             mtu: cfg.mtu,
             watcher: Some(watcher),
         };
@@ -200,12 +177,7 @@ impl TestHosts {
                 IfInfo::get(&iface)
             })
             .join()
-            .map_err(|_| {
-                Error::io(
-                    "configuring a test namespace",
-                    io::Error::other("thread panicked"),
-                )
-            })???;
+            .map_err(|_| Error::io("configuring a test namespace", io::Error::other("thread panicked")))???;
             h.mac = info.mac;
             run(&["ip", "-n", &h.ns, "addr", "add", &addr, "dev", &h.iface])?;
             run(&["ip", "-n", &h.ns, "link", "set", "dev", "lo", "up"])?;
@@ -264,9 +236,7 @@ fn owner_pid(name: &str) -> Option<u32> {
         let mut it = rest.split('-');
         let pid = it.next()?.parse().ok()?;
         it.next()?.parse::<u32>().ok()?;
-        return matches!(it.next(), Some("a" | "b"))
-            .then_some(pid)
-            .filter(|_| it.next().is_none());
+        return matches!(it.next(), Some("a" | "b")).then_some(pid).filter(|_| it.next().is_none());
     }
     let rest = name.strip_prefix(IF_PREFIX)?;
     let (pid, tail) = rest.split_once('x')?;
@@ -310,17 +280,12 @@ pub fn sweep_stale() -> Vec<String> {
 
 /// Moves the calling thread into network namespace `ns` (by `ip netns` name).
 pub fn enter_netns(ns: &str) -> Result<()> {
-    let path = std::ffi::CString::new(format!("/run/netns/{ns}")).map_err(|_| Error::BadUri {
-        uri: ns.to_string(),
-        why: "namespace name contains NUL",
-    })?;
+    let path = std::ffi::CString::new(format!("/run/netns/{ns}"))
+        .map_err(|_| Error::BadUri { uri: ns.to_string(), why: "namespace name contains NUL" })?;
     // SAFETY: `path` is a NUL-terminated string that outlives the call.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(Error::io(
-            "opening the network namespace",
-            io::Error::last_os_error(),
-        ));
+        return Err(Error::io("opening the network namespace", io::Error::last_os_error()));
     }
     // SAFETY: `fd` was just returned by open(2) and nobody else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -329,10 +294,7 @@ pub fn enter_netns(ns: &str) -> Result<()> {
     if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         let e = io::Error::last_os_error();
         return Err(match e.raw_os_error() {
-            Some(libc::EPERM) => Error::Privilege {
-                op: "entering a network namespace",
-                cap: "CAP_SYS_ADMIN",
-            },
+            Some(libc::EPERM) => Error::Privilege { op: "entering a network namespace", cap: "CAP_SYS_ADMIN" },
             _ => Error::io("entering the network namespace", e),
         });
     }
@@ -340,10 +302,7 @@ pub fn enter_netns(ns: &str) -> Result<()> {
 }
 
 /// Runs `f` on a new thread that first enters network namespace `ns`.
-pub fn spawn_in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> JoinHandle<Result<T>> {
+pub fn spawn_in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<Result<T>> {
     let ns = ns.to_string();
     std::thread::Builder::new()
         .name(format!("netns {ns}"))
@@ -363,15 +322,7 @@ mod tests {
         assert_eq!(owner_pid("lowlat-1234-7-a"), Some(1234));
         assert_eq!(owner_pid("lowlat-1234-7-b"), Some(1234));
         assert_eq!(owner_pid("ll1234x7b"), Some(1234));
-        for other in [
-            "lowlat-sh-a",
-            "lowlat-1-2-c",
-            "lowlat-1-2-a-x",
-            "ll12x",
-            "eth0",
-            "llx1a",
-            "ll1x1c",
-        ] {
+        for other in ["lowlat-sh-a", "lowlat-1-2-c", "lowlat-1-2-a-x", "ll12x", "eth0", "llx1a", "ll1x1c"] {
             assert_eq!(owner_pid(other), None, "{other}");
         }
     }

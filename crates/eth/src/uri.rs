@@ -26,18 +26,13 @@ pub struct Endpoint {
 impl FromStr for Endpoint {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = |why| Error::BadUri {
-            uri: s.to_string(),
-            why,
-        };
+        let bad = |why| Error::BadUri { uri: s.to_string(), why };
         let (scheme, rest) = if let Some(r) = s.strip_prefix("eth://") {
             (Scheme::Eth, r)
         } else if let Some(r) = s.strip_prefix("xdp://") {
             (Scheme::Xdp, r)
         } else {
-            return Err(bad(
-                "expected eth://IFACE[/PEER-MAC] or xdp://IFACE[/PEER-MAC]",
-            ));
+            return Err(bad("expected eth://IFACE[/PEER-MAC] or xdp://IFACE[/PEER-MAC]"));
         };
         let (iface, peer) = match rest.split_once('/') {
             Some((i, "")) => (i, None),
@@ -47,11 +42,7 @@ impl FromStr for Endpoint {
         if iface.is_empty() || iface.len() >= libc::IFNAMSIZ {
             return Err(bad("interface name must be 1 to 15 characters"));
         }
-        Ok(Endpoint {
-            scheme,
-            iface: iface.to_string(),
-            peer,
-        })
+        Ok(Endpoint { scheme, iface: iface.to_string(), peer })
     }
 }
 
@@ -76,19 +67,11 @@ mod tests {
     #[test]
     fn parses() {
         let e: Endpoint = "eth://veth0".parse().unwrap();
-        assert_eq!(
-            (e.scheme, e.iface.as_str(), e.peer),
-            (Scheme::Eth, "veth0", None)
-        );
+        assert_eq!((e.scheme, e.iface.as_str(), e.peer), (Scheme::Eth, "veth0", None));
         let e: Endpoint = "xdp://ll1x2a/02:00:00:00:00:01".parse().unwrap();
         assert_eq!(e.peer, Some(Mac([2, 0, 0, 0, 0, 1])));
         assert_eq!(e.to_string(), "xdp://ll1x2a/02:00:00:00:00:01");
-        for bad in [
-            "udp://x",
-            "eth://",
-            "eth://aaaaaaaaaaaaaaaaaaa",
-            "eth://x/zz",
-        ] {
+        for bad in ["udp://x", "eth://", "eth://aaaaaaaaaaaaaaaaaaa", "eth://x/zz"] {
             assert!(bad.parse::<Endpoint>().is_err(), "{bad}");
         }
     }

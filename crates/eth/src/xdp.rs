@@ -72,13 +72,7 @@ pub struct XdpConfig {
 
 impl Default for XdpConfig {
     fn default() -> Self {
-        XdpConfig {
-            checksum: true,
-            queue: 0,
-            mode: None,
-            zero_copy: ZeroCopy::Auto,
-            answer_discovery: false,
-        }
+        XdpConfig { checksum: true, queue: 0, mode: None, zero_copy: ZeroCopy::Auto, answer_discovery: false }
     }
 }
 
@@ -94,13 +88,7 @@ struct Ring {
 }
 
 impl Ring {
-    fn map(
-        fd: RawFd,
-        off: &libc::xdp_ring_offset,
-        pgoff: i64,
-        entry: usize,
-        what: &'static str,
-    ) -> Result<Ring> {
+    fn map(fd: RawFd, off: &libc::xdp_ring_offset, pgoff: i64, entry: usize, what: &'static str) -> Result<Ring> {
         let map_len = off.desc as usize + RING_SIZE as usize * entry;
         // SAFETY: mapping the ring the kernel created for this socket at its documented page
         // offset with the length the kernel's offsets imply; the result is checked.
@@ -119,10 +107,7 @@ impl Ring {
         }
         for o in [off.producer, off.consumer, off.flags] {
             if o as usize + 4 > off.desc as usize || o % 4 != 0 {
-                return Err(Error::io(
-                    what,
-                    io::Error::other("kernel reported ring offsets out of range"),
-                ));
+                return Err(Error::io(what, io::Error::other("kernel reported ring offsets out of range")));
             }
         }
         let base = map as *mut u8;
@@ -156,58 +141,34 @@ impl Ring {
     /// Entries the kernel produced that we have not consumed. Modular: a kernel (or corrupted)
     /// index can make this at most the ring size, never more.
     fn available(&self) -> u32 {
-        let n = self
-            .prod()
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.cons().load(Ordering::Relaxed));
+        let n = self.prod().load(Ordering::Acquire).wrapping_sub(self.cons().load(Ordering::Relaxed));
         n.min(RING_SIZE)
     }
     /// Free entries for us to produce into.
     fn free(&self) -> u32 {
-        let used = self
-            .prod()
-            .load(Ordering::Relaxed)
-            .wrapping_sub(self.cons().load(Ordering::Acquire));
+        let used = self.prod().load(Ordering::Relaxed).wrapping_sub(self.cons().load(Ordering::Acquire));
         RING_SIZE.saturating_sub(used)
     }
     /// Reads the u64 entry at index `idx` (fill/completion rings).
     fn read_u64(&self, idx: u32) -> u64 {
         // SAFETY: (idx & mask) < RING_SIZE, so the 8-byte entry lies inside the mapping.
-        unsafe {
-            std::ptr::read_volatile(self.desc.add(((idx & self.mask) as usize) * 8) as *const u64)
-        }
+        unsafe { std::ptr::read_volatile(self.desc.add(((idx & self.mask) as usize) * 8) as *const u64) }
     }
     fn write_u64(&self, idx: u32, v: u64) {
         // SAFETY: as for `read_u64`; we own this entry until we publish the producer index.
-        unsafe {
-            std::ptr::write_volatile(
-                self.desc.add(((idx & self.mask) as usize) * 8) as *mut u64,
-                v,
-            )
-        }
+        unsafe { std::ptr::write_volatile(self.desc.add(((idx & self.mask) as usize) * 8) as *mut u64, v) }
     }
     fn read_desc(&self, idx: u32) -> (u64, u32) {
         // SAFETY: (idx & mask) < RING_SIZE, so the 16-byte xdp_desc lies inside the mapping.
         let d = unsafe {
-            std::ptr::read_volatile(
-                self.desc.add(((idx & self.mask) as usize) * 16) as *const libc::xdp_desc
-            )
+            std::ptr::read_volatile(self.desc.add(((idx & self.mask) as usize) * 16) as *const libc::xdp_desc)
         };
         (d.addr, d.len)
     }
     fn write_desc(&self, idx: u32, addr: u64, len: u32) {
-        let d = libc::xdp_desc {
-            addr,
-            len,
-            options: 0,
-        };
+        let d = libc::xdp_desc { addr, len, options: 0 };
         // SAFETY: as for `read_desc`; we own this entry until we publish the producer index.
-        unsafe {
-            std::ptr::write_volatile(
-                self.desc.add(((idx & self.mask) as usize) * 16) as *mut libc::xdp_desc,
-                d,
-            )
-        }
+        unsafe { std::ptr::write_volatile(self.desc.add(((idx & self.mask) as usize) * 16) as *mut libc::xdp_desc, d) }
     }
 }
 
@@ -265,12 +226,7 @@ impl Xsk {
         // SAFETY: plain socket(2); checked.
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(Error::os(
-                "opening an AF_XDP socket",
-                "CAP_NET_RAW",
-                &info.name,
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::os("opening an AF_XDP socket", "CAP_NET_RAW", &info.name, io::Error::last_os_error()));
         }
         // SAFETY: fresh descriptor from socket(2).
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -290,10 +246,7 @@ impl Xsk {
         if base == libc::MAP_FAILED {
             return Err(Error::io("allocating the UMEM", io::Error::last_os_error()));
         }
-        let umem = Umem {
-            base: base as *mut u8,
-            len,
-        };
+        let umem = Umem { base: base as *mut u8, len };
         let reg = libc::xdp_umem_reg {
             addr: base as u64,
             len: len as u64,
@@ -303,35 +256,19 @@ impl Xsk {
             tx_metadata_len: 0,
         };
         let op = "registering the UMEM";
-        setsockopt(raw, XDP_UMEM_REG, &reg)
-            .map_err(|e| Error::os(op, "CAP_NET_RAW", &info.name, e))?;
-        for opt in [
-            XDP_UMEM_FILL_RING,
-            XDP_UMEM_COMPLETION_RING,
-            XDP_RX_RING,
-            XDP_TX_RING,
-        ] {
-            setsockopt(raw, opt, &RING_SIZE)
-                .map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
+        setsockopt(raw, XDP_UMEM_REG, &reg).map_err(|e| Error::os(op, "CAP_NET_RAW", &info.name, e))?;
+        for opt in [XDP_UMEM_FILL_RING, XDP_UMEM_COMPLETION_RING, XDP_RX_RING, XDP_TX_RING] {
+            setsockopt(raw, opt, &RING_SIZE).map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
         }
         // SAFETY: plain data; zeroed is valid.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
         // SAFETY: `off` is a live buffer of `olen` bytes.
         let r = unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                XDP_MMAP_OFFSETS,
-                &mut off as *mut _ as *mut libc::c_void,
-                &mut olen,
-            )
+            libc::getsockopt(raw, libc::SOL_XDP, XDP_MMAP_OFFSETS, &mut off as *mut _ as *mut libc::c_void, &mut olen)
         };
         if r < 0 || olen as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
-            return Err(Error::io(
-                "reading the AF_XDP ring offsets",
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::io("reading the AF_XDP ring offsets", io::Error::last_os_error()));
         }
         let rx = Ring::map(raw, &off.rx, PGOFF_RX, 16, "mapping the RX ring")?;
         let tx = Ring::map(raw, &off.tx, PGOFF_TX, 16, "mapping the TX ring")?;
@@ -361,22 +298,9 @@ impl Xsk {
             )
         };
         if r < 0 {
-            return Err(Error::os(
-                "binding the AF_XDP socket",
-                "CAP_NET_RAW",
-                &info.name,
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::os("binding the AF_XDP socket", "CAP_NET_RAW", &info.name, io::Error::last_os_error()));
         }
-        Ok(Xsk {
-            rx,
-            tx,
-            fill,
-            comp,
-            fd,
-            umem,
-            zero_copy,
-        })
+        Ok(Xsk { rx, tx, fill, comp, fd, umem, zero_copy })
     }
 
     /// The frame holding a kernel-supplied (addr, len), if it lies inside one frame of our UMEM.
@@ -420,19 +344,14 @@ impl XdpSocket {
         check_mtu(&info, cfg.checksum)?;
         let largest = FRAME_SIZE - KERNEL_HEADROOM - frame::ETH_HEADER_LEN as u32;
         if info.mtu > largest {
-            return Err(Error::TooLong {
-                iface: iface.to_string(),
-                len: info.mtu as usize,
-                max: largest as usize,
-            });
+            return Err(Error::TooLong { iface: iface.to_string(), len: info.mtu as usize, max: largest as usize });
         }
         // A socket closed just before on the same queue releases it from a kernel work queue,
         // a little later: EBUSY until then. Retry for a bounded moment.
         let give_up = Instant::now() + Duration::from_secs(1);
         let xsk = loop {
             let r = match cfg.zero_copy {
-                ZeroCopy::Auto => Xsk::create(&info, cfg.queue, true)
-                    .or_else(|_| Xsk::create(&info, cfg.queue, false)),
+                ZeroCopy::Auto => Xsk::create(&info, cfg.queue, true).or_else(|_| Xsk::create(&info, cfg.queue, false)),
                 ZeroCopy::Never => Xsk::create(&info, cfg.queue, false),
             };
             match r {
@@ -448,20 +367,8 @@ impl XdpSocket {
         map.set(cfg.queue, xsk.fd.as_raw_fd())?;
         let prog = Program::load_xdp("lowlat_xsk", &bpf::redirect_program(map.fd()))?;
         let (link, mode) = bpf::attach_best(&prog, info.index, iface, &info.driver, cfg.mode)?;
-        let tx_free = (NUM_FRAMES / 2..NUM_FRAMES)
-            .map(|i| (i * FRAME_SIZE) as u64)
-            .collect();
-        Ok(XdpSocket {
-            link,
-            mode,
-            _prog: prog,
-            _map: map,
-            xsk,
-            tx_free,
-            info,
-            cfg,
-            stats: Stats::default(),
-        })
+        let tx_free = (NUM_FRAMES / 2..NUM_FRAMES).map(|i| (i * FRAME_SIZE) as u64).collect();
+        Ok(XdpSocket { link, mode, _prog: prog, _map: map, xsk, tx_free, info, cfg, stats: Stats::default() })
     }
 
     pub fn mac(&self) -> Mac {
@@ -517,16 +424,7 @@ impl XdpSocket {
         }
         // SAFETY: sendto with no buffer and no address only tells the kernel to process the
         // TX ring.
-        let r = unsafe {
-            libc::sendto(
-                self.raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
+        let r = unsafe { libc::sendto(self.raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
         if r < 0 {
             let e = io::Error::last_os_error();
             // Busy or out of buffers: the frames stay queued and go with the next kick.
@@ -549,11 +447,7 @@ impl XdpSocket {
     pub fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
         let len = head.len() + body.len();
         if len > self.max_payload() {
-            return Err(Error::TooLong {
-                iface: self.info.name.clone(),
-                len,
-                max: self.max_payload(),
-            });
+            return Err(Error::TooLong { iface: self.info.name.clone(), len, max: self.max_payload() });
         }
         let addr = self.tx_frame()?;
         let crc = self.cfg.checksum;
@@ -561,8 +455,7 @@ impl XdpSocket {
         let total = HEADER_LEN + len + if crc { CRC_LEN } else { 0 };
         // SAFETY: `addr` is a TX frame from our free list (so neither the kernel nor anyone else
         // uses it), and `total` fits one frame (checked against max_payload and FRAME_SIZE).
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(self.xsk.umem.base.add(addr as usize), total) };
+        let out = unsafe { std::slice::from_raw_parts_mut(self.xsk.umem.base.add(addr as usize), total) };
         out[..HEADER_LEN].copy_from_slice(&hdr);
         out[HEADER_LEN..HEADER_LEN + head.len()].copy_from_slice(head);
         out[HEADER_LEN + head.len()..HEADER_LEN + len].copy_from_slice(body);
@@ -576,9 +469,7 @@ impl XdpSocket {
         let p = tx.prod().load(Ordering::Relaxed);
         tx.write_desc(p, addr, total as u32);
         tx.prod().store(p.wrapping_add(1), Ordering::Release);
-        self.stats
-            .tx_frames
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.tx_frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.kick_tx()
     }
 
@@ -594,9 +485,7 @@ impl XdpSocket {
                 return Ok(a);
             }
             if Instant::now() > give_up {
-                return Err(Error::TxRingFull {
-                    iface: self.info.name.clone(),
-                });
+                return Err(Error::TxRingFull { iface: self.info.name.clone() });
             }
             self.kick_tx()?;
             std::hint::spin_loop();
@@ -607,10 +496,7 @@ impl XdpSocket {
     /// as [`crate::EthSocket::try_recv_from`].
     pub fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {
         if buf.len() < self.max_payload() {
-            return Err(Error::BufferTooSmall {
-                len: buf.len(),
-                need: self.max_payload(),
-            });
+            return Err(Error::BufferTooSmall { len: buf.len(), need: self.max_payload() });
         }
         self.try_recv_with(|payload, src| {
             buf[..payload.len()].copy_from_slice(payload);
@@ -649,8 +535,7 @@ impl XdpSocket {
                                 result = f.take().map(|f| f(payload, p.src));
                             }
                             Kind::Discover if self.cfg.answer_discovery => {
-                                reply = discovery::decode(discovery::REQUEST, payload)
-                                    .map(|n| (p.src, n));
+                                reply = discovery::decode(discovery::REQUEST, payload).map(|n| (p.src, n));
                             }
                             _ => {}
                         }
@@ -661,9 +546,7 @@ impl XdpSocket {
             if let Some((src, nonce)) = reply {
                 let m = discovery::encode(discovery::REPLY, nonce);
                 self.send_kind(src, Kind::DiscoverReply, &m, &[])?;
-                self.stats
-                    .discovery_answered
-                    .fetch_add(1, Ordering::Relaxed);
+                self.stats.discovery_answered.fetch_add(1, Ordering::Relaxed);
             }
             if result.is_some() {
                 return Ok(result);
@@ -741,10 +624,7 @@ impl XdpSocket {
                 self.wait_readable(Some(deadline.saturating_duration_since(Instant::now())))?;
             }
         }
-        Err(Error::NoPeer {
-            iface: self.info.name.clone(),
-            tries,
-        })
+        Err(Error::NoPeer { iface: self.info.name.clone(), tries })
     }
 
     fn take_discover_reply(&mut self, nonce: u64) -> Option<Mac> {
@@ -757,9 +637,7 @@ impl XdpSocket {
             if let Some(f) = self.xsk.frame(addr, len) {
                 if let Ok(p) = frame::parse(f, self.cfg.checksum) {
                     let payload = &f[HEADER_LEN..HEADER_LEN + p.len];
-                    if p.kind == Kind::DiscoverReply
-                        && discovery::decode(discovery::REPLY, payload) == Some(nonce)
-                    {
+                    if p.kind == Kind::DiscoverReply && discovery::decode(discovery::REPLY, payload) == Some(nonce) {
                         found = Some(p.src);
                     }
                 }

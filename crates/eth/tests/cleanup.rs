@@ -23,16 +23,10 @@ fn assert_gone(ns: &[String], ifaces: &[String]) {
     let netns = ip(&["netns", "list"]);
     let links = ip(&["-o", "link"]);
     for n in ns {
-        assert!(
-            !netns.contains(n.as_str()) && !TestHosts::exists(n),
-            "namespace {n} left behind:\n{netns}"
-        );
+        assert!(!netns.contains(n.as_str()) && !TestHosts::exists(n), "namespace {n} left behind:\n{netns}");
     }
     for i in ifaces {
-        assert!(
-            !links.contains(i.as_str()),
-            "interface {i} left behind:\n{links}"
-        );
+        assert!(!links.contains(i.as_str()), "interface {i} left behind:\n{links}");
     }
 }
 
@@ -48,27 +42,15 @@ fn gone_after_a_panicking_test() {
     let s = seen.clone();
     let r = std::panic::catch_unwind(move || {
         let h = common::hosts(1500).unwrap();
-        *s.lock().unwrap() = Some((
-            vec![h.a.ns.clone(), h.b.ns.clone()],
-            vec![h.a.iface.clone(), h.b.iface.clone()],
-        ));
+        *s.lock().unwrap() = Some((vec![h.a.ns.clone(), h.b.ns.clone()], vec![h.a.iface.clone(), h.b.iface.clone()]));
         let iface = h.a.iface.clone();
-        let x = common::join(
-            h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()),
-            5,
-        );
+        let x = common::join(h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()), 5);
         assert!(xdp_attached(&h.a.ns, &h.a.iface));
         // Closing the socket detaches the program.
         x.close();
-        assert!(
-            !xdp_attached(&h.a.ns, &h.a.iface),
-            "XDP program still attached after close"
-        );
+        assert!(!xdp_attached(&h.a.ns, &h.a.iface), "XDP program still attached after close");
         let iface = h.a.iface.clone();
-        let _x = common::join(
-            h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()),
-            5,
-        );
+        let _x = common::join(h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()), 5);
         assert!(xdp_attached(&h.a.ns, &h.a.iface));
         panic!("deliberate failure inside the test hosts' scope");
     });
@@ -87,10 +69,7 @@ fn helper_create_and_wait() {
     }
     let h = common::hosts(1500).unwrap();
     let iface = h.a.iface.clone();
-    let _x = common::join(
-        h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()),
-        5,
-    );
+    let _x = common::join(h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()), 5);
     println!("HOSTS {} {} {} {}", h.a.ns, h.b.ns, h.a.iface, h.b.iface);
     std::thread::sleep(Duration::from_secs(20));
 }
@@ -101,13 +80,7 @@ fn gone_after_the_process_is_killed() {
         return;
     }
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "helper_create_and_wait",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "helper_create_and_wait", "--ignored", "--nocapture", "--test-threads=1"])
         .env("LOWLAT_ETH_CLEANUP_CHILD", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

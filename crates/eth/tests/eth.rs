@@ -10,24 +10,14 @@ use lowlat_transport::{SpinPolicy, Spinner};
 
 /// Echoes `n` payloads back to their sender.
 fn echo_server(iface: String, cfg: EthConfig, n: usize) -> impl FnOnce() -> EthSocket {
-    let mut s = EthSocket::open(
-        &iface,
-        EthConfig {
-            answer_discovery: true,
-            ..cfg
-        },
-    )
-    .expect("server socket");
+    let mut s = EthSocket::open(&iface, EthConfig { answer_discovery: true, ..cfg }).expect("server socket");
     move || {
         let mut buf = vec![0u8; s.max_payload()];
         let mut spin = Spinner::new(SpinPolicy::Block);
         for _ in 0..n {
-            let (len, src) = s
-                .recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
-                .unwrap()
-                .expect("server timed out");
-            s.send_to(src, &buf[..len.min(32)], &buf[len.min(32)..len])
-                .unwrap();
+            let (len, src) =
+                s.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().expect("server timed out");
+            s.send_to(src, &buf[..len.min(32)], &buf[len.min(32)..len]).unwrap();
         }
         s
     }
@@ -49,11 +39,7 @@ fn exchange(cfg: EthConfig, discover: bool) {
     let iface = h.b.iface.clone();
     let client = h.b.spawn(move || {
         let mut c = EthSocket::open(&iface, cfg).unwrap();
-        let peer = if discover {
-            c.discover(5, Duration::from_millis(200)).unwrap()
-        } else {
-            server_mac
-        };
+        let peer = if discover { c.discover(5, Duration::from_millis(200)).unwrap() } else { server_mac };
         assert_eq!(peer, server_mac);
         let max = c.max_payload();
         let mut buf = vec![0u8; max];
@@ -62,32 +48,19 @@ fn exchange(cfg: EthConfig, discover: bool) {
             let msg = common::pattern(len, i as u8);
             let split = len / 3;
             c.send_to(peer, &msg[..split], &msg[split..]).unwrap();
-            let (n, src) = c
-                .recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
-                .unwrap()
-                .expect("no echo");
+            let (n, src) = c.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().expect("no echo");
             assert_eq!(src, peer);
             assert_eq!(&buf[..n], &msg[..], "payload of {len} bytes");
         }
         // Larger than one frame: a typed error, not a truncated frame.
         let big = vec![0u8; max + 1];
-        assert!(matches!(
-            c.send_to(peer, &big, &[]),
-            Err(lowlat_eth::Error::TooLong { .. })
-        ));
-        c.stats()
-            .rx_bad_crc
-            .load(std::sync::atomic::Ordering::Relaxed)
+        assert!(matches!(c.send_to(peer, &big, &[]), Err(lowlat_eth::Error::TooLong { .. })));
+        c.stats().rx_bad_crc.load(std::sync::atomic::Ordering::Relaxed)
     });
     assert_eq!(common::join(client, 10), 0);
     let s = server.join().unwrap();
     if discover {
-        assert_eq!(
-            s.stats()
-                .discovery_answered
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
+        assert_eq!(s.stats().discovery_answered.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }
 
@@ -98,35 +71,19 @@ fn exchange_plain_with_crc() {
 
 #[test]
 fn exchange_ring_without_crc_and_discovery() {
-    exchange(
-        EthConfig {
-            rx_ring: true,
-            checksum: false,
-            ..EthConfig::default()
-        },
-        true,
-    );
+    exchange(EthConfig { rx_ring: true, checksum: false, ..EthConfig::default() }, true);
 }
 
 #[test]
 fn exchange_ring_with_crc() {
-    exchange(
-        EthConfig {
-            rx_ring: true,
-            ..EthConfig::default()
-        },
-        false,
-    );
+    exchange(EthConfig { rx_ring: true, ..EthConfig::default() }, false);
 }
 
 #[test]
 fn corrupted_frames_are_dropped_and_counted() {
     let Some(h) = common::hosts(1500) else { return };
     for ring in [false, true] {
-        let cfg = EthConfig {
-            rx_ring: ring,
-            ..EthConfig::default()
-        };
+        let cfg = EthConfig { rx_ring: ring, ..EthConfig::default() };
         let iface = h.a.iface.clone();
         let server = common::join(h.a.spawn(move || EthSocket::open(&iface, cfg).unwrap()), 5);
         let (a_mac, iface_b) = (h.a.mac, h.b.iface.clone());
@@ -155,19 +112,10 @@ fn corrupted_frames_are_dropped_and_counted() {
         let mut s = server;
         let mut buf = vec![0u8; s.max_payload()];
         let mut spin = Spinner::new(SpinPolicy::Block);
-        let (n, src) = s
-            .recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
-            .unwrap()
-            .expect("good frame lost");
+        let (n, src) = s.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().expect("good frame lost");
         assert_eq!((n, src), (200, h.b.mac));
         assert_eq!(&buf[..n], &common::pattern(200, 7)[..]);
-        assert_eq!(
-            s.stats()
-                .rx_bad_crc
-                .load(std::sync::atomic::Ordering::Relaxed),
-            2,
-            "ring={ring}"
-        );
+        assert_eq!(s.stats().rx_bad_crc.load(std::sync::atomic::Ordering::Relaxed), 2, "ring={ring}");
         assert_eq!(s.try_recv_from(&mut buf).unwrap(), None);
     }
 }
@@ -178,17 +126,8 @@ fn slot_filter_delivers_only_its_slot() {
     let (iface_a, b_mac) = (h.a.iface.clone(), h.b.mac);
     let sockets = common::join(
         h.a.spawn(move || {
-            let f = |slot| EthConfig {
-                filter: Filter {
-                    slot: Some(slot),
-                    peer: Some(b_mac),
-                },
-                ..EthConfig::default()
-            };
-            (
-                EthSocket::open(&iface_a, f(1)).unwrap(),
-                EthSocket::open(&iface_a, f(0x0302)).unwrap(),
-            )
+            let f = |slot| EthConfig { filter: Filter { slot: Some(slot), peer: Some(b_mac) }, ..EthConfig::default() };
+            (EthSocket::open(&iface_a, f(1)).unwrap(), EthSocket::open(&iface_a, f(0x0302)).unwrap())
         }),
         5,
     );
@@ -209,15 +148,9 @@ fn slot_filter_delivers_only_its_slot() {
     let mut buf = vec![0u8; s1.max_payload()];
     let mut spin = Spinner::new(SpinPolicy::Block);
     let slot_of = |b: &[u8]| u16::from_le_bytes([b[6], b[7]]);
-    let (n, src) = s1
-        .recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
-        .unwrap()
-        .unwrap();
+    let (n, src) = s1.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().unwrap();
     assert_eq!((n, src, slot_of(&buf)), (36, b_mac, 1));
-    let (_, _) = s2
-        .recv_from(&mut buf, &mut spin, Some(common::deadline(5)))
-        .unwrap()
-        .unwrap();
+    let (_, _) = s2.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().unwrap();
     assert_eq!(slot_of(&buf), 0x0302);
     // Give any wrongly admitted frame time to arrive, then check none did.
     std::thread::sleep(Duration::from_millis(20));
@@ -228,20 +161,12 @@ fn slot_filter_delivers_only_its_slot() {
 
 #[test]
 fn errors_name_the_remedy() {
-    let e = EthSocket::open("nosuchif0", EthConfig::default())
-        .err()
-        .unwrap();
+    let e = EthSocket::open("nosuchif0", EthConfig::default()).err().unwrap();
     assert!(matches!(e, lowlat_eth::Error::NoInterface { .. }), "{e}");
     let Some(h) = common::hosts(68) else { return };
     let iface = h.a.iface.clone();
-    let e = common::join(
-        h.a.spawn(move || EthSocket::open(&iface, EthConfig::default()).err().unwrap()),
-        5,
-    );
-    assert!(
-        matches!(e, lowlat_eth::Error::MtuTooSmall { mtu: 68, .. }),
-        "{e}"
-    );
+    let e = common::join(h.a.spawn(move || EthSocket::open(&iface, EthConfig::default()).err().unwrap()), 5);
+    assert!(matches!(e, lowlat_eth::Error::MtuTooSmall { mtu: 68, .. }), "{e}");
     assert!(e.to_string().contains("mtu 72"), "{e}");
 }
 
@@ -251,18 +176,11 @@ fn discovery_without_server_is_a_typed_error() {
     let iface = h.b.iface.clone();
     let e = common::join(
         h.b.spawn(move || {
-            EthSocket::open(&iface, EthConfig::default())
-                .unwrap()
-                .discover(3, Duration::from_millis(20))
-                .err()
-                .unwrap()
+            EthSocket::open(&iface, EthConfig::default()).unwrap().discover(3, Duration::from_millis(20)).err().unwrap()
         }),
         5,
     );
-    assert!(
-        matches!(e, lowlat_eth::Error::NoPeer { tries: 3, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, lowlat_eth::Error::NoPeer { tries: 3, .. }), "{e}");
 }
 
 #[test]
@@ -277,10 +195,7 @@ fn corruption_on_the_wire_is_caught_and_retried() {
     // One in four frames arriving at the server gets a bit flipped on the way in.
     let (corruptor, mut server) = common::join(
         h.a.spawn(move || {
-            (
-                Corruptor::attach(&iface, 2).unwrap(),
-                EthSocket::open(&iface, EthConfig::default()).unwrap(),
-            )
+            (Corruptor::attach(&iface, 2).unwrap(), EthSocket::open(&iface, EthConfig::default()).unwrap())
         }),
         5,
     );
@@ -320,10 +235,7 @@ fn corruption_on_the_wire_is_caught_and_retried() {
     );
     stop.store(true, Ordering::Relaxed);
     let server = server.join().unwrap();
-    let bad = server
-        .stats()
-        .rx_bad_crc
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let bad = server.stats().rx_bad_crc.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("{bad} corrupted frames dropped, {retries} retransmissions");
     assert!(bad > 0, "the corruptor corrupted nothing?");
     // Every dropped frame cost a retransmission (a slow reply on a loaded machine may cost one

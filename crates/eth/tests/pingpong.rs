@@ -13,14 +13,7 @@ use lowlat_transport::SpinPolicy;
 
 fn open(uri: String, server: bool) -> Box<dyn FrameSocket> {
     let ep = uri.parse().unwrap();
-    lowlat_eth::socket::open(
-        &ep,
-        OpenOptions {
-            answer_discovery: server,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap()
+    lowlat_eth::socket::open(&ep, OpenOptions { answer_discovery: server, ..OpenOptions::default() }).unwrap()
 }
 
 fn echo(server_uri: &str, client_uri: &str, spin: SpinPolicy) {
@@ -37,13 +30,7 @@ fn echo(server_uri: &str, client_uri: &str, spin: SpinPolicy) {
             let mut c = open(uri_b, false);
             let peer = c.discover(5, Duration::from_millis(200)).unwrap();
             assert_eq!(peer, a_mac);
-            let cfg = RunConfig {
-                size: 1024,
-                rounds: 300,
-                warmup: 20,
-                spin,
-                ..RunConfig::default()
-            };
+            let cfg = RunConfig { size: 1024, rounds: 300, warmup: 20, spin, ..RunConfig::default() };
             pingpong::run(c.as_mut(), peer, &cfg).unwrap()
         }),
         20,
@@ -75,10 +62,7 @@ fn xdp_floor_answers_in_the_driver() {
     // A user-level socket on the server side, to prove that PINGs never reach user space.
     let (floor, mut watcher) = common::join(
         h.a.spawn(move || {
-            (
-                Floor::attach(&iface, None).unwrap(),
-                EthSocket::open(&iface, EthConfig::default()).unwrap(),
-            )
+            (Floor::attach(&iface, None).unwrap(), EthSocket::open(&iface, EthConfig::default()).unwrap())
         }),
         5,
     );
@@ -92,30 +76,16 @@ fn xdp_floor_answers_in_the_driver() {
                 } else {
                     Box::new(EthSocket::open(&iface, EthConfig::default()).unwrap())
                 };
-                let cfg = RunConfig {
-                    size: 32,
-                    rounds: 300,
-                    warmup: 20,
-                    kind: Kind::Ping,
-                    ..RunConfig::default()
-                };
+                let cfg = RunConfig { size: 32, rounds: 300, warmup: 20, kind: Kind::Ping, ..RunConfig::default() };
                 pingpong::run(c.as_mut(), a_mac, &cfg).unwrap()
             }),
             20,
         );
         let mut lat = lat;
-        eprintln!(
-            "floor ({:?}), xdp client {xdp_client}: {:?}",
-            floor.mode(),
-            pingpong::summarize(&mut lat)
-        );
+        eprintln!("floor ({:?}), xdp client {xdp_client}: {:?}", floor.mode(), pingpong::summarize(&mut lat));
     }
     let mut buf = vec![0u8; watcher.max_payload()];
-    assert_eq!(
-        watcher.try_recv_from(&mut buf).unwrap(),
-        None,
-        "a PING reached user space"
-    );
+    assert_eq!(watcher.try_recv_from(&mut buf).unwrap(), None, "a PING reached user space");
     drop(floor);
 }
 
@@ -126,12 +96,7 @@ fn run_reports_a_missing_peer() {
     let e = common::join(
         h.b.spawn(move || {
             let mut c = EthSocket::open(&iface, EthConfig::default()).unwrap();
-            let cfg = RunConfig {
-                rounds: 1,
-                warmup: 0,
-                timeout: Duration::from_millis(30),
-                ..RunConfig::default()
-            };
+            let cfg = RunConfig { rounds: 1, warmup: 0, timeout: Duration::from_millis(30), ..RunConfig::default() };
             pingpong::run(&mut c, lowlat_eth::Mac([2, 0, 0, 0, 0, 9]), &cfg).unwrap_err()
         }),
         5,

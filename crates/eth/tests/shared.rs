@@ -13,26 +13,16 @@ use lowlat_transport::{SpinPolicy, Spinner};
 fn threads_share_one_socket(spin: SpinPolicy) {
     let Some(h) = common::hosts(1500) else { return };
     let iface_a = h.a.iface.clone();
-    let mut server = common::join(
-        h.a.spawn(move || EthSocket::open(&iface_a, EthConfig::default()).unwrap()),
-        5,
-    );
+    let mut server = common::join(h.a.spawn(move || EthSocket::open(&iface_a, EthConfig::default()).unwrap()), 5);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
-    let server =
-        std::thread::spawn(move || pingpong::serve(&mut server, SpinPolicy::Block, &st).unwrap());
+    let server = std::thread::spawn(move || pingpong::serve(&mut server, SpinPolicy::Block, &st).unwrap());
 
     let iface_b = h.b.iface.clone();
-    let shared = common::join(
-        h.b.spawn(move || SharedXdp::get_or_open(&iface_b, XdpConfig::default()).unwrap()),
-        5,
-    );
+    let shared = common::join(h.b.spawn(move || SharedXdp::get_or_open(&iface_b, XdpConfig::default()).unwrap()), 5);
     // The same interface in the same namespace gives the same socket.
     let iface_b = h.b.iface.clone();
-    let again = common::join(
-        h.b.spawn(move || SharedXdp::get_or_open(&iface_b, XdpConfig::default()).unwrap()),
-        5,
-    );
+    let again = common::join(h.b.spawn(move || SharedXdp::get_or_open(&iface_b, XdpConfig::default()).unwrap()), 5);
     assert!(Arc::ptr_eq(&shared, &again));
     drop(again);
 
@@ -53,12 +43,7 @@ fn threads_share_one_socket(spin: SpinPolicy) {
                     let body = common::pattern(64 + slot as usize * 100, slot as u8);
                     hd.send_to(peer, &head, &body).unwrap();
                     let got = spinner
-                        .wait_on(
-                            Some(common::deadline(5)),
-                            &mut hd,
-                            |h| h.try_recv_from(&mut buf),
-                            |h, t| h.block(t),
-                        )
+                        .wait_on(Some(common::deadline(5)), &mut hd, |h| h.try_recv_from(&mut buf), |h, t| h.block(t))
                         .unwrap()
                         .expect("reply lost");
                     assert_eq!(got.0, 32 + body.len());

@@ -21,19 +21,12 @@ pub fn deadline(secs: u64) -> Instant {
 pub fn join<T>(h: std::thread::JoinHandle<lowlat_eth::Result<T>>, secs: u64) -> T {
     let end = deadline(secs);
     while !h.is_finished() {
-        assert!(
-            Instant::now() < end,
-            "namespace thread did not finish within {secs} s"
-        );
+        assert!(Instant::now() < end, "namespace thread did not finish within {secs} s");
         std::thread::sleep(Duration::from_millis(2));
     }
-    h.join()
-        .expect("namespace thread panicked")
-        .expect("entering the namespace")
+    h.join().expect("namespace thread panicked").expect("entering the namespace")
 }
 
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
+pub(crate) mod eth;
 pub(crate) mod shm;
 pub(crate) mod tcp;
 pub(crate) mod udp;
+pub(crate) mod xdp;
 
 /// One call slot's path to the server.
 pub(crate) trait ClientChannel: Send {
@@ -58,6 +60,8 @@ pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -
         Endpoint::Udp { host_port } => Ok(Box::new(udp::UdpClient::connect(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(Box::new(tcp::TcpClient::connect(uri, host_port, cfg)?)),
         Endpoint::Shm { path } => Ok(Box::new(shm::ShmClient::connect(uri, path, cfg)?)),
+        Endpoint::Eth { iface, peer } => Ok(Box::new(eth::EthClient::connect(uri, iface, *peer, cfg)?)),
+        Endpoint::Xdp { iface, peer } => Ok(Box::new(xdp::XdpClient::connect(uri, iface, *peer, cfg)?)),
         other => Err(unsupported(uri, other)),
     }
 }
@@ -67,6 +71,8 @@ pub(crate) enum AnyServer {
     Udp(udp::UdpServer),
     Tcp(tcp::TcpServer),
     Shm(Box<shm::ShmServerTransport>),
+    Eth(eth::EthServer),
+    Xdp(Box<xdp::XdpServer>),
 }
 
 pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<AnyServer, Error> {
@@ -74,6 +80,8 @@ pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, do
         Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
         Endpoint::Shm { path } => Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?))),
+        Endpoint::Eth { iface, .. } => Ok(AnyServer::Eth(eth::EthServer::bind(uri, iface)?)),
+        Endpoint::Xdp { iface, .. } => Ok(AnyServer::Xdp(Box::new(xdp::XdpServer::bind(uri, iface)?))),
         other => Err(unsupported(uri, other)),
     }
 }

@@ -1,0 +1,176 @@
+//! lowlat over raw Ethernet frames (`eth://IFACE[/PEER-MAC]`, AF_PACKET): one socket per client
+//! slot, which the kernel filters down to that slot's frames from the server; one socket per
+//! server endpoint. Frames may be lost or corrupted (dropped by their CRC32C), so, as over UDP,
+//! the protocol engine retransmits.
+//!
+//! A channel learns its slot from the first frame it sends and narrows its kernel filter to
+//! it; the filter follows if the channel later sends for another slot (a rebind sends slot 0's
+//! bind request). Without a PEER-MAC the first channel finds the server by broadcast discovery
+//! and the others reuse the answer. Sockets belong to the network namespace of the thread that
+//! opens them: a client's calling threads must live in the namespace of the interface.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lowlat_eth::{EthConfig, EthSocket, Filter, Mac};
+use lowlat_transport::sys::poll_readable;
+
+use super::{ClientChannel, Received, ServerTransport};
+use crate::{ClientConfig, Error};
+
+/// lowlat's header magic and the offset of its slot field.
+pub(super) fn slot_of(frame: &[u8]) -> Option<u16> {
+    (frame.len() >= 8 && frame[..2] == *b"Ll").then(|| u16::from_le_bytes([frame[6], frame[7]]))
+}
+
+/// Maps the raw transport's errors onto the runtime's, keeping their advice.
+pub(super) fn eth_error(uri: &str, scheme: &str, e: lowlat_eth::Error) -> Error {
+    use lowlat_eth::Error as E;
+    match e {
+        E::NoPeer { .. } => Error::ServerNotRunning { uri: uri.to_string(), detail: e.to_string() },
+        E::NoInterface { .. }
+        | E::Privilege { .. }
+        | E::MtuTooSmall { .. }
+        | E::XdpAttach { .. }
+        | E::Verifier { .. } => {
+            Error::Unsupported { uri: uri.to_string(), scheme: scheme.to_string(), reason: e.to_string() }
+        }
+        other => Error::io(format!("{uri}: open"), io::Error::other(other)),
+    }
+}
+
+pub(super) fn to_io(e: lowlat_eth::Error) -> io::Error {
+    match e {
+        lowlat_eth::Error::Io { source, .. } => source,
+        other => io::Error::other(other),
+    }
+}
+
+/// Servers found by discovery, by (network namespace, interface), for the sibling channels.
+static DISCOVERED: Mutex<Vec<((u64, String), Mac)>> = Mutex::new(Vec::new());
+
+pub(super) fn netns_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
+}
+
+/// The server's MAC: given, found earlier on this interface, or discovered now with `find`.
+pub(super) fn peer_mac(
+    iface: &str,
+    given: Option<[u8; 6]>,
+    find: impl FnOnce() -> Result<Mac, lowlat_eth::Error>,
+) -> Result<Mac, lowlat_eth::Error> {
+    if let Some(m) = given {
+        return Ok(Mac(m));
+    }
+    let key = (netns_id(), iface.to_string());
+    let mut found = DISCOVERED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, m)) = found.iter().find(|(k, _)| *k == key) {
+        return Ok(*m);
+    }
+    let m = find()?;
+    found.push((key, m));
+    Ok(m)
+}
+
+/// Discovery rounds within the bind timeout.
+pub(super) fn discovery_tries(cfg: &ClientConfig) -> (u32, Duration) {
+    let interval = Duration::from_millis(100);
+    ((cfg.bind_timeout.as_millis() / interval.as_millis()).clamp(1, 100) as u32, interval)
+}
+
+pub(crate) struct EthClient {
+    sock: EthSocket,
+    peer: Mac,
+    slot: Option<u16>,
+}
+
+impl EthClient {
+    pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<EthClient, Error> {
+        let err = |e| eth_error(uri, "eth", e);
+        let mut sock = EthSocket::open(iface, EthConfig::default()).map_err(err)?;
+        let (tries, interval) = discovery_tries(cfg);
+        let peer = peer_mac(iface, peer, || sock.discover(tries, interval)).map_err(err)?;
+        sock.set_filter(Filter { slot: None, peer: Some(peer) }).map_err(err)?;
+        Ok(EthClient { sock, peer, slot: None })
+    }
+}
+
+impl ClientChannel for EthClient {
+    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        let slot = slot_of(head);
+        if slot.is_some() && slot != self.slot {
+            self.sock.set_filter(Filter { slot, peer: Some(self.peer) }).map_err(to_io)?;
+            self.slot = slot;
+        }
+        self.sock.send_to(self.peer, head, body).map_err(to_io)
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        let max = self.sock.max_payload();
+        if buf.len() < max {
+            buf.resize(max, 0);
+        }
+        loop {
+            let Some((n, src)) = self.sock.try_recv_from(buf).map_err(to_io)? else { return Ok(None) };
+            // Frames queued before the filter narrowed to this slot are skipped here.
+            if src == self.peer && (self.slot.is_none() || slot_of(&buf[..n]) == self.slot) {
+                return Ok(Some(n));
+            }
+        }
+    }
+
+    fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        poll_readable(&[self.sock.raw_fd()], timeout).map(|_| ())
+    }
+
+    fn max_frame(&self) -> usize {
+        self.sock.max_payload()
+    }
+
+    fn reliable(&self) -> bool {
+        false
+    }
+}
+
+pub(crate) struct EthServer {
+    sock: EthSocket,
+}
+
+impl EthServer {
+    pub fn bind(uri: &str, iface: &str) -> Result<EthServer, Error> {
+        let cfg = EthConfig { answer_discovery: true, ..EthConfig::default() };
+        Ok(EthServer { sock: EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))? })
+    }
+}
+
+impl ServerTransport for EthServer {
+    type Addr = Mac;
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Mac>>> {
+        let max = self.sock.max_payload();
+        if buf.len() < max {
+            buf.resize(max, 0);
+        }
+        Ok(self.sock.try_recv_from(buf).map_err(to_io)?.map(|(len, from)| Received::Frame { len, from }))
+    }
+
+    fn send(&mut self, to: &Mac, head: &[u8], body: &[u8]) {
+        // A failed send is a lost frame; the client's retransmission recovers.
+        let _ = self.sock.send_to(*to, head, body);
+    }
+
+    fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        poll_readable(&[self.sock.raw_fd(), doorbell], timeout).map(|_| ())
+    }
+
+    fn max_frame(&self) -> usize {
+        self.sock.max_payload()
+    }
+
+    fn local_uri(&self) -> String {
+        format!("eth://{}/{}", self.sock.iface().name, self.sock.mac())
+    }
+}

@@ -1,0 +1,173 @@
+//! The runtime over `eth://` (AF_PACKET) and `xdp://` (AF_XDP) between two network namespaces
+//! joined by a veth pair: the lab's procedures (mirrored here: the runtime may not depend on the
+//! lab) with messages up to 1 MiB from several threads, discovery, and calls that complete
+//! through corrupted frames. Skipped, with the reason printed, when not run as root.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program, Server};
+use lowlat_eth::testhosts::{self, TestHosts};
+
+const PROG: u32 = 0x2000_4C4C;
+const NULL: u32 = 0;
+const MINUS: u32 = 1;
+const MAXARG: u32 = 2;
+const MAXRESULT: u32 = 3;
+const ECHO: u32 = 4;
+
+fn program() -> Program {
+    Program::new(PROG, 1)
+        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+        .procedure(MINUS, "MINUS", |_, a, r| {
+            let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
+            let y = i32::from_ne_bytes([a[4], a[5], a[6], a[7]]);
+            r.extend_from_slice(&x.wrapping_sub(y).to_ne_bytes());
+            Ok(())
+        })
+        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
+        .procedure(MAXRESULT, "MAXRESULT", |_, a, r| {
+            let n: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            r.extend((0..u32::from_ne_bytes(n) as usize).map(|i| (i % 251) as u8));
+            Ok(())
+        })
+        .procedure(ECHO, "ECHO", |_, a, r| {
+            r.extend_from_slice(a);
+            Ok(())
+        })
+}
+
+fn hosts() -> Option<TestHosts> {
+    if let Err(why) = testhosts::check_root() {
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(TestHosts::new().expect("creating test hosts"))
+}
+
+/// Joins a namespace thread, failing the test if it runs longer than `secs`.
+fn join<T>(h: JoinHandle<lowlat_eth::Result<T>>, secs: u64) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !h.is_finished() {
+        assert!(Instant::now() < end, "thread did not finish within {secs} s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.join().expect("thread panicked").expect("entering the namespace")
+}
+
+fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
+    c.call::<_, DecodeError>(
+        proc_no,
+        |b| {
+            b.extend_from_slice(arg);
+            Ok(())
+        },
+        |r| Ok(r.to_vec()),
+    )
+}
+
+/// Serves the lab program on side a's interface (the server's socket lives in a's namespace).
+fn serve(h: &TestHosts, scheme: &str) -> Server {
+    let uri = format!("{scheme}://{}", h.a.iface);
+    join(h.a.spawn(move || Server::builder().program(program()).serve(&[&uri]).unwrap()), 10)
+}
+
+fn lab_procedures(scheme: &str, with_mac: bool) {
+    let Some(h) = hosts() else { return };
+    let server = serve(&h, scheme);
+    let local = server.local_uris();
+    assert_eq!(local, vec![format!("{scheme}://{}/{}", h.a.iface, h.a.mac)]);
+    let uri =
+        if with_mac { format!("{scheme}://{}/{}", h.b.iface, h.a.mac) } else { format!("{scheme}://{}", h.b.iface) };
+    // Every calling thread is started from a thread in b's namespace, so all of them (and the
+    // channels they open) live there.
+    let done = h.b.spawn(move || {
+        let client = Arc::new(Client::connect(&uri, PROG, 1).unwrap());
+        let sizes = [0usize, 1, 1400, 1440, 1500, 10_000, 100_000, 1 << 20];
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let c = client.clone();
+                std::thread::spawn(move || {
+                    assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
+                    let mut ab = 7i32.to_ne_bytes().to_vec();
+                    ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
+                    assert_eq!(bytes(MINUS, &c, &ab).unwrap(), (-3 - t as i32).to_ne_bytes());
+                    for &n in &sizes {
+                        let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
+                        assert!(bytes(ECHO, &c, &msg).unwrap() == msg, "ECHO {n}");
+                        assert!(bytes(MAXARG, &c, &msg).unwrap().is_empty(), "MAXARG {n}");
+                        let r = bytes(MAXRESULT, &c, &(n as u32).to_ne_bytes()).unwrap();
+                        assert!(
+                            r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+                            "MAXRESULT {n}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+    join(done, 60);
+    server.shutdown();
+}
+
+#[test]
+fn lab_procedures_over_eth_with_discovery() {
+    lab_procedures("eth", false);
+}
+
+#[test]
+fn lab_procedures_over_xdp_with_peer_mac() {
+    lab_procedures("xdp", true);
+}
+
+#[test]
+fn lab_procedures_over_xdp_with_discovery() {
+    lab_procedures("xdp", false);
+}
+
+#[test]
+fn calls_complete_through_corrupted_frames() {
+    let Some(h) = hosts() else { return };
+    let server = serve(&h, "eth");
+    // One in eight frames reaching the server has a bit flipped: its CRC32C fails, the server
+    // drops it, and the client's retransmission recovers.
+    let iface = h.a.iface.clone();
+    let corruptor = join(h.a.spawn(move || lowlat_eth::fault::Corruptor::attach(&iface, 3).unwrap()), 5);
+    let uri = format!("eth://{}/{}", h.b.iface, h.a.mac);
+    let done = h.b.spawn(move || {
+        let cfg = ClientConfig { deadline: Duration::from_secs(20), ..ClientConfig::default() };
+        let c = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+        for i in 0..40u32 {
+            assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
+            let msg: Vec<u8> = (0..(i as usize * 997) % 20_000).map(|j| j as u8).collect();
+            assert!(bytes(ECHO, &c, &msg).unwrap() == msg);
+        }
+        let big: Vec<u8> = (0..300_000).map(|j| (j % 253) as u8).collect();
+        assert!(bytes(ECHO, &c, &big).unwrap() == big);
+    });
+    join(done, 60);
+    drop(corruptor);
+    server.shutdown();
+}
+
+#[test]
+fn missing_interface_and_absent_server_are_clear_errors() {
+    let e = Client::connect("eth://nosuchif0/02:00:00:00:00:01", PROG, 1).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("ip link"), "{e}");
+    let Some(h) = hosts() else { return };
+    let uri = format!("eth://{}", h.b.iface);
+    let e = join(
+        h.b.spawn(move || {
+            let cfg = ClientConfig { bind_timeout: Duration::from_millis(300), ..ClientConfig::default() };
+            Client::connect_with(&uri, PROG, 1, cfg).unwrap_err()
+        }),
+        10,
+    );
+    assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
+}

@@ -1,0 +1,140 @@
+//! The duplicate-request cache of a UDP server: a retransmitted call (same xid, same client
+//! address, same bytes) is answered with the reply already sent instead of running again, so a
+//! non-idempotent procedure runs once per call however often the network makes the client resend.
+//!
+//! Bounded: the oldest entries are forgotten first, and their reply buffers are reused, so a
+//! server in steady state allocates nothing here.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+/// What the cache knows about a call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup<'a> {
+    /// Never seen (now recorded as in progress): run it.
+    New,
+    /// Seen and still running (on a worker): drop the retransmission.
+    InProgress,
+    /// Seen and answered: send this reply again.
+    Replay(&'a [u8]),
+}
+
+#[derive(Debug)]
+struct Entry {
+    hash: u64,
+    done: bool,
+    reply: Vec<u8>,
+}
+
+/// Cache keyed by xid and client address, checked against a hash of the call's bytes (a client
+/// reusing an xid for a different call is not mistaken for a retransmission).
+#[derive(Debug)]
+pub struct DuplicateCache<A: Eq + Hash + Copy> {
+    map: HashMap<(u32, A), Entry>,
+    order: VecDeque<(u32, A)>,
+    capacity: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+/// FNV-1a over the call's bytes after the xid.
+pub fn call_hash(msg: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in msg.get(4..).unwrap_or(&[]) {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+impl<A: Eq + Hash + Copy> DuplicateCache<A> {
+    pub fn new(capacity: usize) -> Self {
+        DuplicateCache {
+            map: HashMap::with_capacity(capacity.max(1)),
+            order: VecDeque::with_capacity(capacity.max(1)),
+            capacity: capacity.max(1),
+            spare: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Looks a call up; records it as in progress when new.
+    pub fn check(&mut self, xid: u32, from: A, hash: u64) -> Lookup<'_> {
+        let key = (xid, from);
+        let fresh = match self.map.get(&key) {
+            Some(e) if e.hash == hash => false,
+            Some(_) => {
+                // Same xid from the same client but another call: the old entry is stale.
+                if let Some(old) = self.map.remove(&key) {
+                    self.spare.push(old.reply);
+                }
+                self.order.retain(|k| *k != key);
+                true
+            }
+            None => true,
+        };
+        if fresh {
+            while self.map.len() >= self.capacity {
+                let Some(old) = self.order.pop_front() else { break };
+                if let Some(e) = self.map.remove(&old) {
+                    self.spare.push(e.reply);
+                }
+            }
+            let mut reply = self.spare.pop().unwrap_or_default();
+            reply.clear();
+            self.map.insert(key, Entry { hash, done: false, reply });
+            self.order.push_back(key);
+            return Lookup::New;
+        }
+        let e = &self.map[&key];
+        if e.done {
+            Lookup::Replay(&e.reply)
+        } else {
+            Lookup::InProgress
+        }
+    }
+
+    /// Records the reply sent for a call that [`check`](Self::check) called new.
+    pub fn complete(&mut self, xid: u32, from: A, hash: u64, reply: &[u8]) {
+        if let Some(e) = self.map.get_mut(&(xid, from)) {
+            if e.hash == hash {
+                e.reply.clear();
+                e.reply.extend_from_slice(reply);
+                e.done = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retransmission_replays_and_new_calls_run() {
+        let mut c = DuplicateCache::<u16>::new(2);
+        assert_eq!(c.check(1, 9, 100), Lookup::New);
+        assert_eq!(c.check(1, 9, 100), Lookup::InProgress);
+        c.complete(1, 9, 100, b"reply");
+        assert_eq!(c.check(1, 9, 100), Lookup::Replay(b"reply"));
+        // Same xid, other client; same xid and client, other call.
+        assert_eq!(c.check(1, 8, 100), Lookup::New);
+        assert_eq!(c.check(1, 9, 101), Lookup::New);
+        // Capacity 2: the oldest went.
+        assert_eq!(c.check(2, 9, 5), Lookup::New);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.check(1, 8, 100), Lookup::New);
+    }
+
+    #[test]
+    fn hash_ignores_the_xid_only() {
+        assert_eq!(call_hash(b"\x00\x00\x00\x01abc"), call_hash(b"\x00\x00\x00\x02abc"));
+        assert_ne!(call_hash(b"\x00\x00\x00\x01abc"), call_hash(b"\x00\x00\x00\x01abd"));
+    }
+}

@@ -176,6 +176,8 @@ fn ids_of_self() -> (u32, u32) {
 }
 
 /// A call's credential.
+// Fixed-size on purpose: a server hands it to a procedure without allocating.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Credential {
     None,

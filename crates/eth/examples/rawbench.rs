@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use lowlat_eth::bpf::XdpMode;
 use lowlat_eth::frame::Kind;
-use lowlat_eth::pingpong::{self, Floor, RunConfig, Summary};
+use lowlat_eth::ladder;
+use lowlat_eth::pingpong::{self, RunConfig, Summary};
 use lowlat_eth::testhosts::TestHosts;
-use lowlat_eth::{EthConfig, EthSocket, FrameSocket, XdpConfig, XdpSocket};
+use lowlat_eth::{EthConfig, XdpConfig};
 use lowlat_transport::sys::pin_to_cpu;
 use lowlat_transport::SpinPolicy;
 
@@ -23,19 +24,14 @@ enum Side {
     Xdp { mode: Option<XdpMode>, crc: bool },
 }
 
-fn open(side: Side, iface: &str, server: bool) -> Box<dyn FrameSocket> {
-    match side {
-        Side::Eth { ring, crc } => Box::new(
-            EthSocket::open(
-                iface,
-                EthConfig { rx_ring: ring, checksum: crc, answer_discovery: server, ..EthConfig::default() },
-            )
-            .unwrap(),
-        ),
-        Side::Xdp { mode, crc } => Box::new(
-            XdpSocket::open(iface, XdpConfig { mode, checksum: crc, answer_discovery: server, ..XdpConfig::default() })
-                .unwrap(),
-        ),
+impl Side {
+    fn ladder(self) -> ladder::Side {
+        match self {
+            Side::Eth { ring, crc } => {
+                ladder::Side::Eth(EthConfig { rx_ring: ring, checksum: crc, ..EthConfig::default() })
+            }
+            Side::Xdp { mode, crc } => ladder::Side::Xdp(XdpConfig { mode, checksum: crc, ..XdpConfig::default() }),
+        }
     }
 }
 
@@ -62,35 +58,13 @@ struct Case {
 
 fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: Case) {
     let Case { kind, size, spin, rounds } = case;
-    let stop = Arc::new(AtomicBool::new(false));
-    let srv = server.map(|side| {
-        let (iface, st) = (h.a.iface.clone(), stop.clone());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let t = h.a.spawn(move || {
-            let _ = pin_to_cpu(0);
-            let mut s = open(side, &iface, true);
-            tx.send(()).unwrap();
-            pingpong::serve(s.as_mut(), spin, &st).unwrap()
-        });
-        rx.recv_timeout(Duration::from_secs(5)).expect("server did not start");
-        t
-    });
-    let (iface, peer) = (h.b.iface.clone(), h.a.mac);
-    let lat =
-        h.b.spawn(move || {
-            let _ = pin_to_cpu(1);
-            let mut c = open(client, &iface, false);
-            let cfg = RunConfig { size, rounds, warmup: rounds / 10, spin, kind, ..RunConfig::default() };
-            pingpong::run(c.as_mut(), peer, &cfg).unwrap()
-        })
-        .join()
-        .unwrap()
-        .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    if let Some(t) = srv {
-        t.join().unwrap().unwrap();
-    }
-    let mut lat = lat;
+    let responder = match server {
+        Some(side) => ladder::Responder::User(side.ladder()),
+        None => ladder::Responder::XdpFloor,
+    };
+    let cfg = RunConfig { size, rounds, warmup: rounds / 10, spin, kind, ..RunConfig::default() };
+    let pin = ladder::Pinning { server: Some(0), client: Some(1) };
+    let mut lat = ladder::across(h, responder, client.ladder(), &cfg, pin).unwrap();
     row(name, size, spin, &pingpong::summarize(&mut lat));
 }
 
@@ -190,11 +164,6 @@ fn main() {
                 );
             }
         }
-        let floor = h.a.spawn({
-            let iface = h.a.iface.clone();
-            move || Floor::attach(&iface, None).unwrap()
-        });
-        let floor = floor.join().unwrap().unwrap();
         frames(
             &h,
             "xdp floor, eth client",
@@ -209,7 +178,6 @@ fn main() {
             Side::Xdp { mode: None, crc: true },
             Case { kind: Kind::Ping, size, spin: busy, rounds },
         );
-        drop(floor);
     }
     // Blocking (no spinning) at 32 bytes.
     frames(

@@ -9,6 +9,7 @@ pub mod error;
 pub mod fault;
 pub mod frame;
 pub mod ifinfo;
+pub mod ladder;
 pub mod mac;
 pub mod packet;
 pub mod pingpong;

@@ -103,3 +103,22 @@ fn run_reports_a_missing_peer() {
     );
     assert!(matches!(e, lowlat_eth::Error::NoReply { .. }), "{e}");
 }
+
+#[test]
+fn ladder_rungs_across_the_pair() {
+    use lowlat_eth::ladder::{self, Pinning, Responder, Side};
+    let Some(h) = common::hosts(1500) else { return };
+    let cfg = RunConfig { size: 64, rounds: 100, warmup: 10, spin: SpinPolicy::Block, ..RunConfig::default() };
+    for (responder, client) in [
+        (Responder::User(Side::Eth(EthConfig::default())), Side::Xdp(XdpConfig::default())),
+        (Responder::XdpFloor, Side::Eth(EthConfig::default())),
+    ] {
+        let lat = ladder::across(&h, responder, client, &cfg, Pinning::default()).unwrap();
+        assert_eq!(lat.len(), 100, "{responder:?}");
+    }
+    // A failing server side is an error, not a hang: xdp on both ends of side a's interface.
+    let iface = h.a.iface.clone();
+    let _hold = common::join(h.a.spawn(move || XdpSocket::open(&iface, XdpConfig::default()).unwrap()), 5);
+    let e = ladder::across(&h, Responder::XdpFloor, Side::Eth(EthConfig::default()), &cfg, Pinning::default());
+    assert!(matches!(e, Err(lowlat_eth::Error::XdpAttach { .. })), "{:?}", e.err());
+}

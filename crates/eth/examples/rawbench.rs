@@ -196,7 +196,7 @@ fn main() {
     );
     frames(
         &h,
-        "xdp native crc",
+        "xdp (default mode) crc",
         Some(Side::Xdp { mode: None, crc: true }),
         Side::Xdp { mode: None, crc: true },
         Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },

@@ -113,6 +113,12 @@ fn lab_procedures(scheme: &str, with_mac: bool) {
     });
     join(done, 60);
     server.shutdown();
+    // The client (dropped in its thread) and the server both detached their XDP programs.
+    for side in [&h.a, &h.b] {
+        let out = std::process::Command::new("ip").args(["-n", &side.ns, "link", "show", "dev", &side.iface]).output();
+        let out = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
+        assert!(out.contains(&side.iface) && !out.contains("prog/xdp"), "{out}");
+    }
 }
 
 #[test]

@@ -41,16 +41,27 @@ pub struct RecordReader {
     assembled: Vec<u8>,
     /// Whether `assembled` holds a finished record handed out by the last call.
     handed_assembled: bool,
+    /// Where the last record handed out lies in `input` (unless in `assembled`).
+    last: (usize, usize),
     max_record: usize,
 }
 
 impl RecordReader {
     pub fn new(max_record: usize) -> RecordReader {
-        RecordReader { input: Vec::new(), start: 0, end: 0, assembled: Vec::new(), handed_assembled: false, max_record }
+        RecordReader {
+            input: Vec::new(),
+            start: 0,
+            end: 0,
+            assembled: Vec::new(),
+            handed_assembled: false,
+            last: (0, 0),
+            max_record,
+        }
     }
 
     /// Room of at least `min` bytes to receive into.
     pub fn buffer(&mut self, min: usize) -> &mut [u8] {
+        self.last = (0, 0);
         if self.start > 0 {
             self.input.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -70,6 +81,16 @@ impl RecordReader {
     /// Bytes buffered and not yet returned as records.
     pub fn pending(&self) -> usize {
         self.end - self.start + self.assembled.len()
+    }
+
+    /// The record the last [`next_record`](Self::next_record) returned (empty when there is none
+    /// or when [`buffer`](Self::buffer) was called since).
+    pub fn last(&self) -> &[u8] {
+        if self.handed_assembled {
+            &self.assembled
+        } else {
+            self.input.get(self.last.0..self.last.1).unwrap_or(&[])
+        }
     }
 
     /// The next complete record, if the buffered bytes hold one.
@@ -96,6 +117,7 @@ impl RecordReader {
             let from = self.start + 4;
             self.start = from + len;
             if last && self.assembled.is_empty() {
+                self.last = (from, from + len);
                 return Ok(Some(&self.input[from..from + len]));
             }
             self.assembled.extend_from_slice(&self.input[from..from + len]);

@@ -4,11 +4,15 @@
 //!
 //! It talks UDP to port 111 with a short deadline, so a missing rpcbind costs a bounded wait.
 
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::auth::Credential;
 use crate::msg::{AcceptStatus, CallHeader, Reply, ReplyBody};
+use crate::record::{frame_record, RecordReader};
 use crate::xdr::{put_opaque, put_u32, Reader};
 use crate::Error;
 
@@ -113,21 +117,89 @@ fn xid() -> u32 {
     t ^ std::process::id().rotate_left(16)
 }
 
-/// A client of the rpcbind at one address.
+/// One blocking call over a Unix stream socket (record marking), as libtirpc registers: rpcbind
+/// then knows the caller's uid and accepts SET and UNSET from it.
+pub fn local_call(
+    path: &Path,
+    header: CallHeader,
+    args: &[u8],
+    timeout: Duration,
+) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
+    let io = |op: &str| {
+        let op = format!("{op} {}", path.display());
+        move |source| Error::Io { op, source }
+    };
+    let mut s = UnixStream::connect(path).map_err(io("connect to"))?;
+    s.set_read_timeout(Some(timeout)).map_err(io("set timeout on"))?;
+    s.set_write_timeout(Some(timeout)).map_err(io("set timeout on"))?;
+    let mut msg = Vec::with_capacity(64 + args.len());
+    header.encode(&Credential::None, &mut msg);
+    msg.extend_from_slice(args);
+    let mut wire = Vec::with_capacity(msg.len() + 4);
+    frame_record(&msg, 1 << 20, &mut wire);
+    s.write_all(&wire).map_err(io("send to"))?;
+    let mut rr = RecordReader::new(1 << 20);
+    loop {
+        let buf = rr.buffer(4096);
+        let n = s.read(buf).map_err(io("receive from"))?;
+        if n == 0 {
+            return Err(Error::Rpcbind { addr: path.display().to_string(), reason: "closed the connection".into() });
+        }
+        rr.filled(n);
+        let rec =
+            rr.next_record().map_err(|e| Error::Rpcbind { addr: path.display().to_string(), reason: e.to_string() })?;
+        if let Some(rec) = rec {
+            let r = Reply::parse(rec)?;
+            return Ok(match r.body {
+                ReplyBody::Accepted(AcceptStatus::Success) => Ok(r.results.to_vec()),
+                b => Err(b),
+            });
+        }
+    }
+}
+
+/// Where rpcbind is reached.
+#[derive(Clone, Debug)]
+pub enum Via {
+    Udp(SocketAddr),
+    Local(PathBuf),
+}
+
+/// A client of one rpcbind.
 #[derive(Clone, Debug)]
 pub struct Rpcbind {
+    pub via: Via,
+    /// The host whose services are asked about (for addresses rpcbind gives as wildcards).
     pub addr: SocketAddr,
     pub timeout: Duration,
 }
 
+/// The sockets rpcbind listens on for local callers.
+pub const LOCAL_SOCKETS: [&str; 2] = ["/run/rpcbind.sock", "/var/run/rpcbind.sock"];
+
 impl Rpcbind {
-    /// rpcbind on `host` (port 111).
+    /// rpcbind on `host` (port 111), over UDP.
     pub fn at(host: IpAddr) -> Rpcbind {
-        Rpcbind { addr: SocketAddr::new(host, PORT), timeout: Duration::from_secs(2) }
+        let addr = SocketAddr::new(host, PORT);
+        Rpcbind { via: Via::Udp(addr), addr, timeout: Duration::from_secs(2) }
+    }
+
+    /// This machine's rpcbind: over its Unix socket when there is one (needed to register),
+    /// else over UDP to 127.0.0.1.
+    pub fn local() -> Rpcbind {
+        let mut r = Rpcbind::at(IpAddr::from([127, 0, 0, 1]));
+        if let Some(p) = LOCAL_SOCKETS.iter().find(|p| Path::new(p).exists()) {
+            r.via = Via::Local(PathBuf::from(p));
+        }
+        r
     }
 
     fn call(&self, version: u32, procedure: u32, args: &[u8]) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
-        udp_call(self.addr, CallHeader { xid: xid(), program: PROGRAM, version, procedure }, args, self.timeout)
+        let h = CallHeader { xid: xid(), program: PROGRAM, version, procedure };
+        match &self.via {
+            Via::Udp(a) => udp_call(*a, h, args, self.timeout),
+            Via::Local(p) => local_call(p, h, args, self.timeout),
+        }
     }
 
     fn err(&self, reason: String) -> Error {
@@ -136,7 +208,7 @@ impl Rpcbind {
 
     /// Whether rpcbind answers at all (a NULL call).
     pub fn is_running(&self) -> bool {
-        let probe = Rpcbind { addr: self.addr, timeout: Duration::from_millis(300) };
+        let probe = Rpcbind { timeout: Duration::from_millis(300), ..self.clone() };
         matches!(probe.call(2, 0, &[]), Ok(Ok(_)))
     }
 
@@ -254,7 +326,7 @@ mod tests {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
         drop(sock);
-        let r = Rpcbind { addr, timeout: Duration::from_millis(600) };
+        let r = Rpcbind { via: Via::Udp(addr), addr, timeout: Duration::from_millis(600) };
         let t = Instant::now();
         assert!(r.getaddr(1, 1, Netid::Udp).is_err());
         assert!(t.elapsed() < Duration::from_secs(3));

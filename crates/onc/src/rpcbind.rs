@@ -2,10 +2,11 @@
 //! versions 4 and 3, falling back to PMAPPROC_GETPORT in portmapper version 2), and registration
 //! (SET / UNSET in every version rpcbind accepts).
 //!
-//! It talks UDP to port 111 with a short deadline, so a missing rpcbind costs a bounded wait.
+//! It talks UDP (TCP to ask about TCP services; the Unix socket to register) to port 111 with a
+//! short deadline, so a missing rpcbind costs a bounded wait.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -125,13 +126,41 @@ pub fn local_call(
     args: &[u8],
     timeout: Duration,
 ) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
+    let name = path.display().to_string();
+    let s = UnixStream::connect(path).map_err(|source| Error::Io { op: format!("connect to {name}"), source })?;
+    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|source| {
+        Error::Io { op: format!("set timeouts on {name}"), source }
+    })?;
+    stream_call(s, &name, header, args)
+}
+
+/// One blocking call over TCP (rpcbind answers GETADDR for the transport a question came on, so
+/// where a TCP service listens is asked over TCP).
+pub fn tcp_call(
+    to: SocketAddr,
+    header: CallHeader,
+    args: &[u8],
+    timeout: Duration,
+) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
+    let name = to.to_string();
+    let s = TcpStream::connect_timeout(&to, timeout)
+        .map_err(|source| Error::Io { op: format!("connect to {name}"), source })?;
+    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|source| {
+        Error::Io { op: format!("set timeouts on {name}"), source }
+    })?;
+    stream_call(s, &name, header, args)
+}
+
+fn stream_call<S: Read + Write>(
+    mut s: S,
+    name: &str,
+    header: CallHeader,
+    args: &[u8],
+) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
     let io = |op: &str| {
-        let op = format!("{op} {}", path.display());
+        let op = format!("{op} {name}");
         move |source| Error::Io { op, source }
     };
-    let mut s = UnixStream::connect(path).map_err(io("connect to"))?;
-    s.set_read_timeout(Some(timeout)).map_err(io("set timeout on"))?;
-    s.set_write_timeout(Some(timeout)).map_err(io("set timeout on"))?;
     let mut msg = Vec::with_capacity(64 + args.len());
     header.encode(&Credential::None, &mut msg);
     msg.extend_from_slice(args);
@@ -143,13 +172,15 @@ pub fn local_call(
         let buf = rr.buffer(4096);
         let n = s.read(buf).map_err(io("receive from"))?;
         if n == 0 {
-            return Err(Error::Rpcbind { addr: path.display().to_string(), reason: "closed the connection".into() });
+            return Err(Error::Rpcbind { addr: name.to_string(), reason: "closed the connection".into() });
         }
         rr.filled(n);
-        let rec =
-            rr.next_record().map_err(|e| Error::Rpcbind { addr: path.display().to_string(), reason: e.to_string() })?;
+        let rec = rr.next_record().map_err(|e| Error::Rpcbind { addr: name.to_string(), reason: e.to_string() })?;
         if let Some(rec) = rec {
             let r = Reply::parse(rec)?;
+            if r.xid != header.xid {
+                continue;
+            }
             return Ok(match r.body {
                 ReplyBody::Accepted(AcceptStatus::Success) => Ok(r.results.to_vec()),
                 b => Err(b),
@@ -162,6 +193,7 @@ pub fn local_call(
 #[derive(Clone, Debug)]
 pub enum Via {
     Udp(SocketAddr),
+    Tcp(SocketAddr),
     Local(PathBuf),
 }
 
@@ -198,6 +230,7 @@ impl Rpcbind {
         let h = CallHeader { xid: xid(), program: PROGRAM, version, procedure };
         match &self.via {
             Via::Udp(a) => udp_call(*a, h, args, self.timeout),
+            Via::Tcp(a) => tcp_call(*a, h, args, self.timeout),
             Via::Local(p) => local_call(p, h, args, self.timeout),
         }
     }
@@ -240,6 +273,16 @@ impl Rpcbind {
     /// Asks where `prog` `vers` listens on `netid`: GETADDR v4, then v3, then GETPORT v2.
     /// `Ok(None)`: not registered.
     pub fn getaddr(&self, prog: u32, vers: u32, netid: Netid) -> Result<Option<SocketAddr>, Error> {
+        if netid == Netid::Tcp {
+            if let Via::Udp(a) = self.via {
+                let over_tcp = Rpcbind { via: Via::Tcp(a), ..self.clone() };
+                return over_tcp.getaddr_here(prog, vers, netid);
+            }
+        }
+        self.getaddr_here(prog, vers, netid)
+    }
+
+    fn getaddr_here(&self, prog: u32, vers: u32, netid: Netid) -> Result<Option<SocketAddr>, Error> {
         let v6 = self.addr.is_ipv6();
         let args = Self::rpcb(prog, vers, netid.name(v6), "", "");
         for version in [4, 3] {

@@ -19,6 +19,7 @@ use lowlat_proto::{
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel};
+use crate::onc_client::OncClient;
 use crate::{ClientConfig, Endpoint, Error};
 
 struct Slot {
@@ -48,11 +49,112 @@ struct Shared {
 
 /// A binding to a program at an endpoint. `Send + Sync`: share it between threads by reference
 /// or `Arc`; calls from several threads proceed in parallel on separate slots.
+///
+/// Speaks lowlat's own protocol, or ONC RPC v2 for `onc+udp://` and `onc+tcp://` endpoints
+/// (bodies are then XDR: use the generated `*_xdr` codecs).
 pub struct Client {
-    shared: Arc<Shared>,
+    kind: Kind,
+}
+
+enum Kind {
+    Lowlat(Lowlat),
+    Onc(Box<OncClient>),
 }
 
 impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Kind::Lowlat(c) => c.fmt(f),
+            Kind::Onc(c) => c.fmt(f),
+        }
+    }
+}
+
+impl Client {
+    /// Binds to `program` `version` at `uri` with default settings.
+    pub fn connect(uri: &str, program: u32, version: u32) -> Result<Client, Error> {
+        Client::connect_with(uri, program, version, ClientConfig::default())
+    }
+
+    /// Binds with the given settings.
+    pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
+        let endpoint: Endpoint = uri.parse()?;
+        let kind = match endpoint {
+            Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } => {
+                Kind::Onc(Box::new(OncClient::connect(uri, &endpoint, program, version, cfg)?))
+            }
+            _ => Kind::Lowlat(Lowlat::connect_with(uri, endpoint, program, version, cfg)?),
+        };
+        Ok(Client { kind })
+    }
+
+    pub fn uri(&self) -> &str {
+        match &self.kind {
+            Kind::Lowlat(c) => c.uri(),
+            Kind::Onc(c) => c.uri(),
+        }
+    }
+
+    /// The byte order message bodies travel in (the server's): only the client converts.
+    /// Big-endian over ONC RPC (XDR).
+    pub fn server_byte_order(&self) -> ByteOrder {
+        self.session().server_order
+    }
+
+    /// The session currently bound (over ONC RPC, which has no sessions, a description of the
+    /// binding with token 0).
+    pub fn session(&self) -> Session {
+        match &self.kind {
+            Kind::Lowlat(c) => c.session(),
+            Kind::Onc(c) => c.session(),
+        }
+    }
+
+    /// Largest message a call may carry on this binding.
+    pub fn max_message(&self) -> usize {
+        self.session().max_message as usize
+    }
+
+    /// Whether this binding speaks ONC RPC (bodies in XDR).
+    pub fn is_onc(&self) -> bool {
+        matches!(self.kind, Kind::Onc(_))
+    }
+
+    /// One call with the default deadline. `encode` appends the arguments to an empty buffer
+    /// (preallocated per slot); `decode` reads the result where it lies.
+    pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        match &self.kind {
+            Kind::Lowlat(c) => c.call(proc_no, encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, c.deadline(), encode, decode),
+        }
+    }
+
+    /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
+    pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Duration,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        match &self.kind {
+            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout, encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, timeout, encode, decode),
+        }
+    }
+}
+
+/// A binding over lowlat's own protocol.
+struct Lowlat {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Lowlat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("uri", &self.shared.uri)
@@ -162,15 +264,14 @@ fn bind(
     }
 }
 
-impl Client {
-    /// Binds to `program` `version` at `uri` with default settings.
-    pub fn connect(uri: &str, program: u32, version: u32) -> Result<Client, Error> {
-        Client::connect_with(uri, program, version, ClientConfig::default())
-    }
-
-    /// Binds with the given settings.
-    pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
-        let endpoint: Endpoint = uri.parse()?;
+impl Lowlat {
+    fn connect_with(
+        uri: &str,
+        endpoint: Endpoint,
+        program: u32,
+        version: u32,
+        cfg: ClientConfig,
+    ) -> Result<Lowlat, Error> {
         let mut chan = driver::open_channel(&endpoint, uri, &cfg)?;
         let mut buf = Vec::new();
         let session = bind(uri, program, version, &cfg, chan.as_mut(), &mut buf)?;
@@ -208,26 +309,16 @@ impl Client {
         if !reliable {
             spawn_acknowledger(Arc::downgrade(&shared));
         }
-        Ok(Client { shared })
+        Ok(Lowlat { shared })
     }
 
     pub fn uri(&self) -> &str {
         &self.shared.uri
     }
 
-    /// The byte order message bodies travel in (the server's): only the client converts.
-    pub fn server_byte_order(&self) -> ByteOrder {
-        self.session().server_order
-    }
-
     /// The session currently bound.
     pub fn session(&self) -> Session {
         self.shared.session.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-
-    /// Largest message a call may carry on this binding.
-    pub fn max_message(&self) -> usize {
-        self.session().max_message as usize
     }
 
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
@@ -410,7 +501,7 @@ impl Client {
                 ErrorCode::GarbageArgs => Error::GarbageArgs { proc_no },
                 ErrorCode::ServerError => Error::ServerError { proc_no },
                 ErrorCode::Busy => Error::Busy { proc_no },
-                ErrorCode::TooLarge => Error::TooLarge { size: 0, max: self.max_message() },
+                ErrorCode::TooLarge => Error::TooLarge { size: 0, max: self.session().max_message as usize },
                 ErrorCode::UnknownSession => Error::SessionLost { proc_no, execution: Execution::Unknown },
                 ErrorCode::Unknown(code) => Error::UnknownRemoteError { code },
             },

@@ -21,6 +21,10 @@ pub struct ClientConfig {
     pub window: u16,
     /// Retransmission and acknowledgement timers.
     pub engine: lowlat_proto::ClientConfig,
+    /// ONC RPC only: send these AUTH_SYS credentials (AUTH_NONE when `None`).
+    pub onc_auth: Option<lowlat_onc::AuthSys>,
+    /// ONC RPC over TCP only: largest record fragment sent (records above it are split).
+    pub onc_max_fragment: usize,
 }
 
 impl Default for ClientConfig {
@@ -33,6 +37,8 @@ impl Default for ClientConfig {
             max_message: 4 << 20,
             window: 32,
             engine: lowlat_proto::ClientConfig::default(),
+            onc_auth: None,
+            onc_max_fragment: 1 << 20,
         }
     }
 }
@@ -56,6 +62,16 @@ pub struct ServerConfig {
     pub worker_queue: usize,
     /// Pin each serving thread to this CPU.
     pub pin_cpu: Option<usize>,
+    /// ONC RPC only: refuse calls without AUTH_SYS credentials (AUTH_TOOWEAK).
+    pub onc_require_auth_sys: bool,
+    /// ONC RPC only: when not empty, refuse AUTH_SYS callers whose uid is not listed
+    /// (AUTH_TOOWEAK). Implies `onc_require_auth_sys`.
+    pub onc_allowed_uids: Vec<u32>,
+    /// ONC RPC only: register with this machine's rpcbind when it runs (and unregister on clean
+    /// shutdown).
+    pub onc_register: bool,
+    /// ONC RPC over UDP: replies remembered for retransmitted calls (the duplicate-request cache).
+    pub onc_drc_entries: usize,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +85,10 @@ impl Default for ServerConfig {
             workers: 4,
             worker_queue: 1024,
             pin_cpu: None,
+            onc_require_auth_sys: false,
+            onc_allowed_uids: Vec::new(),
+            onc_register: true,
+            onc_drc_entries: 1024,
         }
     }
 }

@@ -73,6 +73,18 @@ pub enum Error {
 
     #[error("{op}: {source}")]
     Io { op: String, source: std::io::Error },
+
+    #[error("{uri}: the server speaks ONC RPC versions {low} to {high}, not version 2")]
+    RpcMismatch { uri: String, low: u32, high: u32 },
+
+    #[error("{uri}: the server refused the credentials of procedure {proc_no}: {reason}")]
+    AuthError { uri: String, proc_no: u32, reason: lowlat_onc::AuthStat },
+
+    #[error("{uri}: rpcbind on {host} cannot say where program {program:#x} version {version} is: {detail}")]
+    NotRegistered { uri: String, host: String, program: u32, version: u32, detail: String },
+
+    #[error("{uri}: malformed ONC RPC reply to procedure {proc_no}: {detail}")]
+    MalformedReply { uri: String, proc_no: u32, detail: String },
 }
 
 impl Error {
@@ -87,7 +99,7 @@ impl Error {
             | Error::ConnectionLost { execution, .. }
             | Error::SessionLost { execution, .. } => *execution != Execution::NotSent,
             Error::ServerRestarted { .. } | Error::ServerError { .. } | Error::Decode { .. } => true,
-            Error::Io { .. } | Error::UnknownRemoteError { .. } => true,
+            Error::Io { .. } | Error::UnknownRemoteError { .. } | Error::MalformedReply { .. } => true,
             _ => false,
         }
     }

@@ -28,6 +28,7 @@ mod client;
 mod config;
 mod driver;
 mod error;
+mod onc_client;
 mod server;
 mod service;
 mod uri;
@@ -35,6 +36,9 @@ mod uri;
 pub use client::Client;
 pub use config::{ClientConfig, ServerConfig};
 pub use error::Error;
+pub use lowlat_onc::AuthSys;
+/// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
+pub use lowlat_onc as onc;
 pub use lowlat_proto::{ByteOrder, Execution, Session};
 pub use lowlat_transport::SpinPolicy;
 pub use server::{Server, ServerBuilder};

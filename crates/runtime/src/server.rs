@@ -65,12 +65,18 @@ pub(crate) struct EndpointShared {
     completions: Mutex<Vec<(CallKey, Status, Vec<u8>)>>,
 }
 
-struct Job {
-    key: CallKey,
-    proc: Procedure,
-    ctx: CallContext,
-    args: Vec<u8>,
-    back: Arc<EndpointShared>,
+pub(crate) struct Job {
+    pub proc: Procedure,
+    pub ctx: CallContext,
+    pub args: Vec<u8>,
+    pub reply_to: ReplyTo,
+}
+
+/// Where a worker's result goes.
+pub(crate) enum ReplyTo {
+    Lowlat { key: CallKey, back: Arc<EndpointShared> },
+    /// Another protocol's serving thread (ONC RPC), which queues the result and rings its doorbell.
+    Other(Box<dyn FnOnce(Status, Vec<u8>) + Send>),
 }
 
 /// Threads for long-running procedures; a bounded queue in front of them (calls beyond it are
@@ -96,8 +102,13 @@ impl Workers {
                         };
                         let mut reply = Vec::new();
                         let status = service::run(&job.proc, &job.ctx, &job.args, &mut reply);
-                        job.back.completions.lock().unwrap_or_else(|p| p.into_inner()).push((job.key, status, reply));
-                        job.back.doorbell.ring();
+                        match job.reply_to {
+                            ReplyTo::Lowlat { key, back } => {
+                                back.completions.lock().unwrap_or_else(|p| p.into_inner()).push((key, status, reply));
+                                back.doorbell.ring();
+                            }
+                            ReplyTo::Other(done) => done(status, reply),
+                        }
                     })
                     .expect("spawn worker thread")
             })
@@ -143,6 +154,18 @@ impl ServerBuilder {
                 stop: AtomicBool::new(false),
                 completions: Mutex::new(Vec::new()),
             });
+            if let Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } = endpoint {
+                let (local, handle) = driver::onc::start(
+                    &endpoint,
+                    uri,
+                    services.clone(),
+                    self.config.clone(),
+                    shared.clone(),
+                    workers.queue.clone(),
+                )?;
+                server.endpoints.push((local, shared, Some(handle)));
+                continue;
+            }
             let transport = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd())?;
             let local = match &transport {
                 AnyServer::Udp(t) => t.local_uri(),
@@ -297,13 +320,18 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
                     version: call.version,
                     proc_no: call.proc_no,
                     client_order: call.client_order,
+                    auth: None,
                 };
                 let status = match ctx.services.route(call.program, call.version, call.proc_no) {
                     Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
                     Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
                     Route::Worker(p) => {
-                        let job =
-                            Job { key, proc: p.clone(), ctx: cctx, args: call.args.to_vec(), back: ctx.shared.clone() };
+                        let job = Job {
+                            proc: p.clone(),
+                            ctx: cctx,
+                            args: call.args.to_vec(),
+                            reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
+                        };
                         match ctx.workers.try_send(job) {
                             Ok(()) => continue,
                             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {

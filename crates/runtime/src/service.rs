@@ -29,6 +29,8 @@ pub struct CallContext {
     pub proc_no: u32,
     /// The byte order of the calling machine (arguments arrive in the server's order).
     pub client_order: ByteOrder,
+    /// The caller's AUTH_SYS credentials, for calls over ONC RPC that carried them.
+    pub auth: Option<lowlat_onc::AuthSys>,
 }
 
 /// A procedure's body.
@@ -47,6 +49,8 @@ pub struct Program {
     pub(crate) program: u32,
     pub(crate) version: u32,
     pub(crate) procs: Vec<Option<Procedure>>,
+    /// Bodies are XDR (served over ONC RPC) rather than lowlat's native encoding.
+    pub(crate) xdr: bool,
 }
 
 impl std::fmt::Debug for Program {
@@ -63,7 +67,20 @@ impl std::fmt::Debug for Program {
 
 impl Program {
     pub fn new(program: u32, version: u32) -> Program {
-        Program { program, version, procs: Vec::new() }
+        Program { program, version, procs: Vec::new(), xdr: false }
+    }
+
+    /// Marks the procedures as reading and writing XDR bodies: the program is then served to
+    /// ONC RPC callers (`onc+udp://`, `onc+tcp://`). A server may hold both encodings of one
+    /// program and version; lowlat callers get the native one when there is one.
+    pub fn xdr(mut self) -> Program {
+        self.xdr = true;
+        self
+    }
+
+    /// Whether bodies are XDR.
+    pub fn is_xdr(&self) -> bool {
+        self.xdr
     }
 
     pub fn number(&self) -> u32 {
@@ -125,7 +142,7 @@ pub(crate) enum Route<'a> {
 
 impl Services {
     pub fn add(&mut self, p: Program) {
-        self.programs.retain(|q| !(q.program == p.program && q.version == p.version));
+        self.programs.retain(|q| !(q.program == p.program && q.version == p.version && q.xdr == p.xdr));
         self.programs.push(p);
     }
 
@@ -145,9 +162,23 @@ impl Services {
     }
 
     pub fn route(&self, program: u32, version: u32, proc_no: u32) -> Route<'_> {
-        let Some(p) = self.programs.iter().find(|p| p.program == program && p.version == version) else {
+        let Some(p) = self
+            .programs
+            .iter()
+            .find(|p| p.program == program && p.version == version && !p.xdr)
+            .or_else(|| self.programs.iter().find(|p| p.program == program && p.version == version))
+        else {
             return Route::Missing;
         };
+        Self::route_in(p, proc_no)
+    }
+
+    /// The XDR programs, served over ONC RPC.
+    pub fn xdr_programs(&self) -> impl Iterator<Item = &Program> {
+        self.programs.iter().filter(|p| p.xdr)
+    }
+
+    pub(crate) fn route_in(p: &Program, proc_no: u32) -> Route<'_> {
         match p.procs.get(proc_no as usize) {
             Some(Some(pr)) if pr.long_running => Route::Worker(pr),
             Some(Some(pr)) => Route::Inline(pr),

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
 pub(crate) mod eth;
+pub(crate) mod onc;
 pub(crate) mod shm;
 pub(crate) mod tcp;
 pub(crate) mod udp;

@@ -71,7 +71,14 @@ fn u32_of(r: &[u8]) -> Result<u32, lowlat::DecodeError> {
 }
 
 fn inc(c: &Client, n: u32) -> Result<u32, Error> {
-    c.call(1, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&n.to_be_bytes())), u32_of)
+    c.call(1, put(&n.to_be_bytes()), u32_of)
+}
+
+fn put(bytes: &[u8]) -> impl FnOnce(&mut Vec<u8>) -> Result<(), lowlat::DecodeError> + '_ {
+    move |a| {
+        a.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 fn nothing(_: &mut Vec<u8>) -> Result<(), lowlat::DecodeError> {
@@ -88,7 +95,7 @@ fn calls_over_udp_and_tcp() {
         c.call(0, nothing, |r| if r.is_empty() { Ok(()) } else { Err(lowlat::DecodeError::new("nothing", r.len())) })
             .unwrap();
         // A long-running procedure goes through the worker pool and back.
-        let n = c.call(6, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&9u32.to_be_bytes())), u32_of).unwrap();
+        let n = c.call(6, put(&9u32.to_be_bytes()), u32_of).unwrap();
         assert_eq!(n, 10, "{uri}");
         // Threads share the binding.
         std::thread::scope(|s| {
@@ -113,11 +120,11 @@ fn large_messages_and_record_fragments_over_tcp() {
     let cfg = ClientConfig { onc_max_fragment: 1000, ..ClientConfig::default() };
     let c = Client::connect_with(&tcp, PROG, 2, cfg).unwrap();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-    let back = c.call(5, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&data)), |r| Ok(r.to_vec())).unwrap();
+    let back = c.call(5, put(&data), |r| Ok(r.to_vec())).unwrap();
     assert_eq!(back, data);
     // Above the server's maximum record: the server drops the connection.
     let big = vec![0u8; (1 << 20) + 1];
-    let e = c.call(5, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&big)), |r| Ok(r.len())).unwrap_err();
+    let e = c.call(5, put(&big), |r| Ok(r.len())).unwrap_err();
     assert!(matches!(e, Error::ConnectionLost { .. }), "{e}");
     // The binding reconnects for the next call.
     assert_eq!(inc(&c, 1).unwrap(), 2);
@@ -143,7 +150,7 @@ fn every_accepted_status_is_recognised() {
         let e = c.call(99, nothing, |_| Ok(())).unwrap_err();
         assert!(matches!(e, Error::UnknownProcedure { proc_no: 99, .. }), "{uri}: {e}");
         // GARBAGE_ARGS: INC with two bytes
-        let e = c.call(1, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&[1, 2])), |_| Ok(())).unwrap_err();
+        let e = c.call(1, put(&[1, 2]), |_| Ok(())).unwrap_err();
         assert!(matches!(e, Error::GarbageArgs { proc_no: 1 }), "{uri}: {e}");
         // SYSTEM_ERR
         let e = c.call(3, nothing, |_| Ok(())).unwrap_err();
@@ -319,14 +326,7 @@ fn client_retransmits_until_answered_and_times_out_by_its_deadline() {
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let c = Client::connect(&format!("onc+udp://{}", silent.local_addr().unwrap()), PROG, 2).unwrap();
     let t = std::time::Instant::now();
-    let e = c
-        .call_timeout(
-            1,
-            Duration::from_millis(400),
-            |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&[0; 4])),
-            u32_of,
-        )
-        .unwrap_err();
+    let e = c.call_timeout(1, Duration::from_millis(400), put(&[0; 4]), u32_of).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(2));
 }

@@ -440,10 +440,10 @@ fn serve_tcp(listener: TcpListener, d: &Dispatch) {
                 }
             }
         }
-        for i in 0..conns.len() {
-            let Some(c) = conns[i].as_mut() else { continue };
+        for (i, slot) in conns.iter_mut().enumerate() {
+            let Some(c) = slot.as_mut() else { continue };
             if !serve_conn(c, (i, c.generation), d, &mut head, &mut body, &done) {
-                conns[i] = None;
+                *slot = None;
             }
         }
     }

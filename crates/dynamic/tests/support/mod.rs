@@ -1,0 +1,278 @@
+//! Shared by the interop tests: rpcgen's everything.x types, a lowlat server of the same
+//! program with the semantics of tests/c/everything_peer.c, and the C peer built at test time.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use lowlat::{ProcError, Program};
+
+#[allow(dead_code, clippy::all)]
+pub mod everything {
+    include!("../../../idl/tests/generated/everything.rs");
+}
+
+use everything::*;
+
+/// Why the C side cannot be built here, if it cannot.
+pub fn missing_tools() -> Option<String> {
+    let ok = |cmd: &str, arg: &str| {
+        Command::new(cmd).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    };
+    if !ok("rpcgen", "--version") {
+        return Some("rpcgen not found (package rpcsvc-proto)".into());
+    }
+    if !ok("cc", "--version") {
+        return Some("no C compiler (cc)".into());
+    }
+    if !Path::new("/usr/include/tirpc/rpc/rpc.h").exists() {
+        return Some("libtirpc headers not found (package libtirpc-dev)".into());
+    }
+    None
+}
+
+/// Skips (with the reason printed) when the C tools are missing, except under CI.
+#[macro_export]
+macro_rules! need_c_tools {
+    ($name:expr) => {
+        if let Some(why) = support::missing_tools() {
+            assert!(std::env::var_os("CI").is_none(), "{} cannot run in CI: {why}", $name);
+            eprintln!("SKIPPED {}: {why}; run scripts/deps/idl.sh", $name);
+            return;
+        }
+    };
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Builds tests/c/everything_peer.c against rpcgen's output in `dir`.
+pub fn build_peer(dir: &Path) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("../../idl/examples/everything.x"), dir.join("everything.x")).unwrap();
+    std::fs::copy(root.join("tests/c/everything_peer.c"), dir.join("everything_peer.c")).unwrap();
+    for (flag, out) in
+        [("-h", "everything.h"), ("-c", "everything_xdr.c"), ("-l", "everything_clnt.c"), ("-m", "everything_svc.c")]
+    {
+        run(Command::new("rpcgen").current_dir(dir).args(["-N", flag, "everything.x", "-o", out]));
+    }
+    run(Command::new("cc").current_dir(dir).args([
+        "-O1",
+        "-w",
+        "-I/usr/include/tirpc",
+        "-I.",
+        "everything_peer.c",
+        "everything_xdr.c",
+        "everything_clnt.c",
+        "everything_svc.c",
+        "-ltirpc",
+        "-o",
+        "everything_peer",
+    ]));
+    dir.join("everything_peer")
+}
+
+/// A running C server; killed (by its PID, through the handle) when dropped.
+pub struct CServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl CServer {
+    pub fn start(peer: &Path, transport: &str) -> CServer {
+        let mut child = Command::new(peer)
+            .args(["serve", transport])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the C server did not say its port within 10 s");
+            }
+        };
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("C server said {line:?}"));
+        CServer { child, port }
+    }
+}
+
+impl Drop for CServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `cmd`, killing it (by PID) after `limit`; returns (success, stdout, stderr).
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = child.wait_with_output().unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    match status {
+        Some(s) => (s.success(), o, e),
+        None => (false, o, format!("{e}\n(killed after {limit:?})")),
+    }
+}
+
+fn garbage<E>(_: E) -> ProcError {
+    ProcError::GarbageArgs
+}
+
+fn failed<E>(_: E) -> ProcError {
+    ProcError::SystemError
+}
+
+/// LOOKUP's rule (see everything_peer.c).
+pub fn lookup(key: &str, hint: Color) -> everything::Result {
+    match hint {
+        Color::Red => everything::Result::Red(key.len() as i32),
+        Color::Green => everything::Result::Green(key.to_string()),
+        Color::Blue => everything::Result::Blue(key.to_string()),
+        other => everything::Result::Default(other),
+    }
+}
+
+pub fn reverse(n: &Node) -> Node {
+    let mut values = Vec::new();
+    let mut p = Some(n);
+    while let Some(x) = p {
+        values.push(x.value);
+        p = x.next.as_deref();
+    }
+    let mut out: Option<Box<Node>> = None;
+    for v in values {
+        out = Some(Box::new(Node { value: v, next: out }));
+    }
+    *out.expect("a list has a first node")
+}
+
+/// Versions 1 and 2 of EVERYTHING_PROG with XDR bodies, for ONC RPC callers.
+pub fn programs_xdr() -> [Program; 2] {
+    use everything_v1 as v1;
+    use everything_v2 as v2;
+    let p1 = Program::new(v1::PROGRAM, v1::VERSION)
+        .xdr()
+        .procedure(v1::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+        .procedure(v1::ROUNDTRIP, "ROUNDTRIP", |_, a, r| {
+            let e = v1::decode_roundtrip_args_xdr(a).map_err(garbage)?;
+            v1::encode_roundtrip_result_xdr(r, &e).map_err(failed)
+        })
+        .procedure(v1::ADD, "ADD", |_, a, r| {
+            let (x, y) = v1::decode_add_args_xdr(a).map_err(garbage)?;
+            v1::encode_add_result_xdr(r, x.wrapping_add(y)).map_err(failed)
+        })
+        .procedure(v1::CONCAT, "CONCAT", |_, a, r| {
+            let (x, y) = v1::decode_concat_args_xdr(a).map_err(garbage)?;
+            v1::encode_concat_result_xdr(r, &[x, y].concat()).map_err(failed)
+        })
+        .procedure(v1::GREET, "GREET", |_, a, r| {
+            let who = v1::decode_greet_args_xdr(a).map_err(garbage)?;
+            v1::encode_greet_result_xdr(r, &format!("hello, {who}")).map_err(failed)
+        })
+        .procedure(v1::LOOKUP, "LOOKUP", |_, a, r| {
+            let (key, hint) = v1::decode_lookup_args_xdr(a).map_err(garbage)?;
+            v1::encode_lookup_result_xdr(r, &lookup(key, hint)).map_err(failed)
+        });
+    let p2 = Program::new(v2::PROGRAM, v2::VERSION)
+        .xdr()
+        .procedure(v2::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+        .procedure(v2::REVERSE, "REVERSE", |_, a, r| {
+            let n = v2::decode_reverse_args_xdr(a).map_err(garbage)?;
+            v2::encode_reverse_result_xdr(r, &reverse(&n)).map_err(failed)
+        });
+    [p1, p2]
+}
+
+/// The value interop.c and everything_peer.c build as `value_a`.
+pub fn value_a() -> Everything {
+    let list =
+        Node { value: 1, next: Some(Box::new(Node { value: 2, next: Some(Box::new(Node { value: 3, next: None })) })) };
+    Everything {
+        prim: Primitives {
+            i: -7,
+            u: 4_000_000_000,
+            ushort_like: 65535,
+            h: -1_234_567_890_123,
+            uh: 18_000_000_000_000_000_000,
+            f: 1.5,
+            d: -2.25,
+            b: true,
+            c: Color::Infra,
+        },
+        h: std::array::from_fn(|i| i as u8),
+        data: vec![1, 2, 3, 4, 5],
+        fixed_bytes: *b"xyz",
+        var_bytes: vec![0xff, 0],
+        who: "alice".into(),
+        note: String::new(),
+        four: [1, -2, 3, -4],
+        many: vec![7, 8, 9],
+        corners: [Point { x: 1, y: 2 }, Point { x: 3, y: 4 }],
+        inners: vec![
+            Inner { corner: Point { x: 5, y: 6 }, kind: Shape::Square, tag: vec![] },
+            Inner { corner: Point { x: -1, y: -1 }, kind: Shape::Triangle, tag: b"abcdefgh".to_vec() },
+        ],
+        maybe_point: Some(Box::new(Point { x: 9, y: 10 })),
+        list: Some(Box::new(list)),
+        r: everything::Result::Green("green".into()),
+        bi: ByInt::Default(99, vec![1, 2, 3]),
+        mt: MaybeText::True("hello".into()),
+        bu: ByUint::V7(vec![100, 200]),
+        names: vec!["a".into(), "bc".into()],
+        hypers: [-1, 1 << 40],
+        flags: vec![true, false, true],
+    }
+}
+
+/// The other union arms and no optional data.
+pub fn value_b(variant: u32) -> Everything {
+    let mut e = value_a();
+    e.maybe_point = None;
+    e.list = None;
+    e.prim.b = false;
+    e.prim.c = Color::Red;
+    e.prim.f = -0.0;
+    e.prim.d = 1e300;
+    e.r = everything::Result::Red(-42);
+    e.bi = if variant == 0 { ByInt::V1(Point { x: 11, y: -12 }) } else { ByInt::Neg(-(1 << 62)) };
+    e.mt = MaybeText::False;
+    e.bu = ByUint::V0(3.25);
+    e.data = vec![];
+    e.var_bytes = b"12345".to_vec();
+    e.who = String::new();
+    e.note = "a note with spaces".into();
+    e.names = vec![];
+    e.flags = vec![];
+    e.many = vec![];
+    e.inners = vec![];
+    e
+}

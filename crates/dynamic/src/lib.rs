@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 mod types;
 mod value;
 

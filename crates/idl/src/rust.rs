@@ -1082,7 +1082,6 @@ impl<'a> Gen<'a> {
     }
 
     fn gen_server(&mut self, rt: &str, procs: &[Proc], prog: &str, vers: &str) {
-        let cp = self.cp().to_string();
         self.line("");
         self.line(format!("/// The procedures of `{prog}` version `{vers}`, implemented by a server."));
         self.line("///");
@@ -1115,9 +1114,26 @@ impl<'a> Gen<'a> {
         }
         self.close("}");
         self.line("");
-        self.line("/// The program that dispatches calls to `server` (register it with a lowlat server).");
-        self.open(format!("pub fn program<S: Server>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
-        self.line(format!("{rt}::Program::new(PROGRAM, VERSION)"));
+        self.gen_program(rt, procs, Enc::Native);
+        self.gen_program(rt, procs, Enc::Xdr);
+    }
+
+    /// `program()` (native bodies, for lowlat's own transports) or `program_xdr()` (XDR bodies,
+    /// for ONC RPC callers: `onc+udp://`, `onc+tcp://`).
+    fn gen_program(&mut self, rt: &str, procs: &[Proc], e: Enc) {
+        let cp = self.cp().to_string();
+        let xdr = e == Enc::Xdr;
+        if xdr {
+            self.line("");
+            self.line("/// The program that dispatches ONC RPC calls (XDR bodies) to `server`; serve it beside");
+            self.line("/// [`program`] to answer rpcgen/libtirpc clients too.");
+            self.open(format!("pub fn program_xdr<S: Server>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
+            self.line(format!("{rt}::Program::new(PROGRAM, VERSION).xdr()"));
+        } else {
+            self.line("/// The program that dispatches calls to `server` (register it with a lowlat server).");
+            self.open(format!("pub fn program<S: Server>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
+            self.line(format!("{rt}::Program::new(PROGRAM, VERSION)"));
+        }
         self.indent += 1;
         for pr in procs {
             let register = if self.opts.long_running.contains(&pr.xname) { "long_running" } else { "procedure" };
@@ -1127,17 +1143,24 @@ impl<'a> Gen<'a> {
             self.open(format!(
                 "move |ctx: &{rt}::CallContext, args: &[u8], {reply}: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), {rt}::ProcError> {{"
             ));
-            self.line(format!("let order = {cp}::ByteOrder::host();"));
+            let order_arg = if xdr { "" } else { ", order" };
+            if !xdr {
+                self.line(format!("let order = {cp}::ByteOrder::host();"));
+            }
             let names: Vec<String> = pr.args.iter().map(|(n, _)| n.clone()).collect();
             if pr.args.is_empty() {
-                self.line(format!(
-                    "{cp}::NativeReader::new(args, order).finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"
-                ));
+                let reader = if xdr {
+                    format!("{cp}::XdrReader::new(args)")
+                } else {
+                    format!("{cp}::NativeReader::new(args, order)")
+                };
+                self.line(format!("{reader}.finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"));
             } else {
                 let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
                 self.line(format!(
-                    "let {pat} = decode_{}_args_native(args, order).map_err(|_| {rt}::ProcError::GarbageArgs)?;",
-                    pr.method
+                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err(|_| {rt}::ProcError::GarbageArgs)?;",
+                    pr.method,
+                    e.name()
                 ));
             }
             let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
@@ -1146,15 +1169,27 @@ impl<'a> Gen<'a> {
                     self.line(format!("s.{}({})", pr.method, call_args.join(", ")));
                 }
                 Some(Ty::OpaqueVar(m)) => {
-                    if *m < u32::MAX {
+                    if xdr || *m < u32::MAX {
                         self.line("let start = reply.len();");
                     }
+                    if xdr {
+                        // The procedure appends raw bytes; XDR wants a length before them and
+                        // padding after.
+                        self.line("reply.extend_from_slice(&[0; 4]);");
+                    }
                     self.line(format!("s.{}({}, reply)?;", pr.method, call_args.join(", ")));
+                    let head = if xdr { " - 4" } else { "" };
                     if *m < u32::MAX {
-                        self.open(format!("if reply.len() - start > {m} {{"));
+                        self.open(format!("if reply.len() - start{head} > {m} {{"));
                         self.line("reply.truncate(start);");
                         self.line(format!("return Err({rt}::ProcError::SystemError);"));
                         self.close("}");
+                    }
+                    if xdr {
+                        self.line("let n = reply.len() - start - 4;");
+                        self.line(format!("let len = u32::try_from(n).map_err(|_| {rt}::ProcError::SystemError)?;"));
+                        self.line("reply[start..start + 4].copy_from_slice(&len.to_be_bytes());");
+                        self.line("reply.resize(reply.len() + (4 - n % 4) % 4, 0);");
                     }
                     self.line("Ok(())");
                 }
@@ -1162,8 +1197,9 @@ impl<'a> Gen<'a> {
                     self.line(format!("let result = s.{}({})?;", pr.method, call_args.join(", ")));
                     let arg = if t.is_copy_scalar() { "result" } else { "&result" };
                     self.line(format!(
-                        "encode_{}_result_native(reply, order, {arg}).map_err(|_| {rt}::ProcError::SystemError)",
-                        pr.method
+                        "encode_{}_result_{}(reply{order_arg}, {arg}).map_err(|_| {rt}::ProcError::SystemError)",
+                        pr.method,
+                        e.name()
                     ));
                 }
             }

@@ -381,4 +381,60 @@ pub mod lab_vers {
                 }
             })
     }
+
+    /// The program that dispatches ONC RPC calls (XDR bodies) to `server`; serve it beside
+    /// [`program`] to answer rpcgen/libtirpc clients too.
+    pub fn program_xdr<S: Server>(server: ::std::sync::Arc<S>) -> ::lowlat::Program {
+        ::lowlat::Program::new(PROGRAM, VERSION).xdr()
+            .procedure(NULL, "NULL", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    ::lowlat_codec::XdrReader::new(args).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    s.null(ctx)
+                }
+            })
+            .procedure(MINUS, "MINUS", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let (a, b) = decode_minus_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let result = s.minus(ctx, a, b)?;
+                    encode_minus_result_xdr(reply, result).map_err(|_| ::lowlat::ProcError::SystemError)
+                }
+            })
+            .procedure(MAXARG, "MAXARG", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let data = decode_maxarg_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    s.maxarg(ctx, data)
+                }
+            })
+            .procedure(MAXRESULT, "MAXRESULT", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let n = decode_maxresult_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let start = reply.len();
+                    reply.extend_from_slice(&[0; 4]);
+                    s.maxresult(ctx, n, reply)?;
+                    let n = reply.len() - start - 4;
+                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::SystemError)?;
+                    reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
+                    reply.resize(reply.len() + (4 - n % 4) % 4, 0);
+                    Ok(())
+                }
+            })
+            .procedure(ECHO, "ECHO", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let data = decode_echo_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let start = reply.len();
+                    reply.extend_from_slice(&[0; 4]);
+                    s.echo(ctx, data, reply)?;
+                    let n = reply.len() - start - 4;
+                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::SystemError)?;
+                    reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
+                    reply.resize(reply.len() + (4 - n % 4) % 4, 0);
+                    Ok(())
+                }
+            })
+    }
 }

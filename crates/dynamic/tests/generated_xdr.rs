@@ -79,7 +79,16 @@ fn generated_program_serves_both_protocols() {
             .unwrap();
         assert_eq!(e, b"hello");
         // Bodies that are not XDR of the arguments: GARBAGE_ARGS from the generated dispatcher.
-        let err = c.call(lab_vers::MINUS, |b| Ok::<_, CodecError>(b.push(1)), |_| Ok::<_, CodecError>(())).unwrap_err();
+        let err = c
+            .call(
+                lab_vers::MINUS,
+                |b| {
+                    b.push(1);
+                    Ok::<_, CodecError>(())
+                },
+                |_| Ok::<_, CodecError>(()),
+            )
+            .unwrap_err();
         assert!(matches!(err, lowlat::Error::GarbageArgs { .. }), "{uri}: {err}");
     }
     server.shutdown();

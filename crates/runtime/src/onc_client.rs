@@ -225,6 +225,9 @@ impl OncClient {
         }
         CallHeader { xid, program: self.program, version: self.version, procedure: proc_no }
             .encode(&self.cred, &mut slot.head);
+        if !self.tcp && slot.head.len() + slot.args.len() > MAX_DATAGRAM {
+            return Err(Error::TooLarge { size: slot.args.len(), max: MAX_DATAGRAM - slot.head.len() });
+        }
         let r = match slot.chan.as_mut() {
             Some(Chan::Udp { .. }) => self.call_udp(slot, xid, proc_no, deadline, timeout),
             Some(Chan::Tcp { .. }) => self.call_tcp(slot, xid, proc_no, deadline, timeout),

@@ -22,7 +22,8 @@ fn be_u32(b: &[u8]) -> Result<u32, ProcError> {
 
 /// Version 2 of a test program with XDR bodies: 0 NULL, 1 INC(unsigned) -> unsigned, 2 COUNT()
 /// -> unsigned (not idempotent: counts its executions), 3 FAIL (a system error), 4 WHO() ->
-/// the caller's uid, 5 ECHO(opaque<>) -> opaque<>, 6 SLOW_INC (long-running).
+/// the caller's uid, 5 ECHO(opaque<>) -> opaque<>, 6 SLOW_INC (long-running), 7 BIG() -> 70,000
+/// bytes (more than a datagram).
 fn program(count: Arc<AtomicU32>) -> Program {
     Program::new(PROG, 2)
         .xdr()
@@ -43,6 +44,10 @@ fn program(count: Arc<AtomicU32>) -> Program {
         })
         .procedure(5, "ECHO", |_, a, r| {
             r.extend_from_slice(a);
+            Ok(())
+        })
+        .procedure(7, "BIG", |_, _, r| {
+            r.resize(70_000, 0);
             Ok(())
         })
         .long_running(6, "SLOW_INC", |_, a, r| {
@@ -128,6 +133,25 @@ fn large_messages_and_record_fragments_over_tcp() {
     assert!(matches!(e, Error::ConnectionLost { .. }), "{e}");
     // The binding reconnects for the next call.
     assert_eq!(inc(&c, 1).unwrap(), 2);
+    server.shutdown();
+}
+
+#[test]
+fn udp_size_limits_are_errors_not_silence() {
+    let (server, _) = serve(no_rpcbind());
+    let udp = server.local_uris().into_iter().find(|u| u.starts_with("onc+udp")).unwrap();
+    let c = Client::connect(&udp, PROG, 2).unwrap();
+    let big = vec![1u8; 70_000];
+    let e = c.call(5, put(&big), |r| Ok(r.len())).unwrap_err();
+    assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+    assert!(!e.may_have_executed());
+    // A result no datagram can carry: SYSTEM_ERR, not silence.
+    let e = c.call(7, nothing, |r| Ok(r.len())).unwrap_err();
+    assert!(matches!(e, Error::ServerError { proc_no: 7 }), "{e}");
+    // Over TCP the same result arrives.
+    let tcp = server.local_uris().into_iter().find(|u| u.starts_with("onc+tcp")).unwrap();
+    let n = Client::connect(&tcp, PROG, 2).unwrap().call(7, nothing, |r| Ok(r.len())).unwrap();
+    assert_eq!(n, 70_000);
     server.shutdown();
 }
 

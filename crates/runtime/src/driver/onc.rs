@@ -304,6 +304,12 @@ fn serve_udp(ep: UdpEndpoint, d: &Dispatch) {
                 head.clear();
                 match d.handle(msg, from, hash, &mut head, &mut body, &done) {
                     Handled::Reply => {
+                        if head.len() + body.len() > MAX_DATAGRAM {
+                            // No datagram can carry the result: say so rather than stay silent.
+                            head.clear();
+                            body.clear();
+                            encode_accepted(xid, AcceptStatus::SystemErr, &mut head);
+                        }
                         let _ = ep.send_to(&from, &head, &body);
                         head.extend_from_slice(&body);
                         drc.complete(xid, from, hash, &head);
@@ -317,7 +323,12 @@ fn serve_udp(ep: UdpEndpoint, d: &Dispatch) {
                     head.clear();
                     let s = accept_status(f.status);
                     encode_accepted(f.xid, s, &mut head);
-                    let results: &[u8] = if s == AcceptStatus::Success { &f.body } else { &[] };
+                    let mut results: &[u8] = if s == AcceptStatus::Success { &f.body } else { &[] };
+                    if head.len() + results.len() > MAX_DATAGRAM {
+                        head.clear();
+                        encode_accepted(f.xid, AcceptStatus::SystemErr, &mut head);
+                        results = &[];
+                    }
                     let _ = ep.send_to(&f.to, &head, results);
                     head.extend_from_slice(results);
                     drc.complete(f.xid, f.to, f.hash, &head);

@@ -45,14 +45,26 @@ enum Cmd {
         #[arg(long, default_value_t = 4 << 20)]
         max_message: usize,
     },
-    /// Make one call of a lab procedure and print the result.
+    /// Make one call of a lab procedure and print the result; or, with --idl, of any procedure
+    /// of any interface, the argument and result as JSON (docs/json-mapping.md).
     ///
     /// Procedures: null; minus A B; maxarg SIZE; maxresult N; echo TEXT.
+    /// With --idl FILE.x: URI PROC [JSON], PROC as NAME, VERSION.NAME or PROGRAM.VERSION.NAME;
+    /// --list shows every program, version and procedure with its types.
     Call {
-        uri: String,
-        /// null, minus, maxarg, maxresult or echo (or a procedure number).
-        proc: String,
+        #[arg(required_unless_present = "list")]
+        uri: Option<String>,
+        /// null, minus, maxarg, maxresult or echo (or a procedure number); with --idl, a
+        /// procedure of that interface.
+        #[arg(required_unless_present = "list")]
+        proc: Option<String>,
         args: Vec<String>,
+        /// An interface definition (.x): call any of its procedures with a JSON argument.
+        #[arg(long)]
+        idl: Option<std::path::PathBuf>,
+        /// With --idl: list the programs, versions and procedures, with their types.
+        #[arg(long, requires = "idl")]
+        list: bool,
         /// Deadline of the call in milliseconds.
         #[arg(long, default_value_t = 5000)]
         timeout_ms: u64,
@@ -213,7 +225,12 @@ fn main() -> ExitCode {
                 max_message,
                 ..ServerConfig::default()
             };
-            let server = match Server::builder().program(interface::program()).config(cfg).serve(&uris) {
+            let server = match Server::builder()
+                .program(interface::program())
+                .program(interface::program_xdr())
+                .config(cfg)
+                .serve(&uris)
+            {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
@@ -224,10 +241,31 @@ fn main() -> ExitCode {
             server.wait();
             ExitCode::SUCCESS
         }
-        Cmd::Call { uri, proc, args, timeout_ms, spin_us } => match call(&uri, &proc, &args, timeout_ms, spin_us) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(e),
-        },
+        Cmd::Call { uri, proc, args, idl, list, timeout_ms, spin_us } => {
+            let r = match idl {
+                Some(idl) => {
+                    let cfg = ClientConfig {
+                        spin: spin_us,
+                        deadline: Duration::from_millis(timeout_ms),
+                        ..ClientConfig::default()
+                    };
+                    let uri = if list { None } else { uri.as_deref() };
+                    lowlat_dynamic::cli::run(&idl, uri, proc.as_deref(), &args.join(" "), cfg)
+                        .map(|out| print!("{out}"))
+                }
+                None => call(
+                    uri.as_deref().unwrap_or_default(),
+                    proc.as_deref().unwrap_or_default(),
+                    &args,
+                    timeout_ms,
+                    spin_us,
+                ),
+            };
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
         Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);

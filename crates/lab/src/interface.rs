@@ -12,6 +12,8 @@
 //!
 //! Bodies are in the server's byte order. A single opaque argument or result is the whole body
 //! (its length is the body's length), so `MAXARG(1440)` puts exactly 1440 bytes on the wire.
+//! Over ONC RPC (`onc+udp://`, `onc+tcp://`) bodies are XDR instead ([`program_xdr`]); the
+//! [`LabClient`] picks the encoding from the URI.
 
 use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program};
 
@@ -64,15 +66,35 @@ fn empty(r: &[u8]) -> Result<(), DecodeError> {
     }
 }
 
+/// Appends XDR `opaque<>`: a big-endian length, the bytes, zero padding to four.
+fn put_xdr_opaque(buf: &mut Vec<u8>, data: &[u8]) {
+    buf.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    buf.extend_from_slice(data);
+    buf.resize(buf.len() + (4 - data.len() % 4) % 4, 0);
+}
+
+/// Reads a whole body that is one XDR `opaque<>`.
+fn xdr_opaque(r: &[u8]) -> Result<&[u8], DecodeError> {
+    let n = r.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    match n {
+        Some(n) if r.len() == 4 + n + (4 - n % 4) % 4 => Ok(&r[4..4 + n]),
+        _ => Err(DecodeError::new("an XDR opaque<>", r.len())),
+    }
+}
+
 /// A client of the lab interface.
 #[derive(Debug)]
 pub struct LabClient {
     client: Client,
+    /// ONC RPC binding: bodies are XDR.
+    xdr: bool,
 }
 
 impl LabClient {
     pub fn connect(uri: &str, cfg: ClientConfig) -> Result<LabClient, Error> {
-        Ok(LabClient { client: Client::connect_with(uri, PROGRAM, VERSION, cfg)? })
+        let client = Client::connect_with(uri, PROGRAM, VERSION, cfg)?;
+        let xdr = client.is_onc();
+        Ok(LabClient { client, xdr })
     }
 
     pub fn client(&self) -> &Client {
@@ -84,7 +106,8 @@ impl LabClient {
     }
 
     pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
-        let big = self.client.server_byte_order() == lowlat::ByteOrder::Big;
+        // XDR integers are big-endian, like a big-endian server's native ones.
+        let big = self.xdr || self.client.server_byte_order() == lowlat::ByteOrder::Big;
         let enc = |v: i32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
         self.client.call::<_, DecodeError>(
             MINUS,
@@ -104,7 +127,11 @@ impl LabClient {
         self.client.call::<_, DecodeError>(
             MAXARG,
             |buf| {
-                buf.extend_from_slice(data);
+                if self.xdr {
+                    put_xdr_opaque(buf, data);
+                } else {
+                    buf.extend_from_slice(data);
+                }
                 Ok(())
             },
             empty,
@@ -113,7 +140,7 @@ impl LabClient {
 
     /// Asks for `n` bytes; they are copied into `out` (whose capacity is reused).
     pub fn maxresult(&self, n: u32, out: &mut Vec<u8>) -> Result<(), Error> {
-        let big = self.client.server_byte_order() == lowlat::ByteOrder::Big;
+        let big = self.xdr || self.client.server_byte_order() == lowlat::ByteOrder::Big;
         self.client.call(
             MAXRESULT,
             |buf| {
@@ -121,6 +148,7 @@ impl LabClient {
                 Ok(())
             },
             |r| {
+                let r = if self.xdr { xdr_opaque(r)? } else { r };
                 if r.len() != n as usize {
                     return Err(DecodeError::new("as many bytes as asked for", r.len()));
                 }
@@ -136,10 +164,15 @@ impl LabClient {
         self.client.call::<_, DecodeError>(
             ECHO,
             |buf| {
-                buf.extend_from_slice(data);
+                if self.xdr {
+                    put_xdr_opaque(buf, data);
+                } else {
+                    buf.extend_from_slice(data);
+                }
                 Ok(())
             },
             |r| {
+                let r = if self.xdr { xdr_opaque(r)? } else { r };
                 out.clear();
                 out.extend_from_slice(r);
                 Ok(())
@@ -173,6 +206,44 @@ pub fn program() -> Program {
             Ok(())
         })
         .procedure(ECHO, "ECHO", |_, args, reply| {
+            reply.extend_from_slice(args);
+            Ok(())
+        })
+}
+
+/// The lab interface with XDR bodies, as ONC RPC callers (rpcgen clients of `idl/lab.x`, and
+/// [`LabClient`] over `onc+udp://` or `onc+tcp://`) send them: `MINUS`'s integers big-endian,
+/// opaque data with a four-byte big-endian length and padding.
+pub fn program_xdr() -> Program {
+    let garbage = |_| ProcError::GarbageArgs;
+    Program::new(PROGRAM, VERSION)
+        .xdr()
+        .procedure(NULL, "NULL", |_, args, _| if args.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+        .procedure(MINUS, "MINUS", |_, args, reply| {
+            if args.len() != 8 {
+                return Err(ProcError::GarbageArgs);
+            }
+            let a = i32::from_be_bytes([args[0], args[1], args[2], args[3]]);
+            let b = i32::from_be_bytes([args[4], args[5], args[6], args[7]]);
+            reply.extend_from_slice(&a.wrapping_sub(b).to_be_bytes());
+            Ok(())
+        })
+        .procedure(MAXARG, "MAXARG", move |_, args, _| xdr_opaque(args).map(|_| ()).map_err(garbage))
+        .procedure(MAXRESULT, "MAXRESULT", |_, args, reply| {
+            let n: [u8; 4] = args.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            let n = u32::from_be_bytes(n) as usize;
+            // More than any datagram or record carries: refuse rather than build it.
+            if n > 1 << 30 {
+                return Err(ProcError::GarbageArgs);
+            }
+            reply.extend_from_slice(&(n as u32).to_be_bytes());
+            append_pattern(reply, n);
+            reply.resize(reply.len() + (4 - n % 4) % 4, 0);
+            Ok(())
+        })
+        .procedure(ECHO, "ECHO", move |_, args, reply| {
+            xdr_opaque(args).map_err(garbage)?;
+            // The argument is already the XDR encoding of the result.
             reply.extend_from_slice(args);
             Ok(())
         })

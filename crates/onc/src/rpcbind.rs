@@ -128,9 +128,9 @@ pub fn local_call(
 ) -> Result<Result<Vec<u8>, ReplyBody>, Error> {
     let name = path.display().to_string();
     let s = UnixStream::connect(path).map_err(|source| Error::Io { op: format!("connect to {name}"), source })?;
-    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|source| {
-        Error::Io { op: format!("set timeouts on {name}"), source }
-    })?;
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .map_err(|source| Error::Io { op: format!("set timeouts on {name}"), source })?;
     stream_call(s, &name, header, args)
 }
 
@@ -145,9 +145,9 @@ pub fn tcp_call(
     let name = to.to_string();
     let s = TcpStream::connect_timeout(&to, timeout)
         .map_err(|source| Error::Io { op: format!("connect to {name}"), source })?;
-    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|source| {
-        Error::Io { op: format!("set timeouts on {name}"), source }
-    })?;
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .map_err(|source| Error::Io { op: format!("set timeouts on {name}"), source })?;
     stream_call(s, &name, header, args)
 }
 

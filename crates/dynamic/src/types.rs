@@ -150,10 +150,13 @@ impl<'a> Types<'a> {
                             .iter()
                             .enumerate()
                             .map(|(i, a)| {
-                                (
-                                    a.name.as_ref().map_or_else(|| format!("arg{}", i + 1), |n| n.name.clone()),
-                                    self.of_ref(&a.ty),
-                                )
+                                // As the generator names them: `arg` alone, else `argN`.
+                                let name = match &a.name {
+                                    Some(n) => n.name.clone(),
+                                    None if pr.args.len() == 1 => "arg".to_string(),
+                                    None => format!("arg{}", i + 1),
+                                };
+                                (name, self.of_ref(&a.ty))
                             })
                             .collect(),
                         result: pr.result.as_ref().map(|t| self.of_ref(t)),
@@ -183,7 +186,8 @@ pub struct VersionInfo {
     pub procs: Vec<ProcInfo>,
 }
 
-/// A procedure: its arguments (named `argN` when the `.x` file gives no name) and result
+/// A procedure: its arguments (named as the generator names them when the `.x` file does not:
+/// `arg` for a lone argument, `argN` for several) and result
 /// (`None` for void).
 #[derive(Clone, Debug)]
 pub struct ProcInfo {

@@ -138,7 +138,7 @@ fn listing_shows_every_procedure_with_types() {
         "3 CONCAT(opaque<> a, opaque<> b) -> opaque<>",
         "5 LOOKUP(string<32> key, color hint) -> result",
         "0 PING(void) -> void",
-        "1 REVERSE(node arg1) -> node",
+        "1 REVERSE(node arg) -> node",
     ] {
         assert!(l.contains(line), "{line:?} missing from:\n{l}");
     }

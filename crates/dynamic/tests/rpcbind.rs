@@ -34,9 +34,10 @@ fn ensure_rpcbind() -> Result<OwnRpcbind, String> {
         .into_iter()
         .find(|p| Path::new(p).exists())
         .ok_or("rpcbind is not installed (package rpcbind; scripts/deps/base.sh)")?;
-    // -f: stay in the foreground, so the PID is ours to stop; -w: warm start.
+    // -f: stay in the foreground, so the PID is ours to stop. No warm start (-w): registrations
+    // a previous rpcbind saved must not show up in this test.
     let child = Command::new(bin)
-        .args(["-f", "-w"])
+        .args(["-f"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

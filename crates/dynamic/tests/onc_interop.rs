@@ -10,14 +10,54 @@ use lowlat::{Client, Server, ServerConfig};
 use lowlat_codec::Error as CodecError;
 use support::everything::{everything_v1 as v1, everything_v2 as v2, *};
 
-fn lowlat_server() -> Server {
+fn lowlat_server_with(cfg: ServerConfig) -> Server {
     let [p1, p2] = support::programs_xdr();
     Server::builder()
         .program(p1)
         .program(p2)
-        .config(ServerConfig { onc_register: false, ..ServerConfig::default() })
+        .config(ServerConfig { onc_register: false, ..cfg })
         .serve(&["onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
         .unwrap()
+}
+
+fn lowlat_server() -> Server {
+    lowlat_server_with(ServerConfig::default())
+}
+
+fn run_c_client(peer: &std::path::Path, uri: &str, extra: &[&str]) -> (bool, String) {
+    let (transport, addr) = uri.split_once("://").unwrap();
+    let transport = transport.trim_start_matches("onc+");
+    let port = addr.rsplit_once(':').unwrap().1;
+    let mut args = vec!["call", transport, port];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = support::run_bounded(Command::new(peer).args(&args), Duration::from_secs(20));
+    (ok && out.trim() == "ok", format!("{out}{err}"))
+}
+
+#[test]
+fn rpcgen_auth_sys_credentials_reach_the_lowlat_server() {
+    need_c_tools!("rpcgen_auth_sys_credentials_reach_the_lowlat_server");
+    let dir = tempfile::tempdir().unwrap();
+    let peer = support::build_peer(dir.path());
+    let me = lowlat::AuthSys::current().uid;
+    // Only this uid: libtirpc's AUTH_SYS (authsys_create_default) is parsed and admitted...
+    let server = lowlat_server_with(ServerConfig { onc_allowed_uids: vec![me], ..ServerConfig::default() });
+    for uri in server.local_uris() {
+        let (ok, out) = run_c_client(&peer, &uri, &["sys"]);
+        assert!(ok, "rpcgen client with AUTH_SYS over {uri}: {out}");
+        // ...and AUTH_NONE is refused, which libtirpc reports as an authentication error.
+        let (ok, out) = run_c_client(&peer, &uri, &[]);
+        assert!(!ok && out.contains("Authentication error"), "AUTH_NONE over {uri}: {out}");
+    }
+    server.shutdown();
+    // Another uid only: the rpcgen client is refused as too weak.
+    let server =
+        lowlat_server_with(ServerConfig { onc_allowed_uids: vec![me.wrapping_add(1)], ..ServerConfig::default() });
+    for uri in server.local_uris() {
+        let (ok, out) = run_c_client(&peer, &uri, &["sys"]);
+        assert!(!ok && out.contains("Authentication error"), "{uri}: {out}");
+    }
+    server.shutdown();
 }
 
 #[test]
@@ -27,12 +67,8 @@ fn rpcgen_client_calls_lowlat_server() {
     let peer = support::build_peer(dir.path());
     let server = lowlat_server();
     for uri in server.local_uris() {
-        let (transport, addr) = uri.split_once("://").unwrap();
-        let transport = transport.trim_start_matches("onc+");
-        let port = addr.rsplit_once(':').unwrap().1;
-        let (ok, out, err) =
-            support::run_bounded(Command::new(&peer).args(["call", transport, port]), Duration::from_secs(20));
-        assert!(ok && out.trim() == "ok", "rpcgen client over {transport}: {out}{err}");
+        let (ok, out) = run_c_client(&peer, &uri, &[]);
+        assert!(ok, "rpcgen client over {uri}: {out}");
     }
     server.shutdown();
 }
@@ -122,6 +158,9 @@ fn lowlat_client_calls_rpcgen_server() {
         let uri = format!("onc+{transport}://127.0.0.1:{}", server.port);
         let c1 = Client::connect(&uri, v1::PROGRAM, 1).unwrap();
         check_everything(&c1, &uri);
+        // libtirpc accepts lowlat's AUTH_SYS credentials.
+        let sys = lowlat::ClientConfig { onc_auth: Some(lowlat::AuthSys::current()), ..Default::default() };
+        check_everything(&Client::connect_with(&uri, v1::PROGRAM, 1, sys).unwrap(), &uri);
         let c2 = Client::connect(&uri, v2::PROGRAM, 2).unwrap();
         check_v2(&c2, &uri);
         // libtirpc's own errors come back typed: no version 9, no procedure 42.

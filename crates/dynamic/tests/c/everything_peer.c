@@ -5,9 +5,11 @@
  *   everything_peer serve udp|tcp        serve versions 1 and 2 on 127.0.0.1, an ephemeral
  *                                        port printed on the first line; no rpcbind needed;
  *                                        stops when stdin closes
- *   everything_peer call udp|tcp PORT    call every procedure of both versions of a server at
+ *   everything_peer call udp|tcp PORT [sys]
+ *                                        call every procedure of both versions of a server at
  *                                        127.0.0.1:PORT and check every field of every result;
- *                                        prints "ok" and exits 0, or says what differed
+ *                                        prints "ok" and exits 0, or says what differed; with
+ *                                        "sys", every call carries AUTH_SYS credentials
  *
  * Semantics (the lowlat side implements the same): ROUNDTRIP returns its argument; ADD a + b;
  * CONCAT a then b; GREET "hello, " + who; LOOKUP(key, hint): RED -> code = strlen(key), GREEN
@@ -202,7 +204,7 @@ static void value_b(everything *e, int variant) {
     e->names.names_len = 0; e->flags.flags_len = 0; e->many.counts_len = 0; e->inners.inners_len = 0;
 }
 
-static int call(int tcp, int port) {
+static int call(int tcp, int port, int sys) {
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof sin);
     sin.sin_family = AF_INET;
@@ -215,6 +217,10 @@ static int call(int tcp, int port) {
                         : clntudp_create(&sin, EVERYTHING_PROG, vers, wait, &sock);
         if (c == NULL) { clnt_pcreateerror("everything_peer"); return 1; }
         clnt_control(c, CLSET_TIMEOUT, (char *)&total);
+        if (sys) {
+            auth_destroy(c->cl_auth);
+            c->cl_auth = authsys_create_default();
+        }
         if (vers == 1) {
             CHECK(ping_1(c) != NULL, "PING: %s", clnt_sperror(c, "v1"));
             everything e;
@@ -264,7 +270,8 @@ static int call(int tcp, int port) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "serve") == 0) return serve(strcmp(argv[2], "tcp") == 0);
-    if (argc == 4 && strcmp(argv[1], "call") == 0) return call(strcmp(argv[2], "tcp") == 0, atoi(argv[3]));
-    fprintf(stderr, "usage: everything_peer serve udp|tcp | call udp|tcp PORT\n");
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "call") == 0)
+        return call(strcmp(argv[2], "tcp") == 0, atoi(argv[3]), argc == 5 && strcmp(argv[4], "sys") == 0);
+    fprintf(stderr, "usage: everything_peer serve udp|tcp | call udp|tcp PORT [sys]\n");
     return 2;
 }

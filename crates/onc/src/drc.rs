@@ -49,7 +49,9 @@ pub fn call_hash(msg: &[u8]) -> u64 {
 impl<A: Eq + Hash + Copy> DuplicateCache<A> {
     pub fn new(capacity: usize) -> Self {
         DuplicateCache {
-            map: HashMap::with_capacity(capacity.max(1)),
+            // Twice the entries: removals leave tombstones, and a table at most half full cleans
+            // them up in place instead of growing (which would allocate on the call path).
+            map: HashMap::with_capacity(2 * capacity.max(1)),
             order: VecDeque::with_capacity(capacity.max(1)),
             capacity: capacity.max(1),
             spare: Vec::new(),

@@ -353,23 +353,29 @@ struct Conn {
 
 type ConnAddr = (usize, u32);
 
-/// Writes all of `parts`, waiting (bounded) while the peer's window is full.
+/// Writes all of `parts` (at most two), waiting (bounded) while the peer's window is full.
 fn write_all(stream: &mut TcpStream, parts: &[&[u8]]) -> io::Result<()> {
     let mut skip = 0usize;
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let deadline = Instant::now() + Duration::from_secs(5);
     while skip < total {
-        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len());
+        // At most two parts (header, results): no allocation per reply.
+        debug_assert!(parts.len() <= 2);
+        let mut iov = [IoSlice::new(&[]), IoSlice::new(&[])];
+        let mut k = 0;
         let mut off = skip;
         for p in parts {
             if off >= p.len() {
                 off -= p.len();
                 continue;
             }
-            iov.push(IoSlice::new(&p[off..]));
+            if k < iov.len() {
+                iov[k] = IoSlice::new(&p[off..]);
+                k += 1;
+            }
             off = 0;
         }
-        match stream.write_vectored(&iov) {
+        match stream.write_vectored(&iov[..k]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => skip += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -68,7 +68,9 @@ impl RecordReader {
             self.start = 0;
         }
         if self.input.len() - self.end < min {
-            self.input.resize(self.end + min, 0);
+            // Twice what is asked: a partial record left over later still leaves `min` of room,
+            // so a steady stream of calls stops growing the buffer.
+            self.input.resize(self.end + 2 * min, 0);
         }
         &mut self.input[self.end..]
     }

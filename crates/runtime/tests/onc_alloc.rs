@@ -71,7 +71,7 @@ fn steady_state_onc_calls_do_not_allocate() {
     for uri in server.local_uris() {
         let c = Client::connect(&uri, PROG, 1).unwrap();
         // Warm up past the cache's size, so its buffers are recycled from here on.
-        for _ in 0..200 {
+        for _ in 0..500 {
             echo(&c, &arg);
         }
         ALLOCATIONS.store(0, Ordering::SeqCst);

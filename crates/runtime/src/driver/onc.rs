@@ -401,43 +401,60 @@ fn serve_tcp(listener: TcpListener, d: &Dispatch) {
     let mut body: Vec<u8> = Vec::with_capacity(1 << 16);
     let done: Completions<ConnAddr> = Arc::new(Mutex::new(Vec::new()));
     let mut finished: Vec<Done<ConnAddr>> = Vec::new();
-    let mut fds: Vec<RawFd> = Vec::new();
+    // The listener, the doorbell, then one entry per connection (`owners` maps them back);
+    // reused, so waiting allocates nothing.
+    let mut pfds: Vec<libc::pollfd> = Vec::new();
+    let mut owners: Vec<usize> = Vec::new();
     let mut spinner = Spinner::new(d.config.spin);
     let doorbell = d.shared.doorbell.raw_fd();
+    let entry = |fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     while !d.shared.stop.load(Ordering::Acquire) {
-        fds.clear();
-        fds.push(listener.as_raw_fd());
-        fds.push(doorbell);
-        fds.extend(conns.iter().flatten().map(|c| c.stream.as_raw_fd()));
-        // Ready: Some(true) = work to do; the work itself happens below, on every socket.
+        pfds.clear();
+        owners.clear();
+        pfds.push(entry(listener.as_raw_fd()));
+        pfds.push(entry(doorbell));
+        for (i, c) in conns.iter().enumerate() {
+            if let Some(c) = c {
+                pfds.push(entry(c.stream.as_raw_fd()));
+                owners.push(i);
+            }
+        }
+        // Which descriptors are ready is left in `pfds` by the poll that found them.
         let got = spinner.wait_on(
             None,
-            &mut fds,
-            |fds| Ok::<_, io::Error>(poll_once(fds, d).then_some(())),
-            |fds, t| poll_fds(fds, libc::POLLIN, t).map(|_| ()),
+            &mut pfds,
+            |pfds| {
+                let stop = d.shared.stop.load(Ordering::Relaxed);
+                Ok::<_, io::Error>((stop || poll_set(pfds, Some(Duration::ZERO))? > 0).then_some(()))
+            },
+            |pfds, t| poll_set(pfds, t).map(|_| ()),
         );
         if got.is_err() {
             return;
         }
-        // Accept newcomers.
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    if stream.set_nonblocking(true).is_err() {
-                        continue;
+        if pfds[0].revents == 0 {
+            // Nobody is knocking: skip the accept system call.
+        } else {
+            // Accept newcomers.
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if stream.set_nonblocking(true).is_err() {
+                            continue;
+                        }
+                        let _ = stream.set_nodelay(true);
+                        generation = generation.wrapping_add(1);
+                        let c = Conn { stream, records: RecordReader::new(max_record), generation };
+                        match conns.iter_mut().find(|c| c.is_none()) {
+                            Some(slot) => *slot = Some(c),
+                            None => conns.push(Some(c)),
+                        }
                     }
-                    let _ = stream.set_nodelay(true);
-                    generation = generation.wrapping_add(1);
-                    let c = Conn { stream, records: RecordReader::new(max_record), generation };
-                    match conns.iter_mut().find(|c| c.is_none()) {
-                        Some(slot) => *slot = Some(c),
-                        None => conns.push(Some(c)),
-                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // Out of descriptors and the like: serve who is connected, try again later.
+                    Err(_) => break,
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // Out of descriptors and the like: serve who is connected, try again later.
-                Err(_) => break,
             }
         }
         if d.shared.doorbell.take() {
@@ -457,18 +474,33 @@ fn serve_tcp(listener: TcpListener, d: &Dispatch) {
                 }
             }
         }
-        for (i, slot) in conns.iter_mut().enumerate() {
-            let Some(c) = slot.as_mut() else { continue };
+        for (p, &i) in pfds[2..].iter().zip(&owners) {
+            if p.revents == 0 {
+                continue;
+            }
+            let Some(c) = conns[i].as_mut() else { continue };
             if !serve_conn(c, (i, c.generation), d, &mut head, &mut body, &done) {
-                *slot = None;
+                conns[i] = None;
             }
         }
     }
 }
 
-/// Whether anything may be ready (a doorbell or readable bytes), without consuming it.
-fn poll_once(fds: &[RawFd], d: &Dispatch) -> bool {
-    d.shared.stop.load(Ordering::Relaxed) || poll_fds(fds, libc::POLLIN, Some(Duration::ZERO)).unwrap_or(0) > 0
+/// Polls `pfds` (their `revents` tell what is ready) until one is ready or `timeout` passes.
+fn poll_set(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` is a live, initialised slice of pollfd structs for the whole call; `tsp` is
+    // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
+    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
+    }
+    Ok(n as usize)
 }
 
 /// Blocks until one of `fds` has one of `events` (or hung up / in error) or `timeout` passes;
@@ -519,14 +551,21 @@ fn serve_conn(
     done: &Completions<ConnAddr>,
 ) -> bool {
     loop {
-        let buf = c.records.buffer(64 << 10);
-        match c.stream.read(buf) {
+        const CHUNK: usize = 64 << 10;
+        let buf = c.records.buffer(CHUNK);
+        let room = buf.len();
+        let drained = match c.stream.read(buf) {
             Ok(0) => return false,
-            Ok(n) => c.records.filled(n),
+            Ok(n) => {
+                c.records.filled(n);
+                // A short read took all there was: the next poll says when more comes, so no
+                // read just to hear EAGAIN.
+                n < room
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
             Err(_) => return false,
-        }
+        };
         loop {
             let rec = match c.records.next_record() {
                 Ok(Some(r)) => r,
@@ -545,6 +584,9 @@ fn serve_conn(
                 }
                 Handled::Nothing | Handled::Deferred => {}
             }
+        }
+        if drained {
+            break;
         }
     }
     true

@@ -44,6 +44,25 @@ enum Cmd {
         /// Largest message in bytes.
         #[arg(long, default_value_t = 4 << 20)]
         max_message: usize,
+        /// Note the moments of every call and serve them to `lowlat account` (trace program
+        /// 0x20004C4D).
+        #[arg(long)]
+        trace: bool,
+    },
+    /// Where the time of a null call goes, part by part, and whether the parts predict the whole.
+    ///
+    /// Starts its own traced server and ping-pong server on this host at URI (port 0 picks a free
+    /// port), pinned when there are two CPUs.
+    Account {
+        /// Transport and address to serve on, e.g. udp://127.0.0.1:0, tcp://127.0.0.1:0, shm:///tmp/acct.sock
+        uri: String,
+        #[arg(long, default_value_t = 20_000)]
+        calls: u64,
+        #[arg(long, default_value = "adaptive")]
+        spin_us: SpinPolicy,
+        /// Print the accounting as JSON (the results.json `accounting` entry).
+        #[arg(long)]
+        json: bool,
     },
     /// Make one call of a lab procedure and print the result; or, with --idl, of any procedure
     /// of any interface, the argument and result as JSON (docs/json-mapping.md).
@@ -118,6 +137,25 @@ enum Cmd {
         cpu: Option<usize>,
         #[arg(long)]
         json: bool,
+    },
+    /// The busy-server workload (a tiled matrix multiplication) for SECONDS; prints units done.
+    #[command(hide = true)]
+    Workload {
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
+    /// Compile an interface definition (the ONC RPC language, a .x file) into stubs.
+    Gen {
+        /// The .x file.
+        file: PathBuf,
+        /// Target language (rust).
+        #[arg(long, default_value = "rust")]
+        lang: String,
+        /// Directory to write the generated files into (created if missing).
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
     },
     /// The laboratory: every transport's floor beside lowlat's calls, on this machine.
     Lab {
@@ -216,21 +254,23 @@ fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolic
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message } => {
+        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message, trace } => {
             let cfg = ServerConfig {
                 spin: spin_us,
                 pin_cpu: cpu,
                 workers,
                 max_sessions,
                 max_message,
+                trace,
                 ..ServerConfig::default()
             };
-            let server = match Server::builder()
-                .program(interface::program())
-                .program(interface::program_xdr())
-                .config(cfg)
-                .serve(&uris)
-            {
+            // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://.
+            let mut builder =
+                Server::builder().program(interface::program()).program(interface::program_xdr()).config(cfg);
+            if trace {
+                builder = builder.program(interface::trace_program());
+            }
+            let server = match builder.serve(&uris) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
@@ -304,6 +344,54 @@ fn main() -> ExitCode {
                 }
                 Err(e) => fail(e),
             }
+        }
+        Cmd::Account { uri, calls, spin_us, json } => {
+            let exe = match std::env::current_exe() {
+                Ok(e) => e,
+                Err(e) => return fail(format!("cannot find the lowlat executable: {e}")),
+            };
+            match lowlat_lab::account::account(&exe, &uri, calls, spin_us, &lowlat_lab::ladder::Placement::detect()) {
+                Ok((a, client_send, server_send)) => {
+                    if json {
+                        println!("{}", serde_json::to_string(&a).expect("plain data"));
+                    } else {
+                        print!("{}", lowlat_lab::account::table(&a, client_send, server_send));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Workload { seconds, cpu } => {
+            if let Err(e) = pin(cpu) {
+                return fail(e);
+            }
+            println!("ready");
+            let (units, ns) = lowlat_lab::workload::run_for(Duration::from_secs_f64(seconds.max(0.01)));
+            println!("{}", serde_json::json!({ "units": units, "ns_per_unit": ns }));
+            ExitCode::SUCCESS
+        }
+        Cmd::Gen { file, lang, out } => {
+            let lang: lowlat_idl::Lang = match lang.parse() {
+                Ok(l) => l,
+                Err(e) => return fail(e),
+            };
+            let files = match lowlat_idl::compile_file(&file, lang) {
+                Ok(f) => f,
+                // The error already names file:line:column and shows the line with a caret.
+                Err(e) => return fail(e),
+            };
+            if let Err(e) = std::fs::create_dir_all(&out) {
+                return fail(format!("create {}: {e}", out.display()));
+            }
+            for (name, text) in files {
+                let path = out.join(&name);
+                if let Err(e) = std::fs::write(&path, text) {
+                    return fail(format!("write {}: {e}", path.display()));
+                }
+                println!("wrote {}", path.display());
+            }
+            ExitCode::SUCCESS
         }
         Cmd::Lab { quick, out } => match lowlat_lab::run_lab(quick, out.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,

@@ -21,7 +21,7 @@ fn serve(uri: &str) -> procs::ServerProcess {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["serve", "call", "bench", "pingpong", "lab"] {
+    for sub in ["serve", "call", "bench", "pingpong", "account", "gen", "lab"] {
         let (ok, out, _) = lowlat(&[sub, "--help"]);
         assert!(ok && out.contains("Usage"), "{sub} --help: {out}");
     }
@@ -122,5 +122,47 @@ fn server_killed_mid_call_gives_a_clear_error_within_the_deadline() {
         );
         assert!(err.may_have_executed(), "{scheme}: {err}");
         drop(server);
+    }
+}
+
+#[test]
+fn gen_writes_rust_stubs_and_reports_errors_with_position() {
+    let dir = std::env::temp_dir().join(format!("lowlat-gen-{}", std::process::id()));
+    let x = concat!(env!("CARGO_MANIFEST_DIR"), "/../../idl/lab.x");
+    let (ok, out, err) = lowlat(&["gen", x, "--lang", "rust", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("wrote"), "{out}");
+    let text = std::fs::read_to_string(dir.join("lab.rs")).unwrap();
+    assert!(text.contains("pub mod lab_vers") && text.contains("@generated"), "{}", &text[..200]);
+    let bad = dir.join("bad.x");
+    std::fs::write(&bad, "struct s { int a; \n").unwrap();
+    let (ok, _, err) = lowlat(&["gen", bad.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert!(!ok && err.contains("bad.x:"), "{err}");
+    let (ok, _, err) = lowlat(&["gen", x, "--lang", "cobol", "--out", dir.to_str().unwrap()]);
+    assert!(!ok && err.contains("cobol"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn account_reports_positive_parts_and_honest_arithmetic() {
+    for uri in ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"] {
+        let (ok, out, err) = lowlat(&["account", uri, "--calls", "3000", "--json"]);
+        assert!(ok, "{uri}: {err}");
+        let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let parts = a["parts"].as_array().unwrap();
+        assert_eq!(parts.len(), 6, "{out}");
+        let sum: f64 = parts.iter().map(|p| p["ns"].as_f64().unwrap()).sum();
+        for p in parts {
+            assert!(p["ns"].as_f64().unwrap() > 0.0, "{uri}: part not positive: {p}");
+        }
+        let measured = a["measured_total_ns"].as_f64().unwrap();
+        assert!((sum - measured).abs() < 1.0, "{uri}: parts {sum} do not add up to {measured}");
+        let pct: f64 = parts.iter().map(|p| p["percent"].as_f64().unwrap()).sum();
+        assert!((pct - 100.0).abs() < 0.01, "{uri}: percentages add up to {pct}");
+        let predicted: f64 = a["predicted_parts"].as_array().unwrap().iter().map(|p| p["ns"].as_f64().unwrap()).sum();
+        assert!((predicted - a["predicted_total_ns"].as_f64().unwrap()).abs() < 1.0);
+        let diff = (measured - predicted) / measured * 100.0;
+        assert!((diff - a["difference_percent"].as_f64().unwrap()).abs() < 1e-6);
+        assert_eq!(a["flagged"].as_bool().unwrap(), diff.abs() > 10.0, "{uri}: flag must follow the difference");
     }
 }

@@ -73,6 +73,11 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
 
 /// Runs the benchmark and summarises it.
 pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
+    run_histogram(spec).map(|(s, _)| s)
+}
+
+/// Runs the benchmark; returns the summary and the histogram of every measured call.
+pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Error> {
     let proc_no =
         interface::procedure_number(&spec.proc).filter(|p| *p <= interface::ECHO).ok_or_else(|| Error::InvalidUri {
             uri: spec.proc.clone(),
@@ -112,10 +117,25 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
                 }
                 barrier.wait();
                 let start = Instant::now() + interval.map_or(Duration::ZERO, |i| i.mul_f64(t as f64 / threads as f64));
-                for k in 0..per_thread {
+                // Open loop: Poisson arrivals (exponential gaps with the mean interval), as the
+                // queueing model r = s/(1-u) assumes.
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let mut offset = Duration::ZERO;
+                for _ in 0..per_thread {
                     let t0 = match interval {
                         Some(i) => {
-                            let scheduled = start + i.mul_f64(k as f64);
+                            rng ^= rng << 13;
+                            rng ^= rng >> 7;
+                            rng ^= rng << 17;
+                            let u = ((rng >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                            offset += i.mul_f64(-u.ln());
+                            let scheduled = start + offset;
+                            // Sleep through long gaps (a thread that spins all the time is the
+                            // first the scheduler preempts), then spin the last stretch.
+                            let now = Instant::now();
+                            if scheduled > now + Duration::from_micros(300) {
+                                std::thread::sleep(scheduled - now - Duration::from_micros(150));
+                            }
                             while Instant::now() < scheduled {
                                 std::hint::spin_loop();
                             }
@@ -156,7 +176,7 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
     let transport = spec.uri.split("://").next().unwrap_or("?");
-    Ok(Summary::from_histogram(
+    let summary = Summary::from_histogram(
         "rpc",
         transport,
         &spec.proc,
@@ -167,7 +187,8 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
         &all,
         wall,
         errors,
-    ))
+    );
+    Ok((summary, all))
 }
 
 /// Raw ping-pong of `size` bytes, summarised like an RPC run.

@@ -10,21 +10,30 @@
 //! | 3 | `MAXRESULT` | `unsigned n` | `opaque<n>` (n bytes) |
 //! | 4 | `ECHO` | `opaque buf<>` | `opaque<>` (the same bytes) |
 //!
-//! Bodies are in the server's byte order. A single opaque argument or result is the whole body
-//! (its length is the body's length), so `MAXARG(1440)` puts exactly 1440 bytes on the wire.
-//! Over ONC RPC (`onc+udp://`, `onc+tcp://`) bodies are XDR instead ([`program_xdr`]); the
-//! [`LabClient`] picks the encoding from the URI.
+//! The stubs are generated from `idl/lab.x` at build time. Bodies use lowlat's native encoding
+//! (the server's byte order; a single opaque argument or result is the whole body, so
+//! `MAXARG(1440)` puts exactly 1440 bytes on the wire).
 
-use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program};
+use std::sync::Arc;
 
-pub const PROGRAM: u32 = 0x2000_4C4C;
-pub const VERSION: u32 = 1;
+use lowlat::{CallContext, Client, ClientConfig, Error, ProcError, Program};
 
-pub const NULL: u32 = 0;
-pub const MINUS: u32 = 1;
-pub const MAXARG: u32 = 2;
-pub const MAXRESULT: u32 = 3;
-pub const ECHO: u32 = 4;
+/// The stubs generated from `idl/lab.x` by `lowlat-build` (see build.rs).
+#[allow(clippy::all, dead_code)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/lab.rs"));
+}
+
+pub use generated::lab_vers;
+
+pub const PROGRAM: u32 = lab_vers::PROGRAM;
+pub const VERSION: u32 = lab_vers::VERSION;
+
+pub const NULL: u32 = lab_vers::NULL;
+pub const MINUS: u32 = lab_vers::MINUS;
+pub const MAXARG: u32 = lab_vers::MAXARG;
+pub const MAXRESULT: u32 = lab_vers::MAXRESULT;
+pub const ECHO: u32 = lab_vers::ECHO;
 
 /// Procedure names by number, as the command line accepts them.
 pub const PROCEDURES: [(&str, u32); 5] =
@@ -54,197 +63,167 @@ fn append_pattern(out: &mut Vec<u8>, n: usize) {
     }
 }
 
-fn none(_: &mut Vec<u8>) -> Result<(), DecodeError> {
-    Ok(())
-}
-
-fn empty(r: &[u8]) -> Result<(), DecodeError> {
-    if r.is_empty() {
-        Ok(())
-    } else {
-        Err(DecodeError::new("an empty result", r.len()))
-    }
-}
-
-/// Appends XDR `opaque<>`: a big-endian length, the bytes, zero padding to four.
-fn put_xdr_opaque(buf: &mut Vec<u8>, data: &[u8]) {
-    buf.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    buf.extend_from_slice(data);
-    buf.resize(buf.len() + (4 - data.len() % 4) % 4, 0);
-}
-
-/// Reads a whole body that is one XDR `opaque<>`.
-fn xdr_opaque(r: &[u8]) -> Result<&[u8], DecodeError> {
-    let n = r.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
-    match n {
-        Some(n) if r.len() == 4 + n + (4 - n % 4) % 4 => Ok(&r[4..4 + n]),
-        _ => Err(DecodeError::new("an XDR opaque<>", r.len())),
-    }
-}
-
-/// A client of the lab interface.
-#[derive(Debug)]
+/// A client of the lab interface: the generated client, with results copied into buffers the
+/// caller reuses (so benchmarks allocate nothing per call).
 pub struct LabClient {
-    client: Client,
+    stub: lab_vers::Client,
     /// ONC RPC binding: bodies are XDR.
     xdr: bool,
+}
+
+impl std::fmt::Debug for LabClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LabClient").field("client", self.stub.client()).finish()
+    }
 }
 
 impl LabClient {
     pub fn connect(uri: &str, cfg: ClientConfig) -> Result<LabClient, Error> {
         let client = Client::connect_with(uri, PROGRAM, VERSION, cfg)?;
         let xdr = client.is_onc();
-        Ok(LabClient { client, xdr })
+        Ok(LabClient { stub: lab_vers::Client::from_client(client), xdr })
+    }
+
+    /// One call over ONC RPC with XDR bodies (`encode` into the empty argument buffer; `decode`
+    /// from the result body).
+    fn xdr_call<R>(
+        &self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), lowlat::codec::EncodeError>,
+        decode: impl FnOnce(&[u8]) -> Result<R, lowlat::codec::DecodeError>,
+    ) -> Result<R, Error> {
+        self.client().call(
+            proc_no,
+            |b| encode(b).map_err(lowlat::codec::Error::from),
+            |r| decode(r).map_err(lowlat::codec::Error::from),
+        )
     }
 
     pub fn client(&self) -> &Client {
-        &self.client
+        self.stub.client()
     }
 
     pub fn null(&self) -> Result<(), Error> {
-        self.client.call(NULL, none, empty)
+        if self.xdr {
+            return self.xdr_call(NULL, |_| Ok(()), |r| lowlat::codec::XdrReader::new(r).finish());
+        }
+        self.stub.null()
     }
 
     pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
-        // XDR integers are big-endian, like a big-endian server's native ones.
-        let big = self.xdr || self.client.server_byte_order() == lowlat::ByteOrder::Big;
-        let enc = |v: i32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
-        self.client.call::<_, DecodeError>(
-            MINUS,
-            |buf| {
-                buf.extend_from_slice(&enc(a));
-                buf.extend_from_slice(&enc(b));
-                Ok(())
-            },
-            |r| {
-                let b: [u8; 4] = r.try_into().map_err(|_| DecodeError::new("a 4-byte int", r.len()))?;
-                Ok(if big { i32::from_be_bytes(b) } else { i32::from_le_bytes(b) })
-            },
-        )
+        if self.xdr {
+            return self.xdr_call(
+                MINUS,
+                |w| lab_vers::encode_minus_args_xdr(w, a, b),
+                lab_vers::decode_minus_result_xdr,
+            );
+        }
+        self.stub.minus(a, b)
     }
 
     pub fn maxarg(&self, data: &[u8]) -> Result<(), Error> {
-        self.client.call::<_, DecodeError>(
-            MAXARG,
-            |buf| {
-                if self.xdr {
-                    put_xdr_opaque(buf, data);
-                } else {
-                    buf.extend_from_slice(data);
-                }
-                Ok(())
-            },
-            empty,
-        )
+        if self.xdr {
+            return self.xdr_call(
+                MAXARG,
+                |w| lab_vers::encode_maxarg_args_xdr(w, data),
+                |r| lowlat::codec::XdrReader::new(r).finish(),
+            );
+        }
+        self.stub.maxarg(data)
     }
 
     /// Asks for `n` bytes; they are copied into `out` (whose capacity is reused).
     pub fn maxresult(&self, n: u32, out: &mut Vec<u8>) -> Result<(), Error> {
-        let big = self.xdr || self.client.server_byte_order() == lowlat::ByteOrder::Big;
-        self.client.call(
-            MAXRESULT,
-            |buf| {
-                buf.extend_from_slice(&if big { n.to_be_bytes() } else { n.to_le_bytes() });
-                Ok(())
-            },
-            |r| {
-                let r = if self.xdr { xdr_opaque(r)? } else { r };
-                if r.len() != n as usize {
-                    return Err(DecodeError::new("as many bytes as asked for", r.len()));
-                }
-                out.clear();
-                out.extend_from_slice(r);
-                Ok(())
-            },
-        )
+        if self.xdr {
+            out.clear();
+            self.xdr_call(
+                MAXRESULT,
+                |w| lab_vers::encode_maxresult_args_xdr(w, n),
+                |r| lab_vers::decode_maxresult_result_xdr(r).map(|b| out.extend_from_slice(b)),
+            )?;
+        } else {
+            self.stub.maxresult_into(n, out)?;
+        }
+        if out.len() != n as usize {
+            return Err(Error::Decode {
+                proc_no: MAXRESULT,
+                source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", out.len())),
+            });
+        }
+        Ok(())
     }
 
     /// Sends `data` and receives it back into `out`.
     pub fn echo(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-        self.client.call::<_, DecodeError>(
-            ECHO,
-            |buf| {
-                if self.xdr {
-                    put_xdr_opaque(buf, data);
-                } else {
-                    buf.extend_from_slice(data);
-                }
-                Ok(())
-            },
-            |r| {
-                let r = if self.xdr { xdr_opaque(r)? } else { r };
-                out.clear();
-                out.extend_from_slice(r);
-                Ok(())
-            },
-        )
+        if self.xdr {
+            out.clear();
+            return self.xdr_call(
+                ECHO,
+                |w| lab_vers::encode_echo_args_xdr(w, data),
+                |r| lab_vers::decode_echo_result_xdr(r).map(|b| out.extend_from_slice(b)),
+            );
+        }
+        self.stub.echo_into(data, out)
+    }
+}
+
+/// The lab procedures' implementation.
+struct Lab;
+
+impl lab_vers::Server for Lab {
+    fn null(&self, _: &CallContext) -> Result<(), ProcError> {
+        Ok(())
+    }
+
+    fn minus(&self, _: &CallContext, a: i32, b: i32) -> Result<i32, ProcError> {
+        Ok(a.wrapping_sub(b))
+    }
+
+    fn maxarg(&self, _: &CallContext, _data: &[u8]) -> Result<(), ProcError> {
+        Ok(())
+    }
+
+    fn maxresult(&self, _: &CallContext, n: u32, out: &mut Vec<u8>) -> Result<(), ProcError> {
+        // Larger than any session allows: the engine answers TooLarge; don't build it.
+        if n > 1 << 30 {
+            return Err(ProcError::GarbageArgs);
+        }
+        append_pattern(out, n as usize);
+        Ok(())
+    }
+
+    fn echo(&self, _: &CallContext, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProcError> {
+        out.extend_from_slice(data);
+        Ok(())
     }
 }
 
 /// The server side of the lab interface.
 pub fn program() -> Program {
-    Program::new(PROGRAM, VERSION)
-        .procedure(NULL, "NULL", |_, args, _| if args.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(MINUS, "MINUS", |_, args, reply| {
-            if args.len() != 8 {
-                return Err(ProcError::GarbageArgs);
-            }
-            let a = i32::from_ne_bytes(args[0..4].try_into().map_err(|_| ProcError::GarbageArgs)?);
-            let b = i32::from_ne_bytes(args[4..8].try_into().map_err(|_| ProcError::GarbageArgs)?);
-            reply.extend_from_slice(&a.wrapping_sub(b).to_ne_bytes());
-            Ok(())
-        })
-        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
-        .procedure(MAXRESULT, "MAXRESULT", |_, args, reply| {
-            let n: [u8; 4] = args.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            let n = u32::from_ne_bytes(n) as usize;
-            // Larger than any session allows: the engine answers TooLarge; don't build it.
-            if n > 1 << 30 {
-                return Err(ProcError::GarbageArgs);
-            }
-            append_pattern(reply, n);
-            Ok(())
-        })
-        .procedure(ECHO, "ECHO", |_, args, reply| {
-            reply.extend_from_slice(args);
-            Ok(())
-        })
+    lab_vers::program(Arc::new(Lab))
 }
 
 /// The lab interface with XDR bodies, as ONC RPC callers (rpcgen clients of `idl/lab.x`, and
 /// [`LabClient`] over `onc+udp://` or `onc+tcp://`) send them: `MINUS`'s integers big-endian,
 /// opaque data with a four-byte big-endian length and padding.
 pub fn program_xdr() -> Program {
-    let garbage = |_| ProcError::GarbageArgs;
-    Program::new(PROGRAM, VERSION)
-        .xdr()
-        .procedure(NULL, "NULL", |_, args, _| if args.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(MINUS, "MINUS", |_, args, reply| {
-            if args.len() != 8 {
-                return Err(ProcError::GarbageArgs);
-            }
-            let a = i32::from_be_bytes([args[0], args[1], args[2], args[3]]);
-            let b = i32::from_be_bytes([args[4], args[5], args[6], args[7]]);
-            reply.extend_from_slice(&a.wrapping_sub(b).to_be_bytes());
-            Ok(())
-        })
-        .procedure(MAXARG, "MAXARG", move |_, args, _| xdr_opaque(args).map(|_| ()).map_err(garbage))
-        .procedure(MAXRESULT, "MAXRESULT", |_, args, reply| {
-            let n: [u8; 4] = args.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            let n = u32::from_be_bytes(n) as usize;
-            // More than any datagram or record carries: refuse rather than build it.
-            if n > 1 << 30 {
-                return Err(ProcError::GarbageArgs);
-            }
-            reply.extend_from_slice(&(n as u32).to_be_bytes());
-            append_pattern(reply, n);
-            reply.resize(reply.len() + (4 - n % 4) % 4, 0);
-            Ok(())
-        })
-        .procedure(ECHO, "ECHO", move |_, args, reply| {
-            xdr_opaque(args).map_err(garbage)?;
-            // The argument is already the XDR encoding of the result.
-            reply.extend_from_slice(args);
-            Ok(())
-        })
+    lab_vers::program_xdr(Arc::new(Lab))
+}
+
+/// The accounting side program served by `lowlat serve --trace`: program 0x20004C4D version 1,
+/// procedure 1 `TAKE(unsigned max) -> opaque<>`, which returns (and forgets) up to `max` of the
+/// serving thread's timestamp records ([`lowlat::trace::ServerTrace`], 48 bytes each).
+pub const TRACE_PROGRAM: u32 = 0x2000_4C4D;
+pub const TRACE_TAKE: u32 = 1;
+
+pub fn trace_program() -> Program {
+    Program::new(TRACE_PROGRAM, 1).procedure(TRACE_TAKE, "TAKE", |_, args, reply| {
+        let max: [u8; 4] = args.try_into().map_err(|_| ProcError::GarbageArgs)?;
+        // Keep the answer well inside the default maximum message.
+        let max = (u32::from_ne_bytes(max) as usize).min(60_000);
+        for t in lowlat::trace::take_server_traces(max) {
+            t.encode(reply);
+        }
+        Ok(())
+    })
 }

@@ -48,6 +48,9 @@ pub struct PingPongServer {
 impl PingPongServer {
     /// Binds the echo server (so its address is known) without serving yet.
     pub fn bind(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
+        if let Some(path) = uri.strip_prefix("unix://") {
+            return unix_server(path, spin);
+        }
         let ep: Endpoint = uri.parse()?;
         match ep {
             Endpoint::Udp { host_port } => {
@@ -102,6 +105,22 @@ impl PingPongServer {
                     }),
                 })
             }
+            Endpoint::Shm { path } => {
+                let cfg = lowlat_shm::ServerConfig { spin, ..Default::default() };
+                let mut server = lowlat_shm::ShmServer::bind(&path, cfg).map_err(|e| PingPongError::Io {
+                    op: format!("bind {uri}"),
+                    source: io::Error::other(e.to_string()),
+                })?;
+                Ok(PingPongServer {
+                    local_uri: format!("shm://{}", path.display()),
+                    run: Box::new(move |stop| {
+                        server.run(&mut lowlat_shm::pingpong::echo, stop).map_err(|e| PingPongError::Io {
+                            op: "serve".into(),
+                            source: io::Error::other(e.to_string()),
+                        })
+                    }),
+                })
+            }
             other => Err(PingPongError::Unsupported(other.scheme().to_string())),
         }
     }
@@ -127,7 +146,24 @@ pub fn run(
     warmup: u64,
     spin: SpinPolicy,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    if let Some(path) = uri.strip_prefix("unix://") {
+        return unix_run(path, size, calls, warmup, spin);
+    }
     let ep: Endpoint = uri.parse()?;
+    if let Endpoint::Shm { path } = &ep {
+        let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
+        let rounds =
+            lowlat_shm::pingpong::run(path, cfg, size, (warmup + calls) as usize, Duration::from_secs(5)).map_err(
+                |e| PingPongError::Io { op: format!("ping-pong {uri}"), source: io::Error::other(e.to_string()) },
+            )?;
+        let mut h = new_histogram();
+        let mut wall = Duration::ZERO;
+        for d in &rounds[warmup as usize..] {
+            let _ = h.record(d.as_nanos() as u64);
+            wall += *d;
+        }
+        return Ok((h, wall));
+    }
     let mut p = match ep {
         Endpoint::Udp { host_port } => {
             let addr = resolve(&host_port).map_err(io_err(uri))?;
@@ -180,6 +216,103 @@ pub fn run(
         };
         if got.is_none() {
             return Err(PingPongError::Timeout(timeout));
+        }
+        if i >= warmup {
+            let _ = h.record(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    Ok((h, measured_start.elapsed()))
+}
+
+/// The Unix stream socket baseline (`unix://PATH`): bytes echoed back as they arrive.
+fn unix_server(path: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixListener;
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path).map_err(io_err(format!("bind unix://{path}")))?;
+    let local_uri = format!("unix://{path}");
+    let path = path.to_string();
+    Ok(PingPongServer {
+        local_uri,
+        run: Box::new(move |stop| {
+            let mut buf = vec![0u8; 1 << 16];
+            let mut spinner = Spinner::new(spin);
+            while !stop.load(Ordering::Relaxed) {
+                let (mut s, _) = listener.accept().map_err(io_err("accept"))?;
+                s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+                loop {
+                    let got = spinner
+                        .wait_on(
+                            None,
+                            &mut s,
+                            |s| match s.read(&mut buf) {
+                                Ok(n) => Ok(Some(n)),
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                                Err(e) => Err(e),
+                            },
+                            |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
+                        )
+                        .map_err(io_err("receive"))?;
+                    match got {
+                        Some(0) | None => break,
+                        Some(n) => {
+                            s.set_nonblocking(false).map_err(io_err("set blocking"))?;
+                            let r = s.write_all(&buf[..n]);
+                            s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+                            if r.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+            Ok(())
+        }),
+    })
+}
+
+fn unix_run(path: &str, size: usize, calls: u64, warmup: u64, spin: SpinPolicy) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(path).map_err(io_err(format!("connect unix://{path}")))?;
+    s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+    let msg: Vec<u8> = (0..size.max(1)).map(|i| i as u8).collect();
+    let mut buf = vec![0u8; msg.len()];
+    let mut spinner = Spinner::new(spin);
+    let mut h = new_histogram();
+    let mut measured_start = Instant::now();
+    for i in 0..warmup + calls {
+        if i == warmup {
+            measured_start = Instant::now();
+        }
+        let t0 = Instant::now();
+        let mut sent = 0;
+        while sent < msg.len() {
+            match s.write(&msg[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(io_err("send")(e)),
+            }
+        }
+        let mut got = 0;
+        while got < msg.len() {
+            let n = spinner
+                .wait_on(
+                    Some(t0 + Duration::from_secs(5)),
+                    &mut s,
+                    |s| match s.read(&mut buf[got..]) {
+                        Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
+                        Ok(n) => Ok(Some(n)),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                    |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
+                )
+                .map_err(io_err("receive"))?
+                .ok_or(PingPongError::Timeout(Duration::from_secs(5)))?;
+            got += n;
         }
         if i >= warmup {
             let _ = h.record(t0.elapsed().as_nanos() as u64);

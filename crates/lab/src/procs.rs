@@ -13,12 +13,21 @@ pub struct ServerProcess {
     child: Child,
     /// The URIs it printed (`serving URI` lines), in order.
     pub uris: Vec<String>,
+    lines: mpsc::Receiver<String>,
 }
 
 /// Starts `exe args...` and waits (bounded) for its `ready` line.
 pub fn spawn(exe: &Path, args: &[String], timeout: Duration) -> std::io::Result<ServerProcess> {
-    let mut child =
-        Command::new(exe).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    spawn_command(cmd, timeout)
+}
+
+/// Starts a prepared command (e.g. `ip netns exec NS lowlat serve ...`) and waits (bounded) for
+/// its `ready` line.
+pub fn spawn_command(mut cmd: Command, timeout: Duration) -> std::io::Result<ServerProcess> {
+    let what = format!("{cmd:?}");
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
     let stdout = child.stdout.take().expect("piped");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -29,11 +38,11 @@ pub fn spawn(exe: &Path, args: &[String], timeout: Duration) -> std::io::Result<
             }
         }
     });
-    let mut proc = ServerProcess { child, uris: Vec::new() };
+    let mut proc = ServerProcess { child, uris: Vec::new(), lines: rx };
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
+        match proc.lines.recv_timeout(left) {
             Ok(line) if line.trim() == "ready" => return Ok(proc),
             Ok(line) => {
                 if let Some(uri) = line.trim().strip_prefix("serving ") {
@@ -43,7 +52,7 @@ pub fn spawn(exe: &Path, args: &[String], timeout: Duration) -> std::io::Result<
             Err(_) => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("{} {} did not become ready within {timeout:?}", exe.display(), args.join(" ")),
+                    format!("{what} did not become ready within {timeout:?}"),
                 ))
             }
         }
@@ -53,6 +62,11 @@ pub fn spawn(exe: &Path, args: &[String], timeout: Duration) -> std::io::Result<
 impl ServerProcess {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The next line the process prints after `ready`, waiting at most `timeout`.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok()
     }
 }
 

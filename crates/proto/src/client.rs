@@ -284,6 +284,11 @@ impl ClientSlot {
         self.template.slot
     }
 
+    /// The number of the current (or last) call.
+    pub fn call_no(&self) -> u32 {
+        self.template.call_no
+    }
+
     pub fn is_active(&self) -> bool {
         self.active
     }

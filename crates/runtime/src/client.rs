@@ -20,6 +20,7 @@ use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel};
 use crate::onc_client::OncClient;
+use crate::trace::{self, ClientTrace};
 use crate::{ClientConfig, Endpoint, Error};
 
 struct Slot {
@@ -30,6 +31,15 @@ struct Slot {
     chan: Option<Box<dyn ClientChannel>>,
     buf: Vec<u8>,
     spinner: Spinner,
+}
+
+/// Moments of a traced call, filled in as it goes.
+#[derive(Default)]
+struct Marks {
+    begin: u64,
+    encoded: u64,
+    sent: u64,
+    received: u64,
 }
 
 struct Shared {
@@ -340,23 +350,41 @@ impl Lowlat {
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
+        let trace = self.shared.cfg.trace;
+        let mut marks = Marks { begin: if trace { trace::now_ns() } else { 0 }, ..Marks::default() };
         let deadline = Instant::now() + timeout;
         let mut guard = self.acquire(deadline, proc_no)?;
         self.prepare(&mut guard)?;
         let engine = guard.engine.as_mut().expect("prepared");
         encode(engine.args_buf()).map_err(|e| Error::Encode { proc_no, source: Box::new(e) })?;
+        if trace {
+            marks.encoded = trace::now_ns();
+        }
         let mut decode = Some(decode);
-        let r = match self.run(&mut guard, proc_no, deadline, &mut decode) {
+        let r = match self.run(&mut guard, proc_no, deadline, &mut decode, trace.then_some(&mut marks)) {
             Err(Error::SessionLost { execution: Execution::NotSent, .. }) => {
                 // The server (same incarnation) never saw this session: bind again and send the
                 // call once more; it cannot run twice.
                 let args = guard.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
                 self.rebind(&mut guard)?;
                 guard.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
-                self.run(&mut guard, proc_no, deadline, &mut decode)
+                self.run(&mut guard, proc_no, deadline, &mut decode, None)
             }
             r => r,
         };
+        if trace && r.is_ok() {
+            let e = guard.engine.as_ref().expect("prepared");
+            trace::set_client_trace(ClientTrace {
+                token: e.session().token,
+                slot: e.slot(),
+                call_no: e.call_no(),
+                begin: marks.begin,
+                encoded: marks.encoded,
+                sent: marks.sent,
+                received: marks.received,
+                end: trace::now_ns(),
+            });
+        }
         drop(guard);
         self.release_notify();
         r
@@ -433,6 +461,7 @@ impl Lowlat {
         proc_no: u32,
         deadline: Instant,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+        mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
         let Slot { engine, chan, buf, spinner, .. } = slot;
         let engine = engine.as_mut().expect("prepared");
@@ -449,8 +478,14 @@ impl Lowlat {
         if let Some(e) = send_err.take() {
             return Err(self.lost(proc_no, Execution::Unknown, e));
         }
+        if let Some(m) = marks.as_deref_mut() {
+            m.sent = trace::now_ns();
+        }
         loop {
             let got = spinner.wait_on(engine.poll_timeout(), &mut **chan, |c| c.try_recv(buf), |c, t| c.block(t));
+            if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
+                m.received = trace::now_ns();
+            }
             let now = Instant::now();
             let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
                 if let Err(e) = chan.send(h, b) {

@@ -21,6 +21,8 @@ pub struct ClientConfig {
     pub window: u16,
     /// Retransmission and acknowledgement timers.
     pub engine: lowlat_proto::ClientConfig,
+    /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
+    pub trace: bool,
     /// ONC RPC only: send these AUTH_SYS credentials (AUTH_NONE when `None`).
     pub onc_auth: Option<lowlat_onc::AuthSys>,
     /// ONC RPC over TCP only: largest record fragment sent (records above it are split).
@@ -37,6 +39,7 @@ impl Default for ClientConfig {
             max_message: 4 << 20,
             window: 32,
             engine: lowlat_proto::ClientConfig::default(),
+            trace: false,
             onc_auth: None,
             onc_max_fragment: 1 << 20,
         }
@@ -62,6 +65,8 @@ pub struct ServerConfig {
     pub worker_queue: usize,
     /// Pin each serving thread to this CPU.
     pub pin_cpu: Option<usize>,
+    /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
+    pub trace: bool,
     /// ONC RPC only: refuse calls without AUTH_SYS credentials (AUTH_TOOWEAK).
     pub onc_require_auth_sys: bool,
     /// ONC RPC only: when not empty, refuse AUTH_SYS callers whose uid is not listed
@@ -85,6 +90,7 @@ impl Default for ServerConfig {
             workers: 4,
             worker_queue: 1024,
             pin_cpu: None,
+            trace: false,
             onc_require_auth_sys: false,
             onc_allowed_uids: Vec::new(),
             onc_register: true,

@@ -31,6 +31,7 @@ mod error;
 mod onc_client;
 mod server;
 mod service;
+pub mod trace;
 mod uri;
 
 pub use client::Client;
@@ -40,6 +41,8 @@ pub use lowlat_onc::AuthSys;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_proto::{ByteOrder, Execution, Session};
+/// The encoding library generated stubs use (`lowlat-build`'s default codec path).
+pub use lowlat_codec as codec;
 pub use lowlat_transport::SpinPolicy;
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};

@@ -15,6 +15,7 @@ use lowlat_transport::Spinner;
 
 use crate::driver::{self, AnyServer, Received, ServerTransport};
 use crate::service::{self, CallContext, Procedure, Route, Services};
+use crate::trace::{self, ServerTrace};
 use crate::{Endpoint, Error, Program, ServerConfig};
 
 /// Wakes a serving thread from another thread.
@@ -291,6 +292,7 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut spinner = Spinner::new(ctx.config.spin);
     let doorbell = ctx.shared.doorbell.raw_fd();
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
+    let trace = ctx.config.trace;
     while !ctx.shared.stop.load(Ordering::Acquire) {
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
@@ -312,9 +314,11 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
         let now = Instant::now();
         match got {
             Ok(Some(Ready::Frame(len, from))) => {
+                let received = if trace { trace::now_ns() } else { 0 };
                 let mut out = |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
                 let Some(call) = engine.handle(from, &buf[..len], now, &mut out) else { continue };
                 let key = call.key;
+                let dispatched = if trace { trace::now_ns() } else { 0 };
                 let cctx = CallContext {
                     program: call.program,
                     version: call.version,
@@ -340,7 +344,19 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
                         }
                     }
                 };
+                let returned = if trace { trace::now_ns() } else { 0 };
                 engine.finish(key, status, &mut out);
+                if trace {
+                    trace::push_server_trace(ServerTrace {
+                        token: key.token,
+                        slot: key.slot,
+                        call_no: key.call_no,
+                        received,
+                        dispatched,
+                        returned,
+                        replied: trace::now_ns(),
+                    });
+                }
             }
             Ok(Some(Ready::Closed(peer))) => engine.forget_peer(&peer),
             Ok(Some(Ready::Doorbell)) => {

@@ -121,6 +121,14 @@ impl Program {
         self.add(proc_no, name, true, Arc::new(handler))
     }
 
+    /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
+    pub fn invoke(&self, proc_no: u32, ctx: &CallContext, args: &[u8], reply: &mut Vec<u8>) -> Result<(), ProcError> {
+        match self.procs.get(proc_no as usize) {
+            Some(Some(p)) => (p.handler)(ctx, args, reply),
+            _ => Err(ProcError::SystemError),
+        }
+    }
+
     /// The procedures, as (number, name, long-running).
     pub fn procedures(&self) -> impl Iterator<Item = (u32, &'static str, bool)> + '_ {
         self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, p.name, p.long_running)))

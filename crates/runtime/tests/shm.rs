@@ -19,13 +19,7 @@ const RING: usize = 64 << 10;
 
 fn program() -> Program {
     Program::new(PROG, 1)
-        .procedure(NULL, "NULL", |_, a, _| {
-            if a.is_empty() {
-                Ok(())
-            } else {
-                Err(ProcError::GarbageArgs)
-            }
-        })
+        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
         .procedure(MINUS, "MINUS", |_, a, r| {
             let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
             let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
@@ -80,10 +74,7 @@ fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
 fn lab_procedures_at_edge_sizes_from_many_threads() {
     let (_dir, server, uri) = serve("edges");
     assert_eq!(server.local_uris(), vec![uri.clone()]);
-    let cfg = ClientConfig {
-        slots: 4,
-        ..ClientConfig::default()
-    };
+    let cfg = ClientConfig { slots: 4, ..ClientConfig::default() };
     let client = std::sync::Arc::new(Client::connect_with(&uri, PROG, 1, cfg).unwrap());
     let sizes = [0, 1, RING - 1, RING, RING + 1, 1 << 20];
     let threads: Vec<_> = (0..4u8)
@@ -93,19 +84,13 @@ fn lab_procedures_at_edge_sizes_from_many_threads() {
                 assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
                 let mut ab = 7i32.to_ne_bytes().to_vec();
                 ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
-                assert_eq!(
-                    bytes(MINUS, &c, &ab).unwrap(),
-                    (-3 - t as i32).to_ne_bytes()
-                );
+                assert_eq!(bytes(MINUS, &c, &ab).unwrap(), (-3 - t as i32).to_ne_bytes());
                 for &n in &sizes {
                     let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
                     assert!(bytes(ECHO, &c, &msg).unwrap() == msg, "ECHO {n}");
                     assert!(bytes(MAXARG, &c, &msg).unwrap().is_empty(), "MAXARG {n}");
                     let r = bytes(MAXRESULT, &c, &(n as u32).to_ne_bytes()).unwrap();
-                    assert!(
-                        r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
-                        "MAXRESULT {n}"
-                    );
+                    assert!(r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "MAXRESULT {n}");
                 }
                 // Long-running procedures go to the worker pool and come back over shm.
                 assert_eq!(bytes(SLOW_ECHO, &c, b"slow").unwrap(), b"slow");
@@ -121,27 +106,14 @@ fn lab_procedures_at_edge_sizes_from_many_threads() {
 #[test]
 fn server_shutdown_fails_calls_clearly() {
     let (_dir, server, uri) = serve("gone");
-    let cfg = ClientConfig {
-        deadline: Duration::from_secs(3),
-        ..ClientConfig::default()
-    };
+    let cfg = ClientConfig { deadline: Duration::from_secs(3), ..ClientConfig::default() };
     let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
     assert_eq!(bytes(ECHO, &client, b"hi").unwrap(), b"hi");
     server.shutdown();
     let t = Instant::now();
     let e = bytes(ECHO, &client, b"hi").unwrap_err();
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "took {:?}: {e}",
-        t.elapsed()
-    );
-    assert!(
-        matches!(
-            e,
-            Error::ConnectionLost { .. } | Error::ServerNotRunning { .. }
-        ),
-        "{e}"
-    );
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}: {e}", t.elapsed());
+    assert!(matches!(e, Error::ConnectionLost { .. } | Error::ServerNotRunning { .. }), "{e}");
 }
 
 #[test]

@@ -56,7 +56,11 @@ pub(crate) trait ServerTransport: Send {
 }
 
 /// Opens a channel to the server at `endpoint`.
-pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -> Result<Box<dyn ClientChannel>, Error> {
+pub(crate) fn open_channel(
+    endpoint: &Endpoint,
+    uri: &str,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn ClientChannel>, Error> {
     match endpoint {
         Endpoint::Udp { host_port } => Ok(Box::new(udp::UdpClient::connect(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(Box::new(tcp::TcpClient::connect(uri, host_port, cfg)?)),
@@ -76,11 +80,18 @@ pub(crate) enum AnyServer {
     Xdp(Box<xdp::XdpServer>),
 }
 
-pub(crate) fn open_server(endpoint: &Endpoint, uri: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<AnyServer, Error> {
+pub(crate) fn open_server(
+    endpoint: &Endpoint,
+    uri: &str,
+    cfg: &ServerConfig,
+    doorbell: RawFd,
+) -> Result<AnyServer, Error> {
     match endpoint {
         Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
         Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
-        Endpoint::Shm { path } => Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?))),
+        Endpoint::Shm { path } => {
+            Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))
+        }
         Endpoint::Eth { iface, .. } => Ok(AnyServer::Eth(eth::EthServer::bind(uri, iface)?)),
         Endpoint::Xdp { iface, .. } => Ok(AnyServer::Xdp(Box::new(xdp::XdpServer::bind(uri, iface)?))),
         other => Err(unsupported(uri, other)),

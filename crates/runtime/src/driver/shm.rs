@@ -39,42 +39,25 @@ pub(crate) struct ShmClient {
 impl ShmClient {
     pub fn connect(uri: &str, path: &Path, cfg: &ClientConfig) -> Result<ShmClient, Error> {
         let max_frame = cfg.max_message + HEADER_LEN;
-        let ccfg = ChannelConfig {
-            spin: cfg.spin,
-            connect_timeout: cfg.bind_timeout,
-            max_message: max_frame,
-        };
+        let ccfg = ChannelConfig { spin: cfg.spin, connect_timeout: cfg.bind_timeout, max_message: max_frame };
         let ch = ShmChannel::connect(path, ccfg).map_err(|e| match e {
             ShmError::Io { source, .. }
-                if matches!(
-                    source.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-                ) =>
+                if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) =>
             {
-                Error::ServerNotRunning {
-                    uri: uri.to_string(),
-                    detail: source.to_string(),
-                }
+                Error::ServerNotRunning { uri: uri.to_string(), detail: source.to_string() }
             }
-            e @ (ShmError::Refused { .. } | ShmError::Busy) => Error::BindRefused {
-                uri: uri.to_string(),
-                reason: e.to_string(),
-            },
+            e @ (ShmError::Refused { .. } | ShmError::Busy) => {
+                Error::BindRefused { uri: uri.to_string(), reason: e.to_string() }
+            }
             e => Error::io(format!("{uri}: connect"), to_io(e)),
         })?;
-        Ok(ShmClient {
-            ch,
-            max_frame,
-            send_timeout: cfg.deadline,
-        })
+        Ok(ShmClient { ch, max_frame, send_timeout: cfg.deadline })
     }
 }
 
 impl ClientChannel for ShmClient {
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
-        self.ch
-            .send(&[head, body], Instant::now() + self.send_timeout)
-            .map_err(to_io)
+        self.ch.send(&[head, body], Instant::now() + self.send_timeout).map_err(to_io)
     }
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
@@ -108,27 +91,12 @@ pub(crate) struct ShmServerTransport {
 }
 
 impl ShmServerTransport {
-    pub fn bind(
-        uri: &str,
-        path: &Path,
-        cfg: &ServerConfig,
-        doorbell: RawFd,
-    ) -> Result<ShmServerTransport, Error> {
+    pub fn bind(uri: &str, path: &Path, cfg: &ServerConfig, doorbell: RawFd) -> Result<ShmServerTransport, Error> {
         let max_frame = cfg.max_message + HEADER_LEN;
-        let scfg = lowlat_shm::ServerConfig {
-            spin: cfg.spin,
-            max_message: max_frame,
-            ..Default::default()
-        };
-        let mut srv = ShmServer::bind(path, scfg)
-            .map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
-        srv.watch(doorbell)
-            .map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
-        Ok(ShmServerTransport {
-            srv,
-            path: path.to_path_buf(),
-            max_frame,
-        })
+        let scfg = lowlat_shm::ServerConfig { spin: cfg.spin, max_message: max_frame, ..Default::default() };
+        let mut srv = ShmServer::bind(path, scfg).map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
+        srv.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
+        Ok(ShmServerTransport { srv, path: path.to_path_buf(), max_frame })
     }
 }
 
@@ -137,10 +105,7 @@ impl ServerTransport for ShmServerTransport {
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<BindingId>>> {
         Ok(self.srv.try_recv_into(buf).map(|a| match a {
-            Activity::Request(from) => Received::Frame {
-                len: buf.len(),
-                from,
-            },
+            Activity::Request(from) => Received::Frame { len: buf.len(), from },
             Activity::Closed(id) => Received::Closed(id),
         }))
     }

@@ -6,6 +6,7 @@
 //! it must never depend on lowlat's runtime or transports, so the report can be rendered from a
 //! results file on any machine.
 
+pub mod browser;
 pub mod html;
 pub mod machine;
 pub mod model;

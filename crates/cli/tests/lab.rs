@@ -37,7 +37,9 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(status.success(), "lab failed: {out}");
     assert!(started.elapsed() < Duration::from_secs(180), "--quick must stay near 2 minutes: {:?}", started.elapsed());
-    for heading in ["The ladder", "A busy server", "Threads", "Load", "Cold calls", "Peers", "Where the time of a null call"] {
+    for heading in
+        ["The ladder", "A busy server", "Threads", "Load", "Cold calls", "Peers", "Where the time of a null call"]
+    {
         assert!(out.contains(heading), "terminal output lacks {heading:?}:\n{out}");
     }
 
@@ -47,7 +49,8 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
     let results = lowlat_report::Results::from_json(&text).unwrap();
     assert!(results.quick);
     for t in ["udp", "tcp", "shm-spin", "shm-block", "unix", "onc+udp", "onc+tcp"] {
-        let row = results.ladder.iter().find(|r| r.transport == t && r.size == 32).unwrap_or_else(|| panic!("no {t} rung"));
+        let row =
+            results.ladder.iter().find(|r| r.transport == t && r.size == 32).unwrap_or_else(|| panic!("no {t} rung"));
         let raw = row.raw.unwrap_or_else(|| panic!("{t}: no raw figure: {:?}", row.skipped));
         assert!(raw.p50_ns > 0.0 && raw.p50_ns <= raw.p99_ns, "{t}: {raw:?}");
     }

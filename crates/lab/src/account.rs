@@ -222,12 +222,10 @@ pub fn account(
     }
     drain(&tracer)?;
     let mut client_traces = Vec::with_capacity(calls as usize);
-    let t = ();
     for _ in 0..calls {
         client.null().map_err(|e| e.to_string())?;
         client_traces.push(trace::last_client_trace());
     }
-    let _ = t;
     let server_traces = drain(&tracer)?;
     drop(srv);
     let joined = join(&client_traces, &server_traces);

@@ -272,7 +272,13 @@ fn unix_server(path: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongE
     })
 }
 
-fn unix_run(path: &str, size: usize, calls: u64, warmup: u64, spin: SpinPolicy) -> Result<(Histogram<u64>, Duration), PingPongError> {
+fn unix_run(
+    path: &str,
+    size: usize,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+) -> Result<(Histogram<u64>, Duration), PingPongError> {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(path).map_err(io_err(format!("connect unix://{path}")))?;
     s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;

@@ -127,8 +127,20 @@ impl Lab {
         let (_srv, uri) = self.raw_server(scheme, spin)?;
         self.pin_client();
         let calls = self.scale.calls;
-        let (h, wall) = crate::pingpong::run(&uri, size, calls, (calls / 10).max(100), spin).map_err(|e| e.to_string())?;
-        let s = Summary::from_histogram("raw", scheme, "pingpong", size, 2 * size, 1, &spin.to_string(), &h, wall.as_secs_f64(), 0);
+        let (h, wall) =
+            crate::pingpong::run(&uri, size, calls, (calls / 10).max(100), spin).map_err(|e| e.to_string())?;
+        let s = Summary::from_histogram(
+            "raw",
+            scheme,
+            "pingpong",
+            size,
+            2 * size,
+            1,
+            &spin.to_string(),
+            &h,
+            wall.as_secs_f64(),
+            0,
+        );
         self.histograms.push((format!("raw-{scheme}-{}-{size}", spin_name(spin)), h));
         Ok(s)
     }
@@ -136,7 +148,8 @@ impl Lab {
     fn rpc(&mut self, scheme: &str, size: usize, spin: SpinPolicy) -> Result<(Summary, Histogram<u64>), String> {
         let (_srv, uri) = self.rpc_server(scheme, spin)?;
         let (proc, psize) = if size <= 32 { ("null", 0) } else { ("echo", size) };
-        let r = bench::run_histogram(&self.spec(&uri, proc, psize, self.scale.calls, spin)).map_err(|e| e.to_string())?;
+        let r =
+            bench::run_histogram(&self.spec(&uri, proc, psize, self.scale.calls, spin)).map_err(|e| e.to_string())?;
         self.histograms.push((format!("rpc-{scheme}-{}-{size}", spin_name(spin)), r.1.clone()));
         Ok(r)
     }
@@ -152,10 +165,7 @@ fn cdf(transport: &str, h: &Histogram<u64>) -> CdfSeries {
         transport: transport.into(),
         proc: "null".into(),
         size: 32,
-        points: qs
-            .iter()
-            .map(|&q| CdfPoint { latency_ns: h.value_at_quantile(q) as f64, fraction: q })
-            .collect(),
+        points: qs.iter().map(|&q| CdfPoint { latency_ns: h.value_at_quantile(q) as f64, fraction: q }).collect(),
     }
 }
 
@@ -177,8 +187,13 @@ fn ladder(lab: &mut Lab, results: &mut Results) {
         for size in [32usize, 1024] {
             lab.step(&format!("ladder: {name} {size} B"));
             let raw = lab.raw(raw_scheme, size, spin);
-            let rpc = if rpc_scheme.is_empty() { Err("no RPC over this baseline".to_string()) } else { lab.rpc(rpc_scheme, size, spin) };
-            let mut row = LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(|r| lat(&r.0)));
+            let rpc = if rpc_scheme.is_empty() {
+                Err("no RPC over this baseline".to_string())
+            } else {
+                lab.rpc(rpc_scheme, size, spin)
+            };
+            let mut row =
+                LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(|r| lat(&r.0)));
             let why: Vec<String> = [raw.as_ref().err(), rpc.as_ref().err()].into_iter().flatten().cloned().collect();
             if !why.is_empty() {
                 row.skipped = Some(why.join("; "));
@@ -255,7 +270,13 @@ fn raw_ethernet_rungs(lab: &mut Lab, results: &mut Results) {
 }
 
 /// RPC over eth:// or xdp://: `lowlat serve` in namespace a, the calls from a thread in b.
-fn eth_rpc(lab: &Lab, hosts: &lowlat_eth::testhosts::TestHosts, scheme: &str, size: usize, server_mac: &str) -> Result<Latency, String> {
+fn eth_rpc(
+    lab: &Lab,
+    hosts: &lowlat_eth::testhosts::TestHosts,
+    scheme: &str,
+    size: usize,
+    server_mac: &str,
+) -> Result<Latency, String> {
     let mut cmd = hosts.a.command(&lab.exe);
     cmd.args(["serve", &format!("{scheme}://{}", hosts.a.iface), "--spin-us", "forever"]);
     if let Some(c) = lab.place.server_cpu {
@@ -337,7 +358,10 @@ fn threads(lab: &mut Lab, results: &mut Results) {
             let server = lab.rpc_server(scheme, SpinPolicy::Adaptive);
             for t in [1usize, 2, 4, 8] {
                 let r = server.as_ref().map_err(|e| e.clone()).and_then(|(_, uri)| {
-                    let spec = BenchSpec { threads: t, ..lab.spec(uri, proc, size, lab.scale.threads_calls, SpinPolicy::Adaptive) };
+                    let spec = BenchSpec {
+                        threads: t,
+                        ..lab.spec(uri, proc, size, lab.scale.threads_calls, SpinPolicy::Adaptive)
+                    };
                     bench::run(&spec).map_err(|e| e.to_string())
                 });
                 results.threads.push(ThreadsRow {
@@ -466,7 +490,13 @@ fn peers_dir(exe: &Path) -> Option<PathBuf> {
 fn peers(lab: &mut Lab, results: &mut Results, out: &Path) {
     lab.step("peers: building");
     let Some(dir) = peers_dir(&lab.exe) else {
-        results.peers.push(PeerRow::skipped("peers", "-", "-", 0, "peers/ not found next to the lowlat executable; set LOWLAT_PEERS_DIR"));
+        results.peers.push(PeerRow::skipped(
+            "peers",
+            "-",
+            "-",
+            0,
+            "peers/ not found next to the lowlat executable; set LOWLAT_PEERS_DIR",
+        ));
         return;
     };
     let build_dir = out.join("peers-build");
@@ -507,7 +537,8 @@ fn peers(lab: &mut Lab, results: &mut Results, out: &Path) {
     for scheme in ["udp", "tcp", "shm", "onc+udp", "onc+tcp"] {
         for (proc, size) in [("null", 0usize), ("echo", 1440)] {
             let r = lab.rpc_server(scheme, SpinPolicy::Adaptive).and_then(|(_srv, uri)| {
-                bench::run(&lab.spec(&uri, proc, size, lab.scale.peer_calls, SpinPolicy::Adaptive)).map_err(|e| e.to_string())
+                bench::run(&lab.spec(&uri, proc, size, lab.scale.peer_calls, SpinPolicy::Adaptive))
+                    .map_err(|e| e.to_string())
             });
             results.peers.push(match r {
                 Ok(s) => PeerRow {
@@ -536,7 +567,9 @@ fn accounting(lab: &mut Lab, results: &mut Results) -> Vec<(f64, f64)> {
                 results.accounting.push(a);
                 sends.push((c, s));
             }
-            Err(e) => results.accounting.push(Accounting { skipped: Some(e), ..Accounting::from_parts(scheme, 0, &[], 0.0, &[]) }),
+            Err(e) => results
+                .accounting
+                .push(Accounting { skipped: Some(e), ..Accounting::from_parts(scheme, 0, &[], 0.0, &[]) }),
         }
     }
     sends
@@ -556,7 +589,11 @@ fn size_sweep(lab: &mut Lab, results: &mut Results) {
                     continue;
                 }
                 if let Ok((h, _)) = crate::pingpong::run(&uri, size, calls, calls / 10, spin) {
-                    raw_points.push(SizePoint { size: size as u32, p50_ns: h.value_at_quantile(0.5) as f64, p99_ns: h.value_at_quantile(0.99) as f64 });
+                    raw_points.push(SizePoint {
+                        size: size as u32,
+                        p50_ns: h.value_at_quantile(0.5) as f64,
+                        p99_ns: h.value_at_quantile(0.99) as f64,
+                    });
                 }
             }
         }
@@ -578,7 +615,10 @@ fn opt_us(v: Option<f64>) -> String {
 
 fn print_tables(r: &Results, sends: &[(f64, f64)]) {
     println!("\n== The ladder: raw ping-pong vs lowlat null call (32 B) / echo (1 KiB), µs ==");
-    println!("{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>9}", "transport", "bytes", "raw p50", "raw p99", "rpc p50", "rpc p99", "rpc/raw", "diff");
+    println!(
+        "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>9}",
+        "transport", "bytes", "raw p50", "raw p99", "rpc p50", "rpc p99", "rpc/raw", "diff"
+    );
     for row in &r.ladder {
         println!(
             "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>9}{}",
@@ -621,7 +661,11 @@ fn print_tables(r: &Results, sends: &[(f64, f64)]) {
     }
     println!("\n== Load (open loop, Poisson arrivals): latency vs offered load, with r = s/(1-u) ==");
     for l in &r.load {
-        println!("{} (capacity {} calls/s):", l.transport, l.capacity_calls_per_s.map_or("-".into(), |x| format!("{x:.0}")));
+        println!(
+            "{} (capacity {} calls/s):",
+            l.transport,
+            l.capacity_calls_per_s.map_or("-".into(), |x| format!("{x:.0}"))
+        );
         for p in &l.points {
             println!(
                 "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs",
@@ -682,10 +726,21 @@ fn write_outputs(out: &Path, results: &Results, histograms: &[(String, Histogram
             .add_comment(&format!("lowlat lab: {name}, round trips in ns"))
             .begin_log_with(&mut file, &mut ser)
             .map_err(|e| format!("write {}: {e}", path.display()))?;
-        w.write_histogram(h, Duration::ZERO, Duration::from_secs(1), hdrhistogram::serialization::interval_log::Tag::new(name))
-            .map_err(|e| format!("write {}: {e:?}", path.display()))?;
+        w.write_histogram(
+            h,
+            Duration::ZERO,
+            Duration::from_secs(1),
+            hdrhistogram::serialization::interval_log::Tag::new(name),
+        )
+        .map_err(|e| format!("write {}: {e:?}", path.display()))?;
     }
-    println!("wrote {}, {} and {} histogram logs in {}", json.display(), html.display(), histograms.len(), logs.display());
+    println!(
+        "wrote {}, {} and {} histogram logs in {}",
+        json.display(),
+        html.display(),
+        histograms.len(),
+        logs.display()
+    );
     Ok(())
 }
 

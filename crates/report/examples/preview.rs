@@ -2,9 +2,7 @@
 //! `cargo run -p lowlat-report --example preview -- /tmp/report.html`
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "report.html".to_owned());
+    let path = std::env::args().nth(1).unwrap_or_else(|| "report.html".to_owned());
     let html = lowlat_report::render_html(&lowlat_report::sample::sample_results());
     if let Err(e) = std::fs::write(&path, html) {
         eprintln!("cannot write {path}: {e}");

@@ -4,15 +4,15 @@
 use std::fmt::Write as _;
 
 use crate::model::{
-    Accounting, BusyServer, CdfSeries, ColdRow, LadderRow, Latency, LoadSeries, PeerRow, Results,
-    SizeSeries, ThreadsRow, ACCOUNTING_FLAG_PERCENT,
+    Accounting, BusyServer, CdfSeries, ColdRow, LadderRow, Latency, LoadSeries, PeerRow, Results, SizeSeries,
+    ThreadsRow, ACCOUNTING_FLAG_PERCENT,
 };
 use crate::svg::{self, esc, fmt_num, Axis, Bar, LinePlot, Scale, Series, Stack, Style};
 
 /// Colours that stay distinguishable next to each other and in grey print.
 const PALETTE: &[&str] = &[
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    "#bcbd22", "#7f7f7f", "#393b79", "#637939",
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
+    "#393b79", "#637939",
 ];
 
 /// Gives each name (a transport, a system, a part) the same colour everywhere on the page.
@@ -32,11 +32,7 @@ impl Palette {
     }
 
     fn color(&self, name: &str) -> String {
-        let i = self
-            .names
-            .iter()
-            .position(|n| n == name)
-            .unwrap_or(self.names.len());
+        let i = self.names.iter().position(|n| n == name).unwrap_or(self.names.len());
         PALETTE[i % PALETTE.len()].to_owned()
     }
 }
@@ -99,10 +95,7 @@ fn empty(out: &mut String, what: &str) {
 }
 
 fn figure(out: &mut String, svg: &str, caption: &str) {
-    let _ = write!(
-        out,
-        "<figure>{svg}<figcaption>{caption}</figcaption></figure>"
-    );
+    let _ = write!(out, "<figure>{svg}<figcaption>{caption}</figcaption></figure>");
 }
 
 /// Renders the whole report as one HTML document.
@@ -129,10 +122,7 @@ pub fn render_html(r: &Results) -> String {
         date = esc(&m.date)
     );
     header(&mut out, r);
-    let _ = write!(
-        out,
-        r#"<section id="ladder"><h2>1. The ladder: each transport's floor, and RPC on top</h2>"#
-    );
+    let _ = write!(out, r#"<section id="ladder"><h2>1. The ladder: each transport's floor, and RPC on top</h2>"#);
     ladder(&mut out, &r.ladder, &pal);
     cdf(&mut out, &r.cdf, &pal);
     size_sweep(&mut out, &r.size_sweep, &pal);
@@ -140,34 +130,19 @@ pub fn render_html(r: &Results) -> String {
     let _ = write!(out, r#"<section id="busy"><h2>2. A busy server</h2>"#);
     busy(&mut out, &r.busy_server);
     out.push_str("</section>");
-    let _ = write!(
-        out,
-        r#"<section id="threads"><h2>3. Threads: throughput with 1 to 8 callers</h2>"#
-    );
+    let _ = write!(out, r#"<section id="threads"><h2>3. Threads: throughput with 1 to 8 callers</h2>"#);
     threads(&mut out, &r.threads, &pal);
     out.push_str("</section>");
-    let _ = write!(
-        out,
-        r#"<section id="load"><h2>4. Load: latency against offered load</h2>"#
-    );
+    let _ = write!(out, r#"<section id="load"><h2>4. Load: latency against offered load</h2>"#);
     load(&mut out, &r.load);
     out.push_str("</section>");
-    let _ = write!(
-        out,
-        r#"<section id="cold"><h2>5. Cold calls: the first call after idleness</h2>"#
-    );
+    let _ = write!(out, r#"<section id="cold"><h2>5. Cold calls: the first call after idleness</h2>"#);
     cold(&mut out, &r.cold, &pal);
     out.push_str("</section>");
-    let _ = write!(
-        out,
-        r#"<section id="peers"><h2>6. Peers: other RPC systems on this machine</h2>"#
-    );
+    let _ = write!(out, r#"<section id="peers"><h2>6. Peers: other RPC systems on this machine</h2>"#);
     peers(&mut out, &r.peers);
     out.push_str("</section>");
-    let _ = write!(
-        out,
-        r#"<section id="accounting"><h2>7. Accounting: where the time of a call goes</h2>"#
-    );
+    let _ = write!(out, r#"<section id="accounting"><h2>7. Accounting: where the time of a call goes</h2>"#);
     accounting(&mut out, &r.accounting);
     out.push_str("</section>");
     let _ = write!(
@@ -197,11 +172,7 @@ fn header(out: &mut String, r: &Results) {
     let _ = write!(
         out,
         "<tr><th>Run</th><td>{}</td></tr>",
-        if r.quick {
-            "quick (fewer calls per figure: tails are less certain)"
-        } else {
-            "full"
-        }
+        if r.quick { "quick (fewer calls per figure: tails are less certain)" } else { "full" }
     );
     for n in &m.notes {
         let _ = write!(out, "<tr><th>Note</th><td>{}</td></tr>", esc(n));
@@ -219,11 +190,7 @@ fn skip_row(out: &mut String, lead: &[String], left: usize, span: usize, reason:
         let class = if i < left { r#" class="l""# } else { "" };
         let _ = write!(out, "<td{class}>{l}</td>");
     }
-    let _ = write!(
-        out,
-        r#"<td class="skipnote" colspan="{span}">skipped: {}</td></tr>"#,
-        esc(reason)
-    );
+    let _ = write!(out, r#"<td class="skipnote" colspan="{span}">skipped: {}</td></tr>"#, esc(reason));
 }
 
 fn lat_cells(l: Option<Latency>) -> String {
@@ -255,22 +222,9 @@ fn ladder(out: &mut String, rows: &[LadderRow], pal: &Palette) {
         r#"<table><tr><th class="l">transport</th><th>size</th><th>raw p50</th><th>raw p99</th><th>RPC p50</th><th>RPC p99</th><th>RPC ÷ raw</th><th>RPC − raw (µs)</th><th class="l">note</th></tr>"#,
     );
     for row in rows {
-        let lead = [
-            format!(
-                "{}{}",
-                swatch(&pal.color(&row.transport)),
-                esc(&row.transport)
-            ),
-            size_label(row.size),
-        ];
+        let lead = [format!("{}{}", swatch(&pal.color(&row.transport)), esc(&row.transport)), size_label(row.size)];
         if row.raw.is_none() && row.rpc.is_none() {
-            skip_row(
-                out,
-                &lead,
-                1,
-                7,
-                row.skipped.as_deref().unwrap_or("not measured"),
-            );
+            skip_row(out, &lead, 1, 7, row.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
         let _ = write!(
@@ -280,8 +234,7 @@ fn ladder(out: &mut String, rows: &[LadderRow], pal: &Palette) {
             lead[1],
             lat_cells(row.raw),
             lat_cells(row.rpc),
-            row.ratio_p50
-                .map_or_else(|| "–".to_owned(), |x| format!("{}×", fmt_num(x))),
+            row.ratio_p50.map_or_else(|| "–".to_owned(), |x| format!("{}×", fmt_num(x))),
             opt_us(row.diff_p50_ns),
             note_cell(&row.skipped)
         );
@@ -297,17 +250,10 @@ fn cdf(out: &mut String, series: &[CdfSeries], pal: &Palette) {
     let x = Axis::fit(
         "round trip (µs, log scale)",
         Scale::Log,
-        series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.latency_ns / 1000.0)),
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.latency_ns / 1000.0)),
         false,
     );
-    let y = Axis {
-        label: "fraction of calls at or below".into(),
-        scale: Scale::Linear,
-        min: 0.0,
-        max: 1.0,
-    };
+    let y = Axis { label: "fraction of calls at or below".into(), scale: Scale::Linear, min: 0.0, max: 1.0 };
     let plot = LinePlot {
         title: "Latency CDF of null calls, per transport".into(),
         x,
@@ -317,11 +263,7 @@ fn cdf(out: &mut String, series: &[CdfSeries], pal: &Palette) {
             .map(|s| Series {
                 name: format!("{} ({} {})", s.transport, s.proc, size_label(s.size)),
                 color: pal.color(&s.transport),
-                points: s
-                    .points
-                    .iter()
-                    .map(|p| (p.latency_ns / 1000.0, p.fraction))
-                    .collect(),
+                points: s.points.iter().map(|p| (p.latency_ns / 1000.0, p.fraction)).collect(),
                 style: Style::Line,
             })
             .collect(),
@@ -343,17 +285,13 @@ fn size_sweep(out: &mut String, series: &[SizeSeries], pal: &Palette) {
     let x = Axis::fit(
         "message size (bytes, log scale)",
         Scale::Log,
-        series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| f64::from(p.size.max(1)))),
+        series.iter().flat_map(|s| s.points.iter().map(|p| f64::from(p.size.max(1)))),
         false,
     );
     let y = Axis::fit(
         "round trip p50 (µs)",
         Scale::Linear,
-        series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.p50_ns / 1000.0)),
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.p50_ns / 1000.0)),
         true,
     );
     let plot = LinePlot {
@@ -365,16 +303,8 @@ fn size_sweep(out: &mut String, series: &[SizeSeries], pal: &Palette) {
             .map(|s| Series {
                 name: format!("{} {}", s.transport, s.kind),
                 color: pal.color(&s.transport),
-                points: s
-                    .points
-                    .iter()
-                    .map(|p| (f64::from(p.size.max(1)), p.p50_ns / 1000.0))
-                    .collect(),
-                style: if s.kind == "raw" {
-                    Style::Dashed
-                } else {
-                    Style::LineMarkers
-                },
+                points: s.points.iter().map(|p| (f64::from(p.size.max(1)), p.p50_ns / 1000.0)).collect(),
+                style: if s.kind == "raw" { Style::Dashed } else { Style::LineMarkers },
             })
             .collect(),
     };
@@ -408,13 +338,7 @@ fn busy(out: &mut String, b: &BusyServer) {
     for row in &b.rows {
         let lead = [esc(&row.transport), size_label(row.size)];
         if row.raw.is_none() && row.rpc.is_none() {
-            skip_row(
-                out,
-                &lead,
-                1,
-                7,
-                row.skipped.as_deref().unwrap_or("not measured"),
-            );
+            skip_row(out, &lead, 1, 7, row.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
         let _ = write!(
@@ -425,8 +349,7 @@ fn busy(out: &mut String, b: &BusyServer) {
             lat_cells(row.raw),
             lat_cells(row.rpc),
             opt_num(row.round_trips_per_s),
-            row.workload_slowdown
-                .map_or_else(|| "–".to_owned(), |s| format!("{s:.2}×")),
+            row.workload_slowdown.map_or_else(|| "–".to_owned(), |s| format!("{s:.2}×")),
             note_cell(&row.skipped)
         );
     }
@@ -463,19 +386,9 @@ fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
     }
     out.push_str("</tr>");
     for (t, p, s) in &keys {
-        let find = |c: u32| {
-            rows.iter()
-                .find(|r| &r.transport == t && &r.proc == p && r.size == *s && r.threads == c)
-        };
-        let reasons: Vec<&str> = counts
-            .iter()
-            .filter_map(|&c| find(c)?.skipped.as_deref())
-            .collect();
-        let proc_label = if *s > 0 {
-            format!("{}({s})", p.to_uppercase())
-        } else {
-            p.to_uppercase()
-        };
+        let find = |c: u32| rows.iter().find(|r| &r.transport == t && &r.proc == p && r.size == *s && r.threads == c);
+        let reasons: Vec<&str> = counts.iter().filter_map(|&c| find(c)?.skipped.as_deref()).collect();
+        let proc_label = if *s > 0 { format!("{}({s})", p.to_uppercase()) } else { p.to_uppercase() };
         let figures: &[(&str, Getter)] = if *s > 0 {
             &[("calls/s", |r| r.calls_per_s), ("Mbit/s", |r| r.mbit_per_s)]
         } else {
@@ -506,16 +419,8 @@ fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
     }
     out.push_str("</table>");
     for (proc_is_null, title, ylabel) in [
-        (
-            true,
-            "NULL calls per second against caller threads",
-            "calls per second",
-        ),
-        (
-            false,
-            "MAXRESULT(1440) data rate against caller threads",
-            "Mbit/s of results",
-        ),
+        (true, "NULL calls per second against caller threads", "calls per second"),
+        (false, "MAXRESULT(1440) data rate against caller threads", "Mbit/s of results"),
     ] {
         let series: Vec<Series> = keys
             .iter()
@@ -525,43 +430,23 @@ fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
                     .iter()
                     .filter(|r| &r.transport == t && &r.proc == p && r.size == *s)
                     .filter_map(|r| {
-                        let v = if proc_is_null {
-                            r.calls_per_s
-                        } else {
-                            r.mbit_per_s
-                        };
+                        let v = if proc_is_null { r.calls_per_s } else { r.mbit_per_s };
                         Some((f64::from(r.threads), v?))
                     })
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                Series {
-                    name: t.clone(),
-                    color: pal.color(t),
-                    points: pts,
-                    style: Style::LineMarkers,
-                }
+                Series { name: t.clone(), color: pal.color(t), points: pts, style: Style::LineMarkers }
             })
             .filter(|s| !s.points.is_empty())
             .collect();
         if series.is_empty() {
             continue;
         }
-        let x = Axis::fit(
-            "caller threads",
-            Scale::Linear,
-            series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
-            true,
-        );
-        let values: Vec<f64> = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.1))
-            .collect();
+        let x =
+            Axis::fit("caller threads", Scale::Linear, series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), true);
+        let values: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).collect();
         // When one transport is ten times faster than the rest, a log scale keeps them all visible.
-        let lo = values
-            .iter()
-            .copied()
-            .filter(|v| *v > 0.0)
-            .fold(f64::INFINITY, f64::min);
+        let lo = values.iter().copied().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
         let hi = values.iter().copied().fold(0.0, f64::max);
         let (scale, label) = if hi > 20.0 * lo {
             (Scale::Log, format!("{ylabel} (log scale)"))
@@ -569,12 +454,7 @@ fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
             (Scale::Linear, ylabel.to_owned())
         };
         let y = Axis::fit(&label, scale, values, scale == Scale::Linear);
-        let plot = LinePlot {
-            title: title.into(),
-            x,
-            y,
-            series,
-        };
+        let plot = LinePlot { title: title.into(), x, y, series };
         figure(
             out,
             &plot.render(),
@@ -599,13 +479,7 @@ fn load(out: &mut String, series: &[LoadSeries]) {
     }
     let colors = ["#1f77b4", "#ff7f0e", "#d62728", "#52606d"];
     for s in series {
-        let _ = write!(
-            out,
-            "<h3>{} · {} {}</h3>",
-            esc(&s.transport),
-            esc(&s.proc.to_uppercase()),
-            size_label(s.size)
-        );
+        let _ = write!(out, "<h3>{} · {} {}</h3>", esc(&s.transport), esc(&s.proc.to_uppercase()), size_label(s.size));
         if let Some(reason) = &s.skipped {
             let _ = write!(out, r#"<p class="empty">skipped: {}</p>"#, esc(reason));
         }
@@ -632,19 +506,10 @@ fn load(out: &mut String, series: &[LoadSeries]) {
         lines.push(Series {
             name: "model s/(1−u)".into(),
             color: colors[3].into(),
-            points: s
-                .points
-                .iter()
-                .map(|p| (pct(p.offered_fraction), p.model_ns / 1000.0))
-                .collect(),
+            points: s.points.iter().map(|p| (pct(p.offered_fraction), p.model_ns / 1000.0)).collect(),
             style: Style::Dashed,
         });
-        let x = Axis {
-            label: "offered load (% of capacity)".into(),
-            scale: Scale::Linear,
-            min: 0.0,
-            max: 100.0,
-        };
+        let x = Axis { label: "offered load (% of capacity)".into(), scale: Scale::Linear, min: 0.0, max: 100.0 };
         let y = Axis::fit(
             "latency (µs, log scale)",
             Scale::Log,
@@ -654,13 +519,7 @@ fn load(out: &mut String, series: &[LoadSeries]) {
         let title = format!("{}: latency against offered load", s.transport);
         figure(
             out,
-            &LinePlot {
-                title,
-                x,
-                y,
-                series: lines,
-            }
-            .render(),
+            &LinePlot { title, x, y, series: lines }.render(),
             &format!(
                 "Capacity {} calls/s; service time s = {} µs.",
                 opt_num(s.capacity_calls_per_s),
@@ -714,18 +573,9 @@ fn cold(out: &mut String, rows: &[ColdRow], pal: &Palette) {
     for t in transports {
         let mine: Vec<&ColdRow> = rows.iter().filter(|r| r.transport == t).collect();
         let warm = mine.iter().find_map(|r| r.warm_p50_ns);
-        let _ = write!(
-            out,
-            r#"<tr><td class="l">{}{}</td><td>{}</td>"#,
-            swatch(&pal.color(t)),
-            esc(t),
-            opt_us(warm)
-        );
+        let _ = write!(out, r#"<tr><td class="l">{}{}</td><td>{}</td>"#, swatch(&pal.color(t)), esc(t), opt_us(warm));
         for &i in &idles {
-            let cell = mine
-                .iter()
-                .find(|r| r.idle_ms == i)
-                .and_then(|r| r.first_call_ns);
+            let cell = mine.iter().find(|r| r.idle_ms == i).and_then(|r| r.first_call_ns);
             let ratio = match (cell, warm) {
                 (Some(c), Some(w)) if w > 0.0 => {
                     format!(r#" <span class="muted">({}×)</span>"#, fmt_num(c / w))
@@ -737,7 +587,9 @@ fn cold(out: &mut String, rows: &[ColdRow], pal: &Palette) {
         let reason = mine.iter().find_map(|r| r.skipped.clone());
         let _ = write!(out, "{}</tr>", note_cell(&reason));
     }
-    out.push_str("</table><p class=\"muted\">Times in µs; in brackets, the first call as a multiple of a warm one.</p>");
+    out.push_str(
+        "</table><p class=\"muted\">Times in µs; in brackets, the first call as a multiple of a warm one.</p>",
+    );
     let mut series = Vec::new();
     for t in rows.iter().map(|r| r.transport.as_str()) {
         if series.iter().any(|s: &Series| s.name == t) {
@@ -750,12 +602,7 @@ fn cold(out: &mut String, rows: &[ColdRow], pal: &Palette) {
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         if !pts.is_empty() {
-            series.push(Series {
-                name: t.to_owned(),
-                color: pal.color(t),
-                points: pts,
-                style: Style::LineMarkers,
-            });
+            series.push(Series { name: t.to_owned(), color: pal.color(t), points: pts, style: Style::LineMarkers });
         }
     }
     if !series.is_empty() {
@@ -771,12 +618,7 @@ fn cold(out: &mut String, rows: &[ColdRow], pal: &Palette) {
             series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
             true,
         );
-        let plot = LinePlot {
-            title: "The first call after idleness".into(),
-            x,
-            y,
-            series,
-        };
+        let plot = LinePlot { title: "The first call after idleness".into(), x, y, series };
         figure(out, &plot.render(), "A rising line means longer idleness costs more on the next call: deeper CPU sleep states, colder caches, or a waiter that has stopped spinning and must be woken.");
     }
 }
@@ -800,13 +642,7 @@ fn peers(out: &mut String, rows: &[PeerRow]) {
         if r.proc == "null" || r.size == 0 {
             format!("{} · {} · null", r.system, r.transport)
         } else {
-            format!(
-                "{} · {} · {} {}",
-                r.system,
-                r.transport,
-                r.proc,
-                size_label(r.size)
-            )
+            format!("{} · {} · {} {}", r.system, r.transport, r.proc, size_label(r.size))
         }
     };
     let mut measured: Vec<&PeerRow> = rows.iter().filter(|r| r.p50_ns.is_some()).collect();
@@ -841,24 +677,10 @@ fn peers(out: &mut String, rows: &[PeerRow]) {
         r#"<table><tr><th class="l">system</th><th class="l">transport</th><th class="l">procedure</th><th>p50</th><th>p99</th><th>calls/s</th></tr>"#,
     );
     for r in rows {
-        let proc = if r.size > 0 {
-            format!("{} {}", r.proc, size_label(r.size))
-        } else {
-            r.proc.clone()
-        };
-        let lead = [
-            format!("{}{}", swatch(&pal.color(&r.system)), esc(&r.system)),
-            esc(&r.transport),
-            esc(&proc),
-        ];
+        let proc = if r.size > 0 { format!("{} {}", r.proc, size_label(r.size)) } else { r.proc.clone() };
+        let lead = [format!("{}{}", swatch(&pal.color(&r.system)), esc(&r.system)), esc(&r.transport), esc(&proc)];
         if r.p50_ns.is_none() {
-            skip_row(
-                out,
-                &lead,
-                3,
-                3,
-                r.skipped.as_deref().unwrap_or("not measured"),
-            );
+            skip_row(out, &lead, 3, 3, r.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
         let _ = write!(
@@ -901,20 +723,12 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
         .flat_map(|a| {
             let mut v = vec![Stack {
                 label: format!("{} measured", a.transport),
-                segments: a
-                    .parts
-                    .iter()
-                    .map(|p| (p.name.clone(), p.ns / 1000.0))
-                    .collect(),
+                segments: a.parts.iter().map(|p| (p.name.clone(), p.ns / 1000.0)).collect(),
             }];
             if !a.predicted_parts.is_empty() {
                 v.push(Stack {
                     label: format!("{} predicted", a.transport),
-                    segments: a
-                        .predicted_parts
-                        .iter()
-                        .map(|p| (p.name.clone(), p.ns / 1000.0))
-                        .collect(),
+                    segments: a.predicted_parts.iter().map(|p| (p.name.clone(), p.ns / 1000.0)).collect(),
                 });
             }
             v
@@ -923,12 +737,9 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
     if !stacks.is_empty() {
         figure(
             out,
-            &svg::stacked_bars(
-                "Where the time of a null call goes",
-                "mean time (µs)",
-                &stacks,
-                &|name: &str| pal.color(name),
-            ),
+            &svg::stacked_bars("Where the time of a null call goes", "mean time (µs)", &stacks, &|name: &str| {
+                pal.color(name)
+            }),
             "For each transport, the upper bar is the measured call cut into its parts, left to \
              right in the order they happen; the lower bar is the prediction built from separately \
              measured pieces. Equal lengths mean the parts account for the whole.",
@@ -971,10 +782,9 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
             );
         }
         let verdict = match a.difference_percent {
-            Some(_) if a.flagged => format!(
-                r#"<span class="flag">over {}%: flagged</span>"#,
-                fmt_num(ACCOUNTING_FLAG_PERCENT)
-            ),
+            Some(_) if a.flagged => {
+                format!(r#"<span class="flag">over {}%: flagged</span>"#, fmt_num(ACCOUNTING_FLAG_PERCENT))
+            }
             Some(_) => r#"<span class="ok">within tolerance</span>"#.to_owned(),
             None => String::new(),
         };
@@ -982,8 +792,7 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
             out,
             r#"<tr><th class="l">predicted total</th><th>{}</th><th></th></tr><tr><th class="l">difference (measured − predicted)</th><th>{}</th><th class="l">{}</th></tr></table>"#,
             opt_us(a.predicted_total_ns),
-            a.difference_percent
-                .map_or_else(|| "–".to_owned(), |d| format!("{}%", fmt_num(d))),
+            a.difference_percent.map_or_else(|| "–".to_owned(), |d| format!("{}%", fmt_num(d))),
             verdict
         );
         if let Some(o) = a.timestamp_overhead_ns {

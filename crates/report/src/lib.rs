@@ -48,10 +48,7 @@ impl Results {
     pub fn from_json(text: &str) -> Result<Results, ResultsError> {
         let r: Results = serde_json::from_str(text)?;
         if r.format_version != FORMAT_VERSION {
-            return Err(ResultsError::Version {
-                found: r.format_version,
-                expected: FORMAT_VERSION,
-            });
+            return Err(ResultsError::Version { found: r.format_version, expected: FORMAT_VERSION });
         }
         Ok(r)
     }

@@ -101,28 +101,15 @@ impl LadderRow {
     /// A row with the ratio and difference filled in from whichever figures are present.
     pub fn new(transport: &str, size: u32, raw: Option<Latency>, rpc: Option<Latency>) -> Self {
         let (ratio_p50, diff_p50_ns) = match (raw, rpc) {
-            (Some(r), Some(c)) if r.p50_ns > 0.0 => {
-                (Some(c.p50_ns / r.p50_ns), Some(c.p50_ns - r.p50_ns))
-            }
+            (Some(r), Some(c)) if r.p50_ns > 0.0 => (Some(c.p50_ns / r.p50_ns), Some(c.p50_ns - r.p50_ns)),
             _ => (None, None),
         };
-        LadderRow {
-            transport: transport.to_owned(),
-            size,
-            raw,
-            rpc,
-            ratio_p50,
-            diff_p50_ns,
-            skipped: None,
-        }
+        LadderRow { transport: transport.to_owned(), size, raw, rpc, ratio_p50, diff_p50_ns, skipped: None }
     }
 
     /// A row that could not be measured at all.
     pub fn skipped(transport: &str, size: u32, reason: &str) -> Self {
-        LadderRow {
-            skipped: Some(reason.to_owned()),
-            ..LadderRow::new(transport, size, None, None)
-        }
+        LadderRow { skipped: Some(reason.to_owned()), ..LadderRow::new(transport, size, None, None) }
     }
 }
 
@@ -375,32 +362,18 @@ impl BenchLine {
     }
 
     fn check(&self) -> Result<(), BenchLineError> {
-        let ordered = [
-            self.p50_ns,
-            self.p90_ns,
-            self.p99_ns,
-            self.p999_ns,
-            self.max_ns,
-        ];
+        let ordered = [self.p50_ns, self.p90_ns, self.p99_ns, self.p999_ns, self.max_ns];
         if self.calls == 0 {
             return Err(BenchLineError::Inconsistent("no calls"));
         }
-        if ordered
-            .iter()
-            .chain([&self.mean_ns, &self.calls_per_s])
-            .any(|v| !v.is_finite())
-        {
-            return Err(BenchLineError::Inconsistent(
-                "a figure is not a finite number",
-            ));
+        if ordered.iter().chain([&self.mean_ns, &self.calls_per_s]).any(|v| !v.is_finite()) {
+            return Err(BenchLineError::Inconsistent("a figure is not a finite number"));
         }
         if self.p50_ns <= 0.0 {
             return Err(BenchLineError::Inconsistent("p50 is not positive"));
         }
         if ordered.windows(2).any(|w| w[0] > w[1]) {
-            return Err(BenchLineError::Inconsistent(
-                "percentiles are not in increasing order",
-            ));
+            return Err(BenchLineError::Inconsistent("percentiles are not in increasing order"));
         }
         if self.mean_ns <= 0.0 || self.mean_ns > self.max_ns || self.calls_per_s <= 0.0 {
             return Err(BenchLineError::Inconsistent("mean or rate out of range"));
@@ -481,13 +454,12 @@ impl Accounting {
                 .collect()
         };
         let predicted_total: f64 = predicted.iter().map(|p| p.1).sum();
-        let (predicted_total_ns, difference_percent) =
-            if predicted.is_empty() || measured_total_ns <= 0.0 {
-                (None, None)
-            } else {
-                let d = (measured_total_ns - predicted_total) / measured_total_ns * 100.0;
-                (Some(predicted_total), Some(d))
-            };
+        let (predicted_total_ns, difference_percent) = if predicted.is_empty() || measured_total_ns <= 0.0 {
+            (None, None)
+        } else {
+            let d = (measured_total_ns - predicted_total) / measured_total_ns * 100.0;
+            (Some(predicted_total), Some(d))
+        };
         Accounting {
             transport: transport.to_owned(),
             calls,

@@ -9,11 +9,8 @@
 use crate::model::PeerRow;
 
 /// Every peer build.sh knows, with the transports each is run over.
-pub const KNOWN_PEERS: &[(&str, &[&str])] = &[
-    ("grpc", &["tcp"]),
-    ("zeromq", &["tcp", "ipc"]),
-    ("rpcgen", &["udp", "tcp"]),
-];
+pub const KNOWN_PEERS: &[(&str, &[&str])] =
+    &[("grpc", &["tcp"]), ("zeromq", &["tcp", "ipc"]), ("rpcgen", &["udp", "tcp"])];
 
 /// The echo size the peers section uses beside the null call.
 pub const PEER_ECHO_SIZE: u32 = 1440;
@@ -34,9 +31,7 @@ pub struct PeerSetup {
 impl PeerSetup {
     /// The address for a free loopback port and a private directory (for Unix-domain sockets).
     pub fn address(&self, port: u16, dir: &std::path::Path) -> String {
-        self.address_template
-            .replace("{port}", &port.to_string())
-            .replace("{dir}", &dir.display().to_string())
+        self.address_template.replace("{port}", &port.to_string()).replace("{dir}", &dir.display().to_string())
     }
 }
 
@@ -61,12 +56,7 @@ pub fn parse_peer_list(text: &str) -> Result<Vec<PeerSetup>, PeerListError> {
         if line.trim().is_empty() {
             continue;
         }
-        let err = |problem| PeerListError {
-            file: "peers.txt",
-            line: i + 1,
-            problem,
-            text: line.to_owned(),
-        };
+        let err = |problem| PeerListError { file: "peers.txt", line: i + 1, problem, text: line.to_owned() };
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != 4 {
             return Err(err("expected SYSTEM TRANSPORT PROGRAM ADDRESS"));
@@ -111,17 +101,11 @@ pub fn parse_skipped(text: &str) -> Result<Vec<(String, String)>, PeerListError>
 /// The rows a skipped peer leaves in the peers section: its null call and echo on each of its
 /// transports, all carrying the reason.
 pub fn skipped_rows(name: &str, reason: &str) -> Vec<PeerRow> {
-    let transports = KNOWN_PEERS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(&["?"][..], |(_, t)| *t);
+    let transports = KNOWN_PEERS.iter().find(|(n, _)| *n == name).map_or(&["?"][..], |(_, t)| *t);
     transports
         .iter()
         .flat_map(|t| {
-            [
-                PeerRow::skipped(name, t, "null", 0, reason),
-                PeerRow::skipped(name, t, "echo", PEER_ECHO_SIZE, reason),
-            ]
+            [PeerRow::skipped(name, t, "null", 0, reason), PeerRow::skipped(name, t, "echo", PEER_ECHO_SIZE, reason)]
         })
         .collect()
 }
@@ -132,18 +116,11 @@ mod tests {
 
     #[test]
     fn peer_list_parses_and_fills_addresses() {
-        let text =
-            "grpc tcp grpc_peer tcp://127.0.0.1:{port}\n\nzeromq ipc zmq_peer ipc://{dir}/z.sock\n";
+        let text = "grpc tcp grpc_peer tcp://127.0.0.1:{port}\n\nzeromq ipc zmq_peer ipc://{dir}/z.sock\n";
         let list = parse_peer_list(text).unwrap();
         assert_eq!(list.len(), 2);
-        assert_eq!(
-            list[0].address(4000, std::path::Path::new("/x")),
-            "tcp://127.0.0.1:4000"
-        );
-        assert_eq!(
-            list[1].address(1, std::path::Path::new("/run/d")),
-            "ipc:///run/d/z.sock"
-        );
+        assert_eq!(list[0].address(4000, std::path::Path::new("/x")), "tcp://127.0.0.1:4000");
+        assert_eq!(list[1].address(1, std::path::Path::new("/run/d")), "ipc:///run/d/z.sock");
         assert!(parse_peer_list("grpc tcp grpc_peer").is_err());
         assert!(parse_peer_list("grpc tcp ../evil tcp://x").is_err());
     }
@@ -151,15 +128,10 @@ mod tests {
     #[test]
     fn skipped_list_parses_into_rows() {
         let skips = parse_skipped("zeromq: libzmq not found\n").unwrap();
-        assert_eq!(
-            skips,
-            [("zeromq".to_owned(), "libzmq not found".to_owned())]
-        );
+        assert_eq!(skips, [("zeromq".to_owned(), "libzmq not found".to_owned())]);
         let rows = skipped_rows(&skips[0].0, &skips[0].1);
         assert_eq!(rows.len(), 4);
-        assert!(rows
-            .iter()
-            .all(|r| r.skipped.as_deref() == Some("libzmq not found")));
+        assert!(rows.iter().all(|r| r.skipped.as_deref() == Some("libzmq not found")));
         assert!(parse_skipped("no reason here").is_err());
         assert!(parse_skipped("grpc: ").is_err());
     }

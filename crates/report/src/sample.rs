@@ -24,22 +24,14 @@ const LADDER: &[(&str, f64, f64, f64, f64)] = &[
 /// Points of a plausible latency CDF with the given median and p99 (log-logistic shape).
 fn cdf_points(p50: f64, p99: f64) -> Vec<CdfPoint> {
     let spread = (p99 / p50).ln() / (99.0f64).ln();
-    [
-        0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 0.9999,
-    ]
-    .iter()
-    .map(|&f: &f64| CdfPoint {
-        latency_ns: p50 * ((f / (1.0 - f)).ln() * spread).exp() * 1000.0,
-        fraction: f,
-    })
-    .collect()
+    [0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 0.9999]
+        .iter()
+        .map(|&f: &f64| CdfPoint { latency_ns: p50 * ((f / (1.0 - f)).ln() * spread).exp() * 1000.0, fraction: f })
+        .collect()
 }
 
 fn lat(p50_us: f64, p99_us: f64) -> Option<Latency> {
-    (p50_us > 0.0).then_some(Latency {
-        p50_ns: p50_us * 1000.0,
-        p99_ns: p99_us * 1000.0,
-    })
+    (p50_us > 0.0).then_some(Latency { p50_ns: p50_us * 1000.0, p99_ns: p99_us * 1000.0 })
 }
 
 /// A complete, realistic-looking [`Results`] with some skipped rows.
@@ -47,23 +39,14 @@ pub fn sample_results() -> Results {
     let mut ladder = Vec::new();
     for &(t, rp50, rp99, cp50, cp99) in LADDER {
         for (size, grow) in [(32u32, 1.0), (1024, 1.18)] {
-            let mut row = LadderRow::new(
-                t,
-                size,
-                lat(rp50 * grow, rp99 * grow),
-                lat(cp50 * grow, cp99 * grow),
-            );
+            let mut row = LadderRow::new(t, size, lat(rp50 * grow, rp99 * grow), lat(cp50 * grow, cp99 * grow));
             if cp50 == 0.0 {
                 row.skipped = Some("no RPC over this mechanism: it is a floor only".into());
             }
             ladder.push(row);
         }
     }
-    ladder.push(LadderRow::skipped(
-        "eth-root",
-        32,
-        "needs root to create a veth pair in a network namespace",
-    ));
+    ladder.push(LadderRow::skipped("eth-root", 32, "needs root to create a veth pair in a network namespace"));
 
     let busy_rows = ["shm-spin", "shm-block", "udp", "tcp"]
         .iter()
@@ -83,8 +66,7 @@ pub fn sample_results() -> Results {
     for (ti, t) in ["shm-spin", "udp", "tcp", "onc+udp"].iter().enumerate() {
         for (proc, size) in [("null", 0u32), ("maxresult", 1440)] {
             for n in 1..=8u32 {
-                let base = [900_000.0, 160_000.0, 120_000.0, 110_000.0][ti]
-                    * if size > 0 { 0.7 } else { 1.0 };
+                let base = [900_000.0, 160_000.0, 120_000.0, 110_000.0][ti] * if size > 0 { 0.7 } else { 1.0 };
                 let cps = base * (f64::from(n).min(2.0) * 0.9 + 0.1) / (1.0 + 0.02 * f64::from(n));
                 threads.push(ThreadsRow {
                     transport: (*t).to_owned(),
@@ -140,12 +122,7 @@ pub fn sample_results() -> Results {
         .collect();
 
     let mut cold = Vec::new();
-    for (t, warm) in [
-        ("shm-spin", 0.95),
-        ("shm-block", 14.1),
-        ("udp", 5.9),
-        ("tcp", 8.1),
-    ] {
+    for (t, warm) in [("shm-spin", 0.95), ("shm-block", 14.1), ("udp", 5.9), ("tcp", 8.1)] {
         for (idle, f) in [(1u32, 2.5), (10, 4.0), (100, 6.5)] {
             cold.push(ColdRow {
                 transport: t.to_owned(),
@@ -188,13 +165,7 @@ pub fn sample_results() -> Results {
         peer("rpcgen", "udp", "null", 0, 27.0, 46.5),
         peer("rpcgen", "udp", "echo", 1440, 29.1, 48.4),
         peer("rpcgen", "tcp", "null", 0, 31.5, 53.0),
-        PeerRow::skipped(
-            "rpcgen",
-            "tcp",
-            "echo",
-            1440,
-            "server did not answer within 5 s",
-        ),
+        PeerRow::skipped("rpcgen", "tcp", "echo", 1440, "server did not answer within 5 s"),
     ];
 
     let parts = [
@@ -209,37 +180,14 @@ pub fn sample_results() -> Results {
         "client wake-up and unmarshaling",
     ];
     let accounting = [
-        (
-            "udp",
-            5900.0,
-            [
-                120.0, 900.0, 1500.0, 300.0, 90.0, 10.0, 950.0, 1500.0, 530.0,
-            ],
-            5650.0,
-        ),
-        (
-            "tcp",
-            8100.0,
-            [
-                120.0, 1300.0, 2100.0, 500.0, 90.0, 10.0, 1350.0, 2100.0, 530.0,
-            ],
-            6900.0,
-        ),
-        (
-            "shm-spin",
-            950.0,
-            [60.0, 40.0, 260.0, 30.0, 70.0, 10.0, 90.0, 260.0, 130.0],
-            900.0,
-        ),
+        ("udp", 5900.0, [120.0, 900.0, 1500.0, 300.0, 90.0, 10.0, 950.0, 1500.0, 530.0], 5650.0),
+        ("tcp", 8100.0, [120.0, 1300.0, 2100.0, 500.0, 90.0, 10.0, 1350.0, 2100.0, 530.0], 6900.0),
+        ("shm-spin", 950.0, [60.0, 40.0, 260.0, 30.0, 70.0, 10.0, 90.0, 260.0, 130.0], 900.0),
     ]
     .iter()
     .map(|(t, total, ns, raw_rtt)| {
         let named: Vec<(&str, f64)> = parts.iter().copied().zip(ns.iter().copied()).collect();
-        let predicted = [
-            ("raw ping-pong", *raw_rtt),
-            ("marshaling (both ways)", 210.0),
-            ("dispatch", 90.0),
-        ];
+        let predicted = [("raw ping-pong", *raw_rtt), ("marshaling (both ways)", 210.0), ("dispatch", 90.0)];
         let mut a = Accounting::from_parts(t, 100_000, &named, *total, &predicted);
         a.timestamp_overhead_ns = Some(3.0);
         a
@@ -259,11 +207,7 @@ pub fn sample_results() -> Results {
 
     let sizes = [32u32, 128, 512, 1024, 1440, 4096, 16384, 65536];
     let mut size_sweep = Vec::new();
-    for (t, base, per_kib) in [
-        ("shm-spin", 0.95, 0.09),
-        ("udp", 5.9, 0.55),
-        ("tcp", 8.1, 0.6),
-    ] {
+    for (t, base, per_kib) in [("shm-spin", 0.95, 0.09), ("udp", 5.9, 0.55), ("tcp", 8.1, 0.6)] {
         for (kind, k) in [("rpc", 1.0), ("raw", 0.8)] {
             size_sweep.push(SizeSeries {
                 transport: t.into(),
@@ -272,11 +216,7 @@ pub fn sample_results() -> Results {
                     .iter()
                     .map(|&s| {
                         let p50 = (base + per_kib * f64::from(s) / 1024.0) * k * 1000.0;
-                        SizePoint {
-                            size: s,
-                            p50_ns: p50,
-                            p99_ns: p50 * 1.7,
-                        }
+                        SizePoint { size: s, p50_ns: p50, p99_ns: p50 * 1.7 }
                     })
                     .collect(),
             });
@@ -291,10 +231,7 @@ pub fn sample_results() -> Results {
             kernel: "6.1.0-sample".into(),
             date: "2026-11-23T09:30:00Z".into(),
             hostname: Some("sample-host".into()),
-            notes: vec![
-                SAMPLE_NOTE.into(),
-                "client on CPU 1, server on CPU 0".into(),
-            ],
+            notes: vec![SAMPLE_NOTE.into(), "client on CPU 1, server on CPU 0".into()],
         },
         quick: true,
         ladder,

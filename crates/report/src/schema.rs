@@ -49,10 +49,7 @@ pub fn validate(doc: &Value) -> Result<(), SchemaError> {
 
 /// Checks a document against a given schema (same supported subset).
 pub fn validate_against(schema: &Value, doc: &Value) -> Result<(), SchemaError> {
-    let mut v = Validator {
-        root: schema,
-        errors: Vec::new(),
-    };
+    let mut v = Validator { root: schema, errors: Vec::new() };
     v.check(schema, "#", doc, "$", 0)?;
     if v.errors.is_empty() {
         Ok(())
@@ -62,16 +59,7 @@ pub fn validate_against(schema: &Value, doc: &Value) -> Result<(), SchemaError> 
 }
 
 /// Keywords that only annotate: they never make a document invalid.
-const ANNOTATIONS: &[&str] = &[
-    "$schema",
-    "$id",
-    "$defs",
-    "title",
-    "description",
-    "default",
-    "examples",
-    "format",
-];
+const ANNOTATIONS: &[&str] = &["$schema", "$id", "$defs", "title", "description", "default", "examples", "format"];
 
 /// Deep enough for any document of this schema; deeper means a reference cycle.
 const MAX_DEPTH: usize = 64;
@@ -82,10 +70,7 @@ struct Validator<'s> {
 }
 
 fn unsupported(at: &str, what: impl Into<String>) -> SchemaError {
-    SchemaError::Unsupported {
-        at: at.to_owned(),
-        what: what.into(),
-    }
+    SchemaError::Unsupported { at: at.to_owned(), what: what.into() }
 }
 
 fn type_matches(name: &str, v: &Value) -> Option<bool> {
@@ -103,32 +88,21 @@ fn type_matches(name: &str, v: &Value) -> Option<bool> {
 
 impl<'s> Validator<'s> {
     fn resolve(&self, reference: &str, at: &str) -> Result<&'s Value, SchemaError> {
-        let pointer = reference
-            .strip_prefix('#')
-            .ok_or_else(|| unsupported(at, format!("non-local $ref {reference}")))?;
-        self.root
-            .pointer(pointer)
-            .ok_or_else(|| unsupported(at, format!("$ref {reference} points nowhere")))
+        let pointer =
+            reference.strip_prefix('#').ok_or_else(|| unsupported(at, format!("non-local $ref {reference}")))?;
+        self.root.pointer(pointer).ok_or_else(|| unsupported(at, format!("$ref {reference} points nowhere")))
     }
 
     /// Checks `doc` (at JSON path `path`) against `schema` (at pointer `at`); violations go to
     /// `self.errors`, problems with the schema itself are returned.
-    fn check(
-        &mut self,
-        schema: &'s Value,
-        at: &str,
-        doc: &Value,
-        path: &str,
-        depth: usize,
-    ) -> Result<(), SchemaError> {
+    fn check(&mut self, schema: &'s Value, at: &str, doc: &Value, path: &str, depth: usize) -> Result<(), SchemaError> {
         if depth > MAX_DEPTH {
             return Err(unsupported(at, "references nest too deeply (a cycle?)"));
         }
         let obj: &'s Map<String, Value> = match schema {
             Value::Bool(true) => return Ok(()),
             Value::Bool(false) => {
-                self.errors
-                    .push(format!("{path}: no value is allowed here"));
+                self.errors.push(format!("{path}: no value is allowed here"));
                 return Ok(());
             }
             Value::Object(o) => o,
@@ -139,20 +113,15 @@ impl<'s> Validator<'s> {
             match key.as_str() {
                 k if ANNOTATIONS.contains(&k) => {}
                 "$ref" => {
-                    let r = value
-                        .as_str()
-                        .ok_or_else(|| unsupported(&here, "$ref not a string"))?;
+                    let r = value.as_str().ok_or_else(|| unsupported(&here, "$ref not a string"))?;
                     let target = self.resolve(r, &here)?;
                     self.check(target, r, doc, path, depth + 1)?;
                 }
                 "type" => self.check_type(value, &here, doc, path)?,
                 "enum" => {
-                    let options = value
-                        .as_array()
-                        .ok_or_else(|| unsupported(&here, "enum not an array"))?;
+                    let options = value.as_array().ok_or_else(|| unsupported(&here, "enum not an array"))?;
                     if !options.contains(doc) {
-                        self.errors
-                            .push(format!("{path}: {doc} is not one of {value}"));
+                        self.errors.push(format!("{path}: {doc} is not one of {value}"));
                     }
                 }
                 "const" => {
@@ -161,18 +130,11 @@ impl<'s> Validator<'s> {
                     }
                 }
                 "minimum" | "maximum" => {
-                    let bound = value
-                        .as_f64()
-                        .ok_or_else(|| unsupported(&here, "bound not a number"))?;
+                    let bound = value.as_f64().ok_or_else(|| unsupported(&here, "bound not a number"))?;
                     if let Some(n) = doc.as_f64() {
-                        let ok = if key == "minimum" {
-                            n >= bound
-                        } else {
-                            n <= bound
-                        };
+                        let ok = if key == "minimum" { n >= bound } else { n <= bound };
                         if !ok {
-                            self.errors
-                                .push(format!("{path}: {n} is out of range ({key} {bound})"));
+                            self.errors.push(format!("{path}: {n} is out of range ({key} {bound})"));
                         }
                     }
                 }
@@ -184,9 +146,7 @@ impl<'s> Validator<'s> {
                         }
                     }
                 }
-                "anyOf" | "oneOf" | "allOf" => {
-                    self.check_combinator(key, value, &here, doc, path, depth)?
-                }
+                "anyOf" | "oneOf" | "allOf" => self.check_combinator(key, value, &here, doc, path, depth)?,
                 other => return Err(unsupported(&here, format!("keyword {other:?}"))),
             }
         }
@@ -196,34 +156,21 @@ impl<'s> Validator<'s> {
         Ok(())
     }
 
-    fn check_type(
-        &mut self,
-        value: &Value,
-        at: &str,
-        doc: &Value,
-        path: &str,
-    ) -> Result<(), SchemaError> {
+    fn check_type(&mut self, value: &Value, at: &str, doc: &Value, path: &str) -> Result<(), SchemaError> {
         let names: Vec<&str> = match value {
             Value::String(s) => vec![s.as_str()],
             Value::Array(a) => a
                 .iter()
-                .map(|t| {
-                    t.as_str()
-                        .ok_or_else(|| unsupported(at, "type list holds a non-string"))
-                })
+                .map(|t| t.as_str().ok_or_else(|| unsupported(at, "type list holds a non-string")))
                 .collect::<Result<_, _>>()?,
             _ => return Err(unsupported(at, "type must be a string or a list")),
         };
         let mut any = false;
         for name in &names {
-            any |=
-                type_matches(name, doc).ok_or_else(|| unsupported(at, format!("type {name}")))?;
+            any |= type_matches(name, doc).ok_or_else(|| unsupported(at, format!("type {name}")))?;
         }
         if !any {
-            self.errors.push(format!(
-                "{path}: {doc} is not of type {}",
-                names.join(" or ")
-            ));
+            self.errors.push(format!("{path}: {doc} is not of type {}", names.join(" or ")));
         }
         Ok(())
     }
@@ -237,16 +184,11 @@ impl<'s> Validator<'s> {
         path: &str,
         depth: usize,
     ) -> Result<(), SchemaError> {
-        let branches = value
-            .as_array()
-            .ok_or_else(|| unsupported(at, "not a list of schemas"))?;
+        let branches = value.as_array().ok_or_else(|| unsupported(at, "not a list of schemas"))?;
         let mut passed = 0;
         let mut reasons = Vec::new();
         for (i, branch) in branches.iter().enumerate() {
-            let mut sub = Validator {
-                root: self.root,
-                errors: Vec::new(),
-            };
+            let mut sub = Validator { root: self.root, errors: Vec::new() };
             sub.check(branch, &format!("{at}/{i}"), doc, path, depth + 1)?;
             if sub.errors.is_empty() {
                 passed += 1;
@@ -283,44 +225,26 @@ impl<'s> Validator<'s> {
             Some(_) => return Err(unsupported(at, "properties must be an object")),
         };
         if let Some(required) = schema.get("required") {
-            let names = required
-                .as_array()
-                .ok_or_else(|| unsupported(at, "required must be a list"))?;
+            let names = required.as_array().ok_or_else(|| unsupported(at, "required must be a list"))?;
             for name in names {
-                let name = name
-                    .as_str()
-                    .ok_or_else(|| unsupported(at, "required holds a non-string"))?;
+                let name = name.as_str().ok_or_else(|| unsupported(at, "required holds a non-string"))?;
                 if !fields.contains_key(name) {
-                    self.errors
-                        .push(format!("{path}: missing required field {name:?}"));
+                    self.errors.push(format!("{path}: missing required field {name:?}"));
                 }
             }
         }
         for (name, value) in fields {
             let child = format!("{path}.{name}");
             if let Some(sub) = props.and_then(|p| p.get(name)) {
-                self.check(
-                    sub,
-                    &format!("{at}/properties/{name}"),
-                    value,
-                    &child,
-                    depth + 1,
-                )?;
+                self.check(sub, &format!("{at}/properties/{name}"), value, &child, depth + 1)?;
             } else {
                 match schema.get("additionalProperties") {
                     None | Some(Value::Bool(true)) => {}
                     Some(Value::Bool(false)) => {
-                        self.errors
-                            .push(format!("{path}: unexpected field {name:?}"));
+                        self.errors.push(format!("{path}: unexpected field {name:?}"));
                     }
                     Some(extra) => {
-                        self.check(
-                            extra,
-                            &format!("{at}/additionalProperties"),
-                            value,
-                            &child,
-                            depth + 1,
-                        )?;
+                        self.check(extra, &format!("{at}/additionalProperties"), value, &child, depth + 1)?;
                     }
                 }
             }

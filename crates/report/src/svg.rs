@@ -93,12 +93,7 @@ pub struct Axis {
 impl Axis {
     /// An axis spanning the given values, widened to round numbers; linear axes start at zero
     /// when `from_zero`.
-    pub fn fit(
-        label: &str,
-        scale: Scale,
-        values: impl IntoIterator<Item = f64>,
-        from_zero: bool,
-    ) -> Axis {
+    pub fn fit(label: &str, scale: Scale, values: impl IntoIterator<Item = f64>, from_zero: bool) -> Axis {
         let mut lo = f64::INFINITY;
         let mut hi = f64::NEG_INFINITY;
         for v in values {
@@ -126,12 +121,7 @@ impl Axis {
                 ((lo / step).floor() * step, (hi / step).ceil() * step)
             }
         };
-        Axis {
-            label: label.to_owned(),
-            scale,
-            min,
-            max,
-        }
+        Axis { label: label.to_owned(), scale, min, max }
     }
 
     /// Position of `v` along the axis as a fraction 0..1 (clamped).
@@ -163,11 +153,7 @@ impl Axis {
             Scale::Log => {
                 let k0 = self.min.log10().floor() as i32;
                 let k1 = self.max.log10().ceil() as i32;
-                let mults: &[f64] = if k1 - k0 <= 2 {
-                    &[1.0, 2.0, 5.0]
-                } else {
-                    &[1.0]
-                };
+                let mults: &[f64] = if k1 - k0 <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
                 let mut out = Vec::new();
                 for k in k0..=k1 {
                     for m in mults {
@@ -265,11 +251,7 @@ fn svg_open(out: &mut String, w: f64, h: f64, title: &str) {
 fn legend(out: &mut String, x: f64, y: f64, entries: &[(String, String, bool)]) {
     for (i, (name, color, dashed)) in entries.iter().enumerate() {
         let yy = y + i as f64 * 20.0;
-        let dash = if *dashed {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
+        let dash = if *dashed { r#" stroke-dasharray="6 4""# } else { "" };
         let _ = write!(
             out,
             r##"<line x1="{x}" y1="{yy}" x2="{x2}" y2="{yy}" stroke="{color}" stroke-width="3"{dash}/><text x="{tx}" y="{ty}" fill="#1f2933">{n}</text>"##,
@@ -339,11 +321,7 @@ impl LinePlot {
             if pts.is_empty() {
                 continue;
             }
-            let dash = if s.style == Style::Dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
-            };
+            let dash = if s.style == Style::Dashed { r#" stroke-dasharray="6 4""# } else { "" };
             let _ = write!(
                 out,
                 r##"<polyline points="{p}" fill="none" stroke="{c}" stroke-width="2.2" stroke-linejoin="round"{dash}/>"##,
@@ -389,13 +367,8 @@ pub fn bar_chart(title: &str, axis_label: &str, bars: &[Bar], legend_note: &str)
     let (x0, x1) = (label_w, w - 40.0);
     let y_top = MARGIN_T + 6.0;
     let h = y_top + bars.len().max(1) as f64 * row_h + 58.0;
-    let axis = Axis::fit(
-        axis_label,
-        Scale::Linear,
-        bars.iter()
-            .flat_map(|b| [b.value, b.whisker.unwrap_or(0.0)]),
-        true,
-    );
+    let axis =
+        Axis::fit(axis_label, Scale::Linear, bars.iter().flat_map(|b| [b.value, b.whisker.unwrap_or(0.0)]), true);
     let px = |v: f64| x0 + axis.frac(v) * (x1 - x0);
     let y_bottom = y_top + bars.len().max(1) as f64 * row_h;
     let mut out = String::new();
@@ -465,12 +438,7 @@ pub struct Stack {
 
 /// Horizontal stacked bars on a shared linear axis; segment colours come from `color_of` so the
 /// same part has the same colour in every bar, and the legend lists each name once.
-pub fn stacked_bars(
-    title: &str,
-    axis_label: &str,
-    stacks: &[Stack],
-    color_of: &dyn Fn(&str) -> String,
-) -> String {
+pub fn stacked_bars(title: &str, axis_label: &str, stacks: &[Stack], color_of: &dyn Fn(&str) -> String) -> String {
     let label_w = 170.0;
     let row_h = 34.0;
     let w = PLOT_W + LEGEND_W;
@@ -493,9 +461,7 @@ pub fn stacked_bars(
     let axis = Axis::fit(
         axis_label,
         Scale::Linear,
-        stacks
-            .iter()
-            .map(|s| s.segments.iter().map(|x| x.1.max(0.0)).sum::<f64>()),
+        stacks.iter().map(|s| s.segments.iter().map(|x| x.1.max(0.0)).sum::<f64>()),
         true,
     );
     let px = |v: f64| x0 + axis.frac(v) * (x1 - x0);
@@ -603,19 +569,11 @@ mod tests {
 
     #[test]
     fn text_is_escaped() {
-        assert_eq!(
-            esc("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
+        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
         let svg = bar_chart(
             "t<",
             "µs",
-            &[Bar {
-                label: "<b>".into(),
-                value: 1.0,
-                whisker: Some(2.0),
-                color: "#000".into(),
-            }],
+            &[Bar { label: "<b>".into(), value: 1.0, whisker: Some(2.0), color: "#000".into() }],
             "",
         );
         assert!(!svg.contains("<b>"));

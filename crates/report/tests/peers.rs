@@ -66,10 +66,7 @@ impl Server {
                 }
             }
         });
-        let mut server = Server {
-            child: Some(child),
-            name: name.to_owned(),
-        };
+        let mut server = Server { child: Some(child), name: name.to_owned() };
         match rx.recv_timeout(READY_TIMEOUT) {
             Ok(line) if line == "ready" => server,
             other => {
@@ -82,9 +79,7 @@ impl Server {
     /// Sends SIGTERM by PID and checks the server exits cleanly within the deadline.
     fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let start = Instant::now();
         while start.elapsed() < STOP_TIMEOUT {
             if let Ok(Some(status)) = child.try_wait() {
@@ -121,14 +116,7 @@ fn free_port() -> u16 {
 
 fn run_client(program: &Path, addr: &str, size: u32) -> std::process::Output {
     let child = Command::new(program)
-        .args([
-            "--connect",
-            addr,
-            "--calls",
-            &CALLS.to_string(),
-            "--warmup",
-            "20",
-        ])
+        .args(["--connect", addr, "--calls", &CALLS.to_string(), "--warmup", "20"])
         .args(["--size", &size.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -158,20 +146,13 @@ fn build_peers_now() -> Built {
         .spawn()
         .expect("run peers/build.sh");
     let out = wait_bounded(child, BUILD_TIMEOUT, "peers/build.sh");
-    assert!(
-        out.status.success(),
-        "build.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "build.sh failed: {}", String::from_utf8_lossy(&out.stderr));
     let skipped = std::fs::read_to_string(dir.join("skipped.txt")).expect("skipped.txt");
     for (name, reason) in parse_skipped(&skipped).expect("skipped.txt is well formed") {
         eprintln!("SKIPPED peer {name}: {reason}");
     }
     if std::env::var("LOWLAT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
-        assert!(
-            skipped.trim().is_empty(),
-            "peers are required but some were skipped:\n{skipped}"
-        );
+        assert!(skipped.trim().is_empty(), "peers are required but some were skipped:\n{skipped}");
     }
     let list = std::fs::read_to_string(dir.join("peers.txt")).expect("peers.txt");
     let setups = parse_peer_list(&list).expect("peers.txt is well formed");
@@ -191,19 +172,11 @@ fn every_built_peer_answers_and_reports_sane_figures() {
         for (size, proc) in [(0u32, "null"), (1440, "echo")] {
             let out = run_client(&program, &addr, size);
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                out.status.success(),
-                "{name} client (size {size}) failed: {stderr}"
-            );
+            assert!(out.status.success(), "{name} client (size {size}) failed: {stderr}");
             let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
             let lines: Vec<&str> = stdout.lines().collect();
-            assert_eq!(
-                lines.len(),
-                1,
-                "{name}: expected one JSON line, got {stdout:?}"
-            );
-            let b =
-                BenchLine::parse(lines[0]).unwrap_or_else(|e| panic!("{name}: {e}: {}", lines[0]));
+            assert_eq!(lines.len(), 1, "{name}: expected one JSON line, got {stdout:?}");
+            let b = BenchLine::parse(lines[0]).unwrap_or_else(|e| panic!("{name}: {e}: {}", lines[0]));
             assert_eq!(b.kind, "rpc");
             assert_eq!(b.system.as_deref(), Some(system.as_str()));
             assert_eq!(&b.transport, transport);
@@ -211,22 +184,11 @@ fn every_built_peer_answers_and_reports_sane_figures() {
             assert_eq!((b.calls, b.threads), (CALLS, 1));
             assert!(b.p50_ns > 0.0 && b.p50_ns <= b.p99_ns, "{name}: {b:?}");
             // Loopback round trips take microseconds, not nanoseconds or seconds.
-            assert!(
-                b.p50_ns > 1_000.0 && b.p50_ns < 100_000_000.0,
-                "{name}: p50 {}",
-                b.p50_ns
-            );
-            eprintln!(
-                "{name} {proc}: p50 {:.1} µs, p99 {:.1} µs",
-                b.p50_ns / 1e3,
-                b.p99_ns / 1e3
-            );
+            assert!(b.p50_ns > 1_000.0 && b.p50_ns < 100_000_000.0, "{name}: p50 {}", b.p50_ns);
+            eprintln!("{name} {proc}: p50 {:.1} µs, p99 {:.1} µs", b.p50_ns / 1e3, b.p99_ns / 1e3);
         }
         let status = server.stop().expect("server was running");
-        assert!(
-            status.success(),
-            "{name} server did not exit cleanly on SIGTERM: {status}"
-        );
+        assert!(status.success(), "{name} server did not exit cleanly on SIGTERM: {status}");
     }
 }
 
@@ -241,12 +203,7 @@ fn peers_refuse_bad_command_lines() {
             &["--connect", "tcp://127.0.0.1:1", "--size", "abc"][..],
             &["--connect", "tcp://127.0.0.1:1", "--calls", "0"],
             &["--connect", "tcp://127.0.0.1:1", "--size", "99999999999"],
-            &[
-                "--serve",
-                "tcp://127.0.0.1:1",
-                "--connect",
-                "tcp://127.0.0.1:1",
-            ],
+            &["--serve", "tcp://127.0.0.1:1", "--connect", "tcp://127.0.0.1:1"],
             &["--bogus", "1"],
             &["--calls"],
         ] {
@@ -257,16 +214,9 @@ fn peers_refuse_bad_command_lines() {
                 .spawn()
                 .expect("start peer");
             let out = wait_bounded(child, Duration::from_secs(10), program);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{program} {args:?} should be a usage error"
-            );
+            assert_eq!(out.status.code(), Some(2), "{program} {args:?} should be a usage error");
             assert!(out.stdout.is_empty(), "{program} {args:?} printed a result");
-            assert!(
-                !out.stderr.is_empty(),
-                "{program} {args:?} did not say what was wrong"
-            );
+            assert!(!out.stderr.is_empty(), "{program} {args:?} did not say what was wrong");
         }
     }
 }
@@ -299,26 +249,11 @@ fn build_skips_peers_whose_libraries_are_missing() {
         .spawn()
         .expect("run peers/build.sh");
     let out = wait_bounded(child, BUILD_TIMEOUT, "peers/build.sh");
-    assert!(
-        out.status.success(),
-        "a skipped peer must not fail the build"
-    );
+    assert!(out.status.success(), "a skipped peer must not fail the build");
     let skipped = std::fs::read_to_string(dir.path().join("skipped.txt")).unwrap();
-    let names: Vec<&str> = skipped
-        .lines()
-        .map(|l| l.split(": ").next().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        ["grpc", "zeromq", "rpcgen"],
-        "skipped.txt: {skipped}"
-    );
-    assert!(skipped
-        .lines()
-        .all(|l| l.split(": ").nth(1).is_some_and(|r| !r.is_empty())));
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("peers.txt")).unwrap(),
-        ""
-    );
+    let names: Vec<&str> = skipped.lines().map(|l| l.split(": ").next().unwrap()).collect();
+    assert_eq!(names, ["grpc", "zeromq", "rpcgen"], "skipped.txt: {skipped}");
+    assert!(skipped.lines().all(|l| l.split(": ").nth(1).is_some_and(|r| !r.is_empty())));
+    assert_eq!(std::fs::read_to_string(dir.path().join("peers.txt")).unwrap(), "");
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipping grpc"));
 }

@@ -24,10 +24,7 @@ fn schema_file_matches_the_types() {
         "docs/results.schema.json is stale: rerun this test with LOWLAT_BLESS=1 and commit it"
     );
     // The copy compiled into the crate is the same file.
-    assert!(
-        schema::SCHEMA_FILE == on_disk,
-        "rebuild: the compiled-in schema is older than the file"
-    );
+    assert!(schema::SCHEMA_FILE == on_disk, "rebuild: the compiled-in schema is older than the file");
 }
 
 #[test]
@@ -79,15 +76,9 @@ fn schema_rejects_what_the_types_reject() {
 #[test]
 fn validator_refuses_schemas_it_does_not_understand() {
     let schema = json!({"type": "string", "pattern": "^a"});
-    assert!(matches!(
-        schema::validate_against(&schema, &json!("abc")),
-        Err(SchemaError::Unsupported { .. })
-    ));
+    assert!(matches!(schema::validate_against(&schema, &json!("abc")), Err(SchemaError::Unsupported { .. })));
     let cyclic = json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"});
-    assert!(matches!(
-        schema::validate_against(&cyclic, &json!(1)),
-        Err(SchemaError::Unsupported { .. })
-    ));
+    assert!(matches!(schema::validate_against(&cyclic, &json!(1)), Err(SchemaError::Unsupported { .. })));
 }
 
 #[test]
@@ -98,14 +89,8 @@ fn results_round_trip_through_json() {
 
     let mut other = r.clone();
     other.format_version = FORMAT_VERSION + 1;
-    assert!(matches!(
-        Results::from_json(&other.to_json()),
-        Err(ResultsError::Version { .. })
-    ));
-    assert!(matches!(
-        Results::from_json("{\"format_version\":"),
-        Err(ResultsError::Json(_))
-    ));
+    assert!(matches!(Results::from_json(&other.to_json()), Err(ResultsError::Version { .. })));
+    assert!(matches!(Results::from_json("{\"format_version\":"), Err(ResultsError::Json(_))));
 }
 
 #[test]
@@ -129,10 +114,7 @@ fn accounting_arithmetic() {
 
     let over = Accounting::from_parts("udp", 10, &[("all", 1000.0)], 1000.0, &[("raw", 1200.0)]);
     assert_eq!(over.difference_percent, Some(-20.0));
-    assert!(
-        over.flagged,
-        "a prediction above the measurement is as wrong as one below"
-    );
+    assert!(over.flagged, "a prediction above the measurement is as wrong as one below");
 
     let no_model = Accounting::from_parts("udp", 10, &[("all", 1000.0)], 1000.0, &[]);
     assert_eq!(no_model.difference_percent, None);
@@ -141,14 +123,8 @@ fn accounting_arithmetic() {
 
 #[test]
 fn ladder_row_derives_ratio_and_difference() {
-    let raw = Latency {
-        p50_ns: 4000.0,
-        p99_ns: 7000.0,
-    };
-    let rpc = Latency {
-        p50_ns: 6000.0,
-        p99_ns: 9000.0,
-    };
+    let raw = Latency { p50_ns: 4000.0, p99_ns: 7000.0 };
+    let rpc = Latency { p50_ns: 6000.0, p99_ns: 9000.0 };
     let row = LadderRow::new("udp", 32, Some(raw), Some(rpc));
     assert_eq!(row.ratio_p50, Some(1.5));
     assert_eq!(row.diff_p50_ns, Some(2000.0));
@@ -163,25 +139,13 @@ fn bench_lines_parse_and_are_checked() {
     let good = r#"{"kind":"rpc","system":"grpc","transport":"tcp","proc":"null","size":0,"calls":100,"threads":1,"p50_ns":1000,"p90_ns":1200,"p99_ns":1500,"p999_ns":2000,"max_ns":2500,"mean_ns":1100.5,"calls_per_s":900.0}"#;
     let b = BenchLine::parse(good).unwrap();
     let row = PeerRow::from(&b);
-    assert_eq!(
-        (row.system.as_str(), row.p50_ns, row.calls_per_s),
-        ("grpc", Some(1000.0), Some(900.0))
-    );
+    assert_eq!((row.system.as_str(), row.p50_ns, row.calls_per_s), ("grpc", Some(1000.0), Some(900.0)));
 
     let unordered = good.replace("\"p99_ns\":1500", "\"p99_ns\":900");
-    assert!(matches!(
-        BenchLine::parse(&unordered),
-        Err(BenchLineError::Inconsistent(_))
-    ));
+    assert!(matches!(BenchLine::parse(&unordered), Err(BenchLineError::Inconsistent(_))));
     let zero = good.replace("\"calls\":100", "\"calls\":0");
-    assert!(matches!(
-        BenchLine::parse(&zero),
-        Err(BenchLineError::Inconsistent(_))
-    ));
-    assert!(matches!(
-        BenchLine::parse("ready"),
-        Err(BenchLineError::Json(_))
-    ));
+    assert!(matches!(BenchLine::parse(&zero), Err(BenchLineError::Inconsistent(_))));
+    assert!(matches!(BenchLine::parse("ready"), Err(BenchLineError::Json(_))));
 }
 
 /// Section ids and headings a reader (and `lowlat lab`'s own test) looks for.
@@ -201,10 +165,7 @@ fn page_has_every_section_and_plot() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.trim_end().ends_with("</html>"));
     for (id, heading) in SECTIONS {
-        assert!(
-            html.contains(&format!(r#"<section id="{id}">"#)),
-            "section {id} missing"
-        );
+        assert!(html.contains(&format!(r#"<section id="{id}">"#)), "section {id} missing");
         assert!(html.contains(heading), "heading {heading} missing");
     }
     for title in [
@@ -270,11 +231,7 @@ fn empty_results_render_every_section_with_a_note() {
         },
         quick: true,
         ladder: vec![],
-        busy_server: BusyServer {
-            workload: "none".into(),
-            workload_alone_ns: None,
-            rows: vec![],
-        },
+        busy_server: BusyServer { workload: "none".into(), workload_alone_ns: None, rows: vec![] },
         threads: vec![],
         load: vec![],
         cold: vec![],
@@ -296,10 +253,7 @@ fn degenerate_figures_do_not_break_plots() {
     let mut r = sample_results();
     // A single point, zeros and a flat series must still give finite coordinates.
     r.cdf[0].points.truncate(1);
-    r.size_sweep[0]
-        .points
-        .iter_mut()
-        .for_each(|p| p.p50_ns = 0.0);
+    r.size_sweep[0].points.iter_mut().for_each(|p| p.p50_ns = 0.0);
     r.peers.iter_mut().for_each(|p| p.p99_ns = p.p50_ns);
     let html = render_html(&r);
     assert!(!html.contains("NaN"));

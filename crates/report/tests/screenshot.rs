@@ -17,10 +17,7 @@ const BROWSER_TIMEOUT: Duration = Duration::from_secs(90);
 fn report_renders_in_headless_chromium() {
     let Some(browser) = find_chromium() else {
         let required = std::env::var("LOWLAT_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "chromium is required but missing: run scripts/deps/chromium.sh"
-        );
+        assert!(!required, "chromium is required but missing: run scripts/deps/chromium.sh");
         eprintln!("SKIPPED: chromium not installed (scripts/deps/chromium.sh installs it)");
         return;
     };
@@ -40,9 +37,6 @@ fn report_renders_in_headless_chromium() {
     let drawn_per_band = d.per_band;
     // Text and plots all the way down, not just a header above an empty page.
     for (i, band) in drawn_per_band.iter().enumerate() {
-        assert!(
-            *band > 2000,
-            "band {i} of the screenshot is nearly empty ({band} drawn pixels)"
-        );
+        assert!(*band > 2000, "band {i} of the screenshot is nearly empty ({band} drawn pixels)");
     }
 }

@@ -37,12 +37,12 @@ mod uri;
 pub use client::Client;
 pub use config::{ClientConfig, ServerConfig};
 pub use error::Error;
-pub use lowlat_onc::AuthSys;
-/// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
-pub use lowlat_onc as onc;
-pub use lowlat_proto::{ByteOrder, Execution, Session};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
+/// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
+pub use lowlat_onc as onc;
+pub use lowlat_onc::AuthSys;
+pub use lowlat_proto::{ByteOrder, Execution, Session};
 pub use lowlat_transport::SpinPolicy;
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};

@@ -75,7 +75,10 @@ pub(crate) struct Job {
 
 /// Where a worker's result goes.
 pub(crate) enum ReplyTo {
-    Lowlat { key: CallKey, back: Arc<EndpointShared> },
+    Lowlat {
+        key: CallKey,
+        back: Arc<EndpointShared>,
+    },
     /// Another protocol's serving thread (ONC RPC), which queues the result and rings its doorbell.
     Other(Box<dyn FnOnce(Status, Vec<u8>) + Send>),
 }

@@ -146,14 +146,14 @@ impl Spinner {
         // spinning, look at it only every CLOCK_EVERY polls.
         const CLOCK_EVERY: u32 = 32;
         let mut polls: u32 = 0;
-        let mut spinning = spin_until.map_or(true, |s| start < s);
+        let mut spinning = spin_until.is_none_or(|s| start < s);
         loop {
             if !spinning || polls % CLOCK_EVERY == CLOCK_EVERY - 1 {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return Ok(None);
                 }
-                spinning = spin_until.map_or(true, |s| now < s);
+                spinning = spin_until.is_none_or(|s| now < s);
                 if !spinning {
                     block(ctx, deadline.map(|d| d.saturating_duration_since(now)))?;
                 }

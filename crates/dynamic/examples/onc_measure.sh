@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # One run of the issue-6 matrix; servers on CPU 1, clients on CPU 0; each server stopped by PID.
+# ONC_PEER: peers/build.sh's onc_peer; ONC_BENCH: cargo build --release -p lowlat-dynamic
+# --example onc_bench. Prints "CLIENT->SERVER TRANSPORT SIZE {json}" lines.
 set -u
 P=${ONC_PEER:?set ONC_PEER to the onc_peer that peers/build.sh built}
 L=${ONC_BENCH:?set ONC_BENCH to target/release/examples/onc_bench}
@@ -12,7 +14,10 @@ start() { # log, cmd...
   for _ in $(seq 100); do grep -qx ready "$log" && return 0; sleep 0.05; done
   echo "server did not start: $(cat $log)" >&2
 }
-stop() { kill $spid 2>/dev/null; wait $spid 2>/dev/null; }
+spid=""
+stop() { [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$spid" ] && wait $spid 2>/dev/null; spid=""; }
+# A client that fails or a reader that goes away must not leave a server behind.
+trap stop EXIT
 for t in udp tcp; do
   for size in 0 1440; do
     port=$((port+1))

@@ -352,7 +352,8 @@ impl Lowlat {
     ) -> Result<R, Error> {
         let trace = self.shared.cfg.trace;
         let mut marks = Marks { begin: if trace { trace::now_ns() } else { 0 }, ..Marks::default() };
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
         let mut guard = self.acquire(deadline, proc_no)?;
         self.prepare(&mut guard)?;
         let engine = guard.engine.as_mut().expect("prepared");
@@ -361,14 +362,14 @@ impl Lowlat {
             marks.encoded = trace::now_ns();
         }
         let mut decode = Some(decode);
-        let r = match self.run(&mut guard, proc_no, deadline, &mut decode, trace.then_some(&mut marks)) {
+        let r = match self.run(&mut guard, proc_no, start, deadline, &mut decode, trace.then_some(&mut marks)) {
             Err(Error::SessionLost { execution: Execution::NotSent, .. }) => {
                 // The server (same incarnation) never saw this session: bind again and send the
                 // call once more; it cannot run twice.
                 let args = guard.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
                 self.rebind(&mut guard)?;
                 guard.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
-                self.run(&mut guard, proc_no, deadline, &mut decode, None)
+                self.run(&mut guard, proc_no, Instant::now(), deadline, &mut decode, None)
             }
             r => r,
         };
@@ -459,6 +460,7 @@ impl Lowlat {
         &self,
         slot: &mut Slot,
         proc_no: u32,
+        now: Instant,
         deadline: Instant,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
@@ -467,7 +469,7 @@ impl Lowlat {
         let engine = engine.as_mut().expect("prepared");
         let chan = chan.as_mut().expect("prepared");
         let mut send_err: Option<std::io::Error> = None;
-        let now = Instant::now();
+        // `now` was read when the call began (encoding takes nanoseconds): one clock read fewer.
         engine
             .start(proc_no, now, deadline, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
                 if let Err(e) = chan.send(h, b) {
@@ -486,7 +488,13 @@ impl Lowlat {
             if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
                 m.received = trace::now_ns();
             }
-            let now = Instant::now();
+            // Over a reliable channel nothing is retransmitted, so the reply's arrival time
+            // feeds no timer: the call's start serves and saves a clock read (~30 ns in a VM).
+            let now = match (&got, spinner.ready_at()) {
+                (Ok(Some(_)), _) if chan.reliable() => now,
+                (Ok(Some(_)), Some(t)) => t,
+                _ => Instant::now(),
+            };
             let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
                 if let Err(e) = chan.send(h, b) {
                     send_err.get_or_insert(e);

@@ -314,7 +314,7 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
             },
             |(t, _), timeout| t.block(doorbell, timeout),
         );
-        let now = Instant::now();
+        let now = spinner.ready_at().unwrap_or_else(Instant::now);
         match got {
             Ok(Some(Ready::Frame(len, from))) => {
                 let received = if trace { trace::now_ns() } else { 0 };

@@ -74,6 +74,8 @@ pub struct Spinner {
     policy: SpinPolicy,
     /// Exponentially weighted mean of recent waits, in nanoseconds (1/8 gain, as TCP's SRTT).
     mean_wait_ns: u64,
+    /// When the last wait saw readiness, if it read the clock then (see [`Spinner::ready_at`]).
+    ready_at: Option<Instant>,
 }
 
 impl Spinner {
@@ -82,6 +84,7 @@ impl Spinner {
             policy,
             // Start by assuming a fast peer: the first few waits teach the truth.
             mean_wait_ns: 10_000,
+            ready_at: None,
         }
     }
 
@@ -104,6 +107,13 @@ impl Spinner {
                 }
             }
         }
+    }
+
+    /// The moment the last [`wait_on`](Self::wait_on) saw its value, when it read the clock to
+    /// time the wait (a wait that ended within its first polls reads none): a caller that needs
+    /// the time anyway saves a clock read.
+    pub fn ready_at(&self) -> Option<Instant> {
+        self.ready_at
     }
 
     /// Records how long a completed wait took (from the start of waiting to readiness).
@@ -136,15 +146,27 @@ impl Spinner {
         mut try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
         mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
     ) -> Result<Option<T>, E> {
+        self.ready_at = None;
         if let Some(v) = try_op(ctx)? {
             self.observe(Duration::ZERO);
             return Ok(Some(v));
         }
+        // Reading the clock costs ~30 ns in a VM, more than a poll of a shared-memory ring, and a
+        // fast peer answers within a few polls: when the policy spins at all, the first
+        // CLOCK_EVERY polls read no clock (they take well under a microsecond, far below any
+        // deadline or budget), and past them the clock is looked at only every CLOCK_EVERY polls.
+        const CLOCK_EVERY: u32 = 32;
+        if self.budget() != Some(Duration::ZERO) {
+            for _ in 0..CLOCK_EVERY {
+                std::hint::spin_loop();
+                if let Some(v) = try_op(ctx)? {
+                    self.observe(Duration::ZERO);
+                    return Ok(Some(v));
+                }
+            }
+        }
         let start = Instant::now();
         let spin_until = self.budget().map(|b| start + b);
-        // Reading the clock costs ~30 ns in a VM, more than a poll of a shared-memory ring: while
-        // spinning, look at it only every CLOCK_EVERY polls.
-        const CLOCK_EVERY: u32 = 32;
         let mut polls: u32 = 0;
         let mut spinning = spin_until.is_none_or(|s| start < s);
         loop {
@@ -162,7 +184,9 @@ impl Spinner {
             }
             polls = polls.wrapping_add(1);
             if let Some(v) = try_op(ctx)? {
-                self.observe(start.elapsed());
+                let now = Instant::now();
+                self.observe(now - start);
+                self.ready_at = Some(now);
                 return Ok(Some(v));
             }
         }
@@ -229,5 +253,26 @@ mod tests {
             |_| Ok(()),
         );
         assert_eq!(r, Ok(Some(7)));
+    }
+
+    #[test]
+    fn ready_at_is_the_moment_a_timed_wait_ended() {
+        let mut s = Spinner::new(SpinPolicy::Forever);
+        let r: Result<Option<()>, ()> = s.wait(None, || Ok(Some(())), |_| Ok(()));
+        assert_eq!(r, Ok(Some(())));
+        assert_eq!(s.ready_at(), None, "an immediate answer reads no clock");
+        let before = Instant::now();
+        let mut n = 0;
+        let r: Result<Option<()>, ()> = s.wait(
+            None,
+            || {
+                n += 1;
+                Ok((n == 200).then_some(()))
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(Some(())));
+        let t = s.ready_at().expect("a wait past the first polls is timed");
+        assert!(t >= before && t <= Instant::now());
     }
 }

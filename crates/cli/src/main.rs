@@ -124,6 +124,11 @@ enum Cmd {
         /// Run the echo server instead of the client.
         #[arg(long)]
         serve: bool,
+        /// eth:// and xdp:// only, the interrupt-level floor: with --serve, attach lowlat's XDP
+        /// echo program to the interface (it answers in the driver; no process echoes); as
+        /// client, send it PING frames (give the server's MAC: eth://IFACE/MAC).
+        #[arg(long)]
+        floor: bool,
         /// Bytes per message (32 = the size of a null call's header).
         #[arg(long, default_value_t = 32)]
         size: usize,
@@ -320,12 +325,17 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Pingpong { uri, serve, size, calls, warmup, spin_us, cpu, json } => {
+        Cmd::Pingpong { uri, serve, floor, size, calls, warmup, spin_us, cpu, json } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
             if serve {
-                let server = match lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us) {
+                let bound = if floor {
+                    lowlat_lab::pingpong::PingPongServer::bind_floor(&uri)
+                } else {
+                    lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us)
+                };
+                let server = match bound {
                     Ok(s) => s,
                     Err(e) => return fail(e),
                 };
@@ -337,7 +347,7 @@ fn main() -> ExitCode {
                     Err(e) => fail(e),
                 };
             }
-            match bench::run_raw(&uri, size, calls, warmup, spin_us) {
+            match bench::run_raw(&uri, size, calls, warmup, spin_us, floor) {
                 Ok(s) => {
                     print_summary(&s, json);
                     ExitCode::SUCCESS

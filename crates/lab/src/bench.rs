@@ -198,8 +198,9 @@ pub fn run_raw(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
+    floor: bool,
 ) -> Result<Summary, crate::pingpong::PingPongError> {
-    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin)?;
+    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, floor)?;
     let transport = uri.split("://").next().unwrap_or("?");
     Ok(Summary::from_histogram(
         "raw",

@@ -29,6 +29,54 @@ pub enum PingPongError {
     Timeout(Duration),
     #[error("raw ping-pong over {0} is not built into this version")]
     Unsupported(String),
+    #[error(transparent)]
+    Eth(#[from] lowlat_eth::Error),
+    #[error("the XDP floor (--floor) needs an eth:// or xdp:// URI, not {0}")]
+    FloorNeedsEthernet(String),
+}
+
+/// The raw-Ethernet endpoint `uri` names, if it is one.
+fn eth_endpoint(uri: &str) -> Result<Option<lowlat_eth::Endpoint>, PingPongError> {
+    if uri.starts_with("eth://") || uri.starts_with("xdp://") {
+        Ok(Some(uri.parse()?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Ping-pong over eth:// or xdp:// (in the calling thread's network namespace): DATA frames to a
+/// user-level echo server, or with `floor` PING frames to the XDP echo program. Without a MAC in
+/// the URI the server is found by discovery (the XDP floor does not answer it: give the MAC).
+fn eth_run(
+    ep: &lowlat_eth::Endpoint,
+    size: usize,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+    floor: bool,
+) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    let opts = lowlat_eth::OpenOptions { rx_ring: true, ..Default::default() };
+    let mut sock = lowlat_eth::socket::open(ep, opts)?;
+    let peer = match ep.peer {
+        Some(m) => m,
+        None => sock.discover(20, Duration::from_millis(50))?,
+    };
+    let cfg = lowlat_eth::pingpong::RunConfig {
+        size,
+        rounds: calls as usize,
+        warmup: warmup as usize,
+        spin,
+        kind: if floor { lowlat_eth::frame::Kind::Ping } else { lowlat_eth::frame::Kind::Data },
+        timeout: Duration::from_secs(5),
+    };
+    let rounds = lowlat_eth::pingpong::run(sock.as_mut(), peer, &cfg)?;
+    let mut h = new_histogram();
+    let mut wall = 0u64;
+    for ns in rounds {
+        let _ = h.record(ns);
+        wall += ns;
+    }
+    Ok((h, Duration::from_nanos(wall)))
 }
 
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> PingPongError {
@@ -50,6 +98,18 @@ impl PingPongServer {
     pub fn bind(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
         if let Some(path) = uri.strip_prefix("unix://") {
             return unix_server(path, spin);
+        }
+        if let Some(ep) = eth_endpoint(uri)? {
+            let opts = lowlat_eth::OpenOptions { rx_ring: true, answer_discovery: true, ..Default::default() };
+            let mut sock = lowlat_eth::socket::open(&ep, opts)?;
+            let local_uri = format!("{}://{}/{}", uri.split("://").next().unwrap_or("eth"), ep.iface, sock.mac());
+            return Ok(PingPongServer {
+                local_uri,
+                run: Box::new(move |stop| {
+                    lowlat_eth::pingpong::serve(sock.as_mut(), spin, stop)?;
+                    Ok(())
+                }),
+            });
         }
         let ep: Endpoint = uri.parse()?;
         match ep {
@@ -125,6 +185,25 @@ impl PingPongServer {
         }
     }
 
+    /// The interrupt-level floor: lowlat's XDP echo program attached to the interface of an
+    /// `eth://` or `xdp://` URI answers PING frames in the driver's receive path; no user-level
+    /// server runs. The program stays attached until `stop` is set.
+    pub fn bind_floor(uri: &str) -> Result<PingPongServer, PingPongError> {
+        let ep = eth_endpoint(uri)?.ok_or_else(|| PingPongError::FloorNeedsEthernet(uri.to_string()))?;
+        let floor = lowlat_eth::pingpong::Floor::attach(&ep.iface, None)?;
+        let mac = lowlat_eth::ifinfo::IfInfo::get(&ep.iface)?.mac;
+        Ok(PingPongServer {
+            local_uri: format!("xdp://{}/{mac}", ep.iface),
+            run: Box::new(move |stop| {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                drop(floor);
+                Ok(())
+            }),
+        })
+    }
+
     /// Echoes until `stop` is set.
     pub fn run(self, stop: &AtomicBool) -> Result<(), PingPongError> {
         (self.run)(stop)
@@ -145,7 +224,14 @@ pub fn run(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
+    floor: bool,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    if let Some(ep) = eth_endpoint(uri)? {
+        return eth_run(&ep, size, calls, warmup, spin, floor);
+    }
+    if floor {
+        return Err(PingPongError::FloorNeedsEthernet(uri.to_string()));
+    }
     if let Some(path) = uri.strip_prefix("unix://") {
         return unix_run(path, size, calls, warmup, spin);
     }

@@ -48,6 +48,9 @@ enum Cmd {
         /// 0x20004C4D).
         #[arg(long)]
         trace: bool,
+        /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
+        #[arg(long)]
+        no_checksum: bool,
     },
     /// Where the time of a null call goes, part by part, and whether the parts predict the whole.
     ///
@@ -117,6 +120,9 @@ enum Cmd {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
+        #[arg(long)]
+        no_checksum: bool,
     },
     /// The same exchange with no RPC layer: the transport's floor (`--serve` for the echo side).
     Pingpong {
@@ -129,6 +135,9 @@ enum Cmd {
         /// client, send it PING frames (give the server's MAC: eth://IFACE/MAC).
         #[arg(long)]
         floor: bool,
+        /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
+        #[arg(long)]
+        no_checksum: bool,
         /// Bytes per message (32 = the size of a null call's header).
         #[arg(long, default_value_t = 32)]
         size: usize,
@@ -259,7 +268,7 @@ fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolic
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message, trace } => {
+        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message, trace, no_checksum } => {
             let cfg = ServerConfig {
                 spin: spin_us,
                 pin_cpu: cpu,
@@ -267,6 +276,7 @@ fn main() -> ExitCode {
                 max_sessions,
                 max_message,
                 trace,
+                eth_checksum: !no_checksum,
                 ..ServerConfig::default()
             };
             // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://.
@@ -311,12 +321,23 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json } => {
+        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json, no_checksum } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
-            let spec =
-                BenchSpec { uri, proc, size, calls, warmup, threads, rate, spin: spin_us, cpu, ..BenchSpec::default() };
+            let spec = BenchSpec {
+                uri,
+                proc,
+                size,
+                calls,
+                warmup,
+                threads,
+                rate,
+                spin: spin_us,
+                cpu,
+                eth_checksum: !no_checksum,
+                ..BenchSpec::default()
+            };
             match bench::run(&spec) {
                 Ok(s) => {
                     print_summary(&s, json);
@@ -325,7 +346,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Pingpong { uri, serve, floor, size, calls, warmup, spin_us, cpu, json } => {
+        Cmd::Pingpong { uri, serve, floor, no_checksum, size, calls, warmup, spin_us, cpu, json } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
@@ -333,7 +354,7 @@ fn main() -> ExitCode {
                 let bound = if floor {
                     lowlat_lab::pingpong::PingPongServer::bind_floor(&uri)
                 } else {
-                    lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us)
+                    lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us, !no_checksum)
                 };
                 let server = match bound {
                     Ok(s) => s,
@@ -347,7 +368,14 @@ fn main() -> ExitCode {
                     Err(e) => fail(e),
                 };
             }
-            match bench::run_raw(&uri, size, calls, warmup, spin_us, floor) {
+            match bench::run_raw(
+                &uri,
+                size,
+                calls,
+                warmup,
+                spin_us,
+                lowlat_lab::pingpong::EthRaw { floor, checksum: !no_checksum },
+            ) {
                 Ok(s) => {
                     print_summary(&s, json);
                     ExitCode::SUCCESS

@@ -30,6 +30,8 @@ pub struct BenchSpec {
     /// Pin the calling threads to this CPU.
     pub cpu: Option<usize>,
     pub deadline: Duration,
+    /// eth:// and xdp:// only: the end-to-end CRC32C (must match the server's setting).
+    pub eth_checksum: bool,
 }
 
 impl Default for BenchSpec {
@@ -45,6 +47,7 @@ impl Default for BenchSpec {
             spin: SpinPolicy::Adaptive,
             cpu: None,
             deadline: Duration::from_secs(10),
+            eth_checksum: true,
         }
     }
 }
@@ -89,6 +92,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         slots: (threads as u16).max(8),
         deadline: spec.deadline,
         max_message: spec.size.max(4 << 20),
+        eth_checksum: spec.eth_checksum,
         ..ClientConfig::default()
     };
     let client = Arc::new(LabClient::connect(&spec.uri, cfg)?);
@@ -198,9 +202,9 @@ pub fn run_raw(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    floor: bool,
+    eth: crate::pingpong::EthRaw,
 ) -> Result<Summary, crate::pingpong::PingPongError> {
-    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, floor)?;
+    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, eth)?;
     let transport = uri.split("://").next().unwrap_or("?");
     Ok(Summary::from_histogram(
         "raw",

@@ -53,9 +53,9 @@ fn eth_run(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    floor: bool,
+    eth: EthRaw,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
-    let opts = lowlat_eth::OpenOptions { rx_ring: true, ..Default::default() };
+    let opts = lowlat_eth::OpenOptions { rx_ring: true, checksum: eth.checksum, ..Default::default() };
     let mut sock = lowlat_eth::socket::open(ep, opts)?;
     let peer = match ep.peer {
         Some(m) => m,
@@ -66,7 +66,7 @@ fn eth_run(
         rounds: calls as usize,
         warmup: warmup as usize,
         spin,
-        kind: if floor { lowlat_eth::frame::Kind::Ping } else { lowlat_eth::frame::Kind::Data },
+        kind: if eth.floor { lowlat_eth::frame::Kind::Ping } else { lowlat_eth::frame::Kind::Data },
         timeout: Duration::from_secs(5),
     };
     let rounds = lowlat_eth::pingpong::run(sock.as_mut(), peer, &cfg)?;
@@ -77,6 +77,21 @@ fn eth_run(
         wall += ns;
     }
     Ok((h, Duration::from_nanos(wall)))
+}
+
+/// Options that only raw Ethernet (eth://, xdp://) ping-pong takes.
+#[derive(Clone, Copy, Debug)]
+pub struct EthRaw {
+    /// Ping the XDP echo program (the interrupt-level floor) instead of a user-level server.
+    pub floor: bool,
+    /// Append and require the end-to-end CRC32C (both ends must agree).
+    pub checksum: bool,
+}
+
+impl Default for EthRaw {
+    fn default() -> Self {
+        EthRaw { floor: false, checksum: true }
+    }
 }
 
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> PingPongError {
@@ -94,13 +109,14 @@ pub struct PingPongServer {
 }
 
 impl PingPongServer {
-    /// Binds the echo server (so its address is known) without serving yet.
-    pub fn bind(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
+    /// Binds the echo server (so its address is known) without serving yet. `checksum`: eth://
+    /// and xdp:// only, as [`EthRaw::checksum`].
+    pub fn bind(uri: &str, spin: SpinPolicy, checksum: bool) -> Result<PingPongServer, PingPongError> {
         if let Some(path) = uri.strip_prefix("unix://") {
             return unix_server(path, spin);
         }
         if let Some(ep) = eth_endpoint(uri)? {
-            let opts = lowlat_eth::OpenOptions { rx_ring: true, answer_discovery: true, ..Default::default() };
+            let opts = lowlat_eth::OpenOptions { rx_ring: true, answer_discovery: true, checksum };
             let mut sock = lowlat_eth::socket::open(&ep, opts)?;
             let local_uri = format!("{}://{}/{}", uri.split("://").next().unwrap_or("eth"), ep.iface, sock.mac());
             return Ok(PingPongServer {
@@ -224,12 +240,12 @@ pub fn run(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    floor: bool,
+    eth: EthRaw,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
     if let Some(ep) = eth_endpoint(uri)? {
-        return eth_run(&ep, size, calls, warmup, spin, floor);
+        return eth_run(&ep, size, calls, warmup, spin, eth);
     }
-    if floor {
+    if eth.floor {
         return Err(PingPongError::FloorNeedsEthernet(uri.to_string()));
     }
     if let Some(path) = uri.strip_prefix("unix://") {

@@ -127,8 +127,8 @@ impl Lab {
         let (_srv, uri) = self.raw_server(scheme, spin)?;
         self.pin_client();
         let calls = self.scale.calls;
-        let (h, wall) =
-            crate::pingpong::run(&uri, size, calls, (calls / 10).max(100), spin, false).map_err(|e| e.to_string())?;
+        let (h, wall) = crate::pingpong::run(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
+            .map_err(|e| e.to_string())?;
         let s = Summary::from_histogram(
             "raw",
             scheme,
@@ -588,7 +588,7 @@ fn size_sweep(lab: &mut Lab, results: &mut Results) {
                 if scheme == "udp" && size > 65_000 {
                     continue;
                 }
-                if let Ok((h, _)) = crate::pingpong::run(&uri, size, calls, calls / 10, spin, false) {
+                if let Ok((h, _)) = crate::pingpong::run(&uri, size, calls, calls / 10, spin, Default::default()) {
                     raw_points.push(SizePoint {
                         size: size as u32,
                         p50_ns: h.value_at_quantile(0.5) as f64,

@@ -27,6 +27,9 @@ pub struct ClientConfig {
     pub onc_auth: Option<lowlat_onc::AuthSys>,
     /// ONC RPC over TCP only: largest record fragment sent (records above it are split).
     pub onc_max_fragment: usize,
+    /// eth:// and xdp:// only: an end-to-end CRC32C on every frame's payload, sent and required
+    /// (both ends must agree: a frame without one is dropped by a receiver that requires it).
+    pub eth_checksum: bool,
 }
 
 impl Default for ClientConfig {
@@ -42,6 +45,7 @@ impl Default for ClientConfig {
             trace: false,
             onc_auth: None,
             onc_max_fragment: 1 << 20,
+            eth_checksum: true,
         }
     }
 }
@@ -77,6 +81,9 @@ pub struct ServerConfig {
     pub onc_register: bool,
     /// ONC RPC over UDP: replies remembered for retransmitted calls (the duplicate-request cache).
     pub onc_drc_entries: usize,
+    /// eth:// and xdp:// only: an end-to-end CRC32C on every frame's payload, sent and required
+    /// (both ends must agree: a frame without one is dropped by a receiver that requires it).
+    pub eth_checksum: bool,
 }
 
 impl Default for ServerConfig {
@@ -95,6 +102,7 @@ impl Default for ServerConfig {
             onc_allowed_uids: Vec::new(),
             onc_register: true,
             onc_drc_entries: 1024,
+            eth_checksum: true,
         }
     }
 }

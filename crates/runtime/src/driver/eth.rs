@@ -18,7 +18,7 @@ use lowlat_eth::{EthConfig, EthSocket, Filter, Mac};
 use lowlat_transport::sys::poll_readable;
 
 use super::{ClientChannel, Received, ServerTransport};
-use crate::{ClientConfig, Error};
+use crate::{ClientConfig, Error, ServerConfig};
 
 /// lowlat's header magic and the offset of its slot field.
 pub(super) fn slot_of(frame: &[u8]) -> Option<u16> {
@@ -90,7 +90,8 @@ pub(crate) struct EthClient {
 impl EthClient {
     pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<EthClient, Error> {
         let err = |e| eth_error(uri, "eth", e);
-        let mut sock = EthSocket::open(iface, EthConfig::default()).map_err(err)?;
+        let mut sock =
+            EthSocket::open(iface, EthConfig { checksum: cfg.eth_checksum, ..EthConfig::default() }).map_err(err)?;
         let (tries, interval) = discovery_tries(cfg);
         let peer = peer_mac(iface, peer, || sock.discover(tries, interval)).map_err(err)?;
         sock.set_filter(Filter { slot: None, peer: Some(peer) }).map_err(err)?;
@@ -140,8 +141,8 @@ pub(crate) struct EthServer {
 }
 
 impl EthServer {
-    pub fn bind(uri: &str, iface: &str) -> Result<EthServer, Error> {
-        let cfg = EthConfig { answer_discovery: true, ..EthConfig::default() };
+    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<EthServer, Error> {
+        let cfg = EthConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..EthConfig::default() };
         Ok(EthServer { sock: EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))? })
     }
 }

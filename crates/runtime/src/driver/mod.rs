@@ -92,8 +92,8 @@ pub(crate) fn open_server(
         Endpoint::Shm { path } => {
             Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))
         }
-        Endpoint::Eth { iface, .. } => Ok(AnyServer::Eth(eth::EthServer::bind(uri, iface)?)),
-        Endpoint::Xdp { iface, .. } => Ok(AnyServer::Xdp(Box::new(xdp::XdpServer::bind(uri, iface)?))),
+        Endpoint::Eth { iface, .. } => Ok(AnyServer::Eth(eth::EthServer::bind(uri, iface, cfg)?)),
+        Endpoint::Xdp { iface, .. } => Ok(AnyServer::Xdp(Box::new(xdp::XdpServer::bind(uri, iface, cfg)?))),
         other => Err(unsupported(uri, other)),
     }
 }

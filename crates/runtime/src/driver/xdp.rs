@@ -16,7 +16,7 @@ use lowlat_transport::sys::poll_readable;
 
 use super::eth::{discovery_tries, eth_error, peer_mac, slot_of, to_io};
 use super::{ClientChannel, Received, ServerTransport};
-use crate::{ClientConfig, Error};
+use crate::{ClientConfig, Error, ServerConfig};
 
 pub(crate) struct XdpClient {
     handle: XdpHandle,
@@ -26,7 +26,8 @@ pub(crate) struct XdpClient {
 impl XdpClient {
     pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<XdpClient, Error> {
         let err = |e| eth_error(uri, "xdp", e);
-        let shared = SharedXdp::get_or_open(iface, XdpConfig::default()).map_err(err)?;
+        let shared = SharedXdp::get_or_open(iface, XdpConfig { checksum: cfg.eth_checksum, ..XdpConfig::default() })
+            .map_err(err)?;
         let (tries, interval) = discovery_tries(cfg);
         let peer = peer_mac(iface, peer, || shared.discover(tries, interval)).map_err(err)?;
         Ok(XdpClient { handle: shared.handle(), peer })
@@ -69,8 +70,8 @@ pub(crate) struct XdpServer {
 }
 
 impl XdpServer {
-    pub fn bind(uri: &str, iface: &str) -> Result<XdpServer, Error> {
-        let cfg = XdpConfig { answer_discovery: true, ..XdpConfig::default() };
+    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<XdpServer, Error> {
+        let cfg = XdpConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..XdpConfig::default() };
         Ok(XdpServer { sock: XdpSocket::open(iface, cfg).map_err(|e| eth_error(uri, "xdp", e))? })
     }
 }

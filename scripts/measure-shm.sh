@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The shared-memory transport's figures in one run, servers on CPU 1 and callers on CPU 0:
 # null call vs raw shm ping-pong (busy-polling), null call blocking vs a raw futex ping-pong,
-# MAXARG/MAXRESULT(1440), calls/s with 1 and 2 caller threads, the first call after 10 ms idle,
-# null call with 100 idle bindings beside it, and the CPU an idle server uses.
+# MAXARG/MAXRESULT(1440), calls/s with 1 and 2 caller threads, null call with 100 idle bindings
+# beside it, and the CPU an idle server uses. (The first call after 1, 10 and 100 ms of idleness
+# is in `lowlat lab`'s cold-call section.)
 #   scripts/measure-shm.sh [CALLS]
 # Raw and RPC rows alternate (ROUNDS times) because this VM's shared-memory floor moves with
 # where the host places the two vCPUs: only rows of one round compare.

@@ -12,7 +12,7 @@
 use core::time::Duration;
 use std::time::Instant;
 
-use crate::frag::{FragReceiver, FragSender};
+use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
 use crate::wire::{
     flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
@@ -347,14 +347,10 @@ impl ClientSlot {
         self.heard = false;
         self.working = false;
         // The window is at most 64 fragments (enforced at bind), so one burst fits here.
-        let mut pending = [(0u32, false); MAX_WINDOW as usize];
-        let mut n = 0;
         // Collect first, then emit: `send_new` borrows the sender, emitting borrows the args.
-        self.tx.send_new(|i, r| {
-            pending[n] = (i, r);
-            n += 1;
-        });
-        for &(i, r) in &pending[..n] {
+        let mut burst = Burst::new();
+        self.tx.send_new(|i, r| burst.push(i, r));
+        for (i, r) in burst.iter() {
             self.emit_frag(i, r, false, out);
         }
         self.rto_at = if self.session.reliable { None } else { Some(now + self.rtt.rto()) };
@@ -369,8 +365,8 @@ impl ClientSlot {
         }
     }
 
-    fn emit_pending(&mut self, pending: &[(u32, bool)], out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
-        for &(i, r) in pending {
+    fn emit_pending(&mut self, pending: &Burst, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+        for (i, r) in pending.iter() {
             self.emit_frag(i, r, true, out);
         }
     }
@@ -457,15 +453,9 @@ impl ClientSlot {
                 };
                 self.heard = true;
                 let bitmap = u64::from_le_bytes(bits.try_into().unwrap_or([0; 8]));
-                let mut pending = [(0u32, false); 128];
-                let mut n = 0;
-                self.tx.on_ack(h.offset, bitmap, h.flags & flags::STALLED != 0, |i, r| {
-                    if n < pending.len() {
-                        pending[n] = (i, r);
-                        n += 1;
-                    }
-                });
-                self.emit_pending(&pending[..n], out);
+                let mut pending = Burst::new();
+                self.tx.on_ack(h.offset, bitmap, h.flags & flags::STALLED != 0, |i, r| pending.push(i, r));
+                self.emit_pending(&pending, out);
                 self.retries = 0;
                 if self.rto_at.is_some() {
                     self.rto_at = Some(now + self.rtt.rto());
@@ -528,19 +518,11 @@ impl ClientSlot {
         } else if self.tx.is_complete() {
             self.send_control(Kind::Probe, 0, &[], out);
         } else {
-            let mut pending = [(0u32, false); 128];
-            let mut n = 0;
-            self.tx.resend_unacked(|i, r| {
-                if n < pending.len() {
-                    pending[n] = (i, r);
-                    n += 1;
-                }
-            });
+            let mut pending = Burst::new();
+            self.tx.resend_unacked(|i, r| pending.push(i, r));
             // A lost tail of a burst shows up as a full collection: ask for an ack on the last.
-            if n > 0 {
-                pending[n - 1].1 = true;
-            }
-            self.emit_pending(&pending[..n], out);
+            pending.req_ack_on_last();
+            self.emit_pending(&pending, out);
         }
         let next = if self.working {
             self.cfg.working_probe.max(self.rtt.backed_off(self.retries))

@@ -18,7 +18,7 @@
 use core::time::Duration;
 use std::time::Instant;
 
-use crate::frag::{FragReceiver, FragSender};
+use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::wire::{
     flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
     PROTOCOL_VERSION,
@@ -355,15 +355,9 @@ impl<A: Copy + Eq> ServerEngine<A> {
                 if let (Phase::Done(Status::Ok), Some(bits)) = (slot.phase, body.get(..8)) {
                     let bitmap = u64::from_le_bytes(bits.try_into().unwrap_or([0; 8]));
                     let stalled = h.flags & flags::STALLED != 0;
-                    let mut pending = [(0u32, false); 2 * MAX_WINDOW as usize];
-                    let mut n = 0;
-                    slot.tx.on_ack(h.offset, bitmap, stalled, |i, r| {
-                        if n < pending.len() {
-                            pending[n] = (i, r);
-                            n += 1;
-                        }
-                    });
-                    for &(i, r) in &pending[..n] {
+                    let mut pending = Burst::new();
+                    slot.tx.on_ack(h.offset, bitmap, stalled, |i, r| pending.push(i, r));
+                    for (i, r) in pending.iter() {
                         emit_result_frag(sess.token, h.slot, slot, i, r, out);
                     }
                 }
@@ -630,13 +624,9 @@ fn send_result<A>(
         }
         Phase::Done(Status::Ok) => {
             slot.tx.reset(slot.result.len() as u32, frag_size, window as u32);
-            let mut pending = [(0u32, false); MAX_WINDOW as usize];
-            let mut n = 0;
-            slot.tx.send_new(|i, r| {
-                pending[n] = (i, r);
-                n += 1;
-            });
-            for &(i, r) in &pending[..n] {
+            let mut pending = Burst::new();
+            slot.tx.send_new(|i, r| pending.push(i, r));
+            for (i, r) in pending.iter() {
                 emit_result_frag(token, slot_no, slot, i, r, out);
             }
         }

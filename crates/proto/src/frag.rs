@@ -317,6 +317,22 @@ impl FragReceiver {
 mod tests {
     use super::*;
 
+    #[test]
+    fn burst_keeps_order_and_flags_and_stops_at_capacity() {
+        let mut b = Burst::new();
+        assert_eq!(b.iter().count(), 0);
+        b.req_ack_on_last(); // nothing to flag: no effect
+        b.push(3, false);
+        b.push(0x7fff_ffff, true);
+        b.push(5, false);
+        b.req_ack_on_last();
+        assert_eq!(b.iter().collect::<Vec<_>>(), [(3, false), (0x7fff_ffff, true), (5, true)]);
+        for i in 0..2 * Burst::CAPACITY as u32 {
+            b.push(i, false);
+        }
+        assert_eq!(b.iter().count(), Burst::CAPACITY);
+    }
+
     fn transfer(total: u32, frag: u32, window: u32, drop: impl Fn(u32, u32) -> bool) -> (Vec<u8>, u32) {
         let msg: Vec<u8> = (0..total).map(|i| (i * 7 + 3) as u8).collect();
         let mut tx = FragSender::default();

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -285,6 +286,10 @@ fn main() -> ExitCode {
             if trace {
                 builder = builder.program(interface::trace_program());
             }
+            // Before any serving thread starts, so that all of them inherit the mask.
+            if let Err(e) = lowlat_transport::sys::block_termination_signals() {
+                return fail(format!("cannot block termination signals: {e}"));
+            }
             let server = match builder.serve(&uris) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
@@ -293,8 +298,16 @@ fn main() -> ExitCode {
                 println!("serving {u}");
             }
             println!("ready");
-            server.wait();
-            ExitCode::SUCCESS
+            // SIGTERM, SIGINT or SIGHUP: stop cleanly (socket files removed, rpcbind told).
+            loop {
+                if lowlat_transport::sys::wait_termination(Duration::from_millis(200)).is_some() {
+                    server.shutdown();
+                    return ExitCode::SUCCESS;
+                }
+                if server.is_finished() {
+                    return fail("every serving thread stopped");
+                }
+            }
         }
         Cmd::Call { uri, proc, args, idl, list, timeout_ms, spin_us } => {
             let r = match idl {
@@ -360,12 +373,27 @@ fn main() -> ExitCode {
                     Ok(s) => s,
                     Err(e) => return fail(e),
                 };
+                if let Err(e) = lowlat_transport::sys::block_termination_signals() {
+                    return fail(format!("cannot block termination signals: {e}"));
+                }
                 println!("serving {}", server.local_uri);
                 println!("ready");
-                let stop = AtomicBool::new(false);
-                return match server.run(&stop) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => fail(e),
+                // Echo on a thread; this one stops it on SIGTERM, SIGINT or SIGHUP, so that the
+                // echo server removes its socket file or detaches its XDP program.
+                let stop = Arc::new(AtomicBool::new(false));
+                let echo = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || server.run(&stop))
+                };
+                while !echo.is_finished() {
+                    if lowlat_transport::sys::wait_termination(Duration::from_millis(200)).is_some() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                return match echo.join() {
+                    Ok(Ok(())) => ExitCode::SUCCESS,
+                    Ok(Err(e)) => fail(e),
+                    Err(_) => fail("the echo server panicked"),
                 };
             }
             match bench::run_raw(

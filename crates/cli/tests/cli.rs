@@ -145,7 +145,8 @@ fn gen_writes_rust_stubs_and_reports_errors_with_position() {
 
 #[test]
 fn account_reports_positive_parts_and_honest_arithmetic() {
-    for uri in ["udp://127.0.0.1:0", "tcp://127.0.0.1:0"] {
+    let shm = format!("shm:///tmp/lowlat-account-test-{}.sock", std::process::id());
+    for uri in ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", shm.as_str()] {
         let (ok, out, err) = lowlat(&["account", uri, "--calls", "3000", "--json"]);
         assert!(ok, "{uri}: {err}");
         let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -165,4 +166,26 @@ fn account_reports_positive_parts_and_honest_arithmetic() {
         assert!((diff - a["difference_percent"].as_f64().unwrap()).abs() < 1e-6);
         assert_eq!(a["flagged"].as_bool().unwrap(), diff.abs() > 10.0, "{uri}: flag must follow the difference");
     }
+}
+
+#[test]
+fn servers_stopped_by_sigterm_remove_their_socket_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let rpc = dir.path().join("rpc.sock");
+    let raw = dir.path().join("raw.sock");
+    let server = serve(&format!("shm://{}", rpc.display()));
+    let pingpong = procs::spawn(
+        EXE.as_ref(),
+        &["pingpong".into(), "--serve".into(), format!("shm://{}", raw.display())],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert!(rpc.exists() && raw.exists());
+    // Dropping a ServerProcess sends SIGTERM first (SIGKILL only after 2 s).
+    let t = Instant::now();
+    drop(server);
+    drop(pingpong);
+    assert!(t.elapsed() < Duration::from_secs(2), "a server ignored SIGTERM");
+    assert!(!rpc.exists(), "lowlat serve left {} behind", rpc.display());
+    assert!(!raw.exists(), "lowlat pingpong --serve left {} behind", raw.display());
 }

@@ -328,50 +328,77 @@ pub fn run(
 
 /// The Unix stream socket baseline (`unix://PATH`): bytes echoed back as they arrive.
 fn unix_server(path: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
-    use std::io::{Read, Write};
+    use std::io::Read;
     use std::os::unix::net::UnixListener;
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path).map_err(io_err(format!("bind unix://{path}")))?;
+    listener.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
     let local_uri = format!("unix://{path}");
     let path = path.to_string();
     Ok(PingPongServer {
         local_uri,
         run: Box::new(move |stop| {
+            // Every wait is bounded, so that `stop` is seen and the socket file removed.
+            let slice = Duration::from_millis(50);
             let mut buf = vec![0u8; 1 << 16];
             let mut spinner = Spinner::new(spin);
-            while !stop.load(Ordering::Relaxed) {
-                let (mut s, _) = listener.accept().map_err(io_err("accept"))?;
-                s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
-                loop {
-                    let got = spinner
-                        .wait_on(
-                            None,
-                            &mut s,
-                            |s| match s.read(&mut buf) {
-                                Ok(n) => Ok(Some(n)),
-                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                                Err(e) => Err(e),
-                            },
-                            |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
-                        )
-                        .map_err(io_err("receive"))?;
-                    match got {
-                        Some(0) | None => break,
-                        Some(n) => {
-                            s.set_nonblocking(false).map_err(io_err("set blocking"))?;
-                            let r = s.write_all(&buf[..n]);
-                            s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
-                            if r.is_err() {
-                                break;
+            let served = (|| -> Result<(), PingPongError> {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut s = match listener.accept() {
+                        Ok((s, _)) => s,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            poll_readable(&[listener.as_raw_fd()], Some(slice)).map_err(io_err("accept"))?;
+                            continue;
+                        }
+                        Err(e) => return Err(io_err("accept")(e)),
+                    };
+                    s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+                    while !stop.load(Ordering::Relaxed) {
+                        let got = spinner
+                            .wait_on(
+                                Some(Instant::now() + slice),
+                                &mut s,
+                                |s| match s.read(&mut buf) {
+                                    Ok(n) => Ok(Some(n)),
+                                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                                    Err(e) => Err(e),
+                                },
+                                |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
+                            )
+                            .map_err(io_err("receive"))?;
+                        match got {
+                            None => continue,
+                            Some(0) => break,
+                            Some(n) => {
+                                if write_all_nonblocking(&mut s, &buf[..n]).is_err() {
+                                    break;
+                                }
                             }
                         }
                     }
                 }
-            }
+                Ok(())
+            })();
             let _ = std::fs::remove_file(&path);
-            Ok(())
+            served
         }),
     })
+}
+
+/// Writes all of `data` to a non-blocking stream, spinning while its buffer is full (an echo's
+/// reply fits the socket buffer, so that is rare), for at most five seconds.
+fn write_all_nonblocking(s: &mut impl io::Write, data: &[u8]) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut sent = 0;
+    while sent < data.len() {
+        match s.write(&data[sent..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => std::hint::spin_loop(),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn unix_run(
@@ -381,7 +408,7 @@ fn unix_run(
     warmup: u64,
     spin: SpinPolicy,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let mut s = std::os::unix::net::UnixStream::connect(path).map_err(io_err(format!("connect unix://{path}")))?;
     s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
     let msg: Vec<u8> = (0..size.max(1)).map(|i| i as u8).collect();
@@ -394,16 +421,7 @@ fn unix_run(
             measured_start = Instant::now();
         }
         let t0 = Instant::now();
-        let mut sent = 0;
-        while sent < msg.len() {
-            match s.write(&msg[sent..]) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::hint::spin_loop();
-                }
-                Err(e) => return Err(io_err("send")(e)),
-            }
-        }
+        write_all_nonblocking(&mut s, &msg).map_err(io_err("send"))?;
         let mut got = 0;
         while got < msg.len() {
             let n = spinner

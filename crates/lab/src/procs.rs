@@ -71,7 +71,18 @@ impl ServerProcess {
 }
 
 impl Drop for ServerProcess {
+    /// Asks the server to stop (SIGTERM: it removes its socket files and withdraws its rpcbind
+    /// registrations), and kills it if it has not stopped within two seconds.
     fn drop(&mut self) {
+        if lowlat_transport::sys::terminate(self.child.id()).is_ok() {
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while std::time::Instant::now() < deadline {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

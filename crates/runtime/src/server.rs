@@ -220,6 +220,11 @@ impl Server {
         }
     }
 
+    /// Whether every serving thread has ended (a fatal error stopped it).
+    pub fn is_finished(&self) -> bool {
+        self.endpoints.iter().all(|e| e.2.as_ref().is_none_or(|h| h.is_finished()))
+    }
+
     /// Stops serving and waits for the threads to finish.
     pub fn shutdown(mut self) {
         self.stop_all();

@@ -60,6 +60,12 @@ pub enum Error {
     #[error("no reply on {iface:?} within {waited:?}: is the peer running, and is its MAC right?")]
     NoReply { iface: String, waited: std::time::Duration },
 
+    #[error(
+        "this process already holds the AF_XDP socket on {iface:?} with checksums {have}, and a \
+         queue takes one socket: bind with checksums {have} as well, or from another process"
+    )]
+    ChecksumMismatch { iface: String, have: &'static str },
+
     #[error("{op}: {source}")]
     Io { op: &'static str, source: io::Error },
 }

@@ -128,6 +128,11 @@ impl SharedXdp {
         let mut open = lock(&OPEN);
         open.retain(|(_, w)| w.strong_count() > 0);
         if let Some(s) = open.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+            let have = lock(&s.sock).checksum();
+            if have != cfg.checksum {
+                let have = if have { "on" } else { "off" };
+                return Err(Error::ChecksumMismatch { iface: iface.to_string(), have });
+            }
             return Ok(s);
         }
         let s = SharedXdp::new(XdpSocket::open(iface, cfg)?)?;

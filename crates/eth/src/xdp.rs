@@ -387,6 +387,11 @@ impl XdpSocket {
     pub fn zero_copy(&self) -> bool {
         self.xsk.zero_copy
     }
+    /// Whether frames carry (and must carry) the end-to-end CRC32C.
+    pub fn checksum(&self) -> bool {
+        self.cfg.checksum
+    }
+
     pub fn max_payload(&self) -> usize {
         max_payload_for(self.info.mtu, self.cfg.checksum)
     }

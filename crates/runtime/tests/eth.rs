@@ -162,6 +162,40 @@ fn calls_complete_through_corrupted_frames() {
 }
 
 #[test]
+fn checksums_off_on_both_ends_and_a_mismatch_is_a_timeout() {
+    let Some(h) = hosts() else { return };
+    for scheme in ["eth", "xdp"] {
+        let uri = format!("{scheme}://{}", h.a.iface);
+        let server = join(
+            h.a.spawn(move || {
+                let cfg = lowlat::ServerConfig { eth_checksum: false, ..lowlat::ServerConfig::default() };
+                Server::builder().program(program()).config(cfg).serve(&[&uri]).unwrap()
+            }),
+            10,
+        );
+        let uri = format!("{scheme}://{}/{}", h.b.iface, h.a.mac);
+        let done = h.b.spawn(move || {
+            let off = ClientConfig { eth_checksum: false, ..ClientConfig::default() };
+            let c = Client::connect_with(&uri, PROG, 1, off).unwrap();
+            let msg: Vec<u8> = (0..10_000).map(|j| j as u8).collect();
+            assert!(bytes(ECHO, &c, &msg).unwrap() == msg);
+            // A client that requires checksums drops the server's frames without one: it never
+            // binds, and says so within its bind timeout. Over xdp this process already holds
+            // the queue's one AF_XDP socket, without checksums: that is refused and said.
+            let on = ClientConfig { bind_timeout: Duration::from_millis(300), ..ClientConfig::default() };
+            let e = Client::connect_with(&uri, PROG, 1, on).unwrap_err().to_string();
+            if uri.starts_with("xdp") {
+                assert!(e.contains("checksums off"), "{e}");
+            } else {
+                assert!(e.contains("bind") || e.contains("answer"), "{e}");
+            }
+        });
+        join(done, 30);
+        server.shutdown();
+    }
+}
+
+#[test]
 fn missing_interface_and_absent_server_are_clear_errors() {
     let e = Client::connect("eth://nosuchif0/02:00:00:00:00:01", PROG, 1).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");

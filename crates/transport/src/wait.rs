@@ -151,12 +151,14 @@ impl Spinner {
             self.observe(Duration::ZERO);
             return Ok(Some(v));
         }
-        // Reading the clock costs ~30 ns in a VM, more than a poll of a shared-memory ring, and a
-        // fast peer answers within a few polls: when the policy spins at all, the first
-        // CLOCK_EVERY polls read no clock (they take well under a microsecond, far below any
-        // deadline or budget), and past them the clock is looked at only every CLOCK_EVERY polls.
+        // Reading the clock costs ~20-30 ns in a VM, more than a poll of a shared-memory ring, and
+        // a fast peer answers within a few polls. Busy-polling has no budget to honour and learns
+        // nothing from the wait's length, so its first CLOCK_EVERY polls read no clock at all (on
+        // a ring they take under a microsecond; on a socket, 32 system calls, some microseconds,
+        // still far below any deadline). A spin budget is timed from the first poll on, so that
+        // `--spin-us N` means N. Past that, the clock is looked at every CLOCK_EVERY polls.
         const CLOCK_EVERY: u32 = 32;
-        if self.budget() != Some(Duration::ZERO) {
+        if self.policy == SpinPolicy::Forever {
             for _ in 0..CLOCK_EVERY {
                 std::hint::spin_loop();
                 if let Some(v) = try_op(ctx)? {

@@ -27,7 +27,7 @@ pub enum PingPongError {
     Io { op: String, source: io::Error },
     #[error("no answer within {0:?}: is `lowlat pingpong --serve` running there?")]
     Timeout(Duration),
-    #[error("raw ping-pong over {0} is not built into this version")]
+    #[error("there is no raw ping-pong over {0}: the floor under ONC RPC is the ping-pong of udp:// or tcp://")]
     Unsupported(String),
     #[error(transparent)]
     Eth(#[from] lowlat_eth::Error),

@@ -11,8 +11,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lowlat_transport::Spinner;
-
 use crate::cbpf::{self, Filter};
 use crate::error::{Error, Result};
 use crate::frame::{self, discovery, Kind, Reject, CRC_LEN, HEADER_LEN};
@@ -334,25 +332,6 @@ impl EthSocket {
         lowlat_transport::sys::poll_readable(&[self.fd.as_raw_fd()], timeout)
             .map(|_| ())
             .map_err(|e| Error::io("waiting for a frame", e))
-    }
-
-    /// Receives with spin-then-block until `deadline`; None on timeout.
-    pub fn recv_from(
-        &mut self,
-        buf: &mut [u8],
-        spinner: &mut Spinner,
-        deadline: Option<Instant>,
-    ) -> Result<Option<(usize, Mac)>> {
-        let fd = self.fd.as_raw_fd();
-        spinner.wait(
-            deadline,
-            || self.try_recv_from(buf),
-            |t| {
-                lowlat_transport::sys::poll_readable(&[fd], t)
-                    .map(|_| ())
-                    .map_err(|e| Error::io("waiting for a frame", e))
-            },
-        )
     }
 
     /// Finds the server on this link: broadcasts a discovery request up to `tries` times,

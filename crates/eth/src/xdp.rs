@@ -17,8 +17,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use lowlat_transport::Spinner;
-
 use crate::bpf::{self, Link, Program, XdpMode, XskMap};
 use crate::error::{Error, Result};
 use crate::frame::{self, discovery, Kind, CRC_LEN, HEADER_LEN};
@@ -594,25 +592,6 @@ impl XdpSocket {
         lowlat_transport::sys::poll_readable(&[self.raw_fd()], timeout)
             .map(|_| ())
             .map_err(|e| Error::io("waiting for a frame", e))
-    }
-
-    /// Receives with spin-then-block until `deadline`; None on timeout.
-    pub fn recv_from(
-        &mut self,
-        buf: &mut [u8],
-        spinner: &mut Spinner,
-        deadline: Option<Instant>,
-    ) -> Result<Option<(usize, Mac)>> {
-        let fd = self.raw_fd();
-        spinner.wait(
-            deadline,
-            || self.try_recv_from(buf),
-            |t| {
-                lowlat_transport::sys::poll_readable(&[fd], t)
-                    .map(|_| ())
-                    .map_err(|e| Error::io("waiting for a frame", e))
-            },
-        )
     }
 
     /// Finds the server: as [`crate::EthSocket::discover`].

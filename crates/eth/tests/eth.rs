@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use lowlat_eth::frame::{self, Kind};
-use lowlat_eth::{EthConfig, EthSocket, Filter, Mac};
+use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac};
 use lowlat_transport::{SpinPolicy, Spinner};
 
 /// Echoes `n` payloads back to their sender.

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lowlat_eth::bpf::XdpMode;
-use lowlat_eth::{EthConfig, EthSocket, XdpConfig, XdpSocket};
+use lowlat_eth::{EthConfig, EthSocket, FrameSocket, XdpConfig, XdpSocket};
 use lowlat_transport::{SpinPolicy, Spinner};
 
 fn xdp_exchange(mode: Option<XdpMode>, discover: bool) {

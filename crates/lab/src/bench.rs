@@ -204,9 +204,21 @@ pub fn run_raw(
     spin: SpinPolicy,
     eth: crate::pingpong::EthRaw,
 ) -> Result<Summary, crate::pingpong::PingPongError> {
+    run_raw_histogram(uri, size, calls, warmup, spin, eth).map(|(s, _)| s)
+}
+
+/// [`run_raw`], also returning the latency histogram.
+pub fn run_raw_histogram(
+    uri: &str,
+    size: usize,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+    eth: crate::pingpong::EthRaw,
+) -> Result<(Summary, Histogram<u64>), crate::pingpong::PingPongError> {
     let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, eth)?;
     let transport = uri.split("://").next().unwrap_or("?");
-    Ok(Summary::from_histogram(
+    let summary = Summary::from_histogram(
         "raw",
         transport,
         "pingpong",
@@ -217,5 +229,6 @@ pub fn run_raw(
         &h,
         wall.as_secs_f64(),
         0,
-    ))
+    );
+    Ok((summary, h))
 }

@@ -127,20 +127,8 @@ impl Lab {
         let (_srv, uri) = self.raw_server(scheme, spin)?;
         self.pin_client();
         let calls = self.scale.calls;
-        let (h, wall) = crate::pingpong::run(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
+        let (s, h) = bench::run_raw_histogram(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
             .map_err(|e| e.to_string())?;
-        let s = Summary::from_histogram(
-            "raw",
-            scheme,
-            "pingpong",
-            size,
-            2 * size,
-            1,
-            &spin.to_string(),
-            &h,
-            wall.as_secs_f64(),
-            0,
-        );
         self.histograms.push((format!("raw-{scheme}-{}-{size}", spin_name(spin)), h));
         Ok(s)
     }

@@ -9,7 +9,7 @@
 //! call is one record (split into fragments above [`ClientConfig::onc_max_fragment`]). Without a
 //! port, rpcbind on the host says where the program listens.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,6 +23,7 @@ use lowlat_transport::sys::poll_readable;
 use lowlat_transport::udp::{resolve, UdpChannel, MAX_DATAGRAM};
 use lowlat_transport::Spinner;
 
+use crate::driver::onc::write_all;
 use crate::{ClientConfig, Endpoint, Error};
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
@@ -393,41 +394,4 @@ impl OncClient {
             }
         }
     }
-}
-
-/// Writes all of `parts` on a non-blocking stream, waiting for room until `deadline`.
-fn write_all(stream: &mut TcpStream, parts: &[&[u8]], deadline: Instant) -> io::Result<()> {
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    let mut done = 0usize;
-    while done < total {
-        let mut iov: [IoSlice<'_>; 2] = [IoSlice::new(&[]), IoSlice::new(&[])];
-        let mut k = 0;
-        let mut off = done;
-        for p in parts {
-            if off >= p.len() {
-                off -= p.len();
-                continue;
-            }
-            if k < iov.len() {
-                iov[k] = IoSlice::new(&p[off..]);
-                k += 1;
-            }
-            off = 0;
-        }
-        match stream.write_vectored(&iov[..k]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-                // Readable or writable: poll for either is close enough for a bounded wait.
-                std::thread::sleep(Duration::from_micros(50).min(deadline - now));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

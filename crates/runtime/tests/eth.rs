@@ -7,37 +7,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program, Server};
+use lowlat::{Client, ClientConfig, DecodeError, Error, Server};
 use lowlat_eth::testhosts::{self, TestHosts};
 
-const PROG: u32 = 0x2000_4C4C;
-const NULL: u32 = 0;
-const MINUS: u32 = 1;
-const MAXARG: u32 = 2;
-const MAXRESULT: u32 = 3;
-const ECHO: u32 = 4;
-
-fn program() -> Program {
-    Program::new(PROG, 1)
-        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(MINUS, "MINUS", |_, a, r| {
-            let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
-            let y = i32::from_ne_bytes([a[4], a[5], a[6], a[7]]);
-            r.extend_from_slice(&x.wrapping_sub(y).to_ne_bytes());
-            Ok(())
-        })
-        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
-        .procedure(MAXRESULT, "MAXRESULT", |_, a, r| {
-            let n: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            r.extend((0..u32::from_ne_bytes(n) as usize).map(|i| (i % 251) as u8));
-            Ok(())
-        })
-        .procedure(ECHO, "ECHO", |_, a, r| {
-            r.extend_from_slice(a);
-            Ok(())
-        })
-}
+mod common;
+use common::{ECHO, MAXARG, MAXRESULT, MINUS, NULL, PROG};
 
 fn hosts() -> Option<TestHosts> {
     if let Err(why) = testhosts::check_root() {
@@ -71,7 +45,7 @@ fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
 /// Serves the lab program on side a's interface (the server's socket lives in a's namespace).
 fn serve(h: &TestHosts, scheme: &str) -> Server {
     let uri = format!("{scheme}://{}", h.a.iface);
-    join(h.a.spawn(move || Server::builder().program(program()).serve(&[&uri]).unwrap()), 10)
+    join(h.a.spawn(move || Server::builder().program(common::lab_program()).serve(&[&uri]).unwrap()), 10)
 }
 
 fn lab_procedures(scheme: &str, with_mac: bool) {
@@ -169,7 +143,7 @@ fn checksums_off_on_both_ends_and_a_mismatch_is_a_timeout() {
         let server = join(
             h.a.spawn(move || {
                 let cfg = lowlat::ServerConfig { eth_checksum: false, ..lowlat::ServerConfig::default() };
-                Server::builder().program(program()).config(cfg).serve(&[&uri]).unwrap()
+                Server::builder().program(common::lab_program()).config(cfg).serve(&[&uri]).unwrap()
             }),
             10,
         );

@@ -5,43 +5,21 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, DecodeError, Error, ProcError, Program, Server, ServerConfig};
+use lowlat::{Client, ClientConfig, DecodeError, Error, Program, Server, ServerConfig};
 
-const PROG: u32 = 0x2000_4C4C;
-const NULL: u32 = 0;
-const MINUS: u32 = 1;
-const MAXARG: u32 = 2;
-const MAXRESULT: u32 = 3;
-const ECHO: u32 = 4;
+mod common;
+use common::{ECHO, MAXARG, MAXRESULT, MINUS, NULL, PROG};
+
 const SLOW_ECHO: u32 = 5;
 /// The shm transport's default ring size.
 const RING: usize = 64 << 10;
 
 fn program() -> Program {
-    Program::new(PROG, 1)
-        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(MINUS, "MINUS", |_, a, r| {
-            let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
-            let y = i32::from_ne_bytes([a[4], a[5], a[6], a[7]]);
-            r.extend_from_slice(&x.wrapping_sub(y).to_ne_bytes());
-            Ok(())
-        })
-        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
-        .procedure(MAXRESULT, "MAXRESULT", |_, a, r| {
-            let n: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            r.extend((0..u32::from_ne_bytes(n) as usize).map(|i| (i % 251) as u8));
-            Ok(())
-        })
-        .procedure(ECHO, "ECHO", |_, a, r| {
-            r.extend_from_slice(a);
-            Ok(())
-        })
-        .long_running(SLOW_ECHO, "SLOW_ECHO", |_, a, r| {
-            std::thread::sleep(Duration::from_millis(2));
-            r.extend_from_slice(a);
-            Ok(())
-        })
+    common::lab_program().long_running(SLOW_ECHO, "SLOW_ECHO", |_, a, r| {
+        std::thread::sleep(Duration::from_millis(2));
+        r.extend_from_slice(a);
+        Ok(())
+    })
 }
 
 struct Dir(PathBuf);

@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lowlat_eth::{EthConfig, EthSocket, Filter, Mac};
+use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
 use lowlat_transport::sys::poll_readable;
 
 use super::{ClientChannel, Received, ServerTransport};
@@ -136,18 +136,29 @@ impl ClientChannel for EthClient {
     }
 }
 
-pub(crate) struct EthServer {
-    sock: EthSocket,
+/// A server endpoint on one raw-Ethernet socket: AF_PACKET (`eth://`) or AF_XDP (`xdp://`).
+pub(crate) struct FrameServer<S> {
+    sock: S,
+    scheme: &'static str,
 }
 
-impl EthServer {
-    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<EthServer, Error> {
+impl FrameServer<EthSocket> {
+    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<Self, Error> {
         let cfg = EthConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..EthConfig::default() };
-        Ok(EthServer { sock: EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))? })
+        let sock = EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))?;
+        Ok(FrameServer { sock, scheme: "eth" })
     }
 }
 
-impl ServerTransport for EthServer {
+impl FrameServer<XdpSocket> {
+    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<Self, Error> {
+        let cfg = XdpConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..XdpConfig::default() };
+        let sock = XdpSocket::open(iface, cfg).map_err(|e| eth_error(uri, "xdp", e))?;
+        Ok(FrameServer { sock, scheme: "xdp" })
+    }
+}
+
+impl<S: FrameSocket> ServerTransport for FrameServer<S> {
     type Addr = Mac;
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Mac>>> {
@@ -172,6 +183,6 @@ impl ServerTransport for EthServer {
     }
 
     fn local_uri(&self) -> String {
-        format!("eth://{}/{}", self.sock.iface().name, self.sock.mac())
+        format!("{}://{}/{}", self.scheme, self.sock.iface().name, self.sock.mac())
     }
 }

@@ -76,8 +76,8 @@ pub(crate) enum AnyServer {
     Udp(udp::UdpServer),
     Tcp(tcp::TcpServer),
     Shm(Box<shm::ShmServerTransport>),
-    Eth(eth::EthServer),
-    Xdp(Box<xdp::XdpServer>),
+    Eth(eth::FrameServer<lowlat_eth::EthSocket>),
+    Xdp(Box<eth::FrameServer<lowlat_eth::XdpSocket>>),
 }
 
 pub(crate) fn open_server(
@@ -92,8 +92,12 @@ pub(crate) fn open_server(
         Endpoint::Shm { path } => {
             Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))
         }
-        Endpoint::Eth { iface, .. } => Ok(AnyServer::Eth(eth::EthServer::bind(uri, iface, cfg)?)),
-        Endpoint::Xdp { iface, .. } => Ok(AnyServer::Xdp(Box::new(xdp::XdpServer::bind(uri, iface, cfg)?))),
+        Endpoint::Eth { iface, .. } => {
+            Ok(AnyServer::Eth(eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?))
+        }
+        Endpoint::Xdp { iface, .. } => {
+            Ok(AnyServer::Xdp(Box::new(eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?)))
+        }
         other => Err(unsupported(uri, other)),
     }
 }

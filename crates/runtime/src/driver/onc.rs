@@ -353,11 +353,11 @@ struct Conn {
 
 type ConnAddr = (usize, u32);
 
-/// Writes all of `parts` (at most two), waiting (bounded) while the peer's window is full.
-fn write_all(stream: &mut TcpStream, parts: &[&[u8]]) -> io::Result<()> {
+/// Writes all of `parts` (at most two) on a non-blocking stream, waiting for room while the
+/// peer's window is full, until `deadline`. Shared by the ONC RPC server and client.
+pub(crate) fn write_all(stream: &mut TcpStream, parts: &[&[u8]], deadline: Instant) -> io::Result<()> {
     let mut skip = 0usize;
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let deadline = Instant::now() + Duration::from_secs(5);
     while skip < total {
         // At most two parts (header, results): no allocation per reply.
         debug_assert!(parts.len() <= 2);
@@ -519,26 +519,14 @@ fn poll_fds(fds: &[RawFd], events: libc::c_short, timeout: Option<Duration>) -> 
         p.fd = fd;
         p.events = events;
     }
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` holds `pfds.len()` initialised pollfd structs and outlives the call; `tsp` is
-    // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
-    }
-    Ok(n as usize)
+    poll_set(pfds, timeout)
 }
 
 /// Sends a reply whose header sits after four reserved bytes in `head`, as one fragment.
 fn send_record(stream: &mut TcpStream, head: &mut [u8], body: &[u8]) -> io::Result<()> {
     let n = (head.len() - 4 + body.len()) as u32;
     head[..4].copy_from_slice(&(n | 1 << 31).to_be_bytes());
-    write_all(stream, &[head, body])
+    write_all(stream, &[head, body], Instant::now() + Duration::from_secs(5))
 }
 
 /// Reads what a connection has and answers every complete call. False: drop the connection.

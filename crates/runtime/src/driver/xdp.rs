@@ -1,22 +1,21 @@
 //! lowlat over AF_XDP (`xdp://IFACE[/PEER-MAC]`): lowlat's XDP program steers frames of lowlat's
 //! EtherType into one AF_XDP socket per interface queue. An interface queue takes only one such
 //! socket, so a client's slots share it through `lowlat_eth::shared` (a mutex and a mailbox per
-//! slot); a server endpoint owns its socket. As over eth://, the engine retransmits.
+//! slot); a server endpoint owns its socket (`eth::FrameServer`). As over eth://, the engine
+//! retransmits.
 //!
 //! The XDP program is attached with a bpf link when the socket opens and detached when the last
 //! channel (client) or the endpoint (server) closes, or when the process dies.
 
 use std::io;
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use lowlat_eth::shared::{SharedXdp, XdpHandle};
-use lowlat_eth::{Mac, XdpConfig, XdpSocket};
-use lowlat_transport::sys::poll_readable;
+use lowlat_eth::{Mac, XdpConfig};
 
 use super::eth::{discovery_tries, eth_error, peer_mac, slot_of, to_io};
-use super::{ClientChannel, Received, ServerTransport};
-use crate::{ClientConfig, Error, ServerConfig};
+use super::ClientChannel;
+use crate::{ClientConfig, Error};
 
 pub(crate) struct XdpClient {
     handle: XdpHandle,
@@ -62,45 +61,5 @@ impl ClientChannel for XdpClient {
 
     fn reliable(&self) -> bool {
         false
-    }
-}
-
-pub(crate) struct XdpServer {
-    sock: XdpSocket,
-}
-
-impl XdpServer {
-    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<XdpServer, Error> {
-        let cfg = XdpConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..XdpConfig::default() };
-        Ok(XdpServer { sock: XdpSocket::open(iface, cfg).map_err(|e| eth_error(uri, "xdp", e))? })
-    }
-}
-
-impl ServerTransport for XdpServer {
-    type Addr = Mac;
-
-    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Mac>>> {
-        let max = self.sock.max_payload();
-        if buf.len() < max {
-            buf.resize(max, 0);
-        }
-        Ok(self.sock.try_recv_from(buf).map_err(to_io)?.map(|(len, from)| Received::Frame { len, from }))
-    }
-
-    fn send(&mut self, to: &Mac, head: &[u8], body: &[u8]) {
-        // A failed send is a lost frame; the client's retransmission recovers.
-        let _ = self.sock.send_to(*to, head, body);
-    }
-
-    fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
-        poll_readable(&[self.sock.raw_fd(), doorbell], timeout).map(|_| ())
-    }
-
-    fn max_frame(&self) -> usize {
-        self.sock.max_payload()
-    }
-
-    fn local_uri(&self) -> String {
-        format!("xdp://{}/{}", self.sock.iface().name, self.sock.mac())
     }
 }

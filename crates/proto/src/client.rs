@@ -321,7 +321,8 @@ impl ClientSlot {
         out(&h.to_bytes(), body);
     }
 
-    /// Sends the call whose arguments are in [`args_buf`](Self::args_buf).
+    /// Sends the call whose arguments are in [`args_buf`](Self::args_buf), begun at `now`, to
+    /// fail at `deadline`.
     pub fn start(
         &mut self,
         proc_no: u32,
@@ -329,6 +330,15 @@ impl ClientSlot {
         deadline: Instant,
         out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
     ) -> Result<(), CallError> {
+        self.send_call(proc_no, out)?;
+        self.time_call(now, deadline);
+        Ok(())
+    }
+
+    /// [`start`](Self::start) in two halves, for a caller over a reliable session that reads the
+    /// clock while the call travels instead of before sending it (off the critical path): sends
+    /// the call; [`time_call`](Self::time_call) must follow before anything else is fed in.
+    pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) -> Result<(), CallError> {
         assert!(!self.active, "a slot carries one call at a time");
         if self.args.len() > self.session.max_message as usize {
             return Err(CallError::TooLarge { size: self.args.len(), max: self.session.max_message });
@@ -341,11 +351,13 @@ impl ClientSlot {
         self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
         self.rx_started = false;
         self.active = true;
-        self.started = now;
-        self.deadline = deadline;
         self.retries = 0;
         self.heard = false;
         self.working = false;
+        if let Some(req_ack) = self.tx.send_single() {
+            self.emit_frag(0, req_ack, false, out);
+            return Ok(());
+        }
         // The window is at most 64 fragments (enforced at bind), so one burst fits here.
         // Collect first, then emit: `send_new` borrows the sender, emitting borrows the args.
         let mut burst = Burst::new();
@@ -353,8 +365,14 @@ impl ClientSlot {
         for (i, r) in burst.iter() {
             self.emit_frag(i, r, false, out);
         }
-        self.rto_at = if self.session.reliable { None } else { Some(now + self.rtt.rto()) };
         Ok(())
+    }
+
+    /// Starts the clock of the call just sent: it began at `now` and fails at `deadline`.
+    pub fn time_call(&mut self, now: Instant, deadline: Instant) {
+        self.started = now;
+        self.deadline = deadline;
+        self.rto_at = if self.session.reliable { None } else { Some(now + self.rtt.rto()) };
     }
 
     fn finish(&mut self, now: Instant) {
@@ -395,7 +413,8 @@ impl ClientSlot {
                 self.heard = true;
                 self.tx.mark_all_acked();
                 if h.offset == 0 && body.len() == h.total_len as usize && !self.rx_started {
-                    if self.retries == 0 && !self.working {
+                    // Over a reliable session no timer uses the round trip: nothing to learn.
+                    if self.retries == 0 && !self.working && !self.session.reliable {
                         self.rtt.sample(now.saturating_duration_since(self.started));
                     }
                     self.finish(now);

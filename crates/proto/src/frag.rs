@@ -155,6 +155,17 @@ impl FragSender {
         i + 1 == self.n || (i + 1).is_multiple_of(self.window / 2)
     }
 
+    /// Marks the only fragment of a one-fragment message sent and returns its acknowledgement
+    /// request; `None` for any other message (use [`send_new`](Self::send_new)). Most calls
+    /// and results are one fragment, and this spares their senders collecting a [`Burst`].
+    pub fn send_single(&mut self) -> Option<bool> {
+        if self.n != 1 || self.next != 0 {
+            return None;
+        }
+        self.next = 1;
+        Some(self.req_ack(0))
+    }
+
     /// Sends the never-sent fragments the window allows: `emit(index, req_ack)`.
     pub fn send_new(&mut self, mut emit: impl FnMut(u32, bool)) {
         let limit = self.n.min(self.cum.saturating_add(self.window));

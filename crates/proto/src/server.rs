@@ -624,6 +624,10 @@ fn send_result<A>(
         }
         Phase::Done(Status::Ok) => {
             slot.tx.reset(slot.result.len() as u32, frag_size, window as u32);
+            if let Some(req_ack) = slot.tx.send_single() {
+                emit_result_frag(token, slot_no, slot, 0, req_ack, out);
+                return;
+            }
             let mut pending = Burst::new();
             slot.tx.send_new(|i, r| pending.push(i, r));
             for (i, r) in pending.iter() {

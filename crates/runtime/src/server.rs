@@ -45,7 +45,9 @@ impl Doorbell {
 
     /// Whether it rang since the last call (and quiets it).
     pub fn take(&self) -> bool {
-        if !self.attention.swap(false, Ordering::Acquire) {
+        // A plain load first: this runs on every poll of a spinning server, and a swap is a
+        // locked instruction even when there is nothing to take.
+        if !self.attention.load(Ordering::Relaxed) || !self.attention.swap(false, Ordering::Acquire) {
             return false;
         }
         let mut v: u64 = 0;
@@ -302,6 +304,10 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
     let trace = ctx.config.trace;
     while !ctx.shared.stop.load(Ordering::Acquire) {
+        // Read here, while the last reply travels, rather than once a call has arrived: a call
+        // found within the spinner's first (clock-free) polls is stamped with this, at most a
+        // few microseconds early, and its round trip carries no clock read on this side.
+        let polled_from = Instant::now();
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
         let mut io = (&mut t, &mut buf);
@@ -319,7 +325,7 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
             },
             |(t, _), timeout| t.block(doorbell, timeout),
         );
-        let now = spinner.ready_at().unwrap_or_else(Instant::now);
+        let now = spinner.ready_at().unwrap_or(polled_from);
         match got {
             Ok(Some(Ready::Frame(len, from))) => {
                 let received = if trace { trace::now_ns() } else { 0 };
@@ -374,7 +380,7 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
                     engine.finish_with(key, status, &reply, &mut out);
                 }
             }
-            Ok(None) => engine.handle_timeout(now),
+            Ok(None) => engine.handle_timeout(Instant::now()),
             Err(e) => {
                 // The socket itself failed (not a peer): nothing to serve with any more.
                 eprintln!("lowlat: serving thread stopped: {e}");

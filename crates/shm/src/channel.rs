@@ -123,11 +123,26 @@ impl ShmChannel {
     /// when the server is behind. A failure after part of a streamed message went out breaks
     /// the binding.
     pub fn send(&mut self, parts: &[&[u8]], deadline: Instant) -> Result<(), ShmError> {
+        self.send_by(parts, || deadline)
+    }
+
+    /// [`send`](Self::send) bounded by `timeout` from the moment it finds the ring full: the
+    /// clock is read only then, never on the fast path (a clock read costs ~25 ns in a VM, an
+    /// eighth of a round trip on this transport).
+    pub fn send_within(&mut self, parts: &[&[u8]], timeout: Duration) -> Result<(), ShmError> {
+        self.send_by(parts, || Instant::now() + timeout)
+    }
+
+    fn send_by(&mut self, parts: &[&[u8]], deadline: impl FnOnce() -> Instant) -> Result<(), ShmError> {
         self.usable()?;
         self.results.release();
         let sock = self.sock.as_raw_fd();
         let spinner = &mut self.spinner;
-        let r = self.calls.send(parts, self.max_message, |p, need| wait_space(p, need, spinner, deadline, sock));
+        let (mut deadline, mut at) = (Some(deadline), None);
+        let r = self.calls.send(parts, self.max_message, |p, need| {
+            let d = *at.get_or_insert_with(|| deadline.take().map_or_else(Instant::now, |f| f()));
+            wait_space(p, need, spinner, d, sock)
+        });
         match r {
             Err(ShmError::Ring(RingError::TooLarge { .. })) | Ok(()) => r,
             Err(e) => Err(self.mark_broken(e)),

@@ -9,7 +9,7 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
@@ -57,7 +57,7 @@ impl ShmClient {
 
 impl ClientChannel for ShmClient {
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
-        self.ch.send(&[head, body], Instant::now() + self.send_timeout).map_err(to_io)
+        self.ch.send_within(&[head, body], self.send_timeout).map_err(to_io)
     }
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {

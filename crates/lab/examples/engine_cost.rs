@@ -5,6 +5,8 @@
 
 fn main() {
     let calls: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
-    let (client, server) = lowlat_lab::account::engine_costs(calls);
-    println!("client engine {client:.1} ns, server engine {server:.1} ns per null call");
+    for (reliable, what) in [(false, "datagram session (udp, eth, xdp)"), (true, "reliable session (tcp, shm)")] {
+        let (client, server) = lowlat_lab::account::engine_costs(calls, reliable);
+        println!("{what}: client engine {client:.1} ns, server engine {server:.1} ns per null call");
+    }
 }

@@ -8,7 +8,7 @@
 //! A call encodes its arguments straight into the slot's send buffer and decodes its result where
 //! it lies in the receive buffer (Firefly's VAR IN / VAR OUT; eRPC's message buffers).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -52,6 +52,8 @@ struct Shared {
     epoch: AtomicU64,
     session: Mutex<(u64, Session)>,
     slots: Box<[Mutex<Slot>]>,
+    /// Whether each slot has its channel open (set once, never cleared).
+    opened: Box<[AtomicBool]>,
     waiters: AtomicUsize,
     free: Condvar,
     free_lock: Mutex<()>,
@@ -326,6 +328,7 @@ impl Lowlat {
             cfg,
             epoch: AtomicU64::new(0),
             session: Mutex::new((0, session)),
+            opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
             slots,
             waiters: AtomicUsize::new(0),
             free: Condvar::new(),
@@ -407,12 +410,26 @@ impl Lowlat {
     }
 
     fn acquire(&self, clock: &mut CallClock, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
+        // A slot with an open channel is worth a short wait: it is usually busy only for the
+        // moment the acknowledger looks at it, and a fresh slot costs a socket, a server slot and
+        // allocations. Threads that find every open slot busy for longer open new ones.
+        const PATIENCE: u32 = 256;
         let slots = &self.shared.slots;
+        let mut round = 0;
         loop {
-            for s in slots.iter() {
+            let patient = round < PATIENCE;
+            for (s, opened) in slots.iter().zip(self.shared.opened.iter()) {
+                if patient && !opened.load(Ordering::Relaxed) {
+                    continue;
+                }
                 if let Ok(g) = s.try_lock() {
                     return Ok(g);
                 }
+            }
+            if patient {
+                round += 1;
+                std::hint::spin_loop();
+                continue;
             }
             // Every slot is busy: wait for one to be released (bounded by the call's deadline,
             // which starts running now).
@@ -445,6 +462,7 @@ impl Lowlat {
         let (e, session) = *self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
         if slot.chan.is_none() {
             slot.chan = Some(driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg)?);
+            self.shared.opened[slot.index as usize].store(true, Ordering::Relaxed);
         }
         slot.engine = Some(ClientSlot::new(session, slot.index, self.shared.cfg.engine));
         slot.epoch = e;

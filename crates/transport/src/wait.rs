@@ -152,13 +152,20 @@ impl Spinner {
             return Ok(Some(v));
         }
         // Reading the clock costs ~20-30 ns in a VM, more than a poll of a shared-memory ring, and
-        // a fast peer answers within a few polls. Busy-polling has no budget to honour and learns
-        // nothing from the wait's length, so its first CLOCK_EVERY polls read no clock at all (on
-        // a ring they take under a microsecond; on a socket, 32 system calls, some microseconds,
-        // still far below any deadline). A spin budget is timed from the first poll on, so that
-        // `--spin-us N` means N. Past that, the clock is looked at every CLOCK_EVERY polls.
+        // a fast peer answers within a few polls. So busy-polling, and the adaptive policy while
+        // it spins at all, read no clock in their first CLOCK_EVERY polls (on a ring they take
+        // about a microsecond; on a socket, 32 system calls, some microseconds, far below any
+        // deadline): an answer found there is learnt as a wait of zero, which keeps the adaptive
+        // budget at its floor, the right budget for a peer that fast. A fixed budget is timed
+        // from the first poll on, so that `--spin-us N` means N. Past the clock-free polls, the
+        // clock is looked at every CLOCK_EVERY polls.
         const CLOCK_EVERY: u32 = 32;
-        if self.policy == SpinPolicy::Forever {
+        let clock_free = match self.policy {
+            SpinPolicy::Forever => true,
+            SpinPolicy::Adaptive => self.budget().is_some_and(|b| !b.is_zero()),
+            SpinPolicy::Block | SpinPolicy::Budget(_) => false,
+        };
+        if clock_free {
             for _ in 0..CLOCK_EVERY {
                 std::hint::spin_loop();
                 if let Some(v) = try_op(ctx)? {
@@ -255,6 +262,41 @@ mod tests {
             |_| Ok(()),
         );
         assert_eq!(r, Ok(Some(7)));
+    }
+
+    #[test]
+    fn only_a_fixed_budget_times_its_first_polls() {
+        let answer_on_third_poll = |s: &mut Spinner| {
+            let mut n = 0;
+            let r: Result<Option<()>, ()> = s.wait(
+                None,
+                || {
+                    n += 1;
+                    Ok((n == 3).then_some(()))
+                },
+                |_| Ok(()),
+            );
+            assert_eq!(r, Ok(Some(())));
+        };
+        // Adaptive, while spinning: a fast answer costs no clock read and is learnt as a zero
+        // wait, which holds the budget at its floor.
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            answer_on_third_poll(&mut s);
+            assert_eq!(s.ready_at(), None);
+        }
+        assert_eq!(s.budget(), Some(ADAPTIVE_FLOOR));
+        // A fixed budget is timed from the first poll, so `--spin-us N` means N.
+        let mut s = Spinner::new(SpinPolicy::Budget(Duration::from_millis(10)));
+        answer_on_third_poll(&mut s);
+        assert!(s.ready_at().is_some());
+        // Adaptive after long waits does not spin at all, so it has no clock-free polls either.
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            s.observe(Duration::from_millis(5));
+        }
+        answer_on_third_poll(&mut s);
+        assert!(s.ready_at().is_some());
     }
 
     #[test]

@@ -266,7 +266,7 @@ pub fn account(
         ("server protocol engine (in-process)", server_engine),
         ("stubs: marshaling and unmarshaling", marshal),
         ("procedure (NULL)", procedure),
-        ("reading the clock 6 times on the call's path (accounting on)", clock),
+        ("6 clock reads on the call's path (tracing)", clock),
     ];
     let mut a = Accounting::from_parts(&scheme, joined.calls as u64, &named, traced_total, &predicted);
     a.timestamp_overhead_ns = Some(traced_total - untraced.mean99_ns as f64);

@@ -264,20 +264,23 @@ mod tests {
         assert_eq!(r, Ok(Some(7)));
     }
 
+    /// A wait whose resource is ready on poll `k`.
+    fn answer_on_poll(s: &mut Spinner, k: u32) {
+        let mut n = 0;
+        let r: Result<Option<()>, ()> = s.wait(
+            None,
+            || {
+                n += 1;
+                Ok((n == k).then_some(()))
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(Some(())));
+    }
+
     #[test]
     fn only_a_fixed_budget_times_its_first_polls() {
-        let answer_on_third_poll = |s: &mut Spinner| {
-            let mut n = 0;
-            let r: Result<Option<()>, ()> = s.wait(
-                None,
-                || {
-                    n += 1;
-                    Ok((n == 3).then_some(()))
-                },
-                |_| Ok(()),
-            );
-            assert_eq!(r, Ok(Some(())));
-        };
+        let answer_on_third_poll = |s: &mut Spinner| answer_on_poll(s, 3);
         // Adaptive, while spinning: a fast answer costs no clock read and is learnt as a zero
         // wait, which holds the budget at its floor.
         let mut s = Spinner::new(SpinPolicy::Adaptive);
@@ -306,16 +309,7 @@ mod tests {
         assert_eq!(r, Ok(Some(())));
         assert_eq!(s.ready_at(), None, "an immediate answer reads no clock");
         let before = Instant::now();
-        let mut n = 0;
-        let r: Result<Option<()>, ()> = s.wait(
-            None,
-            || {
-                n += 1;
-                Ok((n == 200).then_some(()))
-            },
-            |_| Ok(()),
-        );
-        assert_eq!(r, Ok(Some(())));
+        answer_on_poll(&mut s, 200);
         let t = s.ready_at().expect("a wait past the first polls is timed");
         assert!(t >= before && t <= Instant::now());
     }

@@ -14,20 +14,23 @@ pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usi
         p.fd = fd;
         p.events = libc::POLLIN;
     }
+    poll_set(&mut pfds[..fds.len()], timeout)
+}
+
+/// Polls `pfds` (their `revents` then tell what is ready) until one is ready or `timeout`
+/// passes. Returns the number of ready descriptors; 0 on timeout or when a signal interrupts.
+pub fn poll_set(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
     let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` holds `fds.len()` initialised pollfd structs and outlives the call; `tsp` is
+    // SAFETY: `pfds` is a live, initialised slice of pollfd structs for the whole call; `tsp` is
     // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
     if n < 0 {
         let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(e);
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
     }
     Ok(n as usize)
 }

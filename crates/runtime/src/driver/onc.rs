@@ -25,6 +25,7 @@ use lowlat_onc::rpcbind::{Netid, Rpcbind};
 use lowlat_onc::{AcceptStatus, Call, Credential, DuplicateCache, Lookup, RecordReader, RejectStatus};
 use lowlat_proto::{ErrorCode, Status};
 use lowlat_transport::sys::poll_readable;
+use lowlat_transport::sys::poll_set;
 use lowlat_transport::udp::{resolve, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Spinner;
 
@@ -484,23 +485,6 @@ fn serve_tcp(listener: TcpListener, d: &Dispatch) {
             }
         }
     }
-}
-
-/// Polls `pfds` (their `revents` tell what is ready) until one is ready or `timeout` passes.
-fn poll_set(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` is a live, initialised slice of pollfd structs for the whole call; `tsp` is
-    // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
-    }
-    Ok(n as usize)
 }
 
 /// Blocks until one of `fds` has one of `events` (or hung up / in error) or `timeout` passes;

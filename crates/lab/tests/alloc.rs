@@ -52,12 +52,15 @@ fn steady_state_calls_do_not_allocate() {
     drop(v);
     assert!(ALLOCATIONS.load(Ordering::SeqCst) >= 1);
 
-    for scheme in ["udp", "tcp"] {
+    let dir = std::env::temp_dir().join(format!("lowlat-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shm = format!("shm://{}", dir.join("s").display());
+    for (scheme, listen) in [("udp", "udp://127.0.0.1:0"), ("tcp", "tcp://127.0.0.1:0"), ("shm", shm.as_str())] {
         for spin in [SpinPolicy::Forever, SpinPolicy::Block] {
             let server = Server::builder()
                 .program(interface::program())
                 .config(lowlat::ServerConfig { spin, ..Default::default() })
-                .serve(&[format!("{scheme}://127.0.0.1:0")])
+                .serve(&[listen])
                 .unwrap();
             let uri = server.local_uris()[0].clone();
             let c = LabClient::connect(&uri, ClientConfig { spin, ..ClientConfig::default() }).unwrap();
@@ -73,4 +76,5 @@ fn steady_state_calls_do_not_allocate() {
             server.shutdown();
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,6 +30,8 @@ struct Slot {
     engine: Option<ClientSlot>,
     chan: Option<Box<dyn ClientChannel>>,
     buf: Vec<u8>,
+    /// Frames the engine sends while a received one is read (each after its length).
+    outbox: Vec<u8>,
     spinner: Spinner,
 }
 
@@ -263,7 +265,7 @@ fn bind(
         let got = spinner.wait_on(binder.poll_timeout(), &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
         match got {
             Ok(Some(n)) => {
-                if let Some(r) = binder.handle(&buf[..n]) {
+                if let Some(r) = binder.handle(chan.received(buf, n)) {
                     return r.map_err(|e| bind_error(shared_uri, program, version, e));
                 }
             }
@@ -310,6 +312,7 @@ impl Lowlat {
                     engine: None,
                     chan: None,
                     buf: Vec::new(),
+                    outbox: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
                 })
             })
@@ -499,7 +502,7 @@ impl Lowlat {
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let Slot { engine, chan, buf, spinner, .. } = slot;
+        let Slot { engine, chan, buf, outbox, spinner, .. } = slot;
         let engine = engine.as_mut().expect("prepared");
         let chan = chan.as_mut().expect("prepared");
         let mut send_err: Option<std::io::Error> = None;
@@ -536,21 +539,35 @@ impl Lowlat {
                 (Ok(Some(_)), Some(t)) => t,
                 _ => Instant::now(),
             };
-            let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
-                if let Err(e) = chan.send(h, b) {
-                    send_err.get_or_insert(e);
-                }
-            };
             match got {
-                Ok(Some(n)) => match engine.handle(&buf[..n], now, &mut out) {
-                    Some(Outcome::Reply(body)) => {
-                        let decode = decode.take().expect("one reply per call");
-                        return decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) });
+                Ok(Some(n)) => {
+                    // The frame may lie in the transport's own memory (a shared-memory ring), so
+                    // what the engine sends in answer waits in the outbox until it is read.
+                    outbox.clear();
+                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
+                        outbox.extend_from_slice(&((HEADER_LEN + b.len()) as u32).to_ne_bytes());
+                        outbox.extend_from_slice(h);
+                        outbox.extend_from_slice(b);
+                    };
+                    let outcome = match engine.handle(chan.received(buf, n), now, &mut out) {
+                        Some(Outcome::Reply(body)) => {
+                            let decode = decode.take().expect("one reply per call");
+                            Some(decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) }))
+                        }
+                        Some(Outcome::Failed(e)) => Some(Err(self.call_error(proc_no, e))),
+                        None => None,
+                    };
+                    send_outbox(chan.as_mut(), outbox, &mut send_err);
+                    if let Some(r) = outcome {
+                        return r;
                     }
-                    Some(Outcome::Failed(e)) => return Err(self.call_error(proc_no, e)),
-                    None => {}
-                },
+                }
                 Ok(None) => {
+                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
+                        if let Err(e) = chan.send(h, b) {
+                            send_err.get_or_insert(e);
+                        }
+                    };
                     if let Some(e) = engine.handle_timeout(now, &mut out) {
                         return Err(self.call_error(proc_no, e));
                     }
@@ -590,6 +607,18 @@ impl Lowlat {
                 ErrorCode::Unknown(code) => Error::UnknownRemoteError { code },
             },
         }
+    }
+}
+
+/// Sends the frames queued in `outbox` (each after its length), keeping the first failure.
+fn send_outbox(chan: &mut dyn ClientChannel, outbox: &[u8], send_err: &mut Option<std::io::Error>) {
+    let mut rest = outbox;
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let (frame, next) = tail.split_at(u32::from_ne_bytes(*len) as usize);
+        if let Err(e) = chan.send(&frame[..HEADER_LEN], &frame[HEADER_LEN..]) {
+            send_err.get_or_insert(e);
+        }
+        rest = next;
     }
 }
 

@@ -329,48 +329,49 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
         match got {
             Ok(Some(Ready::Frame(len, from))) => {
                 let received = if trace { trace::now_ns() } else { 0 };
-                let mut out = |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
-                let Some(call) = engine.handle(from, &buf[..len], now, &mut out) else { continue };
-                let key = call.key;
-                let dispatched = if trace { trace::now_ns() } else { 0 };
-                let cctx = CallContext {
-                    program: call.program,
-                    version: call.version,
-                    proc_no: call.proc_no,
-                    client_order: call.client_order,
-                    auth: None,
-                };
-                let status = match ctx.services.route(call.program, call.version, call.proc_no) {
-                    Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-                    Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
-                    Route::Worker(p) => {
-                        let job = Job {
-                            proc: p.clone(),
-                            ctx: cctx,
-                            args: call.args.to_vec(),
-                            reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
-                        };
-                        match ctx.workers.try_send(job) {
-                            Ok(()) => continue,
-                            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                                Status::Error(ErrorCode::Busy)
+                t.with_frame(&buf, len, from, |frame, mut out| {
+                    let Some(call) = engine.handle(from, frame, now, &mut out) else { return };
+                    let key = call.key;
+                    let dispatched = if trace { trace::now_ns() } else { 0 };
+                    let cctx = CallContext {
+                        program: call.program,
+                        version: call.version,
+                        proc_no: call.proc_no,
+                        client_order: call.client_order,
+                        auth: None,
+                    };
+                    let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+                        Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
+                        Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
+                        Route::Worker(p) => {
+                            let job = Job {
+                                proc: p.clone(),
+                                ctx: cctx,
+                                args: call.args.to_vec(),
+                                reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
+                            };
+                            match ctx.workers.try_send(job) {
+                                Ok(()) => return,
+                                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                                    Status::Error(ErrorCode::Busy)
+                                }
                             }
                         }
+                    };
+                    let returned = if trace { trace::now_ns() } else { 0 };
+                    engine.finish(key, status, &mut out);
+                    if trace {
+                        trace::push_server_trace(ServerTrace {
+                            token: key.token,
+                            slot: key.slot,
+                            call_no: key.call_no,
+                            received,
+                            dispatched,
+                            returned,
+                            replied: trace::now_ns(),
+                        });
                     }
-                };
-                let returned = if trace { trace::now_ns() } else { 0 };
-                engine.finish(key, status, &mut out);
-                if trace {
-                    trace::push_server_trace(ServerTrace {
-                        token: key.token,
-                        slot: key.slot,
-                        call_no: key.call_no,
-                        received,
-                        dispatched,
-                        returned,
-                        replied: trace::now_ns(),
-                    });
-                }
+                });
             }
             Ok(Some(Ready::Closed(peer))) => engine.forget_peer(&peer),
             Ok(Some(Ready::Doorbell)) => {

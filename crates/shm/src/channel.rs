@@ -196,6 +196,12 @@ impl ShmChannel {
         }
     }
 
+    /// The message the last [`recv`](Self::recv) or [`try_recv`](Self::try_recv) returned,
+    /// still where it lies (empty once the next send or receive has released it).
+    pub fn received(&self) -> &[u8] {
+        self.results.message()
+    }
+
     /// Sleeps until the server may have published a message, at most `timeout` (and at most
     /// [`LIVENESS_SLICE`], after which the liveness socket is checked: a dead server is
     /// reported as [`ShmError::PeerGone`]).

@@ -406,6 +406,25 @@ impl Consumer {
         }
     }
 
+    /// Asks for the cache line after the one holding the record at `off`, if published bytes
+    /// reach it, while that one is still on its way: the reader would otherwise miss on the two
+    /// one after the other (a null call's record straddles two lines about half the time).
+    /// Measured: null call 375 -> 343 ns; prefetching further lines made 1440-byte calls slower.
+    #[inline(always)]
+    fn prefetch_next_line(&self, off: usize, avail: usize) {
+        const LINE: usize = 64;
+        let next = (off | (LINE - 1)) + 1;
+        if next < off + avail {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint that never faults; `next < off + avail <= 2 * size`
+            // lies inside the double mapping anyway.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.ring.data.as_ptr().add(next).cast::<i8>());
+            }
+        }
+    }
+
     /// Advances towards the next complete message without blocking: releases the previous one,
     /// absorbs any streamed chunks, and returns `Ok(true)` once a message is ready for
     /// [`Consumer::message`].
@@ -425,6 +444,7 @@ impl Consumer {
             }
             let avail = self.head_seen.wrapping_sub(self.tail) as usize;
             let off = (self.tail & self.ring.mask()) as usize;
+            self.prefetch_next_line(off, avail);
             // SAFETY: `off + 8 <= size + 8 <= 2 * size`, inside the double mapping; volatile
             // reads take one snapshot of bytes the peer may be changing, validated below.
             let (len, kind) = unsafe {

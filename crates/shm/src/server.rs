@@ -111,16 +111,16 @@ impl<F: FnMut(BindingId, &[u8], Reply<'_>)> Handler for F {
     }
 }
 
-/// What [`ShmServer::try_recv_into`] found.
+/// What [`ShmServer::try_take`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activity {
-    /// A request from this binding, now in the caller's buffer.
+    /// A request from this binding, held for [`ShmServer::serve_taken`].
     Request(BindingId),
     /// This binding is gone (hung up, misbehaved, or stalled).
     Closed(BindingId),
 }
 
-/// Collects closures for the pull-style API, which reports them from `try_recv_into`.
+/// Collects closures for the pull-style API, which reports them from `try_take`.
 struct Recorder(std::collections::VecDeque<BindingId>);
 
 impl Handler for Recorder {
@@ -258,10 +258,12 @@ pub struct ShmServer {
     /// every pass (no doorbell: a busy-polling client makes no system calls), so that idle
     /// bindings cost the active ones little.
     cool: Vec<u32>,
-    /// Pull-style use: where the next `try_recv_into` scan starts (round robin), how many scans
-    /// were made, and bindings closed but not yet reported.
+    /// Pull-style use: where the next `try_take` scan starts (round robin), how many scans were
+    /// made, the binding whose request was taken but not yet served, and bindings closed but
+    /// not yet reported.
     next: usize,
     scans: u32,
+    taken: Option<u32>,
     closed: std::collections::VecDeque<BindingId>,
     spinner: Spinner,
     now: Instant,
@@ -307,6 +309,7 @@ impl ShmServer {
             cool: Vec::new(),
             next: 0,
             scans: 0,
+            taken: None,
             closed: std::collections::VecDeque::new(),
             spinner: Spinner::new(config.spin),
             now,
@@ -411,12 +414,19 @@ impl ShmServer {
     }
 
     /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
-    /// copies the next request of any binding into `buf` without blocking. Bindings are scanned
-    /// round robin, so a busy client cannot starve the others. Reply with
-    /// [`send_reply`](Self::send_reply); sleep with [`block`](Self::block).
-    pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Option<Activity> {
+    /// finds the next request of any binding without blocking and leaves it where it lies in
+    /// the call ring, for [`serve_taken`](Self::serve_taken). Bindings are scanned round robin,
+    /// so a busy client cannot starve the others. Until it is served, the taken request is
+    /// reported again. Sleep with [`block`](Self::block).
+    pub fn try_take(&mut self) -> Option<Activity> {
         if let Some(id) = self.closed.pop_front() {
             return Some(Activity::Closed(id));
+        }
+        if let Some(idx) = self.taken {
+            if let Some(b) = self.slots[idx as usize].as_ref() {
+                return Some(Activity::Request(b.id));
+            }
+            self.taken = None;
         }
         self.scans = self.scans.wrapping_add(1);
         if self.scans & 63 == 0 {
@@ -444,12 +454,10 @@ impl ShmServer {
             match b.calls.poll() {
                 Ok(false) => {}
                 Ok(true) => {
-                    buf.clear();
-                    buf.extend_from_slice(b.calls.message());
-                    b.calls.release();
                     self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
                     self.next = i + 1;
+                    self.taken = Some(idx as u32);
                     return Some(Activity::Request(b.id));
                 }
                 Err(e) => {
@@ -462,8 +470,23 @@ impl ShmServer {
         self.closed.pop_front().map(Activity::Closed)
     }
 
-    /// Sends a reply (pull style). A binding that cannot take it is closed and reported by the
-    /// next [`try_recv_into`](Self::try_recv_into).
+    /// Serves the request [`try_take`](Self::try_take) reported: `f` reads it where it lies and
+    /// may answer through the [`Reply`], which writes into the same binding's result ring. The
+    /// request's ring space is freed afterwards; a binding that could not take its reply is
+    /// closed and reported by the next `try_take`. `None`: no request was taken.
+    pub fn serve_taken<R>(&mut self, f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R) -> Option<R> {
+        let idx = self.taken.take()?;
+        let b = self.slots[idx as usize].as_mut()?;
+        let (r, failed) = serve_held(b, &self.config, f);
+        if let Some(e) = failed {
+            self.close_quietly(idx, e);
+        }
+        Some(r)
+    }
+
+    /// Sends a reply (pull style) other than through a request's [`Reply`] (a result computed
+    /// later, elsewhere). A binding that cannot take it is closed and reported by the next
+    /// [`try_take`](Self::try_take).
     pub fn send_reply(&mut self, to: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
         let mut q = Recorder(std::mem::take(&mut self.closed));
         let r = self.reply(&mut q, to, parts);
@@ -722,6 +745,9 @@ impl ShmServer {
         let Some(b) = self.slots[index as usize].take() else {
             return;
         };
+        if self.taken == Some(index) {
+            self.taken = None;
+        }
         if let Some(pos) = self.active.iter().position(|&i| i == index) {
             self.active.swap_remove(pos);
         }
@@ -753,14 +779,24 @@ fn serve_one(b: &mut Binding, handler: &mut impl Handler, cfg: &ServerConfig) ->
     if !b.calls.poll()? {
         return Ok(false);
     }
+    match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
+        (_, Some(e)) => Err(e),
+        (_, None) => Ok(true),
+    }
+}
+
+/// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
+/// frees it. Also returns why the binding must close, if the reply failed.
+fn serve_held<R>(
+    b: &mut Binding,
+    cfg: &ServerConfig,
+    f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R,
+) -> (R, Option<ShmError>) {
     let mut failed = None;
     let reply = Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed };
-    handler.call(b.id, b.calls.message(), reply);
+    let r = f(b.id, b.calls.message(), reply);
     b.calls.release();
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(true),
-    }
+    (r, failed)
 }
 
 impl Drop for ShmServer {

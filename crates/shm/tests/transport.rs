@@ -250,8 +250,9 @@ fn idle_server_sleeps() {
     assert!(cpu < Duration::from_millis(100), "idle server burnt {cpu:?}");
 }
 
-/// The pull-style API the runtime drives: `try_recv_into` / `send_reply` / `block` / `watch` on
-/// the server, `try_recv` / `block` on the client.
+/// The pull-style API the runtime drives: `try_take` / `serve_taken` / `send_reply` / `block` /
+/// `watch` on the server, `try_recv` / `block` on the client. Even calls are answered in place
+/// through their `Reply`, odd ones later with `send_reply`.
 #[test]
 fn pull_style_serving() {
     use lowlat_shm::{Activity, ShmServer};
@@ -267,10 +268,28 @@ fn pull_style_serving() {
         let mut buf = Vec::new();
         let (mut served, mut closed, mut wakes) = (0, 0, 0);
         while !s2.load(Ordering::SeqCst) {
-            match server.try_recv_into(&mut buf) {
+            match server.try_take() {
                 Some(Activity::Request(id)) => {
+                    // Taken but not served: reported again, and nothing else is.
+                    assert_eq!(server.try_take(), Some(Activity::Request(id)));
                     served += 1;
-                    server.send_reply(id, &[b"re:", &buf]).unwrap();
+                    let later = server
+                        .serve_taken(|from, request, reply| {
+                            assert_eq!(from, id);
+                            if served % 2 == 0 {
+                                reply.send(&[b"re:", request]).unwrap();
+                                false
+                            } else {
+                                buf.clear();
+                                buf.extend_from_slice(request);
+                                true
+                            }
+                        })
+                        .unwrap();
+                    if later {
+                        server.send_reply(id, &[b"re:", &buf]).unwrap();
+                    }
+                    assert!(server.serve_taken(|_, _, _| ()).is_none(), "served twice");
                 }
                 Some(Activity::Closed(_)) => closed += 1,
                 None => {

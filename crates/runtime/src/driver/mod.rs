@@ -12,6 +12,8 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use lowlat_proto::HEADER_LEN;
+
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
 pub(crate) mod eth;
@@ -25,8 +27,15 @@ pub(crate) mod xdp;
 pub(crate) trait ClientChannel: Send {
     /// Sends one frame: `head` then `body`.
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()>;
-    /// Receives one frame without blocking into `buf` (which it may grow); returns its length.
+    /// Receives one frame without blocking into `buf` (which it may grow) or, for a transport
+    /// that keeps frames where they arrived, holds it there; returns its length. Read it with
+    /// [`received`](Self::received).
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>>;
+    /// The frame of `len` bytes the last `try_recv` reported (valid until the next send or
+    /// receive on this channel).
+    fn received<'a>(&'a self, buf: &'a [u8], len: usize) -> &'a [u8] {
+        &buf[..len]
+    }
     /// Sleeps until a frame may be ready or the timeout passes.
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()>;
     /// Largest frame (header + body) this channel carries in one piece.
@@ -43,10 +52,21 @@ pub(crate) enum Received<A> {
     Closed(A),
 }
 
+/// Where the protocol engine's frames go while a received frame is being served.
+pub(crate) type Sink<'a, T> = dyn FnMut(&<T as ServerTransport>::Addr, &[u8; HEADER_LEN], &[u8]) + 'a;
+
 /// One server endpoint's transport.
 pub(crate) trait ServerTransport: Send {
     type Addr: Copy + Eq + Send + std::fmt::Debug;
+    /// Reports the next frame, received into `buf` or, for a transport that keeps frames where
+    /// they arrived, held there for [`with_frame`](Self::with_frame).
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Self::Addr>>>;
+    /// Runs `f` on the frame `try_recv` just reported from `from`, with a sink for frames to
+    /// send in answer. Over shared memory the frame is read where it lies in the call ring and
+    /// an answer to `from` is written straight into its result ring.
+    fn with_frame(&mut self, buf: &[u8], len: usize, _from: Self::Addr, f: impl FnOnce(&[u8], &mut Sink<'_, Self>)) {
+        f(&buf[..len], &mut |to: &Self::Addr, h: &[u8; HEADER_LEN], b: &[u8]| self.send(to, h, b))
+    }
     fn send(&mut self, to: &Self::Addr, head: &[u8], body: &[u8]);
     /// Sleeps until a frame may be ready, `doorbell` is readable, or the timeout passes.
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()>;

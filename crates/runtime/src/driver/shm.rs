@@ -14,7 +14,7 @@ use std::time::Duration;
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
 
-use super::{ClientChannel, Received, ServerTransport};
+use super::{ClientChannel, Received, ServerTransport, Sink};
 use crate::{ClientConfig, Error, ServerConfig};
 
 fn to_io(e: ShmError) -> io::Error {
@@ -60,15 +60,13 @@ impl ClientChannel for ShmClient {
         self.ch.send_within(&[head, body], self.send_timeout).map_err(to_io)
     }
 
-    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-        match self.ch.try_recv().map_err(to_io)? {
-            Some(m) => {
-                buf.clear();
-                buf.extend_from_slice(m);
-                Ok(Some(buf.len()))
-            }
-            None => Ok(None),
-        }
+    fn try_recv(&mut self, _buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        // The reply stays in the result ring, read where it lies (`received`).
+        Ok(self.ch.try_recv().map_err(to_io)?.map(|m| m.len()))
+    }
+
+    fn received<'a>(&'a self, _buf: &'a [u8], _len: usize) -> &'a [u8] {
+        self.ch.received()
     }
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -103,11 +101,32 @@ impl ShmServerTransport {
 impl ServerTransport for ShmServerTransport {
     type Addr = BindingId;
 
-    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<BindingId>>> {
-        Ok(self.srv.try_recv_into(buf).map(|a| match a {
-            Activity::Request(from) => Received::Frame { len: buf.len(), from },
+    fn try_recv(&mut self, _buf: &mut Vec<u8>) -> io::Result<Option<Received<BindingId>>> {
+        Ok(self.srv.try_take().map(|a| match a {
+            Activity::Request(from) => Received::Frame { len: 0, from },
             Activity::Closed(id) => Received::Closed(id),
         }))
+    }
+
+    fn with_frame(&mut self, _buf: &[u8], _len: usize, from: BindingId, f: impl FnOnce(&[u8], &mut Sink<'_, Self>)) {
+        // The engine answers a frame only to its sender, once; anything else is sent after the
+        // call's ring space is freed (never, in practice, but not lost if it happens).
+        let mut elsewhere: Vec<(BindingId, Vec<u8>)> = Vec::new();
+        self.srv.serve_taken(|id, frame, reply| {
+            debug_assert_eq!(id, from);
+            let mut reply = Some(reply);
+            f(frame, &mut |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| match reply.take() {
+                // A binding that cannot take its reply is closed and reported by `try_recv`.
+                Some(r) if *to == id => drop(r.send(&[head, body])),
+                unused => {
+                    reply = unused;
+                    elsewhere.push((*to, [&head[..], body].concat()));
+                }
+            });
+        });
+        for (to, frame) in elsewhere {
+            let _ = self.srv.send_reply(to, &[&frame]);
+        }
     }
 
     fn send(&mut self, to: &BindingId, head: &[u8], body: &[u8]) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need, then runs every crate's tests (release
-# build: the protocol simulations and transport tests run many thousands of calls).
+# The whole test suite: installs what the tests need, then runs every crate's tests (optimised
+# as release, thin-linked: the protocol simulations and transport tests run many thousands of
+# calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export LOWLAT_REQUIRE_PEERS=1 LOWLAT_REQUIRE_CHROMIUM=1
-cargo test --workspace --release -- --test-threads=2 "$@"
+cargo test --workspace --profile test-release -- --test-threads=2 "$@"

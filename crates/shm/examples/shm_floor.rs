@@ -4,6 +4,10 @@
 //!
 //! `shm_floor hold PATH N SECONDS` instead opens N bindings to the server at PATH and leaves them
 //! idle for SECONDS (to measure a server with idle bindings, e.g. `lowlat serve shm://PATH`).
+//!
+//! `shm_floor awake GAP_NS ROUNDS` calls an adaptive echo server every GAP_NS nanoseconds (inside
+//! its 5 µs spin budget) and counts the calls that found the binding asleep (armed): each pays a
+//! wake-up, and an honest server arms a binding only when it really was idle that long.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,6 +38,12 @@ fn main() {
             (0..n).map(|_| ShmChannel::connect(&args[2], ChannelConfig::default()).unwrap()).collect();
         println!("holding {} idle bindings", held.len());
         std::thread::sleep(Duration::from_secs(secs));
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("awake") {
+        let gap = Duration::from_nanos(args[2].parse().expect("GAP_NS"));
+        let rounds: usize = args[3].parse().expect("ROUNDS");
+        awake(gap, rounds);
         return;
     }
     let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20_000);
@@ -116,4 +126,39 @@ fn main() {
     stop.store(true, Ordering::SeqCst);
     t.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Calls an adaptive echo server every `gap` and reports how many calls found the binding asleep.
+fn awake(gap: Duration, rounds: usize) {
+    let dir = std::env::temp_dir().join(format!("llshm-awake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut server = ShmServer::bind(&path, ServerConfig::default()).unwrap();
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        let _ = lowlat_transport::sys::pin_to_cpu(1);
+        server.run(&mut pingpong::echo, &s2).unwrap();
+    });
+    let _ = lowlat_transport::sys::pin_to_cpu(0);
+    let mut ch =
+        ShmChannel::connect(&path, ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() }).unwrap();
+    let calls = ch.segment().call();
+    let mut asleep = 0;
+    for i in 0..rounds {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < gap {
+            std::hint::spin_loop();
+        }
+        // Past the first calls the adaptive budget has settled at its floor.
+        if i >= 100 && calls.ctl().consumer_sleeping.v.load(Ordering::SeqCst) != 0 {
+            asleep += 1;
+        }
+        ch.call(&[b"x"], std::time::Instant::now() + Duration::from_secs(5)).unwrap();
+    }
+    drop(ch);
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("calls every {gap:?}: {asleep} of {} found the binding asleep", rounds.saturating_sub(100));
 }

@@ -217,7 +217,13 @@ struct Binding {
     results: Producer,
     /// Whether the binding sleeps (its flag set, served only after its doorbell rings).
     armed: bool,
+    /// When it last called, as far as the server's clock, read only every so many polls, knows.
     last_active: Instant,
+    /// Whether it called since the last idleness check. `last_active` alone lags by up to one
+    /// clock-reading interval, which on a slow VM exceeds the spin budget: a binding calling
+    /// every microsecond was armed (put to sleep) now and then, costing each such call a
+    /// wake-up.
+    called_since_check: bool,
     peer: PeerCred,
     sock: UnixStream,
     doorbell: OwnedFd,
@@ -456,6 +462,7 @@ impl ShmServer {
                 Ok(true) => {
                     self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
+                    b.called_since_check = true;
                     self.next = i + 1;
                     self.taken = Some(idx as u32);
                     return Some(Activity::Request(b.id));
@@ -549,6 +556,7 @@ impl ShmServer {
                     served += 1;
                     self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
+                    b.called_since_check = true;
                     i += 1;
                 }
                 Err(e) => self.close(idx as u32, e, handler),
@@ -572,6 +580,9 @@ impl ShmServer {
                 self.active.swap_remove(i);
                 continue;
             };
+            if std::mem::take(&mut b.called_since_check) {
+                b.last_active = self.now;
+            }
             if self.now.saturating_duration_since(b.last_active) < budget {
                 i += 1;
                 continue;
@@ -592,6 +603,11 @@ impl ShmServer {
         let mut i = 0;
         while i < self.active.len() {
             let idx = self.active[i];
+            if let Some(b) = self.slots[idx as usize].as_mut() {
+                if std::mem::take(&mut b.called_since_check) {
+                    b.last_active = self.now;
+                }
+            }
             match self.slots[idx as usize].as_ref() {
                 Some(b) if self.now.saturating_duration_since(b.last_active) < COOL_AFTER => i += 1,
                 Some(_) => {
@@ -732,6 +748,7 @@ impl ShmServer {
             results,
             armed: false,
             last_active: Instant::now(),
+            called_since_check: false,
             peer,
             sock,
             doorbell,

@@ -62,13 +62,15 @@ for t in 1 2; do
     echo "null, $t caller thread(s), adaptive: $("$ll" bench "$uri" --calls "$calls" --threads "$t" --json | rate)"
     echo "MAXRESULT(1440), $t thread(s):     $("$ll" bench "$uri" --proc maxresult --size 1440 --calls "$calls" --threads "$t" --json | rate)"
 done
-# An idle server: one binding open, no calls, for 5 s; CPU time from /proc (clock ticks).
+# An idle server: one binding open, no calls, for 5 s; CPU time of all its threads from
+# /proc/PID/task/*/schedstat (nanoseconds; the clock ticks of /proc/PID/stat are 10 ms).
 srv=${pids[0]}
 "$floor" hold "${uri#shm://}" 1 7 >/dev/null 2>&1 &
 hold=$!
 pids+=($hold)
 sleep 1
-t0=$(awk '{print $14 + $15}' "/proc/$srv/stat")
+cpu_ns() { cat /proc/"$srv"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
+t0=$(cpu_ns)
 sleep 5
-t1=$(awk '{print $14 + $15}' "/proc/$srv/stat")
-echo "idle server with one open binding: $(( (t1 - t0) * 1000 / $(getconf CLK_TCK) )) ms of CPU in 5 s"
+t1=$(cpu_ns)
+echo "idle server with one open binding: $(( (t1 - t0) / 1000 )) µs of CPU in 5 s"

@@ -61,13 +61,7 @@ fn main() {
         ("shm echo 32 B, spinning, +100 idle bindings", SpinPolicy::Forever, 100),
         ("shm echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
     ] {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut server = ShmServer::bind(&path, ServerConfig { spin, ..ServerConfig::default() }).unwrap();
-        let s2 = stop.clone();
-        let t = std::thread::spawn(move || {
-            let _ = lowlat_transport::sys::pin_to_cpu(1);
-            server.run(&mut pingpong::echo, &s2).unwrap();
-        });
+        let server = EchoThread::start(&path, ServerConfig { spin, ..ServerConfig::default() });
         let _ = lowlat_transport::sys::pin_to_cpu(0);
         let idle: Vec<ShmChannel> =
             (0..idle).map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap()).collect();
@@ -89,18 +83,11 @@ fn main() {
             report(&format!("{name}, after 10 ms idle"), v);
         }
         drop(idle);
-        stop.store(true, Ordering::SeqCst);
-        t.join().unwrap();
+        server.stop();
     }
     // What a binding costs to set up: connect, credentials, memfd, seals, two double mappings
     // per side, descriptor passing.
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut server = ShmServer::bind(&path, ServerConfig::default()).unwrap();
-    let s2 = stop.clone();
-    let t = std::thread::spawn(move || {
-        let _ = lowlat_transport::sys::pin_to_cpu(1);
-        server.run(&mut pingpong::echo, &s2).unwrap();
-    });
+    let server = EchoThread::start(&path, ServerConfig::default());
     let v: Vec<Duration> = (0..500)
         .map(|_| {
             let t = std::time::Instant::now();
@@ -123,8 +110,7 @@ fn main() {
         })
         .collect();
     report("segment create + map both sides + unmap", v);
-    stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -133,13 +119,7 @@ fn awake(gap: Duration, rounds: usize) {
     let dir = std::env::temp_dir().join(format!("llshm-awake-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s");
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut server = ShmServer::bind(&path, ServerConfig::default()).unwrap();
-    let s2 = stop.clone();
-    let t = std::thread::spawn(move || {
-        let _ = lowlat_transport::sys::pin_to_cpu(1);
-        server.run(&mut pingpong::echo, &s2).unwrap();
-    });
+    let server = EchoThread::start(&path, ServerConfig::default());
     let _ = lowlat_transport::sys::pin_to_cpu(0);
     let mut ch =
         ShmChannel::connect(&path, ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() }).unwrap();
@@ -157,8 +137,31 @@ fn awake(gap: Duration, rounds: usize) {
         ch.call(&[b"x"], std::time::Instant::now() + Duration::from_secs(5)).unwrap();
     }
     drop(ch);
-    stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    server.stop();
     let _ = std::fs::remove_dir_all(&dir);
     println!("calls every {gap:?}: {asleep} of {} found the binding asleep", rounds.saturating_sub(100));
+}
+
+/// An echo server on its own thread, pinned to CPU 1.
+struct EchoThread {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl EchoThread {
+    fn start(path: &std::path::Path, config: ServerConfig) -> EchoThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut server = ShmServer::bind(path, config).unwrap();
+        let s2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let _ = lowlat_transport::sys::pin_to_cpu(1);
+            server.run(&mut pingpong::echo, &s2).unwrap();
+        });
+        EchoThread { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap();
+    }
 }

@@ -217,11 +217,11 @@ struct Binding {
     results: Producer,
     /// Whether the binding sleeps (its flag set, served only after its doorbell rings).
     armed: bool,
-    /// When it last called, as far as the server's clock, read only every so many polls, knows.
+    /// When it last called, by the server's clock (read only every 64 polls, so it lags).
     last_active: Instant,
     /// Whether it called since the last idleness check. `last_active` alone lags by up to one
-    /// clock-reading interval, which on a slow VM exceeds the spin budget: a binding calling
-    /// every microsecond was armed (put to sleep) now and then, costing each such call a
+    /// clock-reading interval, which on a slow VM approaches the spin budget: a binding calling
+    /// every few microseconds was armed (put to sleep) now and then, and its next call paid a
     /// wake-up.
     called_since_check: bool,
     peer: PeerCred,

@@ -3,7 +3,8 @@
 # null call vs raw shm ping-pong (busy-polling), null call blocking vs a raw futex ping-pong,
 # MAXARG/MAXRESULT(1440), calls/s with 1 and 2 caller threads, null call with 100 idle bindings
 # beside it, and the CPU an idle server uses. (The first call after 1, 10 and 100 ms of idleness
-# is in `lowlat lab`'s cold-call section.)
+# is in `lowlat lab`'s cold-call section.) Also: calls every 2 and 4 µs that found their binding
+# asleep under adaptive spinning.
 #   scripts/measure-shm.sh [CALLS]
 # Raw and RPC rows alternate (ROUNDS times) because this VM's shared-memory floor moves with
 # where the host places the two vCPUs: only rows of one round compare.
@@ -62,6 +63,9 @@ for t in 1 2; do
     echo "null, $t caller thread(s), adaptive: $("$ll" bench "$uri" --calls "$calls" --threads "$t" --json | rate)"
     echo "MAXRESULT(1440), $t thread(s):     $("$ll" bench "$uri" --proc maxresult --size 1440 --calls "$calls" --threads "$t" --json | rate)"
 done
+# Adaptive spinning keeps a binding that calls every few microseconds (inside the 5 µs budget)
+# awake: how many calls still found it asleep (each pays a wake-up).
+for gap in 2000 4000; do "$floor" awake "$gap" 50000; done
 # An idle server: one binding open, no calls, for 5 s; CPU time of all its threads from
 # /proc/PID/task/*/schedstat (nanoseconds; the clock ticks of /proc/PID/stat are 10 ms).
 srv=${pids[0]}

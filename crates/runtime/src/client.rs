@@ -544,11 +544,7 @@ impl Lowlat {
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.
                     outbox.clear();
-                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
-                        outbox.extend_from_slice(&((HEADER_LEN + b.len()) as u32).to_ne_bytes());
-                        outbox.extend_from_slice(h);
-                        outbox.extend_from_slice(b);
-                    };
+                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| queue_frame(outbox, h, b);
                     let outcome = match engine.handle(chan.received(buf, n), now, &mut out) {
                         Some(Outcome::Reply(body)) => {
                             let decode = decode.take().expect("one reply per call");
@@ -610,6 +606,13 @@ impl Lowlat {
     }
 }
 
+/// Queues a frame in `outbox` after its length, for [`send_outbox`].
+fn queue_frame(outbox: &mut Vec<u8>, head: &[u8; HEADER_LEN], body: &[u8]) {
+    outbox.extend_from_slice(&((HEADER_LEN + body.len()) as u32).to_ne_bytes());
+    outbox.extend_from_slice(head);
+    outbox.extend_from_slice(body);
+}
+
 /// Sends the frames queued in `outbox` (each after its length), keeping the first failure.
 fn send_outbox(chan: &mut dyn ClientChannel, outbox: &[u8], send_err: &mut Option<std::io::Error>) {
     let mut rest = outbox;
@@ -646,4 +649,66 @@ fn spawn_acknowledger(shared: Weak<Shared>) {
         };
         std::thread::sleep(delay.max(Duration::from_millis(1)));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what is sent; fails every send after the first `ok` ones.
+    struct Recording {
+        sent: Vec<(Vec<u8>, Vec<u8>)>,
+        ok: usize,
+        attempts: usize,
+    }
+
+    impl ClientChannel for Recording {
+        fn send(&mut self, head: &[u8], body: &[u8]) -> std::io::Result<()> {
+            self.attempts += 1;
+            if self.sent.len() == self.ok {
+                return Err(std::io::Error::other(format!("send {} refused", self.attempts)));
+            }
+            self.sent.push((head.to_vec(), body.to_vec()));
+            Ok(())
+        }
+        fn try_recv(&mut self, _: &mut Vec<u8>) -> std::io::Result<Option<usize>> {
+            Ok(None)
+        }
+        fn block(&mut self, _: Option<Duration>) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn max_frame(&self) -> usize {
+            1500
+        }
+        fn reliable(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn frames_queued_while_reading_go_out_whole_and_in_order() {
+        let (h1, h2) = ([1u8; HEADER_LEN], [2u8; HEADER_LEN]);
+        let mut outbox = Vec::new();
+        queue_frame(&mut outbox, &h1, b"first body");
+        queue_frame(&mut outbox, &h2, b"");
+        queue_frame(&mut outbox, &h1, &[9u8; 1000]);
+
+        let mut chan = Recording { sent: Vec::new(), ok: usize::MAX, attempts: 0 };
+        let mut err = None;
+        send_outbox(&mut chan, &outbox, &mut err);
+        assert!(err.is_none());
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            vec![(h1.to_vec(), b"first body".to_vec()), (h2.to_vec(), Vec::new()), (h1.to_vec(), vec![9u8; 1000])];
+        assert_eq!(chan.sent, want);
+
+        // A failed send is reported, the first failure kept, and the frames after it are still
+        // tried.
+        let mut chan = Recording { sent: Vec::new(), ok: 1, attempts: 0 };
+        send_outbox(&mut chan, &outbox, &mut err);
+        assert_eq!((chan.sent.len(), chan.attempts), (1, 3));
+        assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("send 2 refused"));
+        let mut err = None;
+        send_outbox(&mut chan, &[], &mut err);
+        assert!(err.is_none() && chan.sent.len() == 1, "an empty outbox sends nothing");
+    }
 }

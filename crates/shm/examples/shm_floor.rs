@@ -32,17 +32,20 @@ fn report(name: &str, mut v: Vec<Duration>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("hold") {
-        let n: usize = args[3].parse().expect("N");
-        let secs: u64 = args[4].parse().expect("SECONDS");
+        let usage = "usage: shm_floor hold PATH N SECONDS";
+        let path = args.get(2).expect(usage);
+        let n: usize = args.get(3).and_then(|a| a.parse().ok()).expect(usage);
+        let secs: u64 = args.get(4).and_then(|a| a.parse().ok()).expect(usage);
         let held: Vec<ShmChannel> =
-            (0..n).map(|_| ShmChannel::connect(&args[2], ChannelConfig::default()).unwrap()).collect();
+            (0..n).map(|_| ShmChannel::connect(path, ChannelConfig::default()).unwrap()).collect();
         println!("holding {} idle bindings", held.len());
         std::thread::sleep(Duration::from_secs(secs));
         return;
     }
     if args.get(1).map(String::as_str) == Some("awake") {
-        let gap = Duration::from_nanos(args[2].parse().expect("GAP_NS"));
-        let rounds: usize = args[3].parse().expect("ROUNDS");
+        let usage = "usage: shm_floor awake GAP_NS ROUNDS";
+        let gap = Duration::from_nanos(args.get(2).and_then(|a| a.parse().ok()).expect(usage));
+        let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).expect(usage);
         awake(gap, rounds);
         return;
     }

@@ -404,7 +404,7 @@ fn main() -> ExitCode {
                 spin_us,
                 lowlat_lab::pingpong::EthRaw { floor, checksum: !no_checksum },
             ) {
-                Ok(s) => {
+                Ok((s, _)) => {
                     print_summary(&s, json);
                     ExitCode::SUCCESS
                 }

@@ -249,7 +249,7 @@ pub fn account(
     let raw_bind = bind_uri.to_string();
     let pp = spawn_server(exe, &["pingpong", "--serve", &raw_bind, "--spin-us", &spin_s], place)?;
     let pp_uri = pp.uris.first().cloned().ok_or("the ping-pong server printed no URI")?;
-    let raw =
+    let (raw, _) =
         bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default()).map_err(|e| e.to_string())?;
     drop(pp);
     let (client_engine, server_engine) = engine_costs(100_000, matches!(scheme.as_str(), "tcp" | "shm"));

@@ -195,20 +195,8 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
     Ok((summary, all))
 }
 
-/// Raw ping-pong of `size` bytes, summarised like an RPC run.
+/// Raw ping-pong of `size` bytes, summarised like an RPC run; also returns the latency histogram.
 pub fn run_raw(
-    uri: &str,
-    size: usize,
-    calls: u64,
-    warmup: u64,
-    spin: SpinPolicy,
-    eth: crate::pingpong::EthRaw,
-) -> Result<Summary, crate::pingpong::PingPongError> {
-    run_raw_histogram(uri, size, calls, warmup, spin, eth).map(|(s, _)| s)
-}
-
-/// [`run_raw`], also returning the latency histogram.
-pub fn run_raw_histogram(
     uri: &str,
     size: usize,
     calls: u64,

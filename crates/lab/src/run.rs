@@ -127,7 +127,7 @@ impl Lab {
         let (_srv, uri) = self.raw_server(scheme, spin)?;
         self.pin_client();
         let calls = self.scale.calls;
-        let (s, h) = bench::run_raw_histogram(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
+        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
             .map_err(|e| e.to_string())?;
         self.histograms.push((format!("raw-{scheme}-{}-{size}", spin_name(spin)), h));
         Ok(s)

@@ -133,14 +133,14 @@ impl ShmChannel {
         self.send_by(parts, || Instant::now() + timeout)
     }
 
-    fn send_by(&mut self, parts: &[&[u8]], deadline: impl FnOnce() -> Instant) -> Result<(), ShmError> {
+    fn send_by(&mut self, parts: &[&[u8]], deadline: impl Fn() -> Instant) -> Result<(), ShmError> {
         self.usable()?;
         self.results.release();
         let sock = self.sock.as_raw_fd();
         let spinner = &mut self.spinner;
-        let (mut deadline, mut at) = (Some(deadline), None);
+        let mut at = None;
         let r = self.calls.send(parts, self.max_message, |p, need| {
-            let d = *at.get_or_insert_with(|| deadline.take().map_or_else(Instant::now, |f| f()));
+            let d = *at.get_or_insert_with(&deadline);
             wait_space(p, need, spinner, d, sock)
         });
         match r {

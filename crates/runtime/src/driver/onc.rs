@@ -24,8 +24,7 @@ use lowlat_onc::msg::{encode_accepted, encode_denied};
 use lowlat_onc::rpcbind::{Netid, Rpcbind};
 use lowlat_onc::{AcceptStatus, Call, Credential, DuplicateCache, Lookup, RecordReader, RejectStatus};
 use lowlat_proto::{ErrorCode, Status};
-use lowlat_transport::sys::poll_readable;
-use lowlat_transport::sys::poll_set;
+use lowlat_transport::sys::{poll_readable, poll_set};
 use lowlat_transport::udp::{resolve, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Spinner;
 

@@ -337,7 +337,11 @@ impl ClientSlot {
 
     /// [`start`](Self::start) in two halves, for a caller over a reliable session that reads the
     /// clock while the call travels instead of before sending it (off the critical path): sends
-    /// the call; [`time_call`](Self::time_call) must follow before anything else is fed in.
+    /// the call; [`time_call`](Self::time_call) must follow before anything else is fed in,
+    /// except over a reliable session, where nothing is timed but the deadline: there frames may
+    /// come first (a reply that arrives before the caller has read the clock spares it the
+    /// read), and `time_call` need only precede [`poll_timeout`](Self::poll_timeout) and
+    /// [`handle_timeout`](Self::handle_timeout).
     pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) -> Result<(), CallError> {
         assert!(!self.active, "a slot carries one call at a time");
         if self.args.len() > self.session.max_message as usize {

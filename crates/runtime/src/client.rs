@@ -18,7 +18,7 @@ use lowlat_proto::{
 };
 use lowlat_transport::Spinner;
 
-use crate::driver::{self, ClientChannel};
+use crate::driver::{self, ClientChannel, SlotChannel};
 use crate::onc_client::OncClient;
 use crate::trace::{self, ClientTrace};
 use crate::{ClientConfig, Endpoint, Error};
@@ -28,11 +28,12 @@ struct Slot {
     /// The session epoch this slot's engine was built for.
     epoch: u64,
     engine: Option<ClientSlot>,
-    chan: Option<Box<dyn ClientChannel>>,
+    chan: Option<SlotChannel>,
     buf: Vec<u8>,
     /// Frames the engine sends while a received one is read (each after its length).
     outbox: Vec<u8>,
     spinner: Spinner,
+    opened_at: Instant,
 }
 
 /// Moments of a traced call, filled in as it goes.
@@ -42,6 +43,15 @@ struct Marks {
     encoded: u64,
     sent: u64,
     received: u64,
+}
+
+/// A slot's buffers and waiting state, lent to one exchange.
+struct SlotIo<'a> {
+    buf: &'a mut Vec<u8>,
+    outbox: &'a mut Vec<u8>,
+    spinner: &'a mut Spinner,
+    /// When the slot was made: a time known without reading the clock.
+    opened_at: Instant,
 }
 
 struct Shared {
@@ -176,6 +186,14 @@ impl CallClock {
         let begun = *self.begun.get_or_insert_with(Instant::now);
         (begun, *self.deadline.get_or_insert(begun + self.timeout))
     }
+
+    /// Tells `engine` when its call began and when it fails, unless `timed` says it knows.
+    fn time_once(&mut self, timed: &mut bool, engine: &mut ClientSlot) {
+        if !std::mem::replace(timed, true) {
+            let (now, deadline) = self.fix();
+            engine.time_call(now, deadline);
+        }
+    }
 }
 
 /// A binding over lowlat's own protocol.
@@ -303,7 +321,7 @@ impl Lowlat {
     ) -> Result<Lowlat, Error> {
         let mut chan = driver::open_channel(&endpoint, uri, &cfg)?;
         let mut buf = Vec::new();
-        let session = bind(uri, program, version, &cfg, chan.as_mut(), &mut buf)?;
+        let session = bind(uri, program, version, &cfg, chan.as_dyn(), &mut buf)?;
         let slots: Box<[Mutex<Slot>]> = (0..session.slots)
             .map(|i| {
                 Mutex::new(Slot {
@@ -314,6 +332,7 @@ impl Lowlat {
                     buf: Vec::new(),
                     outbox: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
+                    opened_at: Instant::now(),
                 })
             })
             .collect();
@@ -482,7 +501,7 @@ impl Lowlat {
                 self.shared.program,
                 self.shared.version,
                 &self.shared.cfg,
-                chan.as_mut(),
+                chan.as_dyn(),
                 &mut slot.buf,
             )?;
             sess.0 += 1;
@@ -500,16 +519,39 @@ impl Lowlat {
         proc_no: u32,
         clock: &mut CallClock,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+        marks: Option<&mut Marks>,
+    ) -> Result<R, Error> {
+        let Slot { engine, chan, buf, outbox, spinner, opened_at, .. } = slot;
+        let engine = engine.as_mut().expect("prepared");
+        let io = SlotIo { buf, outbox, spinner, opened_at: *opened_at };
+        match chan.as_mut().expect("prepared") {
+            SlotChannel::Shm(c) => self.exchange(&mut **c, engine, io, proc_no, clock, decode, marks),
+            SlotChannel::Other(c) => self.exchange(&mut **c, engine, io, proc_no, clock, decode, marks),
+        }
+    }
+
+    /// Sends the call and waits for its outcome: [`run`](Self::run) for one kind of channel.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn exchange<R, E: std::error::Error + Send + Sync + 'static, C: ClientChannel + ?Sized>(
+        &self,
+        chan: &mut C,
+        engine: &mut ClientSlot,
+        io: SlotIo<'_>,
+        proc_no: u32,
+        clock: &mut CallClock,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let Slot { engine, chan, buf, outbox, spinner, .. } = slot;
-        let engine = engine.as_mut().expect("prepared");
-        let chan = chan.as_mut().expect("prepared");
+        let SlotIo { buf, outbox, spinner, opened_at } = io;
         let mut send_err: Option<std::io::Error> = None;
-        // Over a reliable channel the call is sent before the clock is read: the read (~25 ns in
-        // a VM) then overlaps the call's transit instead of delaying it. Elsewhere the start
-        // must precede the send, as it times the round trip for retransmission.
-        if !chan.reliable() {
+        // Over a reliable channel nothing is retransmitted and the clock serves only the
+        // deadline, so it is read after the call is sent, and only once the reply has not come
+        // within the spinner's clock-free polls: a read costs ~40 ns in a VM, and on shared
+        // memory the reply often comes sooner. Elsewhere the start must precede the send, as it
+        // times the round trip for retransmission.
+        let reliable = chan.reliable();
+        if !reliable {
             clock.fix();
         }
         engine
@@ -519,8 +561,11 @@ impl Lowlat {
                 }
             })
             .map_err(|e| self.call_error(proc_no, e))?;
-        let (now, deadline) = clock.fix();
-        engine.time_call(now, deadline);
+        // Whether the engine knows when the call began and when it fails.
+        let mut timed = false;
+        if !reliable {
+            clock.time_once(&mut timed, engine);
+        }
         if let Some(e) = send_err.take() {
             return Err(self.lost(proc_no, Execution::Unknown, e));
         }
@@ -528,14 +573,18 @@ impl Lowlat {
             m.sent = trace::now_ns();
         }
         loop {
-            let got = spinner.wait_on(engine.poll_timeout(), &mut **chan, |c| c.try_recv(buf), |c, t| c.block(t));
+            let deadline = || {
+                clock.time_once(&mut timed, engine);
+                engine.poll_timeout()
+            };
+            let got = spinner.wait_on_lazy(deadline, &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
             if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
                 m.received = trace::now_ns();
             }
-            // Over a reliable channel nothing is retransmitted, so the reply's arrival time
-            // feeds no timer: the call's start serves and saves a clock read (~30 ns in a VM).
+            // Over a reliable channel the reply's arrival time feeds no timer (the engine reads
+            // it only to time retransmissions): any earlier reading will do.
             let now = match (&got, spinner.ready_at()) {
-                (Ok(Some(_)), _) if chan.reliable() => now,
+                (Ok(Some(_)), _) if reliable => clock.begun.unwrap_or(opened_at),
                 (Ok(Some(_)), Some(t)) => t,
                 _ => Instant::now(),
             };
@@ -553,7 +602,7 @@ impl Lowlat {
                         Some(Outcome::Failed(e)) => Some(Err(self.call_error(proc_no, e))),
                         None => None,
                     };
-                    send_outbox(chan.as_mut(), outbox, &mut send_err);
+                    send_outbox(chan, outbox, &mut send_err);
                     if let Some(r) = outcome {
                         return r;
                     }
@@ -614,7 +663,7 @@ fn queue_frame(outbox: &mut Vec<u8>, head: &[u8; HEADER_LEN], body: &[u8]) {
 }
 
 /// Sends the frames queued in `outbox` (each after its length), keeping the first failure.
-fn send_outbox(chan: &mut dyn ClientChannel, outbox: &[u8], send_err: &mut Option<std::io::Error>) {
+fn send_outbox<C: ClientChannel + ?Sized>(chan: &mut C, outbox: &[u8], send_err: &mut Option<std::io::Error>) {
     let mut rest = outbox;
     while let Some((len, tail)) = rest.split_first_chunk::<4>() {
         let (frame, next) = tail.split_at(u32::from_ne_bytes(*len) as usize);
@@ -637,6 +686,7 @@ fn spawn_acknowledger(shared: Weak<Shared>) {
                     let Ok(mut g) = slot.try_lock() else { continue };
                     let Slot { engine, chan, .. } = &mut *g;
                     if let (Some(e), Some(c)) = (engine.as_mut(), chan.as_mut()) {
+                        let c = c.as_dyn();
                         if !e.is_active() && e.poll_timeout().is_some_and(|t| t <= now) {
                             e.handle_timeout(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
                                 let _ = c.send(h, b);

@@ -13,7 +13,7 @@ use std::time::Instant;
 use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
 use lowlat_transport::Spinner;
 
-use crate::driver::{self, AnyServer, Received, ServerTransport};
+use crate::driver::{self, AnyServer, FrameHandler, Polled, ServerTransport};
 use crate::service::{self, CallContext, Procedure, Route, Services};
 use crate::trace::{self, ServerTrace};
 use crate::{Endpoint, Error, Program, ServerConfig};
@@ -264,6 +264,10 @@ struct LoopContext {
     workers: SyncSender<Job>,
 }
 
+/// Polls after which a call found is stamped with the clock rather than with the time the
+/// polling began (the spinner's clock-free stretch, which lasts about a microsecond).
+const CLOCK_FREE_POLLS: u32 = 32;
+
 fn random_seed() -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: writes at most 8 bytes into a live 8-byte buffer.
@@ -277,9 +281,66 @@ fn random_seed() -> u64 {
 }
 
 enum Ready<A> {
-    Frame(usize, A),
+    Served,
     Closed(A),
     Doorbell,
+}
+
+/// The engine and the procedures, as the transport hands them frames (`serve_loop`).
+struct Dispatch<'a, A> {
+    engine: &'a mut ServerEngine<A>,
+    ctx: &'a LoopContext,
+    /// When the frame being served arrived, if known without reading the clock.
+    now: Option<Instant>,
+}
+
+impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
+    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, from: A, frame: &[u8], out: &mut O) {
+        let ctx = self.ctx;
+        let trace = ctx.config.trace;
+        let received = if trace { trace::now_ns() } else { 0 };
+        let now = self.now.unwrap_or_else(Instant::now);
+        let engine = &mut *self.engine;
+        let Some(call) = engine.handle(from, frame, now, out) else { return };
+        let key = call.key;
+        let dispatched = if trace { trace::now_ns() } else { 0 };
+        let cctx = CallContext {
+            program: call.program,
+            version: call.version,
+            proc_no: call.proc_no,
+            client_order: call.client_order,
+            auth: None,
+        };
+        let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
+            Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
+            Route::Worker(p) => {
+                let job = Job {
+                    proc: p.clone(),
+                    ctx: cctx,
+                    args: call.args.to_vec(),
+                    reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
+                };
+                match ctx.workers.try_send(job) {
+                    Ok(()) => return,
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
+                }
+            }
+        };
+        let returned = if trace { trace::now_ns() } else { 0 };
+        engine.finish(key, status, out);
+        if trace {
+            trace::push_server_trace(ServerTrace {
+                token: key.token,
+                slot: key.slot,
+                call_no: key.call_no,
+                received,
+                dispatched,
+                returned,
+                replied: trace::now_ns(),
+            });
+        }
+    }
 }
 
 /// The serving loop of one endpoint: receive, run, reply; spin, then block.
@@ -302,77 +363,40 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut spinner = Spinner::new(ctx.config.spin);
     let doorbell = ctx.shared.doorbell.raw_fd();
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
-    let trace = ctx.config.trace;
     while !ctx.shared.stop.load(Ordering::Acquire) {
         // Read here, while the last reply travels, rather than once a call has arrived: a call
         // found within the spinner's first (clock-free) polls is stamped with this, at most a
-        // few microseconds early, and its round trip carries no clock read on this side.
+        // few microseconds early, and its round trip carries no clock read on this side. One
+        // found later, or after sleeping, reads the clock when it is found.
         let polled_from = Instant::now();
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
-        let mut io = (&mut t, &mut buf);
+        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx, now: Some(polled_from) };
+        let mut polls = 0u32;
+        let mut io = (&mut t, &mut buf, &mut dispatch);
         let got = spinner.wait_on(
             timer,
             &mut io,
-            |(t, buf)| {
+            |(t, buf, dispatch)| {
                 if shared.doorbell.take() {
                     return Ok(Some(Ready::Doorbell));
                 }
-                Ok::<_, io::Error>(t.try_recv(buf)?.map(|r| match r {
-                    Received::Frame { len, from } => Ready::Frame(len, from),
-                    Received::Closed(a) => Ready::Closed(a),
+                polls += 1;
+                if polls > CLOCK_FREE_POLLS {
+                    dispatch.now = None;
+                }
+                Ok::<_, io::Error>(t.serve_next(buf, &mut **dispatch)?.map(|r| match r {
+                    Polled::Served => Ready::Served,
+                    Polled::Closed(a) => Ready::Closed(a),
                 }))
             },
-            |(t, _), timeout| t.block(doorbell, timeout),
+            |(t, _, dispatch), timeout| {
+                dispatch.now = None;
+                t.block(doorbell, timeout)
+            },
         );
-        let now = spinner.ready_at().unwrap_or(polled_from);
         match got {
-            Ok(Some(Ready::Frame(len, from))) => {
-                let received = if trace { trace::now_ns() } else { 0 };
-                t.with_frame(&buf, len, from, |frame, mut out| {
-                    let Some(call) = engine.handle(from, frame, now, &mut out) else { return };
-                    let key = call.key;
-                    let dispatched = if trace { trace::now_ns() } else { 0 };
-                    let cctx = CallContext {
-                        program: call.program,
-                        version: call.version,
-                        proc_no: call.proc_no,
-                        client_order: call.client_order,
-                        auth: None,
-                    };
-                    let status = match ctx.services.route(call.program, call.version, call.proc_no) {
-                        Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-                        Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
-                        Route::Worker(p) => {
-                            let job = Job {
-                                proc: p.clone(),
-                                ctx: cctx,
-                                args: call.args.to_vec(),
-                                reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
-                            };
-                            match ctx.workers.try_send(job) {
-                                Ok(()) => return,
-                                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                                    Status::Error(ErrorCode::Busy)
-                                }
-                            }
-                        }
-                    };
-                    let returned = if trace { trace::now_ns() } else { 0 };
-                    engine.finish(key, status, &mut out);
-                    if trace {
-                        trace::push_server_trace(ServerTrace {
-                            token: key.token,
-                            slot: key.slot,
-                            call_no: key.call_no,
-                            received,
-                            dispatched,
-                            returned,
-                            replied: trace::now_ns(),
-                        });
-                    }
-                });
-            }
+            Ok(Some(Ready::Served)) => {}
             Ok(Some(Ready::Closed(peer))) => engine.forget_peer(&peer),
             Ok(Some(Ready::Doorbell)) => {
                 std::mem::swap(&mut finished, &mut ctx.shared.completions.lock().unwrap_or_else(|p| p.into_inner()));

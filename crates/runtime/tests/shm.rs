@@ -1,6 +1,6 @@
 //! The runtime over `shm://`: the lab's procedures (mirrored here: the runtime may not depend on
-//! the lab) at edge sizes from many threads, long-running procedures on the worker pool, and a
-//! clear error when the server goes away.
+//! the lab) at edge sizes from many threads, long-running procedures on the worker pool, the
+//! caller's deadline in every waiting mode, and a clear error when the server goes away.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -11,15 +11,23 @@ mod common;
 use common::{ECHO, MAXARG, MAXRESULT, MINUS, NULL, PROG};
 
 const SLOW_ECHO: u32 = 5;
+/// Answers after `DROWSY_FOR`, long past the deadline the test sets.
+const DROWSY: u32 = 6;
+const DROWSY_FOR: Duration = Duration::from_millis(400);
 /// The shm transport's default ring size.
 const RING: usize = 64 << 10;
 
 fn program() -> Program {
-    common::lab_program().long_running(SLOW_ECHO, "SLOW_ECHO", |_, a, r| {
-        std::thread::sleep(Duration::from_millis(2));
-        r.extend_from_slice(a);
-        Ok(())
-    })
+    common::lab_program()
+        .long_running(SLOW_ECHO, "SLOW_ECHO", |_, a, r| {
+            std::thread::sleep(Duration::from_millis(2));
+            r.extend_from_slice(a);
+            Ok(())
+        })
+        .long_running(DROWSY, "DROWSY", |_, _, _| {
+            std::thread::sleep(DROWSY_FOR);
+            Ok(())
+        })
 }
 
 struct Dir(PathBuf);
@@ -77,6 +85,31 @@ fn lab_procedures_at_edge_sizes_from_many_threads() {
         .collect();
     for t in threads {
         t.join().unwrap();
+    }
+    server.shutdown();
+}
+
+/// The client reads the clock only once a reply is slow to come (not within its first polls),
+/// so the deadline must still hold in every waiting mode; the late reply is then ignored and
+/// the binding goes on working.
+#[test]
+fn deadline_holds_in_every_waiting_mode() {
+    use lowlat::SpinPolicy;
+    let (_dir, server, uri) = serve("deadline");
+    for spin in [SpinPolicy::Forever, SpinPolicy::Adaptive, SpinPolicy::Block, SpinPolicy::from_micros(20)] {
+        let deadline = Duration::from_millis(100);
+        let cfg = ClientConfig { deadline, spin, slots: 1, ..ClientConfig::default() };
+        let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+        assert!(bytes(NULL, &client, &[]).unwrap().is_empty());
+        let t = Instant::now();
+        let e = bytes(DROWSY, &client, &[]).unwrap_err();
+        let took = t.elapsed();
+        assert!(matches!(e, Error::Timeout { .. }), "{spin}: {e}");
+        assert!(took >= deadline && took < DROWSY_FOR - Duration::from_millis(50), "{spin}: timed out after {took:?}");
+        // The same slot calls again while the late answer is still to come, then after it came.
+        assert_eq!(bytes(ECHO, &client, b"after").unwrap(), b"after", "{spin}");
+        std::thread::sleep(DROWSY_FOR);
+        assert_eq!(bytes(ECHO, &client, b"later").unwrap(), b"later", "{spin}");
     }
     server.shutdown();
 }

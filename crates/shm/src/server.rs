@@ -111,16 +111,16 @@ impl<F: FnMut(BindingId, &[u8], Reply<'_>)> Handler for F {
     }
 }
 
-/// What [`ShmServer::try_take`] found.
+/// What [`ShmServer::serve_next`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activity {
-    /// A request from this binding, held for [`ShmServer::serve_taken`].
-    Request(BindingId),
+pub enum Activity<R> {
+    /// Served a request from this binding; what the serving function returned.
+    Request(BindingId, R),
     /// This binding is gone (hung up, misbehaved, or stalled).
     Closed(BindingId),
 }
 
-/// Collects closures for the pull-style API, which reports them from `try_take`.
+/// Collects closures for the pull-style API, which reports them from `serve_next`.
 struct Recorder(std::collections::VecDeque<BindingId>);
 
 impl Handler for Recorder {
@@ -264,12 +264,10 @@ pub struct ShmServer {
     /// every pass (no doorbell: a busy-polling client makes no system calls), so that idle
     /// bindings cost the active ones little.
     cool: Vec<u32>,
-    /// Pull-style use: where the next `try_take` scan starts (round robin), how many scans were
-    /// made, the binding whose request was taken but not yet served, and bindings closed but
-    /// not yet reported.
+    /// Pull-style use: where the next `serve_next` scan starts (round robin), how many scans
+    /// were made, and bindings closed but not yet reported.
     next: usize,
     scans: u32,
-    taken: Option<u32>,
     closed: std::collections::VecDeque<BindingId>,
     spinner: Spinner,
     now: Instant,
@@ -315,7 +313,6 @@ impl ShmServer {
             cool: Vec::new(),
             next: 0,
             scans: 0,
-            taken: None,
             closed: std::collections::VecDeque::new(),
             spinner: Spinner::new(config.spin),
             now,
@@ -420,19 +417,16 @@ impl ShmServer {
     }
 
     /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
-    /// finds the next request of any binding without blocking and leaves it where it lies in
-    /// the call ring, for [`serve_taken`](Self::serve_taken). Bindings are scanned round robin,
-    /// so a busy client cannot starve the others. Until it is served, the taken request is
-    /// reported again. Sleep with [`block`](Self::block).
-    pub fn try_take(&mut self) -> Option<Activity> {
+    /// finds the next request of any binding without blocking and serves it at once: `f` reads
+    /// it where it lies in the call ring and may answer through the [`Reply`], which writes into
+    /// the same binding's result ring; the request's ring space is freed afterwards. Bindings
+    /// are scanned round robin, so a busy client cannot starve the others. The scan's own
+    /// bookkeeping (idleness, the adaptive budget) is done after the reply is out, off the
+    /// round trip's path. A binding that could not take its reply is closed and reported by a
+    /// later call. Sleep with [`block`](Self::block) when this finds nothing.
+    pub fn serve_next<R>(&mut self, f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
         if let Some(id) = self.closed.pop_front() {
             return Some(Activity::Closed(id));
-        }
-        if let Some(idx) = self.taken {
-            if let Some(b) = self.slots[idx as usize].as_ref() {
-                return Some(Activity::Request(b.id));
-            }
-            self.taken = None;
         }
         self.scans = self.scans.wrapping_add(1);
         if self.scans & 63 == 0 {
@@ -460,12 +454,16 @@ impl ShmServer {
             match b.calls.poll() {
                 Ok(false) => {}
                 Ok(true) => {
+                    let id = b.id;
+                    let (r, failed) = serve_held(b, &self.config, f);
                     self.spinner.observe(self.now.saturating_duration_since(b.last_active));
                     b.last_active = self.now;
                     b.called_since_check = true;
                     self.next = i + 1;
-                    self.taken = Some(idx as u32);
-                    return Some(Activity::Request(b.id));
+                    if let Some(e) = failed {
+                        self.close_quietly(idx as u32, e);
+                    }
+                    return Some(Activity::Request(id, r));
                 }
                 Err(e) => {
                     let id = b.id;
@@ -477,23 +475,9 @@ impl ShmServer {
         self.closed.pop_front().map(Activity::Closed)
     }
 
-    /// Serves the request [`try_take`](Self::try_take) reported: `f` reads it where it lies and
-    /// may answer through the [`Reply`], which writes into the same binding's result ring. The
-    /// request's ring space is freed afterwards; a binding that could not take its reply is
-    /// closed and reported by the next `try_take`. `None`: no request was taken.
-    pub fn serve_taken<R>(&mut self, f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R) -> Option<R> {
-        let idx = self.taken.take()?;
-        let b = self.slots[idx as usize].as_mut()?;
-        let (r, failed) = serve_held(b, &self.config, f);
-        if let Some(e) = failed {
-            self.close_quietly(idx, e);
-        }
-        Some(r)
-    }
-
     /// Sends a reply (pull style) other than through a request's [`Reply`] (a result computed
     /// later, elsewhere). A binding that cannot take it is closed and reported by the next
-    /// [`try_take`](Self::try_take).
+    /// [`serve_next`](Self::serve_next).
     pub fn send_reply(&mut self, to: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
         let mut q = Recorder(std::mem::take(&mut self.closed));
         let r = self.reply(&mut q, to, parts);
@@ -762,9 +746,6 @@ impl ShmServer {
         let Some(b) = self.slots[index as usize].take() else {
             return;
         };
-        if self.taken == Some(index) {
-            self.taken = None;
-        }
         if let Some(pos) = self.active.iter().position(|&i| i == index) {
             self.active.swap_remove(pos);
         }

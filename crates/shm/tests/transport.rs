@@ -250,7 +250,7 @@ fn idle_server_sleeps() {
     assert!(cpu < Duration::from_millis(100), "idle server burnt {cpu:?}");
 }
 
-/// The pull-style API the runtime drives: `try_take` / `serve_taken` / `send_reply` / `block` /
+/// The pull-style API the runtime drives: `serve_next` / `send_reply` / `block` /
 /// `watch` on the server, `try_recv` / `block` on the client. Even calls are answered in place
 /// through their `Reply`, odd ones later with `send_reply`.
 #[test]
@@ -268,28 +268,25 @@ fn pull_style_serving() {
         let mut buf = Vec::new();
         let (mut served, mut closed, mut wakes) = (0, 0, 0);
         while !s2.load(Ordering::SeqCst) {
-            match server.try_take() {
-                Some(Activity::Request(id)) => {
-                    // Taken but not served: reported again, and nothing else is.
-                    assert_eq!(server.try_take(), Some(Activity::Request(id)));
+            let mut from = None;
+            let got = server.serve_next(|id, request, reply| {
+                from = Some(id);
+                if served % 2 == 1 {
+                    reply.send(&[b"re:", request]).unwrap();
+                    false
+                } else {
+                    buf.clear();
+                    buf.extend_from_slice(request);
+                    true
+                }
+            });
+            match got {
+                Some(Activity::Request(id, later)) => {
+                    assert_eq!(from, Some(id), "reported the binding it served");
                     served += 1;
-                    let later = server
-                        .serve_taken(|from, request, reply| {
-                            assert_eq!(from, id);
-                            if served % 2 == 0 {
-                                reply.send(&[b"re:", request]).unwrap();
-                                false
-                            } else {
-                                buf.clear();
-                                buf.extend_from_slice(request);
-                                true
-                            }
-                        })
-                        .unwrap();
                     if later {
                         server.send_reply(id, &[b"re:", &buf]).unwrap();
                     }
-                    assert!(server.serve_taken(|_, _, _| ()).is_none(), "served twice");
                 }
                 Some(Activity::Closed(_)) => closed += 1,
                 None => {

@@ -143,6 +143,19 @@ impl Spinner {
         &mut self,
         deadline: Option<Instant>,
         ctx: &mut C,
+        try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
+        block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        self.wait_on_lazy(|| deadline, ctx, try_op, block)
+    }
+
+    /// [`wait_on`](Self::wait_on) with a deadline worked out only when the wait first reads the
+    /// clock, past its clock-free polls: a caller that would read the clock just to know its
+    /// deadline reads none when the value comes quickly.
+    pub fn wait_on_lazy<C: ?Sized, T, E>(
+        &mut self,
+        deadline: impl FnOnce() -> Option<Instant>,
+        ctx: &mut C,
         mut try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
         mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
     ) -> Result<Option<T>, E> {
@@ -175,6 +188,7 @@ impl Spinner {
             }
         }
         let start = Instant::now();
+        let deadline = deadline();
         let spin_until = self.budget().map(|b| start + b);
         let mut polls: u32 = 0;
         let mut spinning = spin_until.is_none_or(|s| start < s);

@@ -17,7 +17,7 @@ use std::time::Duration;
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
 use lowlat_transport::sys::poll_readable;
 
-use super::{ClientChannel, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 /// lowlat's header magic and the offset of its slot field.
@@ -158,15 +158,26 @@ impl FrameServer<XdpSocket> {
     }
 }
 
-impl<S: FrameSocket> ServerTransport for FrameServer<S> {
-    type Addr = Mac;
-
+impl<S: FrameSocket> FrameServer<S> {
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<Mac>>> {
         let max = self.sock.max_payload();
         if buf.len() < max {
             buf.resize(max, 0);
         }
         Ok(self.sock.try_recv_from(buf).map_err(to_io)?.map(|(len, from)| Received::Frame { len, from }))
+    }
+}
+
+impl<S: FrameSocket> ServerTransport for FrameServer<S> {
+    type Addr = Mac;
+
+    fn serve_next(
+        &mut self,
+        buf: &mut Vec<u8>,
+        handler: &mut impl FrameHandler<Self::Addr>,
+    ) -> io::Result<Option<Polled<Self::Addr>>> {
+        let got = self.try_recv(buf)?;
+        Ok(serve_received(self, got, buf, handler))
     }
 
     fn send(&mut self, to: &Mac, head: &[u8], body: &[u8]) {

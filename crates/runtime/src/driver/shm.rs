@@ -14,7 +14,7 @@ use std::time::Duration;
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
 
-use super::{ClientChannel, Received, ServerTransport, Sink};
+use super::{ClientChannel, FrameHandler, Polled, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 fn to_io(e: ShmError) -> io::Error {
@@ -101,32 +101,35 @@ impl ShmServerTransport {
 impl ServerTransport for ShmServerTransport {
     type Addr = BindingId;
 
-    fn try_recv(&mut self, _buf: &mut Vec<u8>) -> io::Result<Option<Received<BindingId>>> {
-        Ok(self.srv.try_take().map(|a| match a {
-            Activity::Request(from) => Received::Frame { len: 0, from },
-            Activity::Closed(id) => Received::Closed(id),
-        }))
-    }
-
-    fn with_frame(&mut self, _buf: &[u8], _len: usize, from: BindingId, f: impl FnOnce(&[u8], &mut Sink<'_, Self>)) {
+    fn serve_next(
+        &mut self,
+        _buf: &mut Vec<u8>,
+        handler: &mut impl FrameHandler<BindingId>,
+    ) -> io::Result<Option<Polled<BindingId>>> {
         // The engine answers a frame only to its sender, once; anything else is sent after the
         // call's ring space is freed (never, in practice, but not lost if it happens).
         let mut elsewhere: Vec<(BindingId, Vec<u8>)> = Vec::new();
-        self.srv.serve_taken(|id, frame, reply| {
-            debug_assert_eq!(id, from);
+        let got = self.srv.serve_next(|id, frame, reply| {
             let mut reply = Some(reply);
-            f(frame, &mut |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| match reply.take() {
-                // A binding that cannot take its reply is closed and reported by `try_recv`.
-                Some(r) if *to == id => drop(r.send(&[head, body])),
-                unused => {
-                    reply = unused;
-                    elsewhere.push((*to, [&head[..], body].concat()));
+            handler.handle(id, frame, &mut |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| {
+                match reply.take() {
+                    // A binding that cannot take its reply is closed and reported by a later
+                    // `serve_next`.
+                    Some(r) if *to == id => drop(r.send(&[head, body])),
+                    unused => {
+                        reply = unused;
+                        elsewhere.push((*to, [&head[..], body].concat()));
+                    }
                 }
             });
         });
         for (to, frame) in elsewhere {
             let _ = self.srv.send_reply(to, &[&frame]);
         }
+        Ok(got.map(|a| match a {
+            Activity::Request(..) => Polled::Served,
+            Activity::Closed(id) => Polled::Closed(id),
+        }))
     }
 
     fn send(&mut self, to: &BindingId, head: &[u8], body: &[u8]) {

@@ -10,7 +10,7 @@ use lowlat_transport::sys::poll_readable;
 use lowlat_transport::tcp::{ConnId, TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::resolve;
 
-use super::{ClientChannel, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 pub(crate) struct TcpClient {
@@ -68,14 +68,25 @@ impl TcpServer {
     }
 }
 
-impl ServerTransport for TcpServer {
-    type Addr = ConnId;
-
+impl TcpServer {
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<ConnId>>> {
         Ok(self.ep.try_next(buf)?.map(|ev| match ev {
             TcpEvent::Frame(from) => Received::Frame { len: buf.len(), from },
             TcpEvent::Closed(id) => Received::Closed(id),
         }))
+    }
+}
+
+impl ServerTransport for TcpServer {
+    type Addr = ConnId;
+
+    fn serve_next(
+        &mut self,
+        buf: &mut Vec<u8>,
+        handler: &mut impl FrameHandler<Self::Addr>,
+    ) -> io::Result<Option<Polled<Self::Addr>>> {
+        let got = self.try_recv(buf)?;
+        Ok(serve_received(self, got, buf, handler))
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {

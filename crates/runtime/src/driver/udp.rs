@@ -8,7 +8,7 @@ use std::time::Duration;
 use lowlat_transport::sys::poll_readable;
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 
-use super::{ClientChannel, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
 use crate::Error;
 
 pub(crate) struct UdpClient {
@@ -60,14 +60,25 @@ impl UdpServer {
     }
 }
 
-impl ServerTransport for UdpServer {
-    type Addr = SocketAddr;
-
+impl UdpServer {
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<SocketAddr>>> {
         if buf.len() < MAX_DATAGRAM {
             buf.resize(MAX_DATAGRAM, 0);
         }
         Ok(self.ep.try_recv_from(buf)?.map(|(len, from)| Received::Frame { len, from }))
+    }
+}
+
+impl ServerTransport for UdpServer {
+    type Addr = SocketAddr;
+
+    fn serve_next(
+        &mut self,
+        buf: &mut Vec<u8>,
+        handler: &mut impl FrameHandler<Self::Addr>,
+    ) -> io::Result<Option<Polled<Self::Addr>>> {
+        let got = self.try_recv(buf)?;
+        Ok(serve_received(self, got, buf, handler))
     }
 
     fn send(&mut self, to: &SocketAddr, head: &[u8], body: &[u8]) {

@@ -556,3 +556,66 @@ impl ClientSlot {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reliable_slot() -> ClientSlot {
+        let session = Session {
+            token: 0x1234_5678_9abc,
+            slots: 1,
+            window: 2,
+            server_order: ByteOrder::native(),
+            max_message: 1 << 20,
+            max_frame: u32::MAX,
+            generation: 1,
+            reliable: true,
+        };
+        ClientSlot::new(session, 0, ClientConfig::default())
+    }
+
+    /// The server's answer to the call whose header is `call`.
+    fn result_for(call: &[u8], body: &[u8]) -> Vec<u8> {
+        let (mut h, _) = Header::parse(call).unwrap();
+        h.kind = Kind::Result;
+        h.flags = 0;
+        h.total_len = body.len() as u32;
+        h.offset = 0;
+        [&h.to_bytes()[..], body].concat()
+    }
+
+    /// Over a reliable session the caller may feed the reply before telling the engine when the
+    /// call began (it reads the clock only if the reply is slow): the call completes, and a
+    /// later call still fails at the deadline it is given.
+    #[test]
+    fn reliable_reply_before_time_call_completes_the_call() {
+        let mut slot = reliable_slot();
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        slot.args_buf().extend_from_slice(b"args");
+        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        let reply = result_for(&sent[0], b"result");
+        let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
+        let t0 = Instant::now();
+        assert_eq!(slot.handle(&reply, t0, nothing_sent), Some(Outcome::Reply(&b"result"[..])));
+        assert!(!slot.is_active());
+        assert_eq!(slot.poll_timeout(), None, "a reliable session keeps no acknowledgement timer");
+        // Fed again, the same reply is stale.
+        assert_eq!(slot.handle(&reply, t0, nothing_sent), None);
+
+        slot.args_buf().clear();
+        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        let deadline = t0 + Duration::from_millis(10);
+        slot.time_call(t0, deadline);
+        assert_eq!(slot.poll_timeout(), Some(deadline), "no retransmission timer before the deadline");
+        assert_eq!(slot.handle_timeout(deadline - Duration::from_millis(1), nothing_sent), None);
+        match slot.handle_timeout(deadline, nothing_sent) {
+            Some(CallError::Timeout { after, execution: Execution::Unknown }) => {
+                assert_eq!(after, Duration::from_millis(10))
+            }
+            other => panic!("{other:?}"),
+        }
+        // The first call's reply, arriving now, does not complete anything.
+        assert_eq!(slot.handle(&reply, deadline, nothing_sent), None);
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
 use lowlat_transport::sys::poll_readable;
 
-use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 /// lowlat's header magic and the offset of its slot field.
@@ -171,13 +171,9 @@ impl<S: FrameSocket> FrameServer<S> {
 impl<S: FrameSocket> ServerTransport for FrameServer<S> {
     type Addr = Mac;
 
-    fn serve_next(
-        &mut self,
-        buf: &mut Vec<u8>,
-        handler: &mut impl FrameHandler<Self::Addr>,
-    ) -> io::Result<Option<Polled<Self::Addr>>> {
+    fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<Mac>) -> Served<Mac> {
         let got = self.try_recv(buf)?;
-        Ok(serve_received(self, got, buf, handler))
+        Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &Mac, head: &[u8], body: &[u8]) {

@@ -60,6 +60,9 @@ pub(crate) enum Polled<A> {
     Closed(A),
 }
 
+/// What [`ServerTransport::serve_next`] returns: `None` when nothing was ready.
+pub(crate) type Served<A> = io::Result<Option<Polled<A>>>;
+
 /// The serving loop's side of a frame: the protocol engine and the procedures behind it.
 pub(crate) trait FrameHandler<A> {
     /// Handles one frame from `from`; frames to send in answer go to `out` (addressed; over
@@ -73,11 +76,7 @@ pub(crate) trait ServerTransport: Send {
     /// Takes the next frame without blocking and hands it to `handler` at once, before
     /// returning (over shared memory, where it lies in the call ring). `buf` is the loop's
     /// receive buffer, for transports that copy frames out.
-    fn serve_next(
-        &mut self,
-        buf: &mut Vec<u8>,
-        handler: &mut impl FrameHandler<Self::Addr>,
-    ) -> io::Result<Option<Polled<Self::Addr>>>;
+    fn serve_next(&mut self, buf: &mut Vec<u8>, handler: &mut impl FrameHandler<Self::Addr>) -> Served<Self::Addr>;
     fn send(&mut self, to: &Self::Addr, head: &[u8], body: &[u8]);
     /// Sleeps until a frame may be ready, `doorbell` is readable, or the timeout passes.
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()>;

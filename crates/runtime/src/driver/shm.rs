@@ -14,7 +14,7 @@ use std::time::Duration;
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
 
-use super::{ClientChannel, FrameHandler, Polled, ServerTransport};
+use super::{ClientChannel, FrameHandler, Polled, Served, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 fn to_io(e: ShmError) -> io::Error {
@@ -101,11 +101,7 @@ impl ShmServerTransport {
 impl ServerTransport for ShmServerTransport {
     type Addr = BindingId;
 
-    fn serve_next(
-        &mut self,
-        _buf: &mut Vec<u8>,
-        handler: &mut impl FrameHandler<BindingId>,
-    ) -> io::Result<Option<Polled<BindingId>>> {
+    fn serve_next(&mut self, _buf: &mut Vec<u8>, handler: &mut impl FrameHandler<BindingId>) -> Served<BindingId> {
         // The engine answers a frame only to its sender, once; anything else is sent after the
         // call's ring space is freed (never, in practice, but not lost if it happens).
         let mut elsewhere: Vec<(BindingId, Vec<u8>)> = Vec::new();

@@ -10,7 +10,7 @@ use lowlat_transport::sys::poll_readable;
 use lowlat_transport::tcp::{ConnId, TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::resolve;
 
-use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
 
 pub(crate) struct TcpClient {
@@ -80,13 +80,9 @@ impl TcpServer {
 impl ServerTransport for TcpServer {
     type Addr = ConnId;
 
-    fn serve_next(
-        &mut self,
-        buf: &mut Vec<u8>,
-        handler: &mut impl FrameHandler<Self::Addr>,
-    ) -> io::Result<Option<Polled<Self::Addr>>> {
+    fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
         let got = self.try_recv(buf)?;
-        Ok(serve_received(self, got, buf, handler))
+        Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {

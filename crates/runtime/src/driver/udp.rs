@@ -8,7 +8,7 @@ use std::time::Duration;
 use lowlat_transport::sys::poll_readable;
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 
-use super::{serve_received, ClientChannel, FrameHandler, Polled, Received, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::Error;
 
 pub(crate) struct UdpClient {
@@ -72,13 +72,9 @@ impl UdpServer {
 impl ServerTransport for UdpServer {
     type Addr = SocketAddr;
 
-    fn serve_next(
-        &mut self,
-        buf: &mut Vec<u8>,
-        handler: &mut impl FrameHandler<Self::Addr>,
-    ) -> io::Result<Option<Polled<Self::Addr>>> {
+    fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<SocketAddr>) -> Served<SocketAddr> {
         let got = self.try_recv(buf)?;
-        Ok(serve_received(self, got, buf, handler))
+        Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &SocketAddr, head: &[u8], body: &[u8]) {

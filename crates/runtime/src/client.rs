@@ -547,7 +547,7 @@ impl Lowlat {
         let mut send_err: Option<std::io::Error> = None;
         // Over a reliable channel nothing is retransmitted and the clock serves only the
         // deadline, so it is read after the call is sent, and only once the reply has not come
-        // within the spinner's clock-free polls: a read costs ~40 ns in a VM, and on shared
+        // within the spinner's clock-free polls: a read costs ~30 ns in a VM, and on shared
         // memory the reply often comes sooner. Elsewhere the start must precede the send, as it
         // times the round trip for retransmission.
         let reliable = chan.reliable();

@@ -293,6 +293,41 @@ mod tests {
     }
 
     #[test]
+    fn a_lazy_deadline_is_worked_out_only_when_the_wait_reads_the_clock() {
+        let lazy_wait = |s: &mut Spinner, answer_on: u32, deadline: Option<Instant>| {
+            let (mut asked, mut n) = (0, 0);
+            let r: Result<Option<()>, ()> = s.wait_on_lazy(
+                || {
+                    asked += 1;
+                    deadline
+                },
+                &mut (),
+                |_| {
+                    n += 1;
+                    Ok((n == answer_on).then_some(()))
+                },
+                |_, t| {
+                    std::thread::sleep(t.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1)));
+                    Ok(())
+                },
+            );
+            (r, asked)
+        };
+        // An answer within the clock-free polls never asks for the deadline.
+        let mut s = Spinner::new(SpinPolicy::Forever);
+        assert_eq!(lazy_wait(&mut s, 3, None), (Ok(Some(())), 0));
+        // A slower one asks once, and the deadline it gets still ends the wait.
+        assert_eq!(lazy_wait(&mut s, 1000, None), (Ok(Some(())), 1));
+        let t = Instant::now();
+        let (r, asked) = lazy_wait(&mut s, u32::MAX, Some(Instant::now() + Duration::from_millis(20)));
+        assert_eq!((r, asked), (Ok(None), 1));
+        assert!(t.elapsed() >= Duration::from_millis(20), "{:?}", t.elapsed());
+        // Blocking reads the clock at once, so it asks at once.
+        let mut s = Spinner::new(SpinPolicy::Block);
+        assert_eq!(lazy_wait(&mut s, 3, None), (Ok(Some(())), 1));
+    }
+
+    #[test]
     fn only_a_fixed_budget_times_its_first_polls() {
         let answer_on_third_poll = |s: &mut Spinner| answer_on_poll(s, 3);
         // Adaptive, while spinning: a fast answer costs no clock read and is learnt as a zero

@@ -352,12 +352,22 @@ impl ClientSlot {
         self.template.proc_or_code = proc_no;
         self.template.total_len = self.args.len() as u32;
         self.ack_due = None; // this call acknowledges the previous result
-        self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
         self.rx_started = false;
         self.active = true;
         self.retries = 0;
         self.heard = false;
         self.working = false;
+        if self.session.reliable && self.args.len() <= self.session.frag_size() as usize {
+            // A reliable session's fragment is as large as its messages: the call goes in one
+            // frame, as the fragment sender would send it, without setting the sender up
+            // (nothing is retransmitted or acknowledged by fragment on such a session).
+            let mut h = self.template;
+            h.offset = 0;
+            h.flags = flags::REQ_ACK;
+            out(&h.to_bytes(), &self.args);
+            return Ok(());
+        }
+        self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
         if let Some(req_ack) = self.tx.send_single() {
             self.emit_frag(0, req_ack, false, out);
             return Ok(());
@@ -469,7 +479,8 @@ impl ClientSlot {
                 }
                 None
             }
-            Kind::FragAck if !self.rx_started => {
+            // Never sent over a reliable session, whose calls go in one frame (see `send_call`).
+            Kind::FragAck if !self.rx_started && !self.session.reliable => {
                 let Some(bits) = body.get(..8) else {
                     self.ignored += 1;
                     return None;

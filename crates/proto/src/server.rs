@@ -486,7 +486,19 @@ impl<A: Copy + Eq> ServerEngine<A> {
             slot.result.clear();
         }
         slot.phase = Phase::Done(status);
-        send_result(token, frag, window, key.slot, slot, out);
+        if reliable && status == Status::Ok && slot.result.len() <= frag as usize {
+            // A reliable session's fragment is as large as its messages: the result goes in one
+            // frame, as `send_result` would send it, without setting up the fragment sender
+            // (nothing is retransmitted or acknowledged by fragment on such a session).
+            if let Some(peer) = slot.peer.as_ref() {
+                let mut h = base_header(Kind::Result, token, key.slot, slot);
+                h.total_len = slot.result.len() as u32;
+                h.flags = flags::REQ_ACK;
+                out(peer, &h.to_bytes(), &slot.result);
+            }
+        } else {
+            send_result(token, frag, window, key.slot, slot, out);
+        }
         if reliable || matches!(status, Status::Error(_)) {
             // Nothing to retransmit on a reliable stream; errors are cheap to recompute.
             slot.phase = Phase::Acked;

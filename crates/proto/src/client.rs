@@ -605,9 +605,21 @@ mod tests {
         let mut sent: Vec<Vec<u8>> = Vec::new();
         slot.args_buf().extend_from_slice(b"args");
         slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        // One frame, as the fragment sender would have sent it.
+        let (h, body) = Header::parse(&sent[0]).unwrap();
+        assert_eq!((h.kind, h.proc_or_code, h.total_len, h.offset, h.flags), (Kind::Call, 3, 4, 0, flags::REQ_ACK));
+        assert_eq!(body, b"args");
         let reply = result_for(&sent[0], b"result");
         let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
         let t0 = Instant::now();
+        // A fragment acknowledgement makes no sense on a reliable session: ignored, nothing
+        // resent.
+        let mut ack = Header::parse(&sent[0]).unwrap().0;
+        ack.kind = Kind::FragAck;
+        ack.offset = 7;
+        let ack = [&ack.to_bytes()[..], &u64::MAX.to_le_bytes()].concat();
+        assert_eq!(slot.handle(&ack, t0, nothing_sent), None);
+        assert!(slot.is_active());
         assert_eq!(slot.handle(&reply, t0, nothing_sent), Some(Outcome::Reply(&b"result"[..])));
         assert!(!slot.is_active());
         assert_eq!(slot.poll_timeout(), None, "a reliable session keeps no acknowledgement timer");

@@ -304,6 +304,12 @@ impl ClientSlot {
         &mut self.args
     }
 
+    /// Whether the current call goes (went) as one frame without the fragment sender: over a
+    /// reliable session, whose fragments are as large as its messages.
+    fn sent_whole(&self) -> bool {
+        self.session.reliable && self.args.len() <= self.session.frag_size() as usize
+    }
+
     fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
         let r = self.tx.range(i);
         let mut h = self.template;
@@ -357,7 +363,7 @@ impl ClientSlot {
         self.retries = 0;
         self.heard = false;
         self.working = false;
-        if self.session.reliable && self.args.len() <= self.session.frag_size() as usize {
+        if self.sent_whole() {
             // A reliable session's fragment is as large as its messages: the call goes in one
             // frame, as the fragment sender would send it, without setting the sender up
             // (nothing is retransmitted or acknowledged by fragment on such a session).
@@ -479,8 +485,10 @@ impl ClientSlot {
                 }
                 None
             }
-            // Never sent over a reliable session, whose calls go in one frame (see `send_call`).
-            Kind::FragAck if !self.rx_started && !self.session.reliable => {
+            // Only for a call that went in fragments: over a reliable session a call that fits
+            // one frame goes without the fragment sender (see `send_call`), so there is nothing
+            // to acknowledge.
+            Kind::FragAck if !self.rx_started && !self.sent_whole() => {
                 let Some(bits) = body.get(..8) else {
                     self.ignored += 1;
                     return None;

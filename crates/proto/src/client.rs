@@ -604,6 +604,29 @@ mod tests {
         [&h.to_bytes()[..], body].concat()
     }
 
+    /// A reliable session's call goes in one frame only when it fits one; one that does not goes
+    /// in fragments, and the fragment acknowledgements it then gets move its window on.
+    #[test]
+    fn a_fragmented_call_on_a_reliable_session_follows_its_acknowledgements() {
+        let mut slot = reliable_slot();
+        slot.session.max_frame = HEADER_LEN as u32 + 100;
+        slot.args_buf().extend_from_slice(&[7u8; 1000]);
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        assert_eq!(sent.len(), 2, "the first window of 100-byte fragments");
+        let mut ack = Header::parse(&sent[0]).unwrap().0;
+        ack.kind = Kind::FragAck;
+        ack.flags = 0;
+        ack.offset = 2; // both received
+        let ack = [&ack.to_bytes()[..], &0u64.to_le_bytes()].concat();
+        assert_eq!(
+            slot.handle(&ack, Instant::now(), &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())),
+            None
+        );
+        let offsets: Vec<u32> = sent.iter().map(|f| Header::parse(f).unwrap().0.offset).collect();
+        assert_eq!(offsets, [0, 100, 200, 300], "the acknowledgement let the next window go");
+    }
+
     /// Over a reliable session the caller may feed the reply before telling the engine when the
     /// call began (it reads the clock only if the reply is slow): the call completes, and a
     /// later call still fails at the deadline it is given.

@@ -234,6 +234,22 @@ impl Binding {
     fn sleeping_flag(&self) -> &AtomicU32 {
         &self.calls.ring().ctl().consumer_sleeping.v
     }
+
+    /// Notes a call served at `now` (the server's lagging clock); returns how long the binding
+    /// was idle before it, for the adaptive budget.
+    fn called(&mut self, now: Instant) -> Duration {
+        let idle = now.saturating_duration_since(self.last_active);
+        self.last_active = now;
+        self.called_since_check = true;
+        idle
+    }
+
+    /// At an idleness check: a binding that called since the last one counts as active now.
+    fn settle(&mut self, now: Instant) {
+        if std::mem::take(&mut self.called_since_check) {
+            self.last_active = now;
+        }
+    }
 }
 
 const TAG_LISTENER: u64 = 0;
@@ -456,9 +472,7 @@ impl ShmServer {
                 Ok(true) => {
                     let id = b.id;
                     let (r, failed) = serve_held(b, &self.config, f);
-                    self.spinner.observe(self.now.saturating_duration_since(b.last_active));
-                    b.last_active = self.now;
-                    b.called_since_check = true;
+                    self.spinner.observe(b.called(self.now));
                     self.next = i + 1;
                     if let Some(e) = failed {
                         self.close_quietly(idx as u32, e);
@@ -538,9 +552,7 @@ impl ShmServer {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     served += 1;
-                    self.spinner.observe(self.now.saturating_duration_since(b.last_active));
-                    b.last_active = self.now;
-                    b.called_since_check = true;
+                    self.spinner.observe(b.called(self.now));
                     i += 1;
                 }
                 Err(e) => self.close(idx as u32, e, handler),
@@ -564,9 +576,7 @@ impl ShmServer {
                 self.active.swap_remove(i);
                 continue;
             };
-            if std::mem::take(&mut b.called_since_check) {
-                b.last_active = self.now;
-            }
+            b.settle(self.now);
             if self.now.saturating_duration_since(b.last_active) < budget {
                 i += 1;
                 continue;
@@ -588,9 +598,7 @@ impl ShmServer {
         while i < self.active.len() {
             let idx = self.active[i];
             if let Some(b) = self.slots[idx as usize].as_mut() {
-                if std::mem::take(&mut b.called_since_check) {
-                    b.last_active = self.now;
-                }
+                b.settle(self.now);
             }
             match self.slots[idx as usize].as_ref() {
                 Some(b) if self.now.saturating_duration_since(b.last_active) < COOL_AFTER => i += 1,

@@ -45,8 +45,9 @@ struct Marks {
     received: u64,
 }
 
-/// A slot's buffers and waiting state, lent to one exchange.
+/// A slot's engine, buffers and waiting state, lent to one exchange.
 struct SlotIo<'a> {
+    engine: &'a mut ClientSlot,
     buf: &'a mut Vec<u8>,
     outbox: &'a mut Vec<u8>,
     spinner: &'a mut Spinner,
@@ -522,28 +523,25 @@ impl Lowlat {
         marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
         let Slot { engine, chan, buf, outbox, spinner, opened_at, .. } = slot;
-        let engine = engine.as_mut().expect("prepared");
-        let io = SlotIo { buf, outbox, spinner, opened_at: *opened_at };
+        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner, opened_at: *opened_at };
         match chan.as_mut().expect("prepared") {
-            SlotChannel::Shm(c) => self.exchange(&mut **c, engine, io, proc_no, clock, decode, marks),
-            SlotChannel::Other(c) => self.exchange(&mut **c, engine, io, proc_no, clock, decode, marks),
+            SlotChannel::Shm(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
+            SlotChannel::Other(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
         }
     }
 
     /// Sends the call and waits for its outcome: [`run`](Self::run) for one kind of channel.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn exchange<R, E: std::error::Error + Send + Sync + 'static, C: ClientChannel + ?Sized>(
         &self,
         chan: &mut C,
-        engine: &mut ClientSlot,
         io: SlotIo<'_>,
         proc_no: u32,
         clock: &mut CallClock,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let SlotIo { buf, outbox, spinner, opened_at } = io;
+        let SlotIo { engine, buf, outbox, spinner, opened_at } = io;
         let mut send_err: Option<std::io::Error> = None;
         // Over a reliable channel nothing is retransmitted and the clock serves only the
         // deadline, so it is read after the call is sent, and only once the reply has not come

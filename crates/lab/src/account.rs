@@ -109,7 +109,7 @@ pub fn engine_costs(calls: u32, reliable: bool) -> (f64, f64) {
     };
     binder.start(now, &mut |h, b| put(&mut frame, h, b));
     let mut reply = Vec::with_capacity(256);
-    let _ = server.handle(1, &frame, now, &mut |_, h, b| put(&mut reply, h, b));
+    let _ = server.handle(1, &frame, || now, &mut |_, h, b| put(&mut reply, h, b));
     let session = binder.handle(&reply).expect("answered").expect("bound");
     let mut slot = ClientSlot::new(session, 0, cfg);
     let deadline = now + Duration::from_secs(3600);
@@ -122,7 +122,7 @@ pub fn engine_costs(calls: u32, reliable: bool) -> (f64, f64) {
             slot.args_buf();
             slot.start(interface::NULL, t0, deadline, &mut |h, b| put(&mut frame, h, b)).expect("fits");
             let t1 = Instant::now();
-            if let Some(call) = server.handle(1, &frame, t1, &mut |_, h, b| put(&mut reply, h, b)) {
+            if let Some(call) = server.handle(1, &frame, || t1, &mut |_, h, b| put(&mut reply, h, b)) {
                 let key = call.key;
                 server.finish(key, Status::Ok, &mut |_, h, b| put(&mut reply, h, b));
             }

@@ -118,7 +118,7 @@ impl Sim {
         let now = self.now;
         let net = &mut self.net;
         let mut out = |to: &u16, h: &[u8; HEADER_LEN], b: &[u8]| net.send(now, Dest::Client(*to), h, b);
-        if let Some(call) = self.server.handle(from, frame, now, &mut out) {
+        if let Some(call) = self.server.handle(from, frame, || now, &mut out) {
             if call.proc_no == PROC_SLOW {
                 let args = call.args.to_vec();
                 let key = call.key;
@@ -411,11 +411,28 @@ fn restarted_server_and_expired_session_are_told_apart() {
         }
         panic!("no answer");
     };
-    assert_eq!(call(&mut sim, &mut c), None);
-    // Idle past the limit: the session expires; the same server says so, and the call is safe to retry.
-    sim.now += Duration::from_secs(2);
-    sim.server.handle_timeout(sim.now);
-    assert_eq!(sim.server.session_count(), 0);
+    // Calls at intervals shorter than the limit keep the session through many sweeps (the
+    // server notes activity with a flag, not a clock read per call).
+    let sweep_to = |sim: &mut Sim, until: Instant| {
+        while let Some(t) = sim.server.poll_timeout().filter(|t| *t <= until) {
+            sim.now = t;
+            sim.server.handle_timeout(t);
+        }
+        sim.now = sim.now.max(until);
+    };
+    for _ in 0..12 {
+        let next = sim.now + Duration::from_millis(900);
+        sweep_to(&mut sim, next);
+        assert_eq!(call(&mut sim, &mut c), None, "a session in use expired");
+    }
+    assert_eq!(sim.server.stats.expired_sessions, 0);
+    // Idle past the limit: the session expires, no sooner than the limit after its last call
+    // and within one and a half times it; the same server says so, and the call is safe to retry.
+    let last_call = sim.now;
+    sweep_to(&mut sim, last_call + Duration::from_millis(999));
+    assert_eq!(sim.server.session_count(), 1, "expired before the limit");
+    sweep_to(&mut sim, last_call + Duration::from_millis(1500));
+    assert_eq!(sim.server.session_count(), 0, "not expired within 1.5 times the limit");
     assert_eq!(call(&mut sim, &mut c), Some(CallError::SessionLost { restarted: false, retry_safe: true }));
     // A new server (new generation) does not know the session either, and says it restarted.
     cfg.seed = 12345;

@@ -59,7 +59,7 @@ pub struct ServerConfig {
     pub max_sessions: usize,
     /// Slots granted per session at most.
     pub max_slots: u16,
-    /// Sessions idle this long are dropped.
+    /// Sessions idle this long are dropped (within one and a half times this long).
     pub session_idle: Duration,
     /// Largest argument or result message.
     pub max_message: usize,

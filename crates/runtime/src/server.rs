@@ -264,10 +264,6 @@ struct LoopContext {
     workers: SyncSender<Job>,
 }
 
-/// Polls after which a call found is stamped with the clock rather than with the time the
-/// polling began (the spinner's clock-free stretch, which lasts about a microsecond).
-const CLOCK_FREE_POLLS: u32 = 32;
-
 fn random_seed() -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: writes at most 8 bytes into a live 8-byte buffer.
@@ -290,8 +286,6 @@ enum Ready<A> {
 struct Dispatch<'a, A> {
     engine: &'a mut ServerEngine<A>,
     ctx: &'a LoopContext,
-    /// When the frame being served arrived, if known without reading the clock.
-    now: Option<Instant>,
 }
 
 impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
@@ -299,9 +293,8 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
         let ctx = self.ctx;
         let trace = ctx.config.trace;
         let received = if trace { trace::now_ns() } else { 0 };
-        let now = self.now.unwrap_or_else(Instant::now);
         let engine = &mut *self.engine;
-        let Some(call) = engine.handle(from, frame, now, out) else { return };
+        let Some(call) = engine.handle(from, frame, Instant::now, out) else { return };
         let key = call.key;
         let dispatched = if trace { trace::now_ns() } else { 0 };
         let cctx = CallContext {
@@ -363,16 +356,12 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut spinner = Spinner::new(ctx.config.spin);
     let doorbell = ctx.shared.doorbell.raw_fd();
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
+    // No clock is read per call: the engine needs the time only for a bind (and its sweep
+    // timer), and the spinner reads it only once a wait outlasts its clock-free polls.
     while !ctx.shared.stop.load(Ordering::Acquire) {
-        // Read here, while the last reply travels, rather than once a call has arrived: a call
-        // found within the spinner's first (clock-free) polls is stamped with this, at most a
-        // few microseconds early, and its round trip carries no clock read on this side. One
-        // found later, or after sleeping, reads the clock when it is found.
-        let polled_from = Instant::now();
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
-        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx, now: Some(polled_from) };
-        let mut polls = 0u32;
+        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx };
         let mut io = (&mut t, &mut buf, &mut dispatch);
         let got = spinner.wait_on(
             timer,
@@ -381,19 +370,12 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
                 if shared.doorbell.take() {
                     return Ok(Some(Ready::Doorbell));
                 }
-                polls += 1;
-                if polls > CLOCK_FREE_POLLS {
-                    dispatch.now = None;
-                }
                 Ok::<_, io::Error>(t.serve_next(buf, &mut **dispatch)?.map(|r| match r {
                     Polled::Served => Ready::Served,
                     Polled::Closed(a) => Ready::Closed(a),
                 }))
             },
-            |(t, _, dispatch), timeout| {
-                dispatch.now = None;
-                t.block(doorbell, timeout)
-            },
+            |(t, _, _), timeout| t.block(doorbell, timeout),
         );
         match got {
             Ok(Some(Ready::Served)) => {}

@@ -1,37 +1,12 @@
 //! A steady-state call allocates nothing, on the client or on the server (both run in this
 //! process, so one counting allocator sees both).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
 use lowlat::{ClientConfig, Server, SpinPolicy};
 use lowlat_lab::interface::{self, LabClient};
-
-struct Counting;
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-// SAFETY: forwards every request to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(p, l, n)
-    }
-}
+use lowlat_testkit::CountingAlloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc::new();
 
 fn calls(c: &LabClient, arg: &[u8], out: &mut Vec<u8>, n: usize) {
     for i in 0..n {
@@ -46,11 +21,9 @@ fn calls(c: &LabClient, arg: &[u8], out: &mut Vec<u8>, n: usize) {
 #[test]
 fn steady_state_calls_do_not_allocate() {
     // The counter itself works.
-    COUNTING.store(true, Ordering::SeqCst);
-    let v = std::hint::black_box(vec![1u8; 64]);
-    COUNTING.store(false, Ordering::SeqCst);
+    let (v, n) = ALLOC.count(|| std::hint::black_box(vec![1u8; 64]));
     drop(v);
-    assert!(ALLOCATIONS.load(Ordering::SeqCst) >= 1);
+    assert!(n >= 1, "the counter counts");
 
     let dir = std::env::temp_dir().join(format!("lowlat-alloc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -67,11 +40,7 @@ fn steady_state_calls_do_not_allocate() {
             let arg = vec![7u8; 1440];
             let mut out = Vec::with_capacity(4096);
             calls(&c, &arg, &mut out, 200); // warm up: buffers grow to the sizes in use
-            ALLOCATIONS.store(0, Ordering::SeqCst);
-            COUNTING.store(true, Ordering::SeqCst);
-            calls(&c, &arg, &mut out, 1000);
-            COUNTING.store(false, Ordering::SeqCst);
-            let n = ALLOCATIONS.load(Ordering::SeqCst);
+            let ((), n) = ALLOC.count(|| calls(&c, &arg, &mut out, 1000));
             assert_eq!(n, 0, "{scheme} {spin}: {n} allocations in 5000 steady-state calls");
             server.shutdown();
         }

@@ -2,36 +2,11 @@
 //! this process, so one counting allocator sees both), over UDP (through the duplicate-request
 //! cache, once it has filled and recycles its buffers) and TCP (record marking).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
 use lowlat::{Client, Program, Server, ServerConfig};
-
-struct Counting;
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-// SAFETY: forwards every request to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        System.realloc(p, l, n)
-    }
-}
+use lowlat_testkit::CountingAlloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc::new();
 
 const PROG: u32 = 0x2000_7702;
 
@@ -51,11 +26,9 @@ fn echo(c: &Client, arg: &[u8]) {
 
 #[test]
 fn steady_state_onc_calls_do_not_allocate() {
-    COUNTING.store(true, Ordering::SeqCst);
-    let v = std::hint::black_box(vec![1u8; 64]);
-    COUNTING.store(false, Ordering::SeqCst);
+    let (v, n) = ALLOC.count(|| std::hint::black_box(vec![1u8; 64]));
     drop(v);
-    assert!(ALLOCATIONS.load(Ordering::SeqCst) >= 1, "the counter counts");
+    assert!(n >= 1, "the counter counts");
 
     let program = Program::new(PROG, 1).xdr().procedure(1, "ECHO", |_, a, r| {
         r.extend_from_slice(a);
@@ -74,13 +47,11 @@ fn steady_state_onc_calls_do_not_allocate() {
         for _ in 0..500 {
             echo(&c, &arg);
         }
-        ALLOCATIONS.store(0, Ordering::SeqCst);
-        COUNTING.store(true, Ordering::SeqCst);
-        for _ in 0..500 {
-            echo(&c, &arg);
-        }
-        COUNTING.store(false, Ordering::SeqCst);
-        let n = ALLOCATIONS.load(Ordering::SeqCst);
+        let ((), n) = ALLOC.count(|| {
+            for _ in 0..500 {
+                echo(&c, &arg);
+            }
+        });
         assert_eq!(n, 0, "{uri}: {n} allocations in 500 steady-state calls");
     }
     server.shutdown();

@@ -1,0 +1,65 @@
+//! Helpers shared by lowlat's test suites, and nothing else: a dev-dependency only, never a
+//! dependency of a crate that ships. It depends on no other lowlat crate (so any crate's tests
+//! can use it).
+//!
+//! [`CountingAlloc`]: a global allocator that counts allocations while asked to, for the tests
+//! that prove a steady-state call allocates nothing.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Forwards to the system allocator and counts allocations (and reallocations) made by any
+/// thread while [`count`](Self::count) runs. Install it in a test binary:
+///
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOC: lowlat_testkit::CountingAlloc = lowlat_testkit::CountingAlloc::new();
+/// ```
+pub struct CountingAlloc {
+    allocations: AtomicU64,
+    counting: AtomicBool,
+}
+
+impl CountingAlloc {
+    pub const fn new() -> CountingAlloc {
+        CountingAlloc { allocations: AtomicU64::new(0), counting: AtomicBool::new(false) }
+    }
+
+    /// Runs `f` and returns its value with the allocations made meanwhile, by every thread of
+    /// the process (a server running in the same process included).
+    pub fn count<R>(&self, f: impl FnOnce() -> R) -> (R, u64) {
+        self.allocations.store(0, Ordering::SeqCst);
+        self.counting.store(true, Ordering::SeqCst);
+        let r = f();
+        self.counting.store(false, Ordering::SeqCst);
+        (r, self.allocations.load(Ordering::SeqCst))
+    }
+
+    fn note(&self) {
+        if self.counting.load(Ordering::Relaxed) {
+            self.allocations.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for CountingAlloc {
+    fn default() -> Self {
+        CountingAlloc::new()
+    }
+}
+
+// SAFETY: forwards every request to the system allocator unchanged, with the caller's own
+// arguments, so `System`'s guarantees are the caller's; the counting touches only atomics.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        self.note();
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        self.note();
+        System.realloc(p, l, n)
+    }
+}

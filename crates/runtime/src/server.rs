@@ -356,8 +356,8 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut spinner = Spinner::new(ctx.config.spin);
     let doorbell = ctx.shared.doorbell.raw_fd();
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
-    // No clock is read per call: the engine needs the time only for a bind (and its sweep
-    // timer), and the spinner reads it only once a wait outlasts its clock-free polls.
+    // The engine reads no clock per call (it needs the time only for a bind and its sweep timer),
+    // so serving a call found within the spinner's clock-free polls reads none at all.
     while !ctx.shared.stop.load(Ordering::Acquire) {
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;

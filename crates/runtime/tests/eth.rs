@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, DecodeError, Error, Server};
+use lowlat::{Client, ClientConfig, Error, Server};
 use lowlat_eth::testhosts::{self, TestHosts};
 
 mod common;
-use common::{ECHO, MAXARG, MAXRESULT, MINUS, NULL, PROG};
+use common::{bytes, check_lab_procedures, ECHO, NULL, PROG};
 
 fn hosts() -> Option<TestHosts> {
     if let Err(why) = testhosts::check_root() {
@@ -29,17 +29,6 @@ fn join<T>(h: JoinHandle<lowlat_eth::Result<T>>, secs: u64) -> T {
         std::thread::sleep(Duration::from_millis(5));
     }
     h.join().expect("thread panicked").expect("entering the namespace")
-}
-
-fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
-    c.call::<_, DecodeError>(
-        proc_no,
-        |b| {
-            b.extend_from_slice(arg);
-            Ok(())
-        },
-        |r| Ok(r.to_vec()),
-    )
 }
 
 /// Serves the lab program on side a's interface (the server's socket lives in a's namespace).
@@ -64,20 +53,7 @@ fn lab_procedures(scheme: &str, with_mac: bool) {
             .map(|t| {
                 let c = client.clone();
                 std::thread::spawn(move || {
-                    assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
-                    let mut ab = 7i32.to_ne_bytes().to_vec();
-                    ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
-                    assert_eq!(bytes(MINUS, &c, &ab).unwrap(), (-3 - t as i32).to_ne_bytes());
-                    for &n in &sizes {
-                        let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
-                        assert!(bytes(ECHO, &c, &msg).unwrap() == msg, "ECHO {n}");
-                        assert!(bytes(MAXARG, &c, &msg).unwrap().is_empty(), "MAXARG {n}");
-                        let r = bytes(MAXRESULT, &c, &(n as u32).to_ne_bytes()).unwrap();
-                        assert!(
-                            r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
-                            "MAXRESULT {n}"
-                        );
-                    }
+                    check_lab_procedures(&c, t, &sizes);
                 })
             })
             .collect();

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, DecodeError, Error, Program, Server, ServerConfig};
+use lowlat::{Client, ClientConfig, Error, Program, Server, ServerConfig};
 
 mod common;
-use common::{ECHO, MAXARG, MAXRESULT, MINUS, NULL, PROG};
+use common::{bytes, check_lab_procedures, ECHO, NULL, PROG};
 
 const SLOW_ECHO: u32 = 5;
 /// Answers after `DROWSY_FOR`, long past the deadline the test sets.
@@ -45,17 +45,6 @@ fn serve(tag: &str) -> (Dir, Server, String) {
     (Dir(dir), server, uri)
 }
 
-fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
-    c.call::<_, DecodeError>(
-        proc_no,
-        |b| {
-            b.extend_from_slice(arg);
-            Ok(())
-        },
-        |r| Ok(r.to_vec()),
-    )
-}
-
 #[test]
 fn lab_procedures_at_edge_sizes_from_many_threads() {
     let (_dir, server, uri) = serve("edges");
@@ -67,17 +56,7 @@ fn lab_procedures_at_edge_sizes_from_many_threads() {
         .map(|t| {
             let c = client.clone();
             std::thread::spawn(move || {
-                assert!(bytes(NULL, &c, &[]).unwrap().is_empty());
-                let mut ab = 7i32.to_ne_bytes().to_vec();
-                ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
-                assert_eq!(bytes(MINUS, &c, &ab).unwrap(), (-3 - t as i32).to_ne_bytes());
-                for &n in &sizes {
-                    let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
-                    assert!(bytes(ECHO, &c, &msg).unwrap() == msg, "ECHO {n}");
-                    assert!(bytes(MAXARG, &c, &msg).unwrap().is_empty(), "MAXARG {n}");
-                    let r = bytes(MAXRESULT, &c, &(n as u32).to_ne_bytes()).unwrap();
-                    assert!(r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "MAXRESULT {n}");
-                }
+                check_lab_procedures(&c, t, &sizes);
                 // Long-running procedures go to the worker pool and come back over shm.
                 assert_eq!(bytes(SLOW_ECHO, &c, b"slow").unwrap(), b"slow");
             })

@@ -104,7 +104,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
             let client = client.clone();
             let barrier = barrier.clone();
             let spec = spec.clone();
-            std::thread::spawn(move || -> (Histogram<u64>, u64, Option<Error>) {
+            std::thread::spawn(move || -> (Histogram<u64>, u64, Option<Error>, Option<(Instant, Instant)>) {
                 if let Some(cpu) = spec.cpu {
                     let _ = lowlat_transport::sys::pin_to_cpu(cpu);
                 }
@@ -116,11 +116,15 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                 for _ in 0..spec.warmup {
                     if let Err(e) = call_once(&client, proc_no, &arg, spec.size, &mut out) {
                         barrier.wait();
-                        return (h, 1, Some(e));
+                        return (h, 1, Some(e), None);
                     }
                 }
                 barrier.wait();
-                let start = Instant::now() + interval.map_or(Duration::ZERO, |i| i.mul_f64(t as f64 / threads as f64));
+                // Each thread times its own run: the thread that released the barrier may be
+                // scheduled again only after these have made most of their calls (two CPUs, one
+                // of them the server's), so its clock would miss them.
+                let began = Instant::now();
+                let start = began + interval.map_or(Duration::ZERO, |i| i.mul_f64(t as f64 / threads as f64));
                 // Open loop: Poisson arrivals (exponential gaps with the mean interval), as the
                 // queueing model r = s/(1-u) assumes.
                 let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -157,24 +161,27 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                         }
                     }
                 }
-                (h, errors, first_error)
+                (h, errors, first_error, Some((began, Instant::now())))
             })
         })
         .collect();
     barrier.wait();
-    let start = Instant::now();
     let mut all = new_histogram();
     let mut errors = 0;
     let mut first_error = None;
+    let mut span: Option<(Instant, Instant)> = None;
     for h in handles {
-        let (hist, e, fe) = h.join().expect("benchmark thread panicked");
+        let (hist, e, fe, ran) = h.join().expect("benchmark thread panicked");
         all.add(&hist).expect("same bounds");
         errors += e;
         if first_error.is_none() {
             first_error = fe;
         }
+        if let Some((b, e)) = ran {
+            span = Some(span.map_or((b, e), |(sb, se)| (sb.min(b), se.max(e))));
+        }
     }
-    let wall = start.elapsed().as_secs_f64();
+    let wall = span.map_or(0.0, |(b, e)| (e - b).as_secs_f64());
     if all.is_empty() {
         return Err(first_error
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));

@@ -197,3 +197,28 @@ fn deadline_and_long_running_procedures() {
         server.shutdown();
     }
 }
+
+/// Closed-loop throughput cannot exceed what the calls' own latencies allow (Little's law: calls
+/// per second times mean latency is at most the number of calling threads). The benchmark once
+/// timed its run from the thread that released the callers, which on two CPUs could be
+/// scheduled again only after most calls were made: it reported 22M MAXRESULT(1440) calls/s.
+#[test]
+fn closed_loop_throughput_agrees_with_latency() {
+    use lowlat_lab::bench::{self, BenchSpec};
+    for scheme in ["udp", "tcp"] {
+        let (server, uri) = serve(scheme, ServerConfig::default());
+        for threads in [1usize, 2, 4] {
+            let spec = BenchSpec { uri: uri.clone(), calls: 4_000, warmup: 200, threads, ..BenchSpec::default() };
+            let s = bench::run(&spec).unwrap();
+            assert_eq!((s.calls, s.errors), (4_000, 0), "{scheme} {threads}");
+            let busy = s.calls_per_s * s.mean_ns as f64 * 1e-9;
+            assert!(
+                busy > 0.0 && busy <= threads as f64 * 1.05,
+                "{scheme}, {threads} threads: {:.0} calls/s at a mean of {} ns is {busy:.2} calls in flight",
+                s.calls_per_s,
+                s.mean_ns
+            );
+        }
+        server.shutdown();
+    }
+}

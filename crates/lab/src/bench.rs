@@ -79,6 +79,15 @@ pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
     run_histogram(spec).map(|(s, _)| s)
 }
 
+/// What one calling thread of [`run_histogram`] measured.
+struct ThreadRun {
+    hist: Histogram<u64>,
+    errors: u64,
+    first_error: Option<Error>,
+    /// When its measured calls began and ended (none if its warm-up failed).
+    span: Option<(Instant, Instant)>,
+}
+
 /// Runs the benchmark; returns the summary and the histogram of every measured call.
 pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Error> {
     let proc_no =
@@ -104,7 +113,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
             let client = client.clone();
             let barrier = barrier.clone();
             let spec = spec.clone();
-            std::thread::spawn(move || -> (Histogram<u64>, u64, Option<Error>, Option<(Instant, Instant)>) {
+            std::thread::spawn(move || -> ThreadRun {
                 if let Some(cpu) = spec.cpu {
                     let _ = lowlat_transport::sys::pin_to_cpu(cpu);
                 }
@@ -116,7 +125,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                 for _ in 0..spec.warmup {
                     if let Err(e) = call_once(&client, proc_no, &arg, spec.size, &mut out) {
                         barrier.wait();
-                        return (h, 1, Some(e), None);
+                        return ThreadRun { hist: h, errors: 1, first_error: Some(e), span: None };
                     }
                 }
                 barrier.wait();
@@ -161,7 +170,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                         }
                     }
                 }
-                (h, errors, first_error, Some((began, Instant::now())))
+                ThreadRun { hist: h, errors, first_error, span: Some((began, Instant::now())) }
             })
         })
         .collect();
@@ -171,13 +180,13 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
     let mut first_error = None;
     let mut span: Option<(Instant, Instant)> = None;
     for h in handles {
-        let (hist, e, fe, ran) = h.join().expect("benchmark thread panicked");
-        all.add(&hist).expect("same bounds");
-        errors += e;
+        let run = h.join().expect("benchmark thread panicked");
+        all.add(&run.hist).expect("same bounds");
+        errors += run.errors;
         if first_error.is_none() {
-            first_error = fe;
+            first_error = run.first_error;
         }
-        if let Some((b, e)) = ran {
+        if let Some((b, e)) = run.span {
             span = Some(span.map_or((b, e), |(sb, se)| (sb.min(b), se.max(e))));
         }
     }

@@ -127,7 +127,7 @@ pub fn engine_costs(calls: u32, reliable: bool) -> (f64, f64) {
                 server.finish(key, Status::Ok, &mut |_, h, b| put(&mut reply, h, b));
             }
             let t2 = Instant::now();
-            let done = matches!(slot.handle(&reply, t2, &mut |_, _| {}), Some(Outcome::Reply(_)));
+            let done = matches!(slot.handle(&reply, || t2, &mut |_, _| {}), Some(Outcome::Reply(_)));
             let t3 = Instant::now();
             assert!(done, "the engine answered a null call");
             c += (t1 - t0) + (t3 - t2);

@@ -278,7 +278,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
                     let s = s as usize;
                     let net = &mut sim.net;
                     let outcome =
-                        clients[s].handle(&frame, now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b));
+                        clients[s].handle(&frame, || now, &mut |h, b| net.send(now, Dest::Server(s as u16), h, b));
                     match outcome {
                         Some(Outcome::Reply(body)) => {
                             let p = current[s].take().expect("a reply for an idle slot");
@@ -401,7 +401,7 @@ fn restarted_server_and_expired_session_are_told_apart() {
                 Dest::Server(f) => sim.deliver_to_server(f, &frame),
                 Dest::Client(_) => {
                     let now = sim.now;
-                    match c.handle(&frame, now, &mut |_, _| {}) {
+                    match c.handle(&frame, || now, &mut |_, _| {}) {
                         Some(Outcome::Failed(e)) => return Some(e),
                         Some(Outcome::Reply(_)) => return None,
                         None => {}

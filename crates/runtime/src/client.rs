@@ -33,7 +33,6 @@ struct Slot {
     /// Frames the engine sends while a received one is read (each after its length).
     outbox: Vec<u8>,
     spinner: Spinner,
-    opened_at: Instant,
 }
 
 /// Moments of a traced call, filled in as it goes.
@@ -51,8 +50,6 @@ struct SlotIo<'a> {
     buf: &'a mut Vec<u8>,
     outbox: &'a mut Vec<u8>,
     spinner: &'a mut Spinner,
-    /// When the slot was made: a time known without reading the clock.
-    opened_at: Instant,
 }
 
 struct Shared {
@@ -333,7 +330,6 @@ impl Lowlat {
                     buf: Vec::new(),
                     outbox: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
-                    opened_at: Instant::now(),
                 })
             })
             .collect();
@@ -522,8 +518,8 @@ impl Lowlat {
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let Slot { engine, chan, buf, outbox, spinner, opened_at, .. } = slot;
-        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner, opened_at: *opened_at };
+        let Slot { engine, chan, buf, outbox, spinner, .. } = slot;
+        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner };
         match chan.as_mut().expect("prepared") {
             SlotChannel::Shm(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
             SlotChannel::Other(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
@@ -541,7 +537,7 @@ impl Lowlat {
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let SlotIo { engine, buf, outbox, spinner, opened_at } = io;
+        let SlotIo { engine, buf, outbox, spinner } = io;
         let mut send_err: Option<std::io::Error> = None;
         // Over a reliable channel nothing is retransmitted and the clock serves only the
         // deadline, so it is read after the call is sent, and only once the reply has not come
@@ -579,20 +575,15 @@ impl Lowlat {
             if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
                 m.received = trace::now_ns();
             }
-            // Over a reliable channel the reply's arrival time feeds no timer (the engine reads
-            // it only to time retransmissions): any earlier reading will do.
-            let now = match (&got, spinner.ready_at()) {
-                (Ok(Some(_)), _) if reliable => clock.begun.unwrap_or(opened_at),
-                (Ok(Some(_)), Some(t)) => t,
-                _ => Instant::now(),
-            };
             match got {
                 Ok(Some(n)) => {
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.
                     outbox.clear();
                     let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| queue_frame(outbox, h, b);
-                    let outcome = match engine.handle(chan.received(buf, n), now, &mut out) {
+                    // The engine asks for the arrival time only to time retransmissions.
+                    let arrived = || spinner.ready_at().unwrap_or_else(Instant::now);
+                    let outcome = match engine.handle(chan.received(buf, n), arrived, &mut out) {
                         Some(Outcome::Reply(body)) => {
                             let decode = decode.take().expect("one reply per call");
                             Some(decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) }))
@@ -611,7 +602,7 @@ impl Lowlat {
                             send_err.get_or_insert(e);
                         }
                     };
-                    if let Some(e) = engine.handle_timeout(now, &mut out) {
+                    if let Some(e) = engine.handle_timeout(Instant::now(), &mut out) {
                         return Err(self.call_error(proc_no, e));
                     }
                 }

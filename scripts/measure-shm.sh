@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 calls="${1:-200000}"
 rounds="${ROUNDS:-2}"
-cargo build --release -q -p lowlat-cli -p lowlat-shm --example shm_floor
+cargo build --release -q -p lowlat-cli
+cargo build --release -q -p lowlat-shm --example shm_floor
 ll=target/release/lowlat
 floor=target/release/examples/shm_floor
 dir=$(mktemp -d /tmp/lowlat-measure-shm.XXXXXX)

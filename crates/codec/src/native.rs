@@ -1,6 +1,7 @@
 //! lowlat's native encoding: the server's byte order, no padding (see the crate documentation).
 
 use crate::cursor::{collect_array, Cursor};
+use crate::out::Sink;
 use crate::{DecodeError, EncodeError};
 
 /// The byte order native payloads travel in: the server's, agreed when the client binds.
@@ -26,13 +27,13 @@ impl ByteOrder {
 /// A type with a native encoding. Generated code implements it for every struct, union and enum.
 pub trait Native: Sized {
     /// Appends the encoding of `self` in the writer's byte order.
-    fn encode_native(&self, w: &mut NativeWriter<'_>) -> Result<(), EncodeError>;
+    fn encode_native<B: Sink + ?Sized>(&self, w: &mut NativeWriter<'_, B>) -> Result<(), EncodeError>;
     /// Reads one value in the reader's byte order.
     fn decode_native(r: &mut NativeReader<'_>) -> Result<Self, DecodeError>;
 }
 
 /// Appends the native encoding of `value` to `buf` in `order`.
-pub fn to_native<T: Native>(value: &T, buf: &mut Vec<u8>, order: ByteOrder) -> Result<(), EncodeError> {
+pub fn to_native<T: Native, B: Sink + ?Sized>(value: &T, buf: &mut B, order: ByteOrder) -> Result<(), EncodeError> {
     value.encode_native(&mut NativeWriter::new(buf, order))
 }
 
@@ -67,14 +68,14 @@ macro_rules! get {
 
 /// Appends native items to a caller-owned buffer.
 #[derive(Debug)]
-pub struct NativeWriter<'a> {
-    buf: &'a mut Vec<u8>,
+pub struct NativeWriter<'a, B: Sink + ?Sized = Vec<u8>> {
+    buf: &'a mut B,
     order: ByteOrder,
 }
 
-impl<'a> NativeWriter<'a> {
+impl<'a, B: Sink + ?Sized> NativeWriter<'a, B> {
     /// Writes after whatever `buf` already holds, in `order`.
-    pub fn new(buf: &'a mut Vec<u8>, order: ByteOrder) -> Self {
+    pub fn new(buf: &'a mut B, order: ByteOrder) -> Self {
         NativeWriter { buf, order }
     }
     /// The byte order being written.
@@ -82,7 +83,7 @@ impl<'a> NativeWriter<'a> {
         self.order
     }
     /// The underlying buffer.
-    pub fn buf(&mut self) -> &mut Vec<u8> {
+    pub fn buf(&mut self) -> &mut B {
         self.buf
     }
     /// `unsigned int`.
@@ -324,7 +325,7 @@ macro_rules! prim {
     ($t:ty, $put:ident, $get:ident) => {
         impl Native for $t {
             #[inline]
-            fn encode_native(&self, w: &mut NativeWriter<'_>) -> Result<(), EncodeError> {
+            fn encode_native<B: Sink + ?Sized>(&self, w: &mut NativeWriter<'_, B>) -> Result<(), EncodeError> {
                 w.$put(*self);
                 Ok(())
             }

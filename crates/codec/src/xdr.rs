@@ -1,6 +1,7 @@
 //! XDR (RFC 4506): big-endian, every item a multiple of four bytes, padding bytes zero.
 
 use crate::cursor::{collect_array, Cursor};
+use crate::out::Sink;
 use crate::{DecodeError, EncodeError};
 
 /// Bytes of padding that bring `len` up to a multiple of four.
@@ -12,13 +13,13 @@ pub const fn xdr_pad(len: usize) -> usize {
 /// A type with an XDR encoding. Generated code implements it for every struct, union and enum.
 pub trait Xdr: Sized {
     /// Appends the encoding of `self`.
-    fn encode_xdr(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError>;
+    fn encode_xdr<B: Sink + ?Sized>(&self, w: &mut XdrWriter<'_, B>) -> Result<(), EncodeError>;
     /// Reads one value from the current position.
     fn decode_xdr(r: &mut XdrReader<'_>) -> Result<Self, DecodeError>;
 }
 
 /// Appends the XDR encoding of `value` to `buf`.
-pub fn to_xdr<T: Xdr>(value: &T, buf: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub fn to_xdr<T: Xdr, B: Sink + ?Sized>(value: &T, buf: &mut B) -> Result<(), EncodeError> {
     value.encode_xdr(&mut XdrWriter::new(buf))
 }
 
@@ -32,18 +33,18 @@ pub fn from_xdr<T: Xdr>(buf: &[u8]) -> Result<T, DecodeError> {
 
 /// Appends XDR items to a caller-owned buffer (so a preallocated slot buffer is reused).
 #[derive(Debug)]
-pub struct XdrWriter<'a> {
-    buf: &'a mut Vec<u8>,
+pub struct XdrWriter<'a, B: Sink + ?Sized = Vec<u8>> {
+    buf: &'a mut B,
 }
 
-impl<'a> XdrWriter<'a> {
+impl<'a, B: Sink + ?Sized> XdrWriter<'a, B> {
     /// Writes after whatever `buf` already holds.
-    pub fn new(buf: &'a mut Vec<u8>) -> Self {
+    pub fn new(buf: &'a mut B) -> Self {
         XdrWriter { buf }
     }
 
     /// The underlying buffer.
-    pub fn buf(&mut self) -> &mut Vec<u8> {
+    pub fn buf(&mut self) -> &mut B {
         self.buf
     }
 
@@ -279,7 +280,7 @@ macro_rules! prim {
     ($t:ty, $put:ident, $get:ident) => {
         impl Xdr for $t {
             #[inline]
-            fn encode_xdr(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
+            fn encode_xdr<B: Sink + ?Sized>(&self, w: &mut XdrWriter<'_, B>) -> Result<(), EncodeError> {
                 w.$put(*self);
                 Ok(())
             }

@@ -25,11 +25,11 @@ impl lab_vers::Server for Lab {
     fn maxarg(&self, _: &CallContext, _: &[u8]) -> Result<(), ProcError> {
         Ok(())
     }
-    fn maxresult(&self, _: &CallContext, n: u32, out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn maxresult(&self, _: &CallContext, n: u32, out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.extend((0..n).map(|i| i as u8));
         Ok(())
     }
-    fn echo(&self, _: &CallContext, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn echo(&self, _: &CallContext, data: &[u8], out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.extend_from_slice(data);
         Ok(())
     }

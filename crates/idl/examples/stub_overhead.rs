@@ -26,11 +26,11 @@ impl lab_vers::Server for Lab {
     fn maxarg(&self, _: &CallContext, _: &[u8]) -> Result<(), ProcError> {
         Ok(())
     }
-    fn maxresult(&self, _: &CallContext, n: u32, out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn maxresult(&self, _: &CallContext, n: u32, out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.resize(out.len() + n as usize, 0x5a);
         Ok(())
     }
-    fn echo(&self, _: &CallContext, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn echo(&self, _: &CallContext, data: &[u8], out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.extend_from_slice(data);
         Ok(())
     }

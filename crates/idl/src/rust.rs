@@ -512,7 +512,7 @@ impl<'a> Gen<'a> {
         let cp = self.cp().to_string();
         let w = if e == Enc::Xdr { "XdrWriter" } else { "NativeWriter" };
         self.open(format!(
-            "fn encode_{}(&self, w: &mut {cp}::{w}<'_>) -> ::std::result::Result<(), {cp}::EncodeError> {{",
+            "fn encode_{}<B: {cp}::Sink + ?Sized>(&self, w: &mut {cp}::{w}<'_, B>) -> ::std::result::Result<(), {cp}::EncodeError> {{",
             e.name()
         ));
     }
@@ -933,7 +933,7 @@ impl<'a> Gen<'a> {
                 self.line("#[allow(clippy::too_many_arguments)]");
             }
             self.open(format!(
-                "pub fn encode_{}_{side}_{en}(buf: &mut ::std::vec::Vec<u8>{order_param}, {}) -> ::std::result::Result<(), {cp}::EncodeError> {{",
+                "pub fn encode_{}_{side}_{en}<B: {cp}::Sink + ?Sized>(buf: &mut B{order_param}, {}) -> ::std::result::Result<(), {cp}::EncodeError> {{",
                 pr.method,
                 params.join(", ")
             ));
@@ -1086,7 +1086,8 @@ impl<'a> Gen<'a> {
         self.line(format!("/// The procedures of `{prog}` version `{vers}`, implemented by a server."));
         self.line("///");
         self.line("/// Opaque and string arguments are views into the receive buffer. A variable-length opaque");
-        self.line("/// result is appended by the procedure straight into the reply buffer (`out`).");
+        self.line("/// result is appended by the procedure straight into the reply buffer (`out`), which over");
+        self.line("/// shared memory lies in the result ring.");
         self.open("pub trait Server: ::std::marker::Send + ::std::marker::Sync + 'static {");
         for pr in procs {
             let mut params = vec!["&self".to_string(), format!("ctx: &{rt}::CallContext")];
@@ -1097,7 +1098,7 @@ impl<'a> Gen<'a> {
             let ret = match &pr.result {
                 None => "()".to_string(),
                 Some(Ty::OpaqueVar(_)) => {
-                    params.push("out: &mut ::std::vec::Vec<u8>".into());
+                    params.push(format!("out: &mut {rt}::OutBuf<'_>"));
                     "()".to_string()
                 }
                 Some(t) => self.rust_ty(t),
@@ -1141,7 +1142,7 @@ impl<'a> Gen<'a> {
             self.line("let s = ::std::sync::Arc::clone(&server);");
             let reply = if pr.result.is_none() { "_reply" } else { "reply" };
             self.open(format!(
-                "move |ctx: &{rt}::CallContext, args: &[u8], {reply}: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), {rt}::ProcError> {{"
+                "move |ctx: &{rt}::CallContext, args: &[u8], {reply}: &mut {rt}::OutBuf<'_>| -> ::std::result::Result<(), {rt}::ProcError> {{"
             ));
             let order_arg = if xdr { "" } else { ", order" };
             if !xdr {

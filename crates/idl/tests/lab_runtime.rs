@@ -28,11 +28,11 @@ impl Server for Lab {
             Err(ProcError::SystemError)
         }
     }
-    fn maxresult(&self, _: &CallContext, n: u32, out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn maxresult(&self, _: &CallContext, n: u32, out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.extend((0..n as usize).map(|i| (i % 251) as u8));
         Ok(())
     }
-    fn echo(&self, _: &CallContext, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProcError> {
+    fn echo(&self, _: &CallContext, data: &[u8], out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         out.extend_from_slice(data);
         Ok(())
     }

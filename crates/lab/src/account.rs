@@ -174,7 +174,9 @@ pub fn stub_and_procedure_costs(calls: u32) -> (f64, f64) {
     let t = Instant::now();
     for _ in 0..calls {
         reply.clear();
-        program.invoke(interface::NULL, &ctx, std::hint::black_box(&args), &mut reply).expect("NULL runs");
+        program
+            .invoke(interface::NULL, &ctx, std::hint::black_box(&args), &mut (&mut reply).into())
+            .expect("NULL runs");
     }
     let procedure = t.elapsed().as_nanos() as f64 / calls as f64;
     (marshal, procedure)

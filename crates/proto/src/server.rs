@@ -496,10 +496,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
             // frame, as `send_result` would send it, without setting up the fragment sender
             // (nothing is retransmitted or acknowledged by fragment on such a session).
             if let Some(peer) = slot.peer.as_ref() {
-                let mut h = base_header(Kind::Result, token, key.slot, slot);
-                h.total_len = slot.result.len() as u32;
-                h.flags = flags::REQ_ACK;
-                out(peer, &h.to_bytes(), &slot.result);
+                out(peer, &one_frame_result(token, key.slot, slot, slot.result.len()), &slot.result);
             }
         } else {
             send_result(token, frag, window, key.slot, slot, out);
@@ -510,6 +507,24 @@ impl<A: Copy + Eq> ServerEngine<A> {
             release(slot);
         }
         true
+    }
+
+    /// Completes a call whose procedure wrote its `len`-byte result straight where the transport
+    /// will send it from (a shared-memory result ring): returns the header to put before it.
+    /// `None` when that cannot be the reply (a failed call, a result larger than the session
+    /// allows, a session that may need the result again to retransmit it, a call no longer
+    /// wanted): then finish it with [`finish_with`](Self::finish_with) as usual.
+    pub fn finish_placed(&mut self, key: CallKey, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
+        let (sess, i) = self.slot_of(key)?;
+        if !sess.reliable || status != Status::Ok || len > sess.max_message as usize || len > sess.frag_size as usize {
+            return None;
+        }
+        let slot = &mut sess.slots[i];
+        slot.peer.as_ref()?;
+        let head = one_frame_result(sess.token, key.slot, slot, len);
+        slot.phase = Phase::Acked;
+        release(slot);
+        Some(head)
     }
 
     /// Completes a call with a result produced elsewhere (copied into the slot).
@@ -628,6 +643,14 @@ fn emit_result_frag<A>(
     h.offset = r.start as u32;
     h.flags = if req_ack { flags::REQ_ACK } else { 0 };
     out(peer, &h.to_bytes(), &slot.result[r]);
+}
+
+/// The header of a result sent whole in one frame on a reliable session.
+fn one_frame_result<A>(token: u64, slot_no: u16, slot: &Slot<A>, len: usize) -> [u8; HEADER_LEN] {
+    let mut h = base_header(Kind::Result, token, slot_no, slot);
+    h.total_len = len as u32;
+    h.flags = flags::REQ_ACK;
+    h.to_bytes()
 }
 
 /// Sends (or sends again from the start) the slot's finished result.

@@ -39,6 +39,7 @@ pub use config::{ClientConfig, ServerConfig};
 pub use error::Error;
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
+pub use lowlat_codec::OutBuf;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;

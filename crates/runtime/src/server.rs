@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use lowlat_codec::OutBuf;
 use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
 use lowlat_transport::Spinner;
 
@@ -107,7 +108,7 @@ impl Workers {
                             _ => return,
                         };
                         let mut reply = Vec::new();
-                        let status = service::run(&job.proc, &job.ctx, &job.args, &mut reply);
+                        let status = service::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
                         match job.reply_to {
                             ReplyTo::Lowlat { key, back } => {
                                 back.completions.lock().unwrap_or_else(|p| p.into_inner()).push((key, status, reply));
@@ -286,43 +287,22 @@ enum Ready<A> {
 struct Dispatch<'a, A> {
     engine: &'a mut ServerEngine<A>,
     ctx: &'a LoopContext,
+    /// A call finished while the transport had lent its space, whose answer is not there (an
+    /// error, a result too large for the space): sent by `flush`, once the space is back, from
+    /// the engine's buffer (no copy of a large result).
+    deferred: Option<Finished>,
 }
 
-impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
-    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, from: A, frame: &[u8], out: &mut O) {
-        let ctx = self.ctx;
-        let trace = ctx.config.trace;
-        let received = if trace { trace::now_ns() } else { 0 };
-        let engine = &mut *self.engine;
-        let Some(call) = engine.handle(from, frame, Instant::now, out) else { return };
-        let key = call.key;
-        let dispatched = if trace { trace::now_ns() } else { 0 };
-        let cctx = CallContext {
-            program: call.program,
-            version: call.version,
-            proc_no: call.proc_no,
-            client_order: call.client_order,
-            auth: None,
-        };
-        let status = match ctx.services.route(call.program, call.version, call.proc_no) {
-            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) => service::run(p, &cctx, call.args, call.reply),
-            Route::Worker(p) => {
-                let job = Job {
-                    proc: p.clone(),
-                    ctx: cctx,
-                    args: call.args.to_vec(),
-                    reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
-                };
-                match ctx.workers.try_send(job) {
-                    Ok(()) => return,
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
-                }
-            }
-        };
-        let returned = if trace { trace::now_ns() } else { 0 };
-        engine.finish(key, status, out);
-        if trace {
+/// A call run, not yet answered, with its trace times.
+struct Finished {
+    key: CallKey,
+    status: Status,
+    times: [u64; 3],
+}
+
+impl<A> Dispatch<'_, A> {
+    fn trace(&self, key: CallKey, [received, dispatched, returned]: [u64; 3]) {
+        if self.ctx.config.trace {
             trace::push_server_trace(ServerTrace {
                 token: key.token,
                 slot: key.slot,
@@ -332,6 +312,84 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
                 returned,
                 replied: trace::now_ns(),
             });
+        }
+    }
+}
+
+impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
+    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(
+        &mut self,
+        from: A,
+        frame: &[u8],
+        lent: &mut [u8],
+        out: &mut O,
+    ) -> usize {
+        let ctx = self.ctx;
+        let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };
+        let received = now_ns();
+        let engine = &mut *self.engine;
+        let Some(call) = engine.handle(from, frame, Instant::now, out) else { return 0 };
+        let key = call.key;
+        let dispatched = now_ns();
+        let cctx = CallContext {
+            program: call.program,
+            version: call.version,
+            proc_no: call.proc_no,
+            client_order: call.client_order,
+            auth: None,
+        };
+        // Bytes of the result the procedure wrote into `lent`, after room for the header.
+        let mut placed = None;
+        let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
+            Route::Inline(p) if lent.len() >= HEADER_LEN => {
+                let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
+                let status = service::run(p, &cctx, call.args, &mut reply);
+                placed = reply.placed();
+                status
+            }
+            Route::Inline(p) => service::run(p, &cctx, call.args, &mut call.reply.into()),
+            Route::Worker(p) => {
+                let job = Job {
+                    proc: p.clone(),
+                    ctx: cctx,
+                    args: call.args.to_vec(),
+                    reply_to: ReplyTo::Lowlat { key, back: ctx.shared.clone() },
+                };
+                match ctx.workers.try_send(job) {
+                    Ok(()) => return 0,
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
+                }
+            }
+        };
+        let times = [received, dispatched, now_ns()];
+        match placed {
+            Some(n) => match engine.finish_placed(key, status, n) {
+                Some(head) => {
+                    lent[..HEADER_LEN].copy_from_slice(&head);
+                    self.trace(key, times);
+                    return HEADER_LEN + n;
+                }
+                None => {
+                    engine.finish_with(key, status, &lent[HEADER_LEN..HEADER_LEN + n], out);
+                }
+            },
+            None if !lent.is_empty() => {
+                self.deferred = Some(Finished { key, status, times });
+                return 0;
+            }
+            None => {
+                engine.finish(key, status, out);
+            }
+        }
+        self.trace(key, times);
+        0
+    }
+
+    fn flush<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, out: &mut O) {
+        if let Some(f) = self.deferred.take() {
+            self.engine.finish(f.key, f.status, out);
+            self.trace(f.key, f.times);
         }
     }
 }
@@ -361,7 +419,7 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     while !ctx.shared.stop.load(Ordering::Acquire) {
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
-        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx };
+        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx, deferred: None };
         let mut io = (&mut t, &mut buf, &mut dispatch);
         let got = spinner.wait_on(
             timer,

@@ -8,6 +8,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use lowlat_codec::OutBuf;
 use lowlat_proto::{ByteOrder, ErrorCode, ProgramVersions, Status};
 
 /// Why a procedure failed.
@@ -34,7 +35,7 @@ pub struct CallContext {
 }
 
 /// A procedure's body.
-pub type Handler = dyn Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync;
+pub type Handler = dyn Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Procedure {
@@ -106,7 +107,7 @@ impl Program {
         self,
         proc_no: u32,
         name: &'static str,
-        handler: impl Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync + 'static,
+        handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
         self.add(proc_no, name, false, Arc::new(handler))
     }
@@ -116,13 +117,19 @@ impl Program {
         self,
         proc_no: u32,
         name: &'static str,
-        handler: impl Fn(&CallContext, &[u8], &mut Vec<u8>) -> Result<(), ProcError> + Send + Sync + 'static,
+        handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
         self.add(proc_no, name, true, Arc::new(handler))
     }
 
     /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
-    pub fn invoke(&self, proc_no: u32, ctx: &CallContext, args: &[u8], reply: &mut Vec<u8>) -> Result<(), ProcError> {
+    pub fn invoke(
+        &self,
+        proc_no: u32,
+        ctx: &CallContext,
+        args: &[u8],
+        reply: &mut OutBuf<'_>,
+    ) -> Result<(), ProcError> {
         match self.procs.get(proc_no as usize) {
             Some(Some(p)) => (p.handler)(ctx, args, reply),
             _ => Err(ProcError::SystemError),
@@ -196,7 +203,7 @@ impl Services {
 }
 
 /// Runs a procedure, turning its failure or panic into a status for the client.
-pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut Vec<u8>) -> Status {
+pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>) -> Status {
     match catch_unwind(AssertUnwindSafe(|| (proc.handler)(ctx, args, reply))) {
         Ok(Ok(())) => Status::Ok,
         Ok(Err(ProcError::GarbageArgs)) => Status::Error(ErrorCode::GarbageArgs),

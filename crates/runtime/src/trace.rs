@@ -57,7 +57,7 @@ impl ServerTrace {
     pub const WIRE_LEN: usize = 48;
 
     /// Little-endian fixed record, for shipping records to the client.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub fn encode(&self, out: &mut impl lowlat_codec::Sink) {
         out.extend_from_slice(&self.token.to_le_bytes());
         out.extend_from_slice(&(self.slot as u32).to_le_bytes());
         out.extend_from_slice(&self.call_no.to_le_bytes());

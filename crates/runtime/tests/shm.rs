@@ -14,6 +14,9 @@ const SLOW_ECHO: u32 = 5;
 /// Answers after `DROWSY_FOR`, long past the deadline the test sets.
 const DROWSY: u32 = 6;
 const DROWSY_FOR: Duration = Duration::from_millis(400);
+/// Echoes its argument, then one byte: 1 if the result was still being written straight into the
+/// result ring. Refuses (after writing) an argument starting with 0xFF.
+const WHERE: u32 = 7;
 /// The shm transport's default ring size.
 const RING: usize = 64 << 10;
 
@@ -26,6 +29,15 @@ fn program() -> Program {
         })
         .long_running(DROWSY, "DROWSY", |_, _, _| {
             std::thread::sleep(DROWSY_FOR);
+            Ok(())
+        })
+        .procedure(WHERE, "WHERE", |_, a, r| {
+            r.extend_from_slice(a);
+            if a.first() == Some(&0xFF) {
+                return Err(lowlat::ProcError::GarbageArgs);
+            }
+            let in_ring = r.placed().is_some();
+            r.push(in_ring as u8);
             Ok(())
         })
 }
@@ -64,6 +76,30 @@ fn lab_procedures_at_edge_sizes_from_many_threads() {
         .collect();
     for t in threads {
         t.join().unwrap();
+    }
+    server.shutdown();
+}
+
+/// A result that fits the result ring's free space is written there by the procedure itself
+/// (no copy); a larger one moves to a buffer and is streamed, whole; one written and then
+/// refused sends the error, never the bytes.
+#[test]
+fn results_are_written_straight_into_the_result_ring() {
+    let (_dir, server, uri) = serve("in-place");
+    let client = Client::connect(&uri, PROG, 1).unwrap();
+    for _ in 0..3 {
+        for n in [0, 1, 1440, RING / 4] {
+            let arg: Vec<u8> = (0..n).map(|i| (i % 13) as u8).collect();
+            let r = bytes(WHERE, &client, &arg).unwrap();
+            assert_eq!(r.len(), n + 1);
+            assert!(r[..n] == arg[..], "{n} bytes");
+            assert_eq!(r[n], 1, "a {n}-byte result was not written in the ring");
+        }
+        let big: Vec<u8> = (0..RING * 2).map(|i| (i % 13) as u8).collect();
+        let r = bytes(WHERE, &client, &big).unwrap();
+        assert!(r.len() == big.len() + 1 && r[..big.len()] == big[..] && r[big.len()] == 0);
+        let refused = bytes(WHERE, &client, &[0xFF; 100]);
+        assert!(matches!(refused, Err(Error::GarbageArgs { proc_no: WHERE })), "{refused:?}");
     }
     server.shutdown();
 }

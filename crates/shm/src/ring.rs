@@ -241,6 +241,43 @@ impl Producer {
         }
     }
 
+    /// Lends the free space for one whole message of yet unknown length, built where it will be
+    /// read: `build` gets up to `max_len` bytes and returns how many it wrote, published then as
+    /// one record, or `None` to write nothing. The consumer's index is re-read only when less
+    /// than half the ring is known to be free, so this seldom touches the consumer's cache line.
+    pub fn write_in_place(
+        &mut self,
+        max_len: usize,
+        build: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, RingError> {
+        if self.free() < self.ring.size() / 2 {
+            self.refresh()?;
+        }
+        // Free space comes in multiples of 8 (whole records), so a message of up to `lend`
+        // bytes takes `record_len(lend) <= free` bytes.
+        let lend = self.free().saturating_sub(RECORD_HEADER).min(max_len).min(self.max_record());
+        let off = (self.head & self.ring.mask()) as usize;
+        // SAFETY: `off < size` and `RECORD_HEADER + lend <= free <= size`, so the slice lies in
+        // the double mapping, in the bytes between our head and the consumer's tail, which are
+        // ours alone by the ring protocol (as in `try_write`).
+        let p = unsafe { self.ring.data.as_ptr().add(off) };
+        // SAFETY: as above.
+        let Some(len) = build(unsafe { std::slice::from_raw_parts_mut(p.add(RECORD_HEADER), lend) }) else {
+            return Ok(None);
+        };
+        if len > lend {
+            return Err(RingError::TooLarge { len, max: lend });
+        }
+        // SAFETY: as above; the record header is the first 8 of those bytes.
+        unsafe {
+            std::ptr::write_volatile(p.cast::<u32>(), len as u32);
+            std::ptr::write_volatile(p.add(4).cast::<u32>(), KIND_WHOLE);
+        }
+        self.head = self.head.wrapping_add(record_len(len) as u32);
+        self.publish();
+        Ok(Some(len))
+    }
+
     /// Writes a whole message of `len` bytes in place if it fits in one record and there is room
     /// now. `Ok(false)`: no room yet.
     pub fn try_write_whole(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<bool, RingError> {

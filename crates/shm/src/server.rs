@@ -145,14 +145,14 @@ impl Reply<'_> {
     }
 
     /// Sends the reply gathered from `parts` (streamed if larger than the ring).
-    pub fn send(self, parts: &[&[u8]]) -> Result<(), ShmError> {
+    pub fn send(mut self, parts: &[&[u8]]) -> Result<(), ShmError> {
         let r = send_reply(self.results, self.cfg, self.sock, parts);
         self.note(r)
     }
 
     /// Sends a reply of `len` bytes that `fill` writes where it will be read. Replies larger
     /// than [`max_inline`](Self::max_inline) are built in a buffer and streamed.
-    pub fn send_with(self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), ShmError> {
+    pub fn send_with(mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), ShmError> {
         if len > self.results.max_record() {
             let mut v = vec![0u8; len];
             fill(&mut v);
@@ -179,7 +179,21 @@ impl Reply<'_> {
         self.note(r)
     }
 
-    fn note(self, r: Result<(), ShmError>) -> Result<(), ShmError> {
+    /// Lends the result ring's free space to build a reply of yet unknown length where the
+    /// client will read it: `build` returns how many bytes it wrote, sent then, or `None` to
+    /// send nothing this way (the `Reply` can still send). Never waits: a reply that does not
+    /// fit the space lent is the builder's to send otherwise.
+    pub fn build_in_place(
+        &mut self,
+        build: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, ShmError> {
+        match self.results.write_in_place(self.cfg.max_message, build) {
+            Ok(n) => Ok(n),
+            Err(e) => self.note(Err(e.into())).map(|()| None),
+        }
+    }
+
+    fn note(&mut self, r: Result<(), ShmError>) -> Result<(), ShmError> {
         match r {
             Err(ShmError::Ring(RingError::TooLarge { len, max })) => {
                 Err(ShmError::Ring(RingError::TooLarge { len, max }))

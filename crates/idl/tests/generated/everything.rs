@@ -43,7 +43,7 @@ impl Color {
 }
 
 impl ::lowlat_codec::Xdr for Color {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(*self as i32);
         Ok(())
     }
@@ -55,7 +55,7 @@ impl ::lowlat_codec::Xdr for Color {
 }
 
 impl ::lowlat_codec::Native for Color {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(*self as i32);
         Ok(())
     }
@@ -91,7 +91,7 @@ impl Shape {
 }
 
 impl ::lowlat_codec::Xdr for Shape {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(*self as i32);
         Ok(())
     }
@@ -103,7 +103,7 @@ impl ::lowlat_codec::Xdr for Shape {
 }
 
 impl ::lowlat_codec::Native for Shape {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(*self as i32);
         Ok(())
     }
@@ -145,7 +145,7 @@ pub struct Point {
 }
 
 impl ::lowlat_codec::Xdr for Point {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.x);
         w.put_i32(self.y);
         Ok(())
@@ -159,7 +159,7 @@ impl ::lowlat_codec::Xdr for Point {
 }
 
 impl ::lowlat_codec::Native for Point {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.x);
         w.put_i32(self.y);
         Ok(())
@@ -182,7 +182,7 @@ pub struct Node {
 }
 
 impl ::lowlat_codec::Xdr for Node {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.value);
         match self.next.as_deref() {
             Some(x0) => {
@@ -202,7 +202,7 @@ impl ::lowlat_codec::Xdr for Node {
 }
 
 impl ::lowlat_codec::Native for Node {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.value);
         match self.next.as_deref() {
             Some(x0) => {
@@ -245,7 +245,7 @@ pub struct Primitives {
 }
 
 impl ::lowlat_codec::Xdr for Primitives {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.i);
         w.put_u32(self.u);
         w.put_u32(self.ushort_like);
@@ -273,7 +273,7 @@ impl ::lowlat_codec::Xdr for Primitives {
 }
 
 impl ::lowlat_codec::Native for Primitives {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i32(self.i);
         w.put_u32(self.u);
         w.put_u32(self.ushort_like);
@@ -314,7 +314,7 @@ pub enum Result {
 }
 
 impl ::lowlat_codec::Xdr for Result {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::Red(v) => {
                 w.put_i32(Color::Red as i32);
@@ -349,7 +349,7 @@ impl ::lowlat_codec::Xdr for Result {
 }
 
 impl ::lowlat_codec::Native for Result {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::Red(v) => {
                 w.put_i32(Color::Red as i32);
@@ -397,7 +397,7 @@ pub enum ByInt {
 }
 
 impl ::lowlat_codec::Xdr for ByInt {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::V1(v) => {
                 w.put_i32(1);
@@ -430,7 +430,7 @@ impl ::lowlat_codec::Xdr for ByInt {
 }
 
 impl ::lowlat_codec::Native for ByInt {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::V1(v) => {
                 w.put_i32(1);
@@ -472,7 +472,7 @@ pub enum MaybeText {
 }
 
 impl ::lowlat_codec::Xdr for MaybeText {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::True(v) => {
                 w.put_bool(true);
@@ -492,7 +492,7 @@ impl ::lowlat_codec::Xdr for MaybeText {
 }
 
 impl ::lowlat_codec::Native for MaybeText {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::True(v) => {
                 w.put_bool(true);
@@ -521,7 +521,7 @@ pub enum ByUint {
 }
 
 impl ::lowlat_codec::Xdr for ByUint {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::V0(v) => {
                 w.put_u32(0);
@@ -549,7 +549,7 @@ impl ::lowlat_codec::Xdr for ByUint {
 }
 
 impl ::lowlat_codec::Native for ByUint {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         match self {
             Self::V0(v) => {
                 w.put_u32(0);
@@ -588,7 +588,7 @@ pub struct Inner {
 }
 
 impl ::lowlat_codec::Xdr for Inner {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         <Point as ::lowlat_codec::Xdr>::encode_xdr(&self.corner, w)?;
         <Shape as ::lowlat_codec::Xdr>::encode_xdr(&self.kind, w)?;
         w.put_opaque_var(&self.tag, 8, "inner.tag: opaque<8>")?;
@@ -604,7 +604,7 @@ impl ::lowlat_codec::Xdr for Inner {
 }
 
 impl ::lowlat_codec::Native for Inner {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         <Point as ::lowlat_codec::Native>::encode_native(&self.corner, w)?;
         <Shape as ::lowlat_codec::Native>::encode_native(&self.kind, w)?;
         w.put_opaque_var(&self.tag, 8, "inner.tag: opaque<8>")?;
@@ -629,7 +629,7 @@ pub struct Batch {
 }
 
 impl ::lowlat_codec::Xdr for Batch {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i64(self.id);
         w.put_count(self.items.len(), 64, "batch.items: inner<64>")?;
         for x0 in self.items.iter() {
@@ -646,7 +646,7 @@ impl ::lowlat_codec::Xdr for Batch {
 }
 
 impl ::lowlat_codec::Native for Batch {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         w.put_i64(self.id);
         w.put_count(self.items.len(), 64, "batch.items: inner<64>")?;
         for x0 in self.items.iter() {
@@ -708,7 +708,7 @@ pub struct Everything {
 }
 
 impl ::lowlat_codec::Xdr for Everything {
-    fn encode_xdr(&self, w: &mut ::lowlat_codec::XdrWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_xdr<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::XdrWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         <Primitives as ::lowlat_codec::Xdr>::encode_xdr(&self.prim, w)?;
         w.put_opaque_fixed(&self.h);
         w.put_opaque_var(&self.data, 4294967295, "everything.data: opaque<>")?;
@@ -788,7 +788,7 @@ impl ::lowlat_codec::Xdr for Everything {
 }
 
 impl ::lowlat_codec::Native for Everything {
-    fn encode_native(&self, w: &mut ::lowlat_codec::NativeWriter<'_>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    fn encode_native<B: ::lowlat_codec::Sink + ?Sized>(&self, w: &mut ::lowlat_codec::NativeWriter<'_, B>) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         <Primitives as ::lowlat_codec::Native>::encode_native(&self.prim, w)?;
         w.put_opaque_fixed(&self.h);
         w.put_opaque_var(&self.data, 4294967295, "everything.data: opaque<>")?;
@@ -887,7 +887,7 @@ pub mod everything_v1 {
     pub const LOOKUP: u32 = 5;
 
     /// Appends the xdr encoding of `ROUNDTRIP`'s args.
-    pub fn encode_roundtrip_args_xdr(buf: &mut ::std::vec::Vec<u8>, arg: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_roundtrip_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, arg: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         <super::Everything as ::lowlat_codec::Xdr>::encode_xdr(arg, w)?;
         Ok(())
@@ -902,7 +902,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `ROUNDTRIP`'s result.
-    pub fn encode_roundtrip_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_roundtrip_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         <super::Everything as ::lowlat_codec::Xdr>::encode_xdr(result, w)?;
         Ok(())
@@ -917,7 +917,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `ROUNDTRIP`'s args.
-    pub fn encode_roundtrip_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, arg: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_roundtrip_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, arg: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         <super::Everything as ::lowlat_codec::Native>::encode_native(arg, w)?;
         Ok(())
@@ -932,7 +932,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `ROUNDTRIP`'s result.
-    pub fn encode_roundtrip_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_roundtrip_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         <super::Everything as ::lowlat_codec::Native>::encode_native(result, w)?;
         Ok(())
@@ -947,7 +947,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `ADD`'s args.
-    pub fn encode_add_args_xdr(buf: &mut ::std::vec::Vec<u8>, arg1: i32, arg2: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_add_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, arg1: i32, arg2: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(arg1);
         w.put_i32(arg2);
@@ -964,7 +964,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `ADD`'s result.
-    pub fn encode_add_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_add_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(result);
         Ok(())
@@ -979,7 +979,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `ADD`'s args.
-    pub fn encode_add_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, arg1: i32, arg2: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_add_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, arg1: i32, arg2: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(arg1);
         w.put_i32(arg2);
@@ -996,7 +996,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `ADD`'s result.
-    pub fn encode_add_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_add_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(result);
         Ok(())
@@ -1011,7 +1011,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `CONCAT`'s args.
-    pub fn encode_concat_args_xdr(buf: &mut ::std::vec::Vec<u8>, a: &[u8], b: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_concat_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: &[u8], b: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(a, 4294967295, "CONCAT args: opaque<>")?;
         w.put_opaque_var(b, 4294967295, "CONCAT args: opaque<>")?;
@@ -1028,7 +1028,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `CONCAT`'s result.
-    pub fn encode_concat_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_concat_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(result, 4294967295, "CONCAT result: opaque<>")?;
         Ok(())
@@ -1043,7 +1043,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `CONCAT`'s args.
-    pub fn encode_concat_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, a: &[u8], b: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_concat_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, a: &[u8], b: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_opaque_var(a, 4294967295, "CONCAT args: opaque<>")?;
         w.put_opaque_var(b, 4294967295, "CONCAT args: opaque<>")?;
@@ -1060,7 +1060,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `CONCAT`'s result.
-    pub fn encode_concat_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_concat_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result, 4294967295, "CONCAT result: opaque<>")?;
         Ok(())
@@ -1075,7 +1075,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `GREET`'s args.
-    pub fn encode_greet_args_xdr(buf: &mut ::std::vec::Vec<u8>, who: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_greet_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, who: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_string(who, 4294967295, "GREET args: string<>")?;
         Ok(())
@@ -1090,7 +1090,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `GREET`'s result.
-    pub fn encode_greet_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_greet_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_string(result, 4294967295, "GREET result: string<>")?;
         Ok(())
@@ -1105,7 +1105,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `GREET`'s args.
-    pub fn encode_greet_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, who: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_greet_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, who: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(who.as_bytes(), 4294967295, "GREET args: string<>")?;
         Ok(())
@@ -1120,7 +1120,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `GREET`'s result.
-    pub fn encode_greet_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_greet_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &str) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result.as_bytes(), 4294967295, "GREET result: string<>")?;
         Ok(())
@@ -1135,7 +1135,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `LOOKUP`'s args.
-    pub fn encode_lookup_args_xdr(buf: &mut ::std::vec::Vec<u8>, key: &str, hint: super::Color) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_lookup_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, key: &str, hint: super::Color) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_string(key, 32, "LOOKUP args: string<32>")?;
         <super::Color as ::lowlat_codec::Xdr>::encode_xdr(&hint, w)?;
@@ -1152,7 +1152,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the xdr encoding of `LOOKUP`'s result.
-    pub fn encode_lookup_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &super::Result) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_lookup_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &super::Result) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         <super::Result as ::lowlat_codec::Xdr>::encode_xdr(result, w)?;
         Ok(())
@@ -1167,7 +1167,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `LOOKUP`'s args.
-    pub fn encode_lookup_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, key: &str, hint: super::Color) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_lookup_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, key: &str, hint: super::Color) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_string(key, 32, "LOOKUP args: string<32>")?;
         <super::Color as ::lowlat_codec::Native>::encode_native(&hint, w)?;
@@ -1184,7 +1184,7 @@ pub mod everything_v1 {
     }
 
     /// Appends the native encoding of `LOOKUP`'s result.
-    pub fn encode_lookup_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &super::Result) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_lookup_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &super::Result) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         <super::Result as ::lowlat_codec::Native>::encode_native(result, w)?;
         Ok(())
@@ -1210,7 +1210,7 @@ pub mod everything_v2 {
     pub const REVERSE: u32 = 1;
 
     /// Appends the xdr encoding of `REVERSE`'s args.
-    pub fn encode_reverse_args_xdr(buf: &mut ::std::vec::Vec<u8>, arg: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_reverse_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, arg: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         <super::Node as ::lowlat_codec::Xdr>::encode_xdr(arg, w)?;
         Ok(())
@@ -1225,7 +1225,7 @@ pub mod everything_v2 {
     }
 
     /// Appends the xdr encoding of `REVERSE`'s result.
-    pub fn encode_reverse_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_reverse_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         <super::Node as ::lowlat_codec::Xdr>::encode_xdr(result, w)?;
         Ok(())
@@ -1240,7 +1240,7 @@ pub mod everything_v2 {
     }
 
     /// Appends the native encoding of `REVERSE`'s args.
-    pub fn encode_reverse_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, arg: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_reverse_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, arg: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         <super::Node as ::lowlat_codec::Native>::encode_native(arg, w)?;
         Ok(())
@@ -1255,7 +1255,7 @@ pub mod everything_v2 {
     }
 
     /// Appends the native encoding of `REVERSE`'s result.
-    pub fn encode_reverse_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_reverse_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         <super::Node as ::lowlat_codec::Native>::encode_native(result, w)?;
         Ok(())

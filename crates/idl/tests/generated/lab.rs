@@ -21,7 +21,7 @@ pub mod lab_vers {
     pub const ECHO: u32 = 4;
 
     /// Appends the xdr encoding of `MINUS`'s args.
-    pub fn encode_minus_args_xdr(buf: &mut ::std::vec::Vec<u8>, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(a);
         w.put_i32(b);
@@ -38,7 +38,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MINUS`'s result.
-    pub fn encode_minus_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(result);
         Ok(())
@@ -53,7 +53,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MINUS`'s args.
-    pub fn encode_minus_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(a);
         w.put_i32(b);
@@ -70,7 +70,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MINUS`'s result.
-    pub fn encode_minus_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(result);
         Ok(())
@@ -85,7 +85,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
@@ -100,7 +100,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
@@ -115,7 +115,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXRESULT`'s args.
-    pub fn encode_maxresult_args_xdr(buf: &mut ::std::vec::Vec<u8>, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_u32(n);
         Ok(())
@@ -130,7 +130,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXRESULT`'s result.
-    pub fn encode_maxresult_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(result, 4294967295, "MAXRESULT result: opaque<>")?;
         Ok(())
@@ -145,7 +145,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXRESULT`'s args.
-    pub fn encode_maxresult_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_u32(n);
         Ok(())
@@ -160,7 +160,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXRESULT`'s result.
-    pub fn encode_maxresult_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result, 4294967295, "MAXRESULT result: opaque<>")?;
         Ok(())
@@ -175,7 +175,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `ECHO`'s args.
-    pub fn encode_echo_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
@@ -190,7 +190,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `ECHO`'s result.
-    pub fn encode_echo_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(result, 4294967295, "ECHO result: opaque<>")?;
         Ok(())
@@ -205,7 +205,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `ECHO`'s args.
-    pub fn encode_echo_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
@@ -220,7 +220,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `ECHO`'s result.
-    pub fn encode_echo_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result, 4294967295, "ECHO result: opaque<>")?;
         Ok(())
@@ -320,7 +320,8 @@ pub mod lab_vers {
     /// The procedures of `LAB_PROG` version `LAB_VERS`, implemented by a server.
     ///
     /// Opaque and string arguments are views into the receive buffer. A variable-length opaque
-    /// result is appended by the procedure straight into the reply buffer (`out`).
+    /// result is appended by the procedure straight into the reply buffer (`out`), which over
+    /// shared memory lies in the result ring.
     pub trait Server: ::std::marker::Send + ::std::marker::Sync + 'static {
         /// `NULL`
         fn null(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<(), ::lowlat::ProcError>;
@@ -329,9 +330,9 @@ pub mod lab_vers {
         /// `MAXARG`
         fn maxarg(&self, ctx: &::lowlat::CallContext, data: &[u8]) -> ::std::result::Result<(), ::lowlat::ProcError>;
         /// `MAXRESULT`
-        fn maxresult(&self, ctx: &::lowlat::CallContext, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::ProcError>;
+        fn maxresult(&self, ctx: &::lowlat::CallContext, n: u32, out: &mut ::lowlat::OutBuf<'_>) -> ::std::result::Result<(), ::lowlat::ProcError>;
         /// `ECHO`
-        fn echo(&self, ctx: &::lowlat::CallContext, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::ProcError>;
+        fn echo(&self, ctx: &::lowlat::CallContext, data: &[u8], out: &mut ::lowlat::OutBuf<'_>) -> ::std::result::Result<(), ::lowlat::ProcError>;
     }
 
     /// The program that dispatches calls to `server` (register it with a lowlat server).
@@ -339,7 +340,7 @@ pub mod lab_vers {
         ::lowlat::Program::new(PROGRAM, VERSION)
             .procedure(NULL, "NULL", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
                     ::lowlat_codec::NativeReader::new(args, order).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.null(ctx)
@@ -347,7 +348,7 @@ pub mod lab_vers {
             })
             .procedure(MINUS, "MINUS", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
                     let (a, b) = decode_minus_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     let result = s.minus(ctx, a, b)?;
@@ -356,7 +357,7 @@ pub mod lab_vers {
             })
             .procedure(MAXARG, "MAXARG", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
                     let data = decode_maxarg_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.maxarg(ctx, data)
@@ -364,7 +365,7 @@ pub mod lab_vers {
             })
             .procedure(MAXRESULT, "MAXRESULT", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
                     let n = decode_maxresult_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.maxresult(ctx, n, reply)?;
@@ -373,7 +374,7 @@ pub mod lab_vers {
             })
             .procedure(ECHO, "ECHO", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
                     let data = decode_echo_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.echo(ctx, data, reply)?;
@@ -388,14 +389,14 @@ pub mod lab_vers {
         ::lowlat::Program::new(PROGRAM, VERSION).xdr()
             .procedure(NULL, "NULL", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     ::lowlat_codec::XdrReader::new(args).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.null(ctx)
                 }
             })
             .procedure(MINUS, "MINUS", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let (a, b) = decode_minus_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     let result = s.minus(ctx, a, b)?;
                     encode_minus_result_xdr(reply, result).map_err(|_| ::lowlat::ProcError::SystemError)
@@ -403,14 +404,14 @@ pub mod lab_vers {
             })
             .procedure(MAXARG, "MAXARG", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let data = decode_maxarg_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     s.maxarg(ctx, data)
                 }
             })
             .procedure(MAXRESULT, "MAXRESULT", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let n = decode_maxresult_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     let start = reply.len();
                     reply.extend_from_slice(&[0; 4]);
@@ -424,7 +425,7 @@ pub mod lab_vers {
             })
             .procedure(ECHO, "ECHO", {
                 let s = ::std::sync::Arc::clone(&server);
-                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::std::vec::Vec<u8>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let data = decode_echo_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
                     let start = reply.len();
                     reply.extend_from_slice(&[0; 4]);

@@ -21,7 +21,7 @@ pub mod lab_vers {
     pub const ECHO: u32 = 4;
 
     /// Appends the xdr encoding of `MINUS`'s args.
-    pub fn encode_minus_args_xdr(buf: &mut ::std::vec::Vec<u8>, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(a);
         w.put_i32(b);
@@ -38,7 +38,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MINUS`'s result.
-    pub fn encode_minus_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_i32(result);
         Ok(())
@@ -53,7 +53,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MINUS`'s args.
-    pub fn encode_minus_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(a);
         w.put_i32(b);
@@ -70,7 +70,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MINUS`'s result.
-    pub fn encode_minus_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_minus_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_i32(result);
         Ok(())
@@ -85,7 +85,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
@@ -100,7 +100,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXARG`'s args.
-    pub fn encode_maxarg_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxarg_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(data, 4294967295, "MAXARG args: opaque<>")?;
         Ok(())
@@ -115,7 +115,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXRESULT`'s args.
-    pub fn encode_maxresult_args_xdr(buf: &mut ::std::vec::Vec<u8>, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_u32(n);
         Ok(())
@@ -130,7 +130,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `MAXRESULT`'s result.
-    pub fn encode_maxresult_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(result, 4294967295, "MAXRESULT result: opaque<>")?;
         Ok(())
@@ -145,7 +145,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXRESULT`'s args.
-    pub fn encode_maxresult_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, n: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_u32(n);
         Ok(())
@@ -160,7 +160,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `MAXRESULT`'s result.
-    pub fn encode_maxresult_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_maxresult_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result, 4294967295, "MAXRESULT result: opaque<>")?;
         Ok(())
@@ -175,7 +175,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `ECHO`'s args.
-    pub fn encode_echo_args_xdr(buf: &mut ::std::vec::Vec<u8>, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
@@ -190,7 +190,7 @@ pub mod lab_vers {
     }
 
     /// Appends the xdr encoding of `ECHO`'s result.
-    pub fn encode_echo_result_xdr(buf: &mut ::std::vec::Vec<u8>, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::XdrWriter::new(buf);
         w.put_opaque_var(result, 4294967295, "ECHO result: opaque<>")?;
         Ok(())
@@ -205,7 +205,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `ECHO`'s args.
-    pub fn encode_echo_args_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, data: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(data, 4294967295, "ECHO args: opaque<>")?;
         Ok(())
@@ -220,7 +220,7 @@ pub mod lab_vers {
     }
 
     /// Appends the native encoding of `ECHO`'s result.
-    pub fn encode_echo_result_native(buf: &mut ::std::vec::Vec<u8>, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+    pub fn encode_echo_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: &[u8]) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
         let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
         w.put_body_opaque(result, 4294967295, "ECHO result: opaque<>")?;
         Ok(())

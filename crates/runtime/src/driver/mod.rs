@@ -65,9 +65,21 @@ pub(crate) type Served<A> = io::Result<Option<Polled<A>>>;
 
 /// The serving loop's side of a frame: the protocol engine and the procedures behind it.
 pub(crate) trait FrameHandler<A> {
-    /// Handles one frame from `from`; frames to send in answer go to `out` (addressed; over
-    /// shared memory an answer to `from` is written straight into its result ring).
-    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, from: A, frame: &[u8], out: &mut O);
+    /// Handles one frame from `from`; frames to send in answer go to `out` (addressed). A
+    /// transport that can send from where the frame is built lends that space as `lent` (over
+    /// shared memory, the free space of `from`'s result ring, so the procedure writes its result
+    /// once, where the client reads it); returns how many bytes of `lent` make the answer to
+    /// send from there, header first (0: none).
+    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(
+        &mut self,
+        from: A,
+        frame: &[u8],
+        lent: &mut [u8],
+        out: &mut O,
+    ) -> usize;
+    /// Sends what `handle` could not while it had space lent (call it once that space is given
+    /// back; nothing to do after a `handle` without lent space).
+    fn flush<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, out: &mut O);
 }
 
 /// One server endpoint's transport.
@@ -95,7 +107,8 @@ pub(crate) fn serve_received<T: ServerTransport>(
 ) -> Option<Polled<T::Addr>> {
     match got? {
         Received::Frame { len, from } => {
-            handler.handle(from, &buf[..len], &mut |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b));
+            let out = &mut |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
+            handler.handle(from, &buf[..len], &mut [], out);
             Some(Polled::Served)
         }
         Received::Closed(a) => Some(Polled::Closed(a)),

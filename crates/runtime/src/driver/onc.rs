@@ -140,7 +140,7 @@ impl Dispatch {
                 encode_accepted(h.xid, AcceptStatus::ProcUnavail, head);
                 return Handled::Reply;
             }
-            Route::Inline(p) => service::run(p, &ctx, call.args, body),
+            Route::Inline(p) => service::run(p, &ctx, call.args, &mut body.into()),
             Route::Worker(p) => {
                 let done = done.clone();
                 let shared = self.shared.clone();

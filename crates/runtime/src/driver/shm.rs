@@ -86,6 +86,10 @@ pub(crate) struct ShmServerTransport {
     srv: ShmServer,
     path: PathBuf,
     max_frame: usize,
+    /// Frames waiting for a lent result ring's space to come back (see `serve_next`), kept
+    /// between calls so that queueing allocates nothing once warm.
+    queued: Vec<u8>,
+    queued_to: Vec<(BindingId, std::ops::Range<usize>)>,
 }
 
 impl ShmServerTransport {
@@ -94,7 +98,7 @@ impl ShmServerTransport {
         let scfg = lowlat_shm::ServerConfig { spin: cfg.spin, max_message: max_frame, ..Default::default() };
         let mut srv = ShmServer::bind(path, scfg).map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
         srv.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
-        Ok(ShmServerTransport { srv, path: path.to_path_buf(), max_frame })
+        Ok(ShmServerTransport { srv, path: path.to_path_buf(), max_frame, queued: Vec::new(), queued_to: Vec::new() })
     }
 }
 
@@ -102,25 +106,33 @@ impl ServerTransport for ShmServerTransport {
     type Addr = BindingId;
 
     fn serve_next(&mut self, _buf: &mut Vec<u8>, handler: &mut impl FrameHandler<BindingId>) -> Served<BindingId> {
-        // The engine answers a frame only to its sender, once; anything else is sent after the
-        // call's ring space is freed (never, in practice, but not lost if it happens).
-        let mut elsewhere: Vec<(BindingId, Vec<u8>)> = Vec::new();
-        let got = self.srv.serve_next(|id, frame, reply| {
-            let mut reply = Some(reply);
-            handler.handle(id, frame, &mut |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| {
-                match reply.take() {
-                    // A binding that cannot take its reply is closed and reported by a later
-                    // `serve_next`.
-                    Some(r) if *to == id => drop(r.send(&[head, body])),
-                    unused => {
-                        reply = unused;
-                        elsewhere.push((*to, [&head[..], body].concat()));
-                    }
-                }
-            });
+        // The procedure writes its result straight into the caller's result ring, in space the
+        // ring lends while the frame is handled. Anything the engine sends meanwhile (answers
+        // to handshakes and stray frames, all small) is queued and sent once the space is back,
+        // as is a result that did not fit it (`flush`, from the engine's buffer). The first
+        // frame for the caller goes through its `Reply`; any other after `serve_next`.
+        let (queued, queued_to) = (&mut self.queued, &mut self.queued_to);
+        queued.clear();
+        queued_to.clear();
+        let got = self.srv.serve_next(|id, frame, mut reply| {
+            let mut queue = |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| {
+                let start = queued.len();
+                queued.extend_from_slice(head);
+                queued.extend_from_slice(body);
+                queued_to.push((*to, start..queued.len()));
+            };
+            // A binding that cannot take its reply is closed and reported by a later
+            // `serve_next`.
+            let _ = reply.build_in_place(|lent| Some(handler.handle(id, frame, lent, &mut queue)).filter(|&n| n > 0));
+            handler.flush(&mut queue);
+            let mine = queued_to.iter().position(|(to, _)| *to == id);
+            if let Some(i) = mine {
+                let (_, range) = queued_to.remove(i);
+                let _ = reply.send(&[&queued[range]]);
+            }
         });
-        for (to, frame) in elsewhere {
-            let _ = self.srv.send_reply(to, &[&frame]);
+        for (to, range) in self.queued_to.drain(..) {
+            let _ = self.srv.send_reply(to, &[&self.queued[range]]);
         }
         Ok(got.map(|a| match a {
             Activity::Request(..) => Polled::Served,

@@ -6,8 +6,9 @@
 # is in `lowlat lab`'s cold-call section.) Also: calls every 2 and 4 µs that found their binding
 # asleep under adaptive spinning.
 #   scripts/measure-shm.sh [CALLS]
-# Raw and RPC rows alternate (ROUNDS times) because this VM's shared-memory floor moves with
-# where the host places the two vCPUs: only rows of one round compare.
+# Raw and RPC rows alternate (ROUNDS times, then PAIRS short back-to-back pairs) because this VM's
+# shared-memory floor moves with where the host places the two vCPUs: only rows of one round
+# compare.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls="${1:-200000}"
@@ -24,7 +25,8 @@ n=0
 start() { # starts a server on a fresh socket path; sets $uri
     n=$((n + 1))
     uri="shm://$dir/s$n.sock"
-    "$ll" "$@" "$uri" --cpu 1 >"$dir/log" 2>&1 &
+    : >"$dir/log" # before the server starts: a stale "ready" must not be read as its own
+    "$ll" "$@" "$uri" --cpu 1 >>"$dir/log" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do grep -q '^ready' "$dir/log" && return 0; sleep 0.05; done
     echo "server $* did not start: $(cat "$dir/log")" >&2
@@ -52,10 +54,25 @@ for r in $(seq "$rounds"); do
     "$floor" hold "${uri#shm://}" 100 30 >"$dir/hold" 2>&1 &
     hold=$!
     pids+=($hold)
-    for _ in $(seq 100); do grep -q holding "$dir/hold" && break; sleep 0.05; done
+    for _ in $(seq 100); do grep -qs holding "$dir/hold" && break; sleep 0.05; done
     echo "$r     | null call, adaptive, +100 idle bindings | $("$ll" bench "$uri" --calls "$calls" --cpu 0 --json | p50_p99)"
     kill "$hold"; wait "$hold" 2>/dev/null || true
     cleanup
+done
+
+# The placement can change within a round, so also short raw/null pairs back to back: a pair whose
+# ratio is far from the others straddled a change.
+echo
+echo "pair | raw shm ping-pong p50 p99 ns | null call p50 p99 ns | p50 ratio"
+pair_calls=$((calls / 4))
+for pair in $(seq "${PAIRS:-8}"); do
+    start pingpong --serve --spin-us forever
+    raw=$("$ll" pingpong "$uri" --size 32 --calls "$pair_calls" --spin-us forever --cpu 0 --json | p50_p99)
+    cleanup
+    start serve --spin-us forever
+    rpc=$("$ll" bench "$uri" --calls "$pair_calls" --spin-us forever --cpu 0 --json | p50_p99)
+    cleanup
+    echo "$pair    | $raw | $rpc | $(python3 -c "print('%.2f' % ($(echo "$rpc" | awk '{print $1}') / $(echo "$raw" | awk '{print $1}')))")"
 done
 
 echo

@@ -614,6 +614,37 @@ mod tests {
     }
 
     #[test]
+    fn messages_built_in_place_take_only_what_they_wrote() {
+        let l = local(4096);
+        let mut p = Producer::new(l.ring, Wake::Futex);
+        let mut c = Consumer::new(l.ring, 1 << 20);
+        // The whole free space is lent, capped by the caller's maximum.
+        assert_eq!(p.write_in_place(1 << 20, |b| Some(b.len())).unwrap(), Some(4096 - RECORD_HEADER));
+        assert!(c.poll().unwrap());
+        c.release();
+        assert_eq!(p.write_in_place(100, |b| Some(b.len())).unwrap(), Some(100));
+        assert!(c.poll().unwrap());
+        c.release();
+        // Nothing asked, nothing written.
+        assert_eq!(p.write_in_place(1 << 20, |_| None).unwrap(), None);
+        assert!(!c.poll().unwrap());
+        let n = p
+            .write_in_place(1 << 20, |b| {
+                b[..5].copy_from_slice(b"hello");
+                Some(5)
+            })
+            .unwrap();
+        assert_eq!(n, Some(5));
+        assert!(c.poll().unwrap());
+        assert_eq!(c.message(), b"hello");
+        c.release();
+        // A builder claiming more than it was lent publishes nothing.
+        let err = p.write_in_place(64, |_| Some(65)).unwrap_err();
+        assert_eq!(err, RingError::TooLarge { len: 65, max: 64 });
+        assert!(!c.poll().unwrap());
+    }
+
+    #[test]
     fn gather_spans_parts() {
         let mut d = [0u8; 4];
         gather(&[b"ab", b"cd", b"ef"], 1, &mut d);

@@ -49,8 +49,21 @@ pub struct Counters {
 pub struct Echo(pub Arc<Counters>);
 
 impl Handler for Echo {
-    fn call(&mut self, _b: BindingId, request: &[u8], reply: Reply<'_>) {
-        self.0.served.fetch_add(1, Ordering::Relaxed);
+    fn call(&mut self, _b: BindingId, request: &[u8], mut reply: Reply<'_>) {
+        let n = self.0.served.fetch_add(1, Ordering::Relaxed);
+        // Every other echo is built where the client reads it, so that every test meets both
+        // ways of replying (hostile clients scribbling over the space lent among them).
+        if n % 2 == 1 {
+            let copy = |lent: &mut [u8]| {
+                let dst = lent.get_mut(..request.len())?;
+                dst.copy_from_slice(request);
+                Some(request.len())
+            };
+            match reply.build_in_place(copy) {
+                Ok(None) => {}                  // larger than the free space: sent below, streamed if need be
+                Ok(Some(_)) | Err(_) => return, // sent, or the binding is broken and closed
+            }
+        }
         let _ = reply.send(&[request]);
     }
     fn opened(&mut self, _b: BindingId, _p: PeerCred) {

@@ -3,7 +3,8 @@
 //! and must never depend on the runtime or the generator.
 //!
 //! Two encodings share one shape ([`Xdr`] / [`Native`]: a writer appending to a caller-owned
-//! `Vec<u8>`, a reader over a borrowed slice). Readers never panic: every read is bounds-checked,
+//! [`Sink`] (a `Vec<u8>`, or the [`OutBuf`] a procedure's result goes into, which over shared
+//! memory lies in the result ring), a reader over a borrowed slice). Readers never panic: every read is bounds-checked,
 //! every declared maximum is enforced, counts are checked against the bytes left before anything
 //! is allocated, and nesting of optional data is limited ([`DEFAULT_MAX_DEPTH`]).
 //!

@@ -61,6 +61,9 @@ struct Shared {
     /// Bumped when the session is replaced (server restart, expiry); slots rebuild lazily.
     epoch: AtomicU64,
     session: Mutex<(u64, Session)>,
+    /// The current session's `server_order`, which every generated call asks for: kept outside
+    /// the lock so that asking costs a load, not a lock shared by all calling threads.
+    server_big_endian: AtomicBool,
     slots: Box<[Mutex<Slot>]>,
     /// Whether each slot has its channel open (set once, never cleared).
     opened: Box<[AtomicBool]>,
@@ -120,7 +123,10 @@ impl Client {
     /// The byte order message bodies travel in (the server's): only the client converts.
     /// Big-endian over ONC RPC (XDR).
     pub fn server_byte_order(&self) -> ByteOrder {
-        self.session().server_order
+        match &self.kind {
+            Kind::Lowlat(c) => c.server_order(),
+            Kind::Onc(c) => c.session().server_order,
+        }
     }
 
     /// The session currently bound (over ONC RPC, which has no sessions, a description of the
@@ -346,6 +352,7 @@ impl Lowlat {
             version,
             cfg,
             epoch: AtomicU64::new(0),
+            server_big_endian: AtomicBool::new(session.server_order == ByteOrder::Big),
             session: Mutex::new((0, session)),
             opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
             slots,
@@ -366,6 +373,15 @@ impl Lowlat {
     /// The session currently bound.
     pub fn session(&self) -> Session {
         self.shared.session.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// The current session's byte order for bodies, without taking the session's lock.
+    pub fn server_order(&self) -> ByteOrder {
+        if self.shared.server_big_endian.load(Ordering::Relaxed) {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
     }
 
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
@@ -503,6 +519,7 @@ impl Lowlat {
             )?;
             sess.0 += 1;
             sess.1 = s;
+            self.shared.server_big_endian.store(s.server_order == ByteOrder::Big, Ordering::Relaxed);
             self.shared.epoch.store(sess.0, Ordering::Release);
         }
         drop(sess);

@@ -72,7 +72,7 @@ for pair in $(seq "${PAIRS:-8}"); do
     start serve --spin-us forever
     rpc=$("$ll" bench "$uri" --calls "$pair_calls" --spin-us forever --cpu 0 --json | p50_p99)
     cleanup
-    echo "$pair    | $raw | $rpc | $(python3 -c "print('%.2f' % ($(echo "$rpc" | awk '{print $1}') / $(echo "$raw" | awk '{print $1}')))")"
+    echo "$pair    | $raw | $rpc | $(echo "$rpc $raw" | awk '{ printf "%.2f", $1 / $3 }')"
 done
 
 echo

@@ -212,20 +212,41 @@ impl Producer {
         if !self.has_room(rec)? {
             return Ok(false);
         }
+        // SAFETY: `has_room` saw `rec` bytes free at our head.
+        fill(unsafe { self.payload_at_head(len) });
+        // SAFETY: as above.
+        unsafe { self.commit(kind, len) };
+        Ok(true)
+    }
+
+    /// The `len` payload bytes of a record at our head, after its header.
+    ///
+    /// # Safety
+    /// `record_len(len)` bytes must be free at our head (`free()`, as last validated).
+    unsafe fn payload_at_head(&mut self, len: usize) -> &mut [u8] {
         let off = (self.head & self.ring.mask()) as usize;
-        // SAFETY: `off < size` and `rec <= size`, so `off + rec <= 2 * size`: inside the double
-        // mapping. The bytes between our head and the consumer's tail belong to us alone by the
-        // ring protocol (an honest consumer never touches them; a hostile one can only garble
-        // its own messages, which is not a memory-safety matter for this process's Rust data).
+        // SAFETY: `off < size` and the record's `record_len(len) <= free <= size` bytes end
+        // before `off + size`: inside the double mapping. The bytes between our head and the
+        // consumer's tail belong to us alone by the ring protocol (an honest consumer never
+        // touches them; a hostile one can only garble its own messages, which is not a
+        // memory-safety matter for this process's Rust data).
+        unsafe { std::slice::from_raw_parts_mut(self.ring.data.as_ptr().add(off + RECORD_HEADER), len) }
+    }
+
+    /// Publishes the record of `len` payload bytes at our head: its header, then our index.
+    ///
+    /// # Safety
+    /// As for [`payload_at_head`](Self::payload_at_head).
+    unsafe fn commit(&mut self, kind: u32, len: usize) {
+        let off = (self.head & self.ring.mask()) as usize;
+        // SAFETY: the header is the first 8 of the free bytes the caller vouches for.
         unsafe {
             let p = self.ring.data.as_ptr().add(off);
             std::ptr::write_volatile(p.cast::<u32>(), len as u32);
             std::ptr::write_volatile(p.add(4).cast::<u32>(), kind);
-            fill(std::slice::from_raw_parts_mut(p.add(RECORD_HEADER), len));
         }
-        self.head = self.head.wrapping_add(rec as u32);
+        self.head = self.head.wrapping_add(record_len(len) as u32);
         self.publish();
-        Ok(true)
     }
 
     fn publish(&mut self) {
@@ -256,25 +277,15 @@ impl Producer {
         // Free space comes in multiples of 8 (whole records), so a message of up to `lend`
         // bytes takes `record_len(lend) <= free` bytes.
         let lend = self.free().saturating_sub(RECORD_HEADER).min(max_len).min(self.max_record());
-        let off = (self.head & self.ring.mask()) as usize;
-        // SAFETY: `off < size` and `RECORD_HEADER + lend <= free <= size`, so the slice lies in
-        // the double mapping, in the bytes between our head and the consumer's tail, which are
-        // ours alone by the ring protocol (as in `try_write`).
-        let p = unsafe { self.ring.data.as_ptr().add(off) };
-        // SAFETY: as above.
-        let Some(len) = build(unsafe { std::slice::from_raw_parts_mut(p.add(RECORD_HEADER), lend) }) else {
+        // SAFETY: `record_len(lend) <= free` (above).
+        let Some(len) = build(unsafe { self.payload_at_head(lend) }) else {
             return Ok(None);
         };
         if len > lend {
             return Err(RingError::TooLarge { len, max: lend });
         }
-        // SAFETY: as above; the record header is the first 8 of those bytes.
-        unsafe {
-            std::ptr::write_volatile(p.cast::<u32>(), len as u32);
-            std::ptr::write_volatile(p.add(4).cast::<u32>(), KIND_WHOLE);
-        }
-        self.head = self.head.wrapping_add(record_len(len) as u32);
-        self.publish();
+        // SAFETY: `len <= lend`, so its record fits as `lend`'s does.
+        unsafe { self.commit(KIND_WHOLE, len) };
         Ok(Some(len))
     }
 

@@ -274,9 +274,17 @@ impl Producer {
         if self.free() < self.ring.size() / 2 {
             self.refresh()?;
         }
+        let Some(room) = self.free().checked_sub(RECORD_HEADER) else {
+            // Not even an empty record fits (the consumer has a full ring to read): nothing is
+            // lent and nothing is written.
+            return match build(&mut []) {
+                Some(len) if len > 0 => Err(RingError::TooLarge { len, max: 0 }),
+                _ => Ok(None),
+            };
+        };
         // Free space comes in multiples of 8 (whole records), so a message of up to `lend`
         // bytes takes `record_len(lend) <= free` bytes.
-        let lend = self.free().saturating_sub(RECORD_HEADER).min(max_len).min(self.max_record());
+        let lend = room.min(max_len).min(self.max_record());
         // SAFETY: `record_len(lend) <= free` (above).
         let Some(len) = build(unsafe { self.payload_at_head(lend) }) else {
             return Ok(None);
@@ -652,6 +660,20 @@ mod tests {
         // A builder claiming more than it was lent publishes nothing.
         let err = p.write_in_place(64, |_| Some(65)).unwrap_err();
         assert_eq!(err, RingError::TooLarge { len: 65, max: 64 });
+        assert!(!c.poll().unwrap());
+        // Filled to the brim, a ring lends nothing, and not even an empty message overwrites
+        // unread data.
+        let mut lens = Vec::new();
+        while let Some(n) = p.write_in_place(1 << 20, |b| Some(b.len())).unwrap() {
+            lens.push(n);
+            assert!(lens.len() < 4, "the ring never filled: {lens:?}");
+        }
+        assert_eq!(p.write_in_place(1 << 20, |_| Some(0)).unwrap(), None);
+        for n in lens {
+            assert!(c.poll().unwrap());
+            assert_eq!(c.message().len(), n);
+            c.release();
+        }
         assert!(!c.poll().unwrap());
     }
 

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -195,25 +195,59 @@ impl Epoll {
     }
 
     /// Waits for events; `None` blocks without limit. Returns the filled prefix of `out`.
+    ///
+    /// Uses `epoll_pwait2` for its nanosecond timeout; on kernels without it (before 5.11, or
+    /// under valgrind) falls back to `epoll_wait` with the timeout rounded up to a millisecond,
+    /// so a wait never ends before its timeout.
     pub fn wait<'a>(
         &self,
         out: &'a mut [libc::epoll_event],
         timeout: Option<Duration>,
     ) -> io::Result<&'a [libc::epoll_event]> {
-        let ts = timeout.map(timespec);
-        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        let max = out.len().min(i32::MAX as usize) as libc::c_int;
-        // SAFETY: `out` has room for `max` events; `tsp` is null or a live timespec; a null
-        // sigmask keeps the current mask.
-        let n = unsafe { libc::epoll_pwait2(self.fd.as_raw_fd(), out.as_mut_ptr(), max, tsp, std::ptr::null()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(&out[..0]);
+        static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
+        let use_pwait2 = !NO_PWAIT2.load(Ordering::Relaxed);
+        match self.wait_with(out.as_mut_ptr(), out.len(), timeout, use_pwait2) {
+            Err(e) if use_pwait2 && e.raw_os_error() == Some(libc::ENOSYS) => {
+                NO_PWAIT2.store(true, Ordering::Relaxed);
+                self.wait(out, timeout)
             }
-            return Err(e);
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(&out[..0]),
+            Err(e) => Err(e),
+            Ok(n) => Ok(&out[..n]),
         }
-        Ok(&out[..n as usize])
+    }
+
+    /// One `epoll_pwait2` (or `epoll_wait`) into `len` events at `out`; the count filled.
+    fn wait_with(
+        &self,
+        out: *mut libc::epoll_event,
+        len: usize,
+        timeout: Option<Duration>,
+        pwait2: bool,
+    ) -> io::Result<usize> {
+        let max = len.min(i32::MAX as usize) as libc::c_int;
+        let n = if pwait2 {
+            let ts = timeout.map(timespec);
+            let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: `out` has room for `max` events (the caller's slice); `tsp` is null or a
+            // live timespec; a null sigmask keeps the current mask.
+            unsafe { libc::epoll_pwait2(self.fd.as_raw_fd(), out, max, tsp, std::ptr::null()) }
+        } else {
+            // SAFETY: `out` has room for `max` events (the caller's slice).
+            unsafe { libc::epoll_wait(self.fd.as_raw_fd(), out, max, timeout_ms(timeout)) }
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+/// `epoll_wait`'s timeout: milliseconds rounded up (-1 for none).
+fn timeout_ms(timeout: Option<Duration>) -> libc::c_int {
+    match timeout {
+        None => -1,
+        Some(d) => d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int,
     }
 }
 
@@ -335,6 +369,29 @@ mod tests {
         // Sealed: cannot shrink.
         // SAFETY: plain syscall on our descriptor.
         assert!(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) } < 0);
+    }
+
+    #[test]
+    fn epoll_wait_fallback_waits_out_its_timeout_and_reports_events() {
+        assert_eq!(timeout_ms(None), -1);
+        assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(timeout_ms(Some(Duration::from_millis(3))), 3);
+        assert_eq!(timeout_ms(Some(Duration::from_micros(3001))), 4);
+        let ep = Epoll::new().unwrap();
+        let bell = eventfd().unwrap();
+        ep.add(bell.as_raw_fd(), libc::EPOLLIN as u32, 7).unwrap();
+        let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        for pwait2 in [false, true] {
+            let t = std::time::Instant::now();
+            let n = ep.wait_with(out.as_mut_ptr(), out.len(), Some(Duration::from_micros(1500)), pwait2).unwrap();
+            assert_eq!(n, 0);
+            assert!(t.elapsed() >= Duration::from_micros(1500), "woke early: {:?}", t.elapsed());
+            eventfd_ring(bell.as_raw_fd());
+            let n = ep.wait_with(out.as_mut_ptr(), out.len(), Some(Duration::from_secs(5)), pwait2).unwrap();
+            assert_eq!(n, 1);
+            assert_eq!({ out[0].u64 }, 7);
+            eventfd_drain(bell.as_raw_fd());
+        }
     }
 
     #[test]

@@ -416,13 +416,7 @@ impl Lowlat {
         let mut decode = Some(decode);
         let r = match self.run(&mut guard, proc_no, &mut clock, &mut decode, trace.then_some(&mut marks)) {
             Err(Error::SessionLost { execution: Execution::NotSent, .. }) => {
-                // The server (same incarnation) never saw this session: bind again and send the
-                // call once more; it cannot run twice.
-                let args = guard.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
-                self.rebind(&mut guard)?;
-                guard.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
-                clock.begun = None; // the same deadline, but a fresh start for the new round trip
-                self.run(&mut guard, proc_no, &mut clock, &mut decode, None)
+                self.rebind_and_rerun(&mut guard, proc_no, &mut clock, &mut decode)
             }
             r => r,
         };
@@ -444,7 +438,40 @@ impl Lowlat {
         r
     }
 
+    /// The server (same incarnation) never saw this session: binds again and sends the call
+    /// once more; it cannot run twice. Off the fast path, hence out of line.
+    #[cold]
+    #[inline(never)]
+    fn rebind_and_rerun<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        slot: &mut Slot,
+        proc_no: u32,
+        clock: &mut CallClock,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+    ) -> Result<R, Error> {
+        let args = slot.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
+        self.rebind(slot)?;
+        slot.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
+        clock.begun = None; // the same deadline, but a fresh start for the new round trip
+        self.run(slot, proc_no, clock, decode, None)
+    }
+
+    /// Claims a free slot: the first open one that is not busy, else [`acquire_slow`].
+    #[inline]
     fn acquire(&self, clock: &mut CallClock, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
+        for (s, opened) in self.shared.slots.iter().zip(self.shared.opened.iter()) {
+            if opened.load(Ordering::Relaxed) {
+                if let Ok(g) = s.try_lock() {
+                    return Ok(g);
+                }
+            }
+        }
+        self.acquire_slow(clock, proc_no)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn acquire_slow(&self, clock: &mut CallClock, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
         // A slot with an open channel is worth a short wait: it is usually busy only for the
         // moment the acknowledger looks at it, and a fresh slot costs a socket, a server slot and
         // allocations. Threads that find every open slot busy for longer open new ones.
@@ -481,19 +508,32 @@ impl Lowlat {
         }
     }
 
+    #[inline]
     fn release_notify(&self) {
         if self.shared.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.free.notify_one();
+            self.notify_free();
         }
     }
 
+    #[cold]
+    fn notify_free(&self) {
+        let _g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.free.notify_one();
+    }
+
     /// Makes sure the slot has a channel and an engine for the current session.
+    #[inline]
     fn prepare(&self, slot: &mut Slot) -> Result<(), Error> {
         let epoch = self.shared.epoch.load(Ordering::Acquire);
         if slot.engine.is_some() && slot.epoch == epoch {
             return Ok(());
         }
+        self.prepare_slow(slot)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn prepare_slow(&self, slot: &mut Slot) -> Result<(), Error> {
         let (e, session) = *self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
         if slot.chan.is_none() {
             slot.chan = Some(driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg)?);
@@ -527,6 +567,7 @@ impl Lowlat {
         self.prepare(slot)
     }
 
+    #[inline]
     fn run<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         slot: &mut Slot,
@@ -608,7 +649,9 @@ impl Lowlat {
                         Some(Outcome::Failed(e)) => Some(Err(self.call_error(proc_no, e))),
                         None => None,
                     };
-                    send_outbox(chan, outbox, &mut send_err);
+                    if !outbox.is_empty() {
+                        send_outbox(chan, outbox, &mut send_err);
+                    }
                     if let Some(r) = outcome {
                         return r;
                     }

@@ -160,10 +160,6 @@ impl Spinner {
         mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
     ) -> Result<Option<T>, E> {
         self.ready_at = None;
-        if let Some(v) = try_op(ctx)? {
-            self.observe(Duration::ZERO);
-            return Ok(Some(v));
-        }
         // Reading the clock costs ~20-30 ns in a VM, more than a poll of a shared-memory ring, and
         // a fast peer answers within a few polls. So busy-polling, and the adaptive policy while
         // it spins at all, read no clock in their first CLOCK_EVERY polls (on a ring they take
@@ -172,48 +168,75 @@ impl Spinner {
         // budget at its floor, the right budget for a peer that fast. A fixed budget is timed
         // from the first poll on, so that `--spin-us N` means N. Past the clock-free polls, the
         // clock is looked at every CLOCK_EVERY polls.
+        //
+        // `try_op` is called from one place only, so that the compiler can inline it here: the
+        // poll is the whole of a spinning wait, and a call per poll shows in a round trip.
         const CLOCK_EVERY: u32 = 32;
-        let clock_free = match self.policy {
-            SpinPolicy::Forever => true,
-            SpinPolicy::Adaptive => self.budget().is_some_and(|b| !b.is_zero()),
-            SpinPolicy::Block | SpinPolicy::Budget(_) => false,
-        };
-        if clock_free {
-            for _ in 0..CLOCK_EVERY {
-                std::hint::spin_loop();
-                if let Some(v) = try_op(ctx)? {
-                    self.observe(Duration::ZERO);
-                    return Ok(Some(v));
-                }
-            }
-        }
-        let start = Instant::now();
-        let deadline = deadline();
-        let spin_until = self.budget().map(|b| start + b);
-        let mut polls: u32 = 0;
-        let mut spinning = spin_until.is_none_or(|s| start < s);
+        let mut deadline = Some(deadline);
+        // Clock-free polls left; unknown until the first poll has come back empty.
+        let mut clock_free_left: Option<u32> = None;
+        let mut timed: Option<Timed> = None;
         loop {
-            if !spinning || polls % CLOCK_EVERY == CLOCK_EVERY - 1 {
+            if let Some(v) = try_op(ctx)? {
+                match &timed {
+                    None => self.observe(Duration::ZERO),
+                    Some(t) => {
+                        let now = Instant::now();
+                        self.observe(now - t.start);
+                        self.ready_at = Some(now);
+                    }
+                }
+                return Ok(Some(v));
+            }
+            let t = match &mut timed {
+                Some(t) => t,
+                None => {
+                    let left = clock_free_left.get_or_insert_with(|| if self.clock_free() { CLOCK_EVERY } else { 0 });
+                    if *left > 0 {
+                        *left -= 1;
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let start = Instant::now();
+                    let deadline = deadline.take().expect("the clock starts once per wait")();
+                    let spin_until = self.budget().map(|b| start + b);
+                    let spinning = spin_until.is_none_or(|s| start < s);
+                    timed.insert(Timed { start, deadline, spin_until, spinning, polls: 0 })
+                }
+            };
+            if !t.spinning || t.polls % CLOCK_EVERY == CLOCK_EVERY - 1 {
                 let now = Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
+                if t.deadline.is_some_and(|d| now >= d) {
                     return Ok(None);
                 }
-                spinning = spin_until.is_none_or(|s| now < s);
-                if !spinning {
-                    block(ctx, deadline.map(|d| d.saturating_duration_since(now)))?;
+                t.spinning = t.spin_until.is_none_or(|s| now < s);
+                if !t.spinning {
+                    block(ctx, t.deadline.map(|d| d.saturating_duration_since(now)))?;
                 }
             } else {
                 std::hint::spin_loop();
             }
-            polls = polls.wrapping_add(1);
-            if let Some(v) = try_op(ctx)? {
-                let now = Instant::now();
-                self.observe(now - start);
-                self.ready_at = Some(now);
-                return Ok(Some(v));
-            }
+            t.polls = t.polls.wrapping_add(1);
         }
     }
+
+    /// Whether the next wait starts with clock-free polls (see `wait_on_lazy`).
+    fn clock_free(&self) -> bool {
+        match self.policy {
+            SpinPolicy::Forever => true,
+            SpinPolicy::Adaptive => self.budget().is_some_and(|b| !b.is_zero()),
+            SpinPolicy::Block | SpinPolicy::Budget(_) => false,
+        }
+    }
+}
+
+/// A wait past its clock-free polls: when it started reading the clock and what it must meet.
+struct Timed {
+    start: Instant,
+    deadline: Option<Instant>,
+    spin_until: Option<Instant>,
+    spinning: bool,
+    polls: u32,
 }
 
 #[cfg(test)]

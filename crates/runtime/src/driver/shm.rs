@@ -56,15 +56,18 @@ impl ShmClient {
 }
 
 impl ClientChannel for ShmClient {
+    #[inline]
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
         self.ch.send_within(&[head, body], self.send_timeout).map_err(to_io)
     }
 
+    #[inline]
     fn try_recv(&mut self, _buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
         // The reply stays in the result ring, read where it lies (`received`).
         Ok(self.ch.try_recv().map_err(to_io)?.map(|m| m.len()))
     }
 
+    #[inline]
     fn received<'a>(&'a self, _buf: &'a [u8], _len: usize) -> &'a [u8] {
         self.ch.received()
     }

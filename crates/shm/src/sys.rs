@@ -206,7 +206,7 @@ impl Epoll {
     ) -> io::Result<&'a [libc::epoll_event]> {
         static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
         let use_pwait2 = !NO_PWAIT2.load(Ordering::Relaxed);
-        match self.wait_with(out.as_mut_ptr(), out.len(), timeout, use_pwait2) {
+        match self.wait_with(out, timeout, use_pwait2) {
             Err(e) if use_pwait2 && e.raw_os_error() == Some(libc::ENOSYS) => {
                 NO_PWAIT2.store(true, Ordering::Relaxed);
                 self.wait(out, timeout)
@@ -217,24 +217,18 @@ impl Epoll {
         }
     }
 
-    /// One `epoll_pwait2` (or `epoll_wait`) into `len` events at `out`; the count filled.
-    fn wait_with(
-        &self,
-        out: *mut libc::epoll_event,
-        len: usize,
-        timeout: Option<Duration>,
-        pwait2: bool,
-    ) -> io::Result<usize> {
-        let max = len.min(i32::MAX as usize) as libc::c_int;
+    /// One `epoll_pwait2` (or `epoll_wait`) into `out`; the count of events filled in.
+    fn wait_with(&self, out: &mut [libc::epoll_event], timeout: Option<Duration>, pwait2: bool) -> io::Result<usize> {
+        let max = out.len().min(i32::MAX as usize) as libc::c_int;
         let n = if pwait2 {
             let ts = timeout.map(timespec);
             let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-            // SAFETY: `out` has room for `max` events (the caller's slice); `tsp` is null or a
-            // live timespec; a null sigmask keeps the current mask.
-            unsafe { libc::epoll_pwait2(self.fd.as_raw_fd(), out, max, tsp, std::ptr::null()) }
+            // SAFETY: `out` has room for `max` events; `tsp` is null or a live timespec; a null
+            // sigmask keeps the current mask.
+            unsafe { libc::epoll_pwait2(self.fd.as_raw_fd(), out.as_mut_ptr(), max, tsp, std::ptr::null()) }
         } else {
-            // SAFETY: `out` has room for `max` events (the caller's slice).
-            unsafe { libc::epoll_wait(self.fd.as_raw_fd(), out, max, timeout_ms(timeout)) }
+            // SAFETY: `out` has room for `max` events.
+            unsafe { libc::epoll_wait(self.fd.as_raw_fd(), out.as_mut_ptr(), max, timeout_ms(timeout)) }
         };
         if n < 0 {
             return Err(io::Error::last_os_error());
@@ -383,11 +377,11 @@ mod tests {
         let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
         for pwait2 in [false, true] {
             let t = std::time::Instant::now();
-            let n = ep.wait_with(out.as_mut_ptr(), out.len(), Some(Duration::from_micros(1500)), pwait2).unwrap();
+            let n = ep.wait_with(&mut out, Some(Duration::from_micros(1500)), pwait2).unwrap();
             assert_eq!(n, 0);
             assert!(t.elapsed() >= Duration::from_micros(1500), "woke early: {:?}", t.elapsed());
             eventfd_ring(bell.as_raw_fd());
-            let n = ep.wait_with(out.as_mut_ptr(), out.len(), Some(Duration::from_secs(5)), pwait2).unwrap();
+            let n = ep.wait_with(&mut out, Some(Duration::from_secs(5)), pwait2).unwrap();
             assert_eq!(n, 1);
             assert_eq!({ out[0].u64 }, 7);
             eventfd_drain(bell.as_raw_fd());

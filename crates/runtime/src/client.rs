@@ -459,14 +459,17 @@ impl Lowlat {
     /// Claims a free slot: the first open one that is not busy, else [`acquire_slow`].
     #[inline]
     fn acquire(&self, clock: &mut CallClock, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
-        for (s, opened) in self.shared.slots.iter().zip(self.shared.opened.iter()) {
-            if opened.load(Ordering::Relaxed) {
-                if let Ok(g) = s.try_lock() {
-                    return Ok(g);
-                }
-            }
+        match self.try_claim(true) {
+            Some(g) => Ok(g),
+            None => self.acquire_slow(clock, proc_no),
         }
-        self.acquire_slow(clock, proc_no)
+    }
+
+    /// The first slot not busy now, among the open ones only if `open_only`.
+    #[inline]
+    fn try_claim(&self, open_only: bool) -> Option<MutexGuard<'_, Slot>> {
+        let slots = self.shared.slots.iter().zip(self.shared.opened.iter());
+        slots.filter(|(_, opened)| !open_only || opened.load(Ordering::Relaxed)).find_map(|(s, _)| s.try_lock().ok())
     }
 
     #[cold]
@@ -476,17 +479,11 @@ impl Lowlat {
         // moment the acknowledger looks at it, and a fresh slot costs a socket, a server slot and
         // allocations. Threads that find every open slot busy for longer open new ones.
         const PATIENCE: u32 = 256;
-        let slots = &self.shared.slots;
         let mut round = 0;
         loop {
             let patient = round < PATIENCE;
-            for (s, opened) in slots.iter().zip(self.shared.opened.iter()) {
-                if patient && !opened.load(Ordering::Relaxed) {
-                    continue;
-                }
-                if let Ok(g) = s.try_lock() {
-                    return Ok(g);
-                }
+            if let Some(g) = self.try_claim(patient) {
+                return Ok(g);
             }
             if patient {
                 round += 1;

@@ -515,6 +515,30 @@ impl ClientSlot {
         }
     }
 
+    /// The fast path of a reliable session's reply: the result body, if `frame` is the current
+    /// call's whole result with exactly the header the server sends for one
+    /// ([`Header::whole_result`]); the call is then complete. Compared byte for byte, not
+    /// decoded: over shared memory this is most of what a reply costs the client. `None` for
+    /// anything else (and on an unreliable session): give the frame to [`handle`](Self::handle),
+    /// which treats every case.
+    #[inline]
+    pub fn take_whole_result<'a>(&mut self, frame: &'a [u8]) -> Option<&'a [u8]> {
+        if !self.session.reliable || !self.active || self.rx_started || !self.sent_whole() {
+            return None;
+        }
+        let (head, body) = frame.split_first_chunk::<HEADER_LEN>()?;
+        let len = u32::try_from(body.len()).ok()?;
+        let expected = Header::whole_result(self.session.token, self.template.slot, self.template.call_no, len);
+        if *head != expected.to_bytes() {
+            return None;
+        }
+        self.heard = true;
+        // `finish` on a reliable session: no acknowledgement is due, no timer runs.
+        self.active = false;
+        self.rto_at = None;
+        Some(body)
+    }
+
     fn send_frag_ack(&mut self, fl: u8, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
         let (cum, bitmap) = self.rx.ack_state();
         let mut h = self.template;

@@ -647,10 +647,7 @@ fn emit_result_frag<A>(
 
 /// The header of a result sent whole in one frame on a reliable session.
 fn one_frame_result<A>(token: u64, slot_no: u16, slot: &Slot<A>, len: usize) -> [u8; HEADER_LEN] {
-    let mut h = base_header(Kind::Result, token, slot_no, slot);
-    h.total_len = len as u32;
-    h.flags = flags::REQ_ACK;
-    h.to_bytes()
+    Header::whole_result(token, slot_no, slot.call_no, len as u32).to_bytes()
 }
 
 /// Sends (or sends again from the start) the slot's finished result.

@@ -259,6 +259,23 @@ impl Header {
         self.emit(&mut b);
         b
     }
+
+    /// The header of a result sent whole in one frame on a reliable session (the server's
+    /// answer to nearly every call there), which the client recognises byte for byte instead of
+    /// decoding it.
+    pub const fn whole_result(token: u64, slot: u16, call_no: u32, len: u32) -> Header {
+        Header {
+            version: PROTOCOL_VERSION,
+            kind: Kind::Result,
+            flags: flags::REQ_ACK,
+            slot,
+            token,
+            call_no,
+            proc_or_code: 0,
+            total_len: len,
+            offset: 0,
+        }
+    }
 }
 
 /// Byte order of a peer's message bodies.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lowlat_transport::{SpinPolicy, Spinner};
 
 use crate::error::{io_err, ShmError};
-use crate::ring::{Consumer, Producer, RingError, Wake};
+use crate::ring::{record_len, Consumer, Producer, RingError, Wake};
 use crate::segment::{Hello, Segment, Status, HELLO_LEN};
 use crate::sys;
 
@@ -131,6 +131,28 @@ impl ShmChannel {
     /// eighth of a round trip on this transport).
     pub fn send_within(&mut self, parts: &[&[u8]], timeout: Duration) -> Result<(), ShmError> {
         self.send_by(parts, || Instant::now() + timeout)
+    }
+
+    /// [`send_within`](Self::send_within) for a message in two pieces (a header and a body),
+    /// written straight into one record when it fits one and the ring has room now: the call
+    /// path's common case, without the general path's gathering and size bookkeeping.
+    #[inline]
+    pub fn send_two_within(&mut self, first: &[u8], second: &[u8], timeout: Duration) -> Result<(), ShmError> {
+        let len = first.len() + second.len();
+        if self.broken.is_none() && len <= self.max_message && record_len(len) <= self.calls.ring().size() {
+            self.results.release();
+            let fill = |dst: &mut [u8]| {
+                let (a, b) = dst.split_at_mut(first.len());
+                a.copy_from_slice(first);
+                b.copy_from_slice(second);
+            };
+            match self.calls.try_write_whole(len, fill) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {} // no room yet: the general path waits for it
+                Err(e) => return Err(self.mark_broken(e.into())),
+            }
+        }
+        self.send_within(&[first, second], timeout)
     }
 
     fn send_by(&mut self, parts: &[&[u8]], deadline: impl Fn() -> Instant) -> Result<(), ShmError> {

@@ -33,9 +33,16 @@ fn edge_sizes_echo_intact_from_many_threads() {
                 for round in 0..3u8 {
                     for &n in &sizes {
                         let msg = pattern(n, t.wrapping_mul(13).wrapping_add(round));
-                        // Two parts, split unevenly, to exercise gathering across chunks.
+                        // Two parts, split unevenly, to exercise gathering across chunks; every
+                        // other round through the two-piece send (one record written in place
+                        // where it fits, the general path where it does not).
                         let (a, b) = msg.split_at(n / 3);
-                        let got = ch.call(&[a, b], deadline(Duration::from_secs(5))).unwrap();
+                        let got = if (round + t) % 2 == 0 {
+                            ch.call(&[a, b], deadline(Duration::from_secs(5))).unwrap()
+                        } else {
+                            ch.send_two_within(a, b, Duration::from_secs(5)).unwrap();
+                            ch.recv(deadline(Duration::from_secs(5))).unwrap()
+                        };
                         assert!(got == &msg[..], "size {n}: echo differs (got {} bytes)", got.len());
                     }
                 }
@@ -57,6 +64,8 @@ fn oversized_message_is_a_typed_error_and_the_binding_survives() {
     let mut ch = ShmChannel::connect(&path, cfg).unwrap();
     let big = vec![0u8; 10_001];
     let e = ch.send(&[&big], deadline(Duration::from_secs(1))).unwrap_err();
+    assert!(matches!(e, ShmError::Ring(lowlat_shm::RingError::TooLarge { len: 10_001, max: 10_000 })), "{e}");
+    let e = ch.send_two_within(&big[..32], &big[32..], Duration::from_secs(1)).unwrap_err();
     assert!(matches!(e, ShmError::Ring(lowlat_shm::RingError::TooLarge { len: 10_001, max: 10_000 })), "{e}");
     assert_eq!(ch.call(&[b"still fine"], deadline(Duration::from_secs(5))).unwrap(), b"still fine");
 }

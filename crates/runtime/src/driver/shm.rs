@@ -58,7 +58,7 @@ impl ShmClient {
 impl ClientChannel for ShmClient {
     #[inline]
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
-        self.ch.send_within(&[head, body], self.send_timeout).map_err(to_io)
+        self.ch.send_two_within(head, body, self.send_timeout).map_err(to_io)
     }
 
     #[inline]

@@ -1,0 +1,144 @@
+//! A reliable session (shared memory, TCP) between a client slot and a server engine, frames
+//! handed over directly: the one-frame fast path of the client (`take_whole_result`) must accept
+//! exactly the results the server sends whole, and leave every other frame to `handle`.
+
+use std::time::{Duration, Instant};
+
+use lowlat_proto::wire::{BindRequest, ByteOrder, BIND_RELIABLE, PROTOCOL_VERSION};
+use lowlat_proto::*;
+
+const PROGRAM: u32 = 0x2000_4C4C;
+const PEER: u8 = 1;
+
+type Frames = Vec<Vec<u8>>;
+
+fn frame(h: &[u8; HEADER_LEN], b: &[u8]) -> Vec<u8> {
+    [&h[..], b].concat()
+}
+
+/// A server engine and a bound slot of a session with the given reliability.
+fn bound(reliable: bool) -> (ServerEngine<u8>, ClientSlot) {
+    let mut server = ServerEngine::new(ServerConfig {
+        programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
+        seed: 11,
+        ..ServerConfig::default()
+    });
+    let req = BindRequest {
+        program: PROGRAM,
+        version: 1,
+        proto_min: PROTOCOL_VERSION,
+        proto_max: PROTOCOL_VERSION,
+        byte_order: ByteOrder::native(),
+        flags: if reliable { BIND_RELIABLE } else { 0 },
+        max_message: 1 << 20,
+        max_frame: if reliable { u32::MAX } else { 1472 },
+        slots: 2,
+        window: 8,
+        nonce: 99,
+    };
+    let now = Instant::now();
+    let cfg = ClientConfig::default();
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1));
+    let mut to_server = Frames::new();
+    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+    let mut to_client = Frames::new();
+    for f in &to_server {
+        assert!(server.handle(PEER, f, || now, &mut |_, h, b| to_client.push(frame(h, b))).is_none());
+    }
+    let session = binder.handle(&to_client[0]).expect("an answer").expect("a session");
+    assert_eq!(session.reliable, reliable);
+    (server, ClientSlot::new(session, 1, cfg))
+}
+
+/// Sends a call from `slot` and has the server answer it with `result` (through `finish`, or
+/// placed in the transport's memory through `finish_placed` if `placed`); returns the frames
+/// the server sent.
+fn answer(server: &mut ServerEngine<u8>, slot: &mut ClientSlot, result: &[u8], placed: bool) -> Frames {
+    let now = Instant::now();
+    slot.args_buf().extend_from_slice(b"arguments");
+    let mut calls = Frames::new();
+    slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+    let mut replies = Frames::new();
+    for f in &calls {
+        let mut out = |_: &u8, h: &[u8; HEADER_LEN], b: &[u8]| replies.push(frame(h, b));
+        let Some(call) = server.handle(PEER, f, || now, &mut out) else { continue };
+        assert_eq!((call.proc_no, call.args), (5, &b"arguments"[..]));
+        let key = call.key;
+        if placed {
+            let head = server.finish_placed(key, Status::Ok, result.len()).expect("placed on a reliable session");
+            replies.push(frame(&head, result));
+        } else {
+            call.reply.extend_from_slice(result);
+            assert!(server.finish(key, Status::Ok, &mut out));
+        }
+    }
+    replies
+}
+
+#[test]
+fn whole_results_are_taken_by_their_header() {
+    let (mut server, mut slot) = bound(true);
+    for (i, len) in [0usize, 1, 100, 4096, 70_000].into_iter().enumerate() {
+        let result: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+        let replies = answer(&mut server, &mut slot, &result, i % 2 == 1);
+        assert_eq!(replies.len(), 1, "a reliable session's result goes in one frame");
+        assert_eq!(slot.take_whole_result(&replies[0]), Some(&result[..]), "result of {len} bytes");
+        assert!(!slot.is_active(), "the call is complete");
+        assert_eq!(slot.poll_timeout(), None, "no timer is left running");
+        // The same frame again is stale, on either path.
+        assert_eq!(slot.take_whole_result(&replies[0]), None);
+        let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
+        assert_eq!(slot.handle(&replies[0], Instant::now, nothing_sent), None);
+    }
+}
+
+#[test]
+fn other_frames_are_left_to_handle() {
+    let (mut server, mut slot) = bound(true);
+    let good = answer(&mut server, &mut slot, b"result", false).remove(0);
+    // Each alteration of the one header the fast path accepts: handle must see these.
+    let altered = |at: usize, byte: u8| {
+        let mut f = good.clone();
+        f[at] = byte;
+        f
+    };
+    let flags_cleared = altered(4, 0);
+    let other_slot = altered(6, 0);
+    let other_token = altered(8, good[8] ^ 1);
+    let earlier_call = altered(16, good[16].wrapping_sub(1));
+    let longer_than_sent = altered(24, good[24] + 1);
+    let offset = altered(28, 6);
+    let truncated = good[..HEADER_LEN - 1].to_vec();
+    for f in [&flags_cleared, &other_slot, &other_token, &earlier_call, &longer_than_sent, &offset, &truncated] {
+        assert_eq!(slot.take_whole_result(f), None, "{f:?}");
+        assert!(slot.is_active());
+    }
+    // `handle` still completes the call from a result it can read (here: flags cleared).
+    let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
+    assert_eq!(slot.handle(&flags_cleared, Instant::now, nothing_sent), Some(Outcome::Reply(&b"result"[..])));
+
+    // An error is not a result: handle reports it.
+    let now = Instant::now();
+    slot.args_buf().clear();
+    let mut calls = Frames::new();
+    slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+    let mut replies = Frames::new();
+    let call = server.handle(PEER, &calls[0], || now, &mut |_, h, b| replies.push(frame(h, b))).unwrap();
+    let key = call.key;
+    server.finish(key, Status::Error(ErrorCode::UnknownProcedure), &mut |_, h, b| replies.push(frame(h, b)));
+    assert_eq!(slot.take_whole_result(&replies[0]), None);
+    assert_eq!(
+        slot.handle(&replies[0], Instant::now, nothing_sent),
+        Some(Outcome::Failed(CallError::Remote(ErrorCode::UnknownProcedure)))
+    );
+}
+
+#[test]
+fn an_unreliable_session_never_takes_the_fast_path() {
+    let (mut server, mut slot) = bound(false);
+    let replies = answer(&mut server, &mut slot, b"result", false);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(slot.take_whole_result(&replies[0]), None, "retransmission timers need `handle`");
+    let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
+    assert_eq!(slot.handle(&replies[0], Instant::now, nothing_sent), Some(Outcome::Reply(&b"result"[..])));
+}

@@ -533,9 +533,8 @@ impl ClientSlot {
             return None;
         }
         self.heard = true;
-        // `finish` on a reliable session: no acknowledgement is due, no timer runs.
-        self.active = false;
-        self.rto_at = None;
+        // As `handle` does on a reliable session, where no timer uses the time.
+        self.finish(self.started);
         Some(body)
     }
 

@@ -633,12 +633,10 @@ impl Lowlat {
             match got {
                 Ok(Some(n)) => {
                     // Nearly every reply over a reliable channel: the whole result, recognised
-                    // by its header alone.
-                    if reliable {
-                        if let Some(body) = engine.take_whole_result(chan.received(buf, n)) {
-                            let decode = decode.take().expect("one reply per call");
-                            return decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) });
-                        }
+                    // by its header alone (the engine declines on any other session).
+                    if let Some(body) = engine.take_whole_result(chan.received(buf, n)) {
+                        let decode = decode.take().expect("one reply per call");
+                        return decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) });
                     }
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.

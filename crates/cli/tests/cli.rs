@@ -189,3 +189,51 @@ fn servers_stopped_by_sigterm_remove_their_socket_files() {
     assert!(!rpc.exists(), "lowlat serve left {} behind", rpc.display());
     assert!(!raw.exists(), "lowlat pingpong --serve left {} behind", raw.display());
 }
+
+/// A client whose server is killed (SIGKILL) and started again on the same address goes on
+/// with the same `Client`: calls made while the server is down fail with typed errors (never a
+/// panic), and the first call after its return rebinds. `LOWLAT_RESTART_CYCLES` sets the cycles
+/// per transport (3 by default; `scripts/soak.sh` runs 100).
+#[test]
+fn a_client_outlives_its_servers_kill_and_restart() {
+    let cycles: usize = std::env::var("LOWLAT_RESTART_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    let shm = format!("shm://{}", dir.path().join("s").display());
+    for listen in ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", shm.as_str()] {
+        let mut server = serve(listen);
+        let uri = server.uris[0].clone();
+        let cfg = ClientConfig {
+            deadline: Duration::from_millis(500),
+            bind_timeout: Duration::from_millis(500),
+            ..ClientConfig::default()
+        };
+        let c = LabClient::connect(&uri, cfg).unwrap();
+        let mut back_after = Vec::new();
+        for cycle in 0..cycles {
+            for _ in 0..10 {
+                c.null().unwrap_or_else(|e| panic!("{uri}, cycle {cycle}: {e}"));
+            }
+            server.kill();
+            let e = c.null().unwrap_err();
+            assert!(
+                matches!(e, Error::ConnectionLost { .. } | Error::ServerNotRunning { .. } | Error::Timeout { .. }),
+                "{uri}, cycle {cycle}, server dead: {e}"
+            );
+            server = serve(&uri);
+            let back = Instant::now();
+            let mut errors = Vec::new();
+            while let Err(e) = c.null() {
+                errors.push(e.to_string());
+                assert!(errors.len() < 3, "{uri}, cycle {cycle}: not served again: {errors:?}");
+            }
+            back_after.push(back.elapsed());
+        }
+        back_after.sort();
+        eprintln!(
+            "{uri}: {cycles} kill -9 and restart cycles; from the server's return to the first successful call: \
+             median {:?}, max {:?}",
+            back_after[back_after.len() / 2],
+            back_after[back_after.len() - 1]
+        );
+    }
+}

@@ -68,12 +68,23 @@ impl ServerProcess {
     pub fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines.recv_timeout(timeout).ok()
     }
+
+    /// Kills the server with SIGKILL (no clean-up of its own: sockets files stay, rpcbind
+    /// keeps its registrations) and reaps it, as a crash would leave things.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for ServerProcess {
     /// Asks the server to stop (SIGTERM: it removes its socket files and withdraws its rpcbind
     /// registrations), and kills it if it has not stopped within two seconds.
     fn drop(&mut self) {
+        // Already reaped (killed): its PID may belong to another process now.
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         if lowlat_transport::sys::terminate(self.child.id()).is_ok() {
             let deadline = std::time::Instant::now() + Duration::from_secs(2);
             while std::time::Instant::now() < deadline {

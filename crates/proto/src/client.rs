@@ -395,6 +395,16 @@ impl ClientSlot {
         self.rto_at = if self.session.reliable { None } else { Some(now + self.rtt.rto()) };
     }
 
+    /// Gives up the call in flight without an outcome from the engine: the caller's channel
+    /// failed (connection lost, peer dead) and it reports the failure itself. The slot is free
+    /// for the next call, whose new call number makes anything still coming for this one stale;
+    /// nothing of it is acknowledged or retransmitted.
+    pub fn abandon(&mut self) {
+        self.active = false;
+        self.rto_at = None;
+        self.ack_due = None;
+    }
+
     fn finish(&mut self, now: Instant) {
         self.active = false;
         self.rto_at = None;
@@ -471,7 +481,12 @@ impl ClientSlot {
                 let code = ErrorCode::from_u32(h.proc_or_code);
                 let err = if code == ErrorCode::UnknownSession {
                     let restarted = h.offset as u16 != self.session.generation;
-                    CallError::SessionLost { restarted, retry_safe: !restarted && self.retries == 0 }
+                    // Refused on its first transmission, the call never ran here. Nor did it
+                    // run on an earlier incarnation of the server: over a reliable session
+                    // the connection it went on was opened to this one; over datagrams only if
+                    // the server was the same one throughout.
+                    let retry_safe = self.retries == 0 && (!restarted || self.session.reliable);
+                    CallError::SessionLost { restarted, retry_safe }
                 } else {
                     CallError::Remote(code)
                 };

@@ -142,3 +142,71 @@ fn an_unreliable_session_never_takes_the_fast_path() {
     let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
     assert_eq!(slot.handle(&replies[0], Instant::now, nothing_sent), Some(Outcome::Reply(&b"result"[..])));
 }
+
+/// A call given up by the caller (its channel failed) frees the slot: the next call goes out
+/// under a new number, and a late result for the abandoned one completes nothing.
+#[test]
+fn an_abandoned_call_frees_the_slot_and_its_late_result_is_stale() {
+    for reliable in [true, false] {
+        let (mut server, mut slot) = bound(reliable);
+        let now = Instant::now();
+        slot.args_buf().extend_from_slice(b"arguments");
+        let mut calls = Frames::new();
+        slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+        let abandoned = slot.call_no();
+        slot.abandon();
+        assert!(!slot.is_active(), "reliable {reliable}");
+        assert_eq!(slot.poll_timeout(), None, "nothing to retransmit or acknowledge");
+        // The server still answers the abandoned call.
+        let mut late = Frames::new();
+        for f in &calls {
+            let mut out = |_: &u8, h: &[u8; HEADER_LEN], b: &[u8]| late.push(frame(h, b));
+            if let Some(call) = server.handle(PEER, f, || now, &mut out) {
+                let key = call.key;
+                call.reply.extend_from_slice(b"too late");
+                assert!(server.finish(key, Status::Ok, &mut out));
+            }
+        }
+        assert!(!late.is_empty());
+        // The next call is sent (no panic: the slot is free) and completes with its own result.
+        let replies = answer(&mut server, &mut slot, b"on time", false);
+        assert_ne!(slot.call_no(), abandoned);
+        let nothing = &mut |_: &[u8; HEADER_LEN], _: &[u8]| {};
+        for f in &late {
+            assert_eq!(slot.take_whole_result(f), None);
+            assert_eq!(slot.handle(f, Instant::now, nothing), None, "reliable {reliable}");
+        }
+        let got = replies.iter().find_map(|f| match slot.handle(f, Instant::now, nothing) {
+            Some(Outcome::Reply(b)) => Some(b.to_vec()),
+            _ => None,
+        });
+        assert_eq!(got.as_deref(), Some(&b"on time"[..]), "reliable {reliable}");
+    }
+}
+
+/// A server that restarted refuses the session of a call's first transmission. Over a reliable
+/// session the call went on a channel opened to the new server, so no earlier incarnation can
+/// have run it: it is safe to bind again and resend. Over datagrams an earlier copy may have
+/// reached the old server: not safe.
+#[test]
+fn a_restarted_servers_refusal_is_retry_safe_only_on_a_reliable_session() {
+    for reliable in [true, false] {
+        let (old, mut slot) = bound(reliable);
+        let mut new = ServerEngine::new(ServerConfig {
+            programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
+            seed: 12,
+            ..ServerConfig::default()
+        });
+        assert_ne!(new.generation(), old.generation());
+        let now = Instant::now();
+        let mut calls = Frames::new();
+        slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+        let mut refusals = Frames::new();
+        for f in &calls {
+            assert!(new.handle(PEER, f, || now, &mut |_, h, b| refusals.push(frame(h, b))).is_none());
+        }
+        let outcome = slot.handle(&refusals[0], || now, &mut |_, _| {});
+        let want = CallError::SessionLost { restarted: true, retry_safe: reliable };
+        assert_eq!(outcome, Some(Outcome::Failed(want)), "reliable {reliable}");
+    }
+}

@@ -27,6 +27,8 @@ struct Slot {
     index: u16,
     /// The session epoch this slot's engine was built for.
     epoch: u64,
+    /// The connection generation this slot's channel was opened in.
+    conn_gen: u64,
     engine: Option<ClientSlot>,
     chan: Option<SlotChannel>,
     buf: Vec<u8>,
@@ -58,9 +60,10 @@ struct Shared {
     program: u32,
     version: u32,
     cfg: ClientConfig,
-    /// Bumped when the session is replaced (server restart, expiry); slots rebuild lazily.
+    /// [`Binding::epoch`], readable without the lock: a slot whose engine was built in another
+    /// epoch goes to the slow path of [`Lowlat::prepare`].
     epoch: AtomicU64,
-    session: Mutex<(u64, Session)>,
+    binding: Mutex<Binding>,
     /// The current session's `server_order`, which every generated call asks for: kept outside
     /// the lock so that asking costs a load, not a lock shared by all calling threads.
     server_big_endian: AtomicBool,
@@ -68,6 +71,8 @@ struct Shared {
     /// Whether each slot has its channel open (set once, never cleared).
     opened: Box<[AtomicBool]>,
     waiters: AtomicUsize,
+    /// The acknowledger is looking at the slots (it holds one at a time).
+    acknowledging: AtomicBool,
     free: Condvar,
     free_lock: Mutex<()>,
 }
@@ -198,6 +203,21 @@ impl CallClock {
             engine.time_call(now, deadline);
         }
     }
+}
+
+/// The session a client's slots call in, and what is known to be wrong with it.
+struct Binding {
+    /// Bumped whenever the slots must rebuild their engines: a new session, or this one found
+    /// unusable (`stale`).
+    epoch: u64,
+    session: Session,
+    /// The server no longer has this session (it restarted, forgot it, or a connection to it
+    /// broke): the next slot to prepare binds again before calling.
+    stale: bool,
+    /// Bumped when a channel to the server broke: every slot's channel opened before then is
+    /// replaced (the other connections to a dead server are broken too, they just do not know
+    /// it yet), so that a call after the server's return is not lost on a dead connection.
+    conn_gen: u64,
 }
 
 /// A binding over lowlat's own protocol.
@@ -331,6 +351,7 @@ impl Lowlat {
                 Mutex::new(Slot {
                     index: i,
                     epoch: 0,
+                    conn_gen: 0,
                     engine: None,
                     chan: None,
                     buf: Vec::new(),
@@ -353,10 +374,11 @@ impl Lowlat {
             cfg,
             epoch: AtomicU64::new(0),
             server_big_endian: AtomicBool::new(session.server_order == ByteOrder::Big),
-            session: Mutex::new((0, session)),
+            binding: Mutex::new(Binding { epoch: 0, session, stale: false, conn_gen: 0 }),
             opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
             slots,
             waiters: AtomicUsize::new(0),
+            acknowledging: AtomicBool::new(false),
             free: Condvar::new(),
             free_lock: Mutex::new(()),
         });
@@ -372,7 +394,11 @@ impl Lowlat {
 
     /// The session currently bound.
     pub fn session(&self) -> Session {
-        self.shared.session.lock().unwrap_or_else(|p| p.into_inner()).1
+        self.binding().session
+    }
+
+    fn binding(&self) -> MutexGuard<'_, Binding> {
+        self.shared.binding.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The current session's byte order for bodies, without taking the session's lock.
@@ -420,6 +446,9 @@ impl Lowlat {
             }
             r => r,
         };
+        if let Err(e) = &r {
+            self.recover(&mut guard, e);
+        }
         if trace && r.is_ok() {
             let e = guard.engine.as_ref().expect("prepared");
             trace::set_client_trace(ClientTrace {
@@ -450,10 +479,46 @@ impl Lowlat {
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
     ) -> Result<R, Error> {
         let args = slot.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
-        self.rebind(slot)?;
+        self.invalidate(slot, false);
+        self.prepare(slot)?;
         slot.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
         clock.begun = None; // the same deadline, but a fresh start for the new round trip
         self.run(slot, proc_no, clock, decode, None)
+    }
+
+    /// After a failed call: frees the slot's engine for the next call and, when the failure
+    /// says the session or the connection is gone, makes the next call rebind (over a new
+    /// channel if this one broke), so that a server that comes back is usable without a new
+    /// `Client`.
+    #[cold]
+    #[inline(never)]
+    fn recover(&self, slot: &mut Slot, e: &Error) {
+        if let Some(engine) = slot.engine.as_mut() {
+            engine.abandon();
+        }
+        match e {
+            Error::ConnectionLost { .. } => {
+                slot.chan = None;
+                self.invalidate(slot, true);
+            }
+            Error::ServerRestarted { .. } | Error::SessionLost { .. } => self.invalidate(slot, false),
+            _ => {}
+        }
+    }
+
+    /// Marks the session this slot called in as unusable (once, whichever slot finds out
+    /// first): every slot rebuilds its engine, and the first to prepare binds again.
+    /// `lost_connection`: a channel broke, so every channel opened so far is replaced too.
+    fn invalidate(&self, slot: &Slot, lost_connection: bool) {
+        let mut b = self.binding();
+        if lost_connection {
+            b.conn_gen = b.conn_gen.max(slot.conn_gen + 1);
+        }
+        if b.epoch == slot.epoch && !b.stale {
+            b.stale = true;
+            b.epoch += 1;
+            self.shared.epoch.store(b.epoch, Ordering::Release);
+        }
     }
 
     /// Claims a free slot: the first open one that is not busy, else [`acquire_slow`].
@@ -476,18 +541,24 @@ impl Lowlat {
     #[inline(never)]
     fn acquire_slow(&self, clock: &mut CallClock, proc_no: u32) -> Result<MutexGuard<'_, Slot>, Error> {
         // A slot with an open channel is worth a short wait: it is usually busy only for the
-        // moment the acknowledger looks at it, and a fresh slot costs a socket, a server slot and
-        // allocations. Threads that find every open slot busy for longer open new ones.
+        // moment the acknowledger looks at it (however long that takes: it may be sending, or be
+        // descheduled), and a fresh slot costs a socket, a server slot and allocations. Threads
+        // that find every open slot busy for longer, with the acknowledger away, open new ones.
         const PATIENCE: u32 = 256;
         let mut round = 0;
         loop {
-            let patient = round < PATIENCE;
+            let acknowledging = self.shared.acknowledging.load(Ordering::Acquire);
+            let patient = round < PATIENCE || acknowledging;
             if let Some(g) = self.try_claim(patient) {
                 return Ok(g);
             }
             if patient {
                 round += 1;
-                std::hint::spin_loop();
+                if acknowledging {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             // Every slot is busy: wait for one to be released (bounded by the call's deadline,
@@ -531,21 +602,17 @@ impl Lowlat {
     #[cold]
     #[inline(never)]
     fn prepare_slow(&self, slot: &mut Slot) -> Result<(), Error> {
-        let (e, session) = *self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.binding();
+        if slot.conn_gen != b.conn_gen {
+            slot.chan = None;
+        }
         if slot.chan.is_none() {
             slot.chan = Some(driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg)?);
+            slot.conn_gen = b.conn_gen;
             self.shared.opened[slot.index as usize].store(true, Ordering::Relaxed);
         }
-        slot.engine = Some(ClientSlot::new(session, slot.index, self.shared.cfg.engine));
-        slot.epoch = e;
-        Ok(())
-    }
-
-    /// Binds again (after the server forgot the session) over this slot's channel.
-    fn rebind(&self, slot: &mut Slot) -> Result<(), Error> {
-        let mut sess = self.shared.session.lock().unwrap_or_else(|p| p.into_inner());
-        if sess.0 == slot.epoch {
-            let chan = slot.chan.as_mut().expect("a slot that called has a channel");
+        if b.stale {
+            let chan = slot.chan.as_mut().expect("opened above");
             let s = bind(
                 &self.shared.uri,
                 self.shared.program,
@@ -553,15 +620,20 @@ impl Lowlat {
                 &self.shared.cfg,
                 chan.as_dyn(),
                 &mut slot.buf,
-            )?;
-            sess.0 += 1;
-            sess.1 = s;
+            )
+            .inspect_err(|_| {
+                // A channel that failed to bind may be half-way through a handshake.
+                slot.chan = None;
+            })?;
+            b.session = s;
+            b.stale = false;
+            b.epoch += 1;
             self.shared.server_big_endian.store(s.server_order == ByteOrder::Big, Ordering::Relaxed);
-            self.shared.epoch.store(sess.0, Ordering::Release);
+            self.shared.epoch.store(b.epoch, Ordering::Release);
         }
-        drop(sess);
-        slot.engine = None;
-        self.prepare(slot)
+        slot.engine = Some(ClientSlot::new(b.session, slot.index, self.shared.cfg.engine));
+        slot.epoch = b.epoch;
+        Ok(())
     }
 
     #[inline]
@@ -687,7 +759,7 @@ impl Lowlat {
         match e {
             CallError::Timeout { after, execution } => Error::Timeout { proc_no, after, execution },
             CallError::TooLarge { size, max } => Error::TooLarge { size, max: max as usize },
-            CallError::SessionLost { restarted: true, .. } => Error::ServerRestarted { proc_no },
+            CallError::SessionLost { restarted: true, retry_safe: false } => Error::ServerRestarted { proc_no },
             CallError::SessionLost { retry_safe, .. } => Error::SessionLost {
                 proc_no,
                 execution: if retry_safe { Execution::NotSent } else { Execution::Unknown },
@@ -729,28 +801,40 @@ fn send_outbox<C: ClientChannel + ?Sized>(chan: &mut C, outbox: &[u8], send_err:
 /// Acknowledges the last result of idle slots after the engine's delay, so the server can free
 /// it. Exits when the client is dropped.
 fn spawn_acknowledger(shared: Weak<Shared>) {
-    let _ = std::thread::Builder::new().name("lowlat-acks".into()).spawn(move || loop {
-        let delay = match shared.upgrade() {
-            None => return,
-            Some(s) => {
-                let now = Instant::now();
-                for slot in s.slots.iter() {
-                    let Ok(mut g) = slot.try_lock() else { continue };
-                    let Slot { engine, chan, .. } = &mut *g;
-                    if let (Some(e), Some(c)) = (engine.as_mut(), chan.as_mut()) {
-                        let c = c.as_dyn();
-                        if !e.is_active() && e.poll_timeout().is_some_and(|t| t <= now) {
-                            e.handle_timeout(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
-                                let _ = c.send(h, b);
-                            });
+    // Under way before the client is: the thread's own start-up (which allocates) never falls
+    // among the calls.
+    let started = Arc::new(std::sync::Barrier::new(2));
+    let running = started.clone();
+    let spawned = std::thread::Builder::new().name("lowlat-acks".into()).spawn(move || {
+        running.wait();
+        loop {
+            let delay = match shared.upgrade() {
+                None => return,
+                Some(s) => {
+                    let now = Instant::now();
+                    s.acknowledging.store(true, Ordering::Release);
+                    for slot in s.slots.iter() {
+                        let Ok(mut g) = slot.try_lock() else { continue };
+                        let Slot { engine, chan, .. } = &mut *g;
+                        if let (Some(e), Some(c)) = (engine.as_mut(), chan.as_mut()) {
+                            let c = c.as_dyn();
+                            if !e.is_active() && e.poll_timeout().is_some_and(|t| t <= now) {
+                                e.handle_timeout(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                                    let _ = c.send(h, b);
+                                });
+                            }
                         }
                     }
+                    s.acknowledging.store(false, Ordering::Release);
+                    s.cfg.engine.ack_delay
                 }
-                s.cfg.engine.ack_delay
-            }
-        };
-        std::thread::sleep(delay.max(Duration::from_millis(1)));
+            };
+            std::thread::sleep(delay.max(Duration::from_millis(1)));
+        }
     });
+    if spawned.is_ok() {
+        started.wait();
+    }
 }
 
 #[cfg(test)]

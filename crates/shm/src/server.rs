@@ -761,6 +761,11 @@ impl ShmServer {
             _seg: seg,
         });
         self.active.push(index);
+        // Room, now, for every binding to move between the active and cool lists, so that
+        // serving (which moves them) never allocates.
+        let bindings = self.active.len() + self.cool.len();
+        self.cool.reserve(bindings.saturating_sub(self.cool.len()));
+        self.active.reserve(bindings.saturating_sub(self.active.len()));
         handler.opened(id, peer);
     }
 

@@ -18,16 +18,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct CountingAlloc {
     allocations: AtomicU64,
     counting: AtomicBool,
+    /// Print a backtrace of each counted allocation (`LOWLAT_ALLOC_TRACE` set in the environment).
+    trace: AtomicBool,
 }
 
 impl CountingAlloc {
     pub const fn new() -> CountingAlloc {
-        CountingAlloc { allocations: AtomicU64::new(0), counting: AtomicBool::new(false) }
+        CountingAlloc {
+            allocations: AtomicU64::new(0),
+            counting: AtomicBool::new(false),
+            trace: AtomicBool::new(false),
+        }
     }
 
     /// Runs `f` and returns its value with the allocations made meanwhile, by every thread of
     /// the process (a server running in the same process included).
     pub fn count<R>(&self, f: impl FnOnce() -> R) -> (R, u64) {
+        self.trace.store(std::env::var_os("LOWLAT_ALLOC_TRACE").is_some(), Ordering::SeqCst);
         self.allocations.store(0, Ordering::SeqCst);
         self.counting.store(true, Ordering::SeqCst);
         let r = f();
@@ -36,10 +43,26 @@ impl CountingAlloc {
     }
 
     fn note(&self) {
-        if self.counting.load(Ordering::Relaxed) {
-            self.allocations.fetch_add(1, Ordering::Relaxed);
+        if !self.counting.load(Ordering::Relaxed) {
+            return;
         }
+        if !self.trace.load(Ordering::Relaxed) {
+            self.allocations.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // Capturing and printing the trace allocates too: those are neither counted nor traced.
+        if TRACING.with(|t| t.replace(true)) {
+            return;
+        }
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        eprintln!("counted allocation at:\n{}", std::backtrace::Backtrace::force_capture());
+        TRACING.with(|t| t.set(false));
     }
+}
+
+thread_local! {
+    /// This thread is printing where a counted allocation was made.
+    static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl Default for CountingAlloc {

@@ -1,5 +1,8 @@
 //! The lab's procedures, mirrored for the runtime's own tests (the runtime may not depend on the
-//! lab crate).
+//! lab crate), in both encodings a lowlat server speaks: lowlat's native encoding (bodies in the
+//! server's byte order; a single opaque argument or result is the whole body) and XDR (served
+//! over ONC RPC). Each test binary uses a part of this module.
+#![allow(dead_code)]
 
 use lowlat::{Client, DecodeError, Error, ProcError, Program};
 
@@ -10,27 +13,107 @@ pub const MAXARG: u32 = 2;
 pub const MAXRESULT: u32 = 3;
 pub const ECHO: u32 = 4;
 
-/// NULL, MINUS, MAXARG, MAXRESULT and ECHO with native-order bodies, as the lab serves them.
-pub fn lab_program() -> Program {
-    Program::new(PROG, 1)
-        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(MINUS, "MINUS", |_, a, r| {
+/// How bodies are encoded on a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// lowlat's own: integers in the server's byte order (this machine's, in these tests), a
+    /// lone opaque argument or result as the whole body.
+    Native,
+    /// XDR (RFC 4506): big-endian integers, opaque data after its length, padded to 4 bytes.
+    Xdr,
+}
+
+impl Encoding {
+    /// The encoding of a binding.
+    pub fn of(c: &Client) -> Encoding {
+        if c.is_onc() {
+            Encoding::Xdr
+        } else {
+            Encoding::Native
+        }
+    }
+
+    fn u32_to(self, v: u32) -> [u8; 4] {
+        match self {
+            Encoding::Native => v.to_ne_bytes(),
+            Encoding::Xdr => v.to_be_bytes(),
+        }
+    }
+
+    fn u32_from(self, b: [u8; 4]) -> u32 {
+        match self {
+            Encoding::Native => u32::from_ne_bytes(b),
+            Encoding::Xdr => u32::from_be_bytes(b),
+        }
+    }
+
+    /// Appends `data` as the encoding's variable-length opaque.
+    pub fn put_opaque(self, data: &[u8], out: &mut impl Extend<u8>) {
+        if self == Encoding::Xdr {
+            out.extend((data.len() as u32).to_be_bytes());
+        }
+        out.extend(data.iter().copied());
+        if self == Encoding::Xdr {
+            out.extend(std::iter::repeat_n(0, (4 - data.len() % 4) % 4));
+        }
+    }
+
+    /// The opaque that is the whole of `body`.
+    pub fn get_opaque(self, body: &[u8]) -> Option<&[u8]> {
+        match self {
+            Encoding::Native => Some(body),
+            Encoding::Xdr => {
+                let (len, rest) = body.split_first_chunk::<4>()?;
+                let n = u32::from_be_bytes(*len) as usize;
+                (rest.len() == n.next_multiple_of(4)).then(|| &rest[..n])
+            }
+        }
+    }
+
+    /// Bytes an opaque of `n` bytes takes in this encoding.
+    pub fn opaque_len(self, n: usize) -> usize {
+        match self {
+            Encoding::Native => n,
+            Encoding::Xdr => 4 + n.next_multiple_of(4),
+        }
+    }
+}
+
+/// NULL, MINUS, MAXARG, MAXRESULT and ECHO as the lab serves them, in `enc`.
+pub fn lab_program_in(enc: Encoding) -> Program {
+    let p = Program::new(PROG, 1);
+    let p = if enc == Encoding::Xdr { p.xdr() } else { p };
+    p.procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+        .procedure(MINUS, "MINUS", move |_, a, r| {
             let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            let x = i32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
-            let y = i32::from_ne_bytes([a[4], a[5], a[6], a[7]]);
-            r.extend_from_slice(&x.wrapping_sub(y).to_ne_bytes());
+            let x = enc.u32_from([a[0], a[1], a[2], a[3]]) as i32;
+            let y = enc.u32_from([a[4], a[5], a[6], a[7]]) as i32;
+            r.extend_from_slice(&enc.u32_to(x.wrapping_sub(y) as u32));
             Ok(())
         })
-        .procedure(MAXARG, "MAXARG", |_, _, _| Ok(()))
-        .procedure(MAXRESULT, "MAXRESULT", |_, a, r| {
+        .procedure(MAXARG, "MAXARG", move |_, a, _| enc.get_opaque(a).map(|_| ()).ok_or(ProcError::GarbageArgs))
+        .procedure(MAXRESULT, "MAXRESULT", move |_, a, r| {
             let n: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
-            r.extend((0..u32::from_ne_bytes(n) as usize).map(|i| (i % 251) as u8));
+            let n = enc.u32_from(n) as usize;
+            if enc == Encoding::Xdr {
+                r.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+            r.extend((0..n).map(|i| (i % 251) as u8));
+            if enc == Encoding::Xdr {
+                r.extend(std::iter::repeat_n(0, (4 - n % 4) % 4));
+            }
             Ok(())
         })
-        .procedure(ECHO, "ECHO", |_, a, r| {
-            r.extend_from_slice(a);
+        .procedure(ECHO, "ECHO", move |_, a, r| {
+            let data = enc.get_opaque(a).ok_or(ProcError::GarbageArgs)?;
+            enc.put_opaque(data, r);
             Ok(())
         })
+}
+
+/// The lab program in lowlat's native encoding.
+pub fn lab_program() -> Program {
+    lab_program_in(Encoding::Native)
 }
 
 /// One call whose arguments and result are raw bytes.
@@ -45,18 +128,79 @@ pub fn bytes(proc_no: u32, c: &Client, arg: &[u8]) -> Result<Vec<u8>, Error> {
     )
 }
 
-/// What each of several calling threads checks, `t` telling its data apart from the others':
-/// NULL, MINUS, then ECHO, MAXARG and MAXRESULT at each of `sizes`, every result checked.
-pub fn check_lab_procedures(c: &Client, t: u8, sizes: &[usize]) {
-    assert!(bytes(NULL, c, &[]).unwrap().is_empty());
-    let mut ab = 7i32.to_ne_bytes().to_vec();
-    ab.extend_from_slice(&(10 + t as i32).to_ne_bytes());
-    assert_eq!(bytes(MINUS, c, &ab).unwrap(), (-3 - t as i32).to_ne_bytes());
-    for &n in sizes {
-        let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
-        assert!(bytes(ECHO, c, &msg).unwrap() == msg, "ECHO {n}");
-        assert!(bytes(MAXARG, c, &msg).unwrap().is_empty(), "MAXARG {n}");
-        let r = bytes(MAXRESULT, c, &(n as u32).to_ne_bytes()).unwrap();
-        assert!(r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "MAXRESULT {n}");
+/// The lab's procedures called with typed arguments in the binding's encoding.
+pub struct Lab<'a> {
+    pub c: &'a Client,
+    pub enc: Encoding,
+}
+
+impl<'a> Lab<'a> {
+    pub fn new(c: &'a Client) -> Lab<'a> {
+        Lab { c, enc: Encoding::of(c) }
     }
+
+    pub fn null(&self) -> Result<(), Error> {
+        bytes(NULL, self.c, &[]).and_then(|r| expect_len(NULL, &r, 0))
+    }
+
+    pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
+        let mut arg = self.enc.u32_to(a as u32).to_vec();
+        arg.extend_from_slice(&self.enc.u32_to(b as u32));
+        let r = bytes(MINUS, self.c, &arg)?;
+        expect_len(MINUS, &r, 4)?;
+        Ok(self.enc.u32_from([r[0], r[1], r[2], r[3]]) as i32)
+    }
+
+    pub fn maxarg(&self, data: &[u8]) -> Result<(), Error> {
+        let mut arg = Vec::with_capacity(self.enc.opaque_len(data.len()));
+        self.enc.put_opaque(data, &mut arg);
+        bytes(MAXARG, self.c, &arg).and_then(|r| expect_len(MAXARG, &r, 0))
+    }
+
+    pub fn maxresult(&self, n: u32) -> Result<Vec<u8>, Error> {
+        let r = bytes(MAXRESULT, self.c, &self.enc.u32_to(n))?;
+        self.opaque(MAXRESULT, &r)
+    }
+
+    pub fn echo(&self, data: &[u8]) -> Result<Vec<u8>, Error> {
+        let mut arg = Vec::with_capacity(self.enc.opaque_len(data.len()));
+        self.enc.put_opaque(data, &mut arg);
+        let r = bytes(ECHO, self.c, &arg)?;
+        self.opaque(ECHO, &r)
+    }
+
+    fn opaque(&self, proc_no: u32, r: &[u8]) -> Result<Vec<u8>, Error> {
+        match self.enc.get_opaque(r) {
+            Some(d) => Ok(d.to_vec()),
+            None => Err(Error::Decode { proc_no, source: Box::new(DecodeError::new("opaque<>", r.len())) }),
+        }
+    }
+
+    /// What each of several calling threads checks, `t` telling its data apart from the
+    /// others': NULL, MINUS, then ECHO, MAXARG and MAXRESULT at each of `sizes`, every result
+    /// checked.
+    pub fn check(&self, t: u8, sizes: &[usize]) {
+        self.null().unwrap();
+        assert_eq!(self.minus(7, 10 + t as i32).unwrap(), -3 - t as i32);
+        for &n in sizes {
+            let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
+            assert!(self.echo(&msg).unwrap() == msg, "ECHO {n}");
+            self.maxarg(&msg).unwrap_or_else(|e| panic!("MAXARG {n}: {e}"));
+            let r = self.maxresult(n as u32).unwrap();
+            assert!(r.len() == n && r.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "MAXRESULT {n}");
+        }
+    }
+}
+
+fn expect_len(proc_no: u32, r: &[u8], n: usize) -> Result<(), Error> {
+    if r.len() == n {
+        Ok(())
+    } else {
+        Err(Error::Decode { proc_no, source: Box::new(DecodeError::new("a result of the expected size", r.len())) })
+    }
+}
+
+/// [`Lab::check`] over a binding in lowlat's native encoding.
+pub fn check_lab_procedures(c: &Client, t: u8, sizes: &[usize]) {
+    Lab::new(c).check(t, sizes)
 }

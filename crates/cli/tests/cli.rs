@@ -21,7 +21,7 @@ fn serve(uri: &str) -> procs::ServerProcess {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["serve", "call", "bench", "pingpong", "account", "gen", "lab"] {
+    for sub in ["serve", "call", "bench", "pingpong", "account", "gen", "lab", "relay"] {
         let (ok, out, _) = lowlat(&[sub, "--help"]);
         assert!(ok && out.contains("Usage"), "{sub} --help: {out}");
     }
@@ -236,4 +236,48 @@ fn a_client_outlives_its_servers_kill_and_restart() {
             back_after[back_after.len() - 1]
         );
     }
+}
+
+/// `lowlat relay` between a client and a server: calls go through it (and through its faults:
+/// lowlat retransmits what it drops), and at exit it says what it did.
+#[test]
+fn relay_carries_calls_through_faults_and_reports_what_it_did() {
+    let server = serve("udp://127.0.0.1:0");
+    let relay = procs::spawn(
+        EXE.as_ref(),
+        &[
+            "relay".into(),
+            "udp://127.0.0.1:0".into(),
+            server.uris[0].clone(),
+            "--drop".into(),
+            "10%".into(),
+            "--dup".into(),
+            "0.1".into(),
+            "--reorder".into(),
+            "5%".into(),
+            "--delay".into(),
+            "0-300us".into(),
+            "--seed".into(),
+            "7".into(),
+            "--json".into(),
+        ],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let c = LabClient::connect(&relay.uris[0], ClientConfig::default()).unwrap();
+    for i in 0..300 {
+        assert_eq!(c.minus(i, 1).unwrap(), i - 1);
+    }
+    let lines = relay.stop(Duration::from_secs(5));
+    let json = lines.iter().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no report: {lines:?}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["seed"], 7);
+    let up = &v["to_target"];
+    let get = |d: &serde_json::Value, k: &str| d[k].as_u64().unwrap();
+    assert!(get(up, "received") >= 300 && get(up, "dropped") > 0 && get(up, "duplicated") > 0, "{v}");
+    assert_eq!(get(up, "sent"), get(up, "received") - get(up, "dropped") + get(up, "duplicated"), "{v}");
+    let (ok, _, err) = lowlat(&["relay", "tcp://127.0.0.1:0", "udp://127.0.0.1:1"]);
+    assert!(!ok && err.contains("datagrams"), "{err}");
+    let (ok, _, err) = lowlat(&["relay", "udp://127.0.0.1:0", "udp://127.0.0.1:1", "--drop", "150%"]);
+    assert!(!ok && err.contains("between 0 and 1"), "{err}");
 }

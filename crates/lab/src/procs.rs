@@ -69,6 +69,23 @@ impl ServerProcess {
         self.lines.recv_timeout(timeout).ok()
     }
 
+    /// Asks the process to stop (SIGTERM), waits for it (killing it after `timeout`), and
+    /// returns the lines it printed since `ready` (or the last `next_line`).
+    pub fn stop(mut self, timeout: Duration) -> Vec<String> {
+        let _ = lowlat_transport::sys::terminate(self.child.id());
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.kill();
+        // Its stdout is closed now: the reader thread ends after passing on every line.
+        let mut lines = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(1)) {
+            lines.push(line);
+        }
+        lines
+    }
+
     /// Kills the server with SIGKILL (no clean-up of its own: sockets files stay, rpcbind
     /// keeps its registrations) and reaps it, as a crash would leave things.
     pub fn kill(&mut self) {

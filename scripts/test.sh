@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need, then runs every crate's tests (optimised
-# as release, thin-linked: the protocol simulations and transport tests run many thousands of
-# calls).
+# The whole test suite: installs what the tests need, runs every crate's tests (optimised as
+# release, thin-linked: the protocol simulations and transport tests run many thousands of
+# calls), then every fuzz target briefly (scripts/fuzz.sh; LOWLAT_FUZZ_SECONDS, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export LOWLAT_REQUIRE_PEERS=1 LOWLAT_REQUIRE_CHROMIUM=1
 cargo test --workspace --profile test-release -- --test-threads=2 "$@"
+scripts/fuzz.sh --seconds "${LOWLAT_FUZZ_SECONDS:-20}"

@@ -1,0 +1,69 @@
+//! A bound client slot fed whatever comes back (results, errors, fragment acknowledgements,
+//! "working" answers, stale and forged frames), each optionally given the live call's token,
+//! slot and call number so the fuzzer reaches every branch, with timers firing as time moves
+//! on. The slot never panics, completes each call at most once, and hands out results no
+//! larger than the session allows.
+#![no_main]
+
+use std::time::{Duration, Instant};
+
+use libfuzzer_sys::fuzz_target;
+use lowlat_proto::wire::{ByteOrder, Header};
+use lowlat_proto::{ClientConfig, ClientSlot, Outcome, Session, HEADER_LEN};
+
+const MAX_MESSAGE: u32 = 16 << 10;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let reliable = mode & 1 != 0;
+    let session = Session {
+        token: 0x1234_5678_9abc_def0,
+        slots: 2,
+        window: 8,
+        server_order: ByteOrder::native(),
+        max_message: MAX_MESSAGE,
+        max_frame: if reliable { u32::MAX } else { 1472 },
+        generation: 3,
+        reliable,
+    };
+    let mut slot = ClientSlot::new(session, 1, ClientConfig::default());
+    let mut now = Instant::now();
+    let start = |slot: &mut ClientSlot, now: Instant, size: usize| {
+        slot.args_buf().resize(size, 0x5A);
+        slot.start(9, now, now + Duration::from_secs(1), &mut |_, _| {}).expect("within the size");
+    };
+    start(&mut slot, now, (mode as usize >> 1) * 97 % (MAX_MESSAGE as usize));
+    while let &[op, l0, l1, ref tail @ ..] = rest {
+        let len = (u16::from_le_bytes([l0, l1]) as usize).min(tail.len());
+        let mut frame = tail[..len].to_vec();
+        rest = &tail[len..];
+        if op & 1 != 0 && frame.len() >= HEADER_LEN {
+            frame[6..8].copy_from_slice(&1u16.to_le_bytes());
+            frame[8..16].copy_from_slice(&session.token.to_le_bytes());
+            frame[16..20].copy_from_slice(&slot.call_no().to_le_bytes());
+        }
+        now += Duration::from_millis((op >> 1) as u64 % 16);
+        let was_active = slot.is_active();
+        let mut sent = |h: &[u8; HEADER_LEN], _: &[u8]| assert!(Header::parse(h).is_ok());
+        let done = if op & 0x20 != 0 {
+            slot.take_whole_result(&frame).map(|b| b.len())
+        } else {
+            match slot.handle(&frame, || now, &mut sent) {
+                Some(Outcome::Reply(b)) => Some(b.len()),
+                Some(Outcome::Failed(_)) => Some(0),
+                None => None,
+            }
+        };
+        if let Some(n) = done {
+            assert!(was_active, "a call completed that was not in flight");
+            assert!(n <= MAX_MESSAGE as usize);
+            assert!(!slot.is_active());
+        }
+        if slot.poll_timeout().is_some_and(|t| t <= now) && slot.handle_timeout(now, &mut sent).is_some() {
+            assert!(!slot.is_active());
+        }
+        if !slot.is_active() {
+            start(&mut slot, now, len * 31 % (MAX_MESSAGE as usize));
+        }
+    }
+});

@@ -109,12 +109,14 @@ impl<A: Eq + Hash + Copy> DuplicateCache<A> {
         }
     }
 
-    /// Records the reply sent for a call that [`check`](Self::check) called new.
-    pub fn complete(&mut self, xid: u32, from: A, hash: u64, reply: &[u8]) {
+    /// Records the reply sent for a call that [`check`](Self::check) called new: its header,
+    /// then its body (kept as one message).
+    pub fn complete(&mut self, xid: u32, from: A, hash: u64, head: &[u8], body: &[u8]) {
         if let Some(e) = self.map.get_mut(&(xid, from)) {
             if e.hash == hash {
                 e.reply.clear();
-                e.reply.extend_from_slice(reply);
+                e.reply.extend_from_slice(head);
+                e.reply.extend_from_slice(body);
                 e.done = true;
             }
         }
@@ -130,7 +132,7 @@ mod tests {
         let mut c = DuplicateCache::<u16>::new(2);
         assert_eq!(c.check(1, 9, 100), Lookup::New);
         assert_eq!(c.check(1, 9, 100), Lookup::InProgress);
-        c.complete(1, 9, 100, b"reply");
+        c.complete(1, 9, 100, b"rep", b"ly");
         assert_eq!(c.check(1, 9, 100), Lookup::Replay(b"reply"));
         // Same xid, other client; same xid and client, other call.
         assert_eq!(c.check(1, 8, 100), Lookup::New);

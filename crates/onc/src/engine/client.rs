@@ -240,7 +240,10 @@ impl ClientSlot {
         }
         if now >= self.deadline {
             self.end(false);
-            return Some(CallError::Timeout { after: now.saturating_duration_since(self.started), sent: self.sent > 0 });
+            return Some(CallError::Timeout {
+                after: now.saturating_duration_since(self.started),
+                sent: self.sent > 0,
+            });
         }
         if self.retry_at.is_some_and(|t| now >= t) {
             self.sent += 1;

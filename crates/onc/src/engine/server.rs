@@ -143,7 +143,7 @@ impl<A: Eq + Hash + Copy> ServerEngine<A> {
     /// Why `program` `version` is not served, if it is not.
     fn unserved(&self, program: u32, version: u32) -> Option<AcceptStatus> {
         let mut range: Option<(u32, u32)> = None;
-        for &(p, v) in self.cfg.programs.iter().filter(|(p, _)| *p == program) {
+        for &(_, v) in self.cfg.programs.iter().filter(|(p, _)| *p == program) {
             if v == version {
                 return None;
             }

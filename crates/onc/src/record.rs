@@ -86,6 +86,11 @@ impl RecordReader {
         self.end = (self.end + n).min(self.input.len());
     }
 
+    /// The largest record read.
+    pub fn max_record(&self) -> usize {
+        self.max_record
+    }
+
     /// Bytes buffered and not yet returned as records.
     pub fn pending(&self) -> usize {
         self.end - self.start + self.assembled.len()

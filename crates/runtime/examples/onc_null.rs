@@ -22,7 +22,8 @@ fn main() {
     let server = Server::builder().program(program).config(cfg).serve(&[format!("{scheme}://127.0.0.1:0")]).unwrap();
     let uri = &server.local_uris()[0];
     let client =
-        Client::connect_with(uri, PROG, 1, ClientConfig { spin: SpinPolicy::Block, ..ClientConfig::default() }).unwrap();
+        Client::connect_with(uri, PROG, 1, ClientConfig { spin: SpinPolicy::Block, ..ClientConfig::default() })
+            .unwrap();
     for _ in 0..calls {
         client.call(0, |_| Ok::<_, lowlat::DecodeError>(()), |_| Ok(())).unwrap();
     }

@@ -33,6 +33,8 @@ pub trait Framing: Clone + Send + 'static {
     /// complete frame yet. `UnexpectedEof`: the peer closed. `InvalidData`: the peer broke the
     /// framing (a frame larger than the maximum), and the stream cannot be read further.
     fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>>;
+    /// Largest frame read.
+    fn max_frame(&self) -> usize;
     /// The header before a fragment of `len` bytes; `last`: the fragment ends its frame.
     fn header(&self, len: usize, last: bool) -> [u8; PREFIX];
     /// Largest fragment a channel sends (a larger frame goes in several): unbounded unless the
@@ -114,6 +116,10 @@ impl Framing for LengthPrefix {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max
     }
 
     fn header(&self, len: usize, _last: bool) -> [u8; PREFIX] {
@@ -291,14 +297,14 @@ pub struct TcpEndpoint<F: Framing = LengthPrefix> {
 impl TcpEndpoint<LengthPrefix> {
     /// An endpoint for lowlat's frames of at most `max_frame` bytes.
     pub fn bind(addr: SocketAddr, max_frame: usize) -> io::Result<TcpEndpoint> {
-        TcpEndpoint::bind_framed(addr, max_frame, LengthPrefix::new(max_frame))
+        TcpEndpoint::bind_framed(addr, LengthPrefix::new(max_frame))
     }
 }
 
 impl<F: Framing> TcpEndpoint<F> {
-    /// An endpoint whose connections are cut into frames (of at most `max_frame` bytes) by
-    /// `framing`.
-    pub fn bind_framed(addr: SocketAddr, max_frame: usize, framing: F) -> io::Result<TcpEndpoint<F>> {
+    /// An endpoint whose connections are cut into frames by `framing`.
+    pub fn bind_framed(addr: SocketAddr, framing: F) -> io::Result<TcpEndpoint<F>> {
+        let max_frame = framing.max_frame();
         let listener =
             TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
         listener.set_nonblocking(true)?;
@@ -627,6 +633,9 @@ mod tests {
     impl Framing for Threes {
         fn next(&mut self, _: &mut TcpStream, _: &mut Vec<u8>) -> io::Result<Option<()>> {
             Ok(None)
+        }
+        fn max_frame(&self) -> usize {
+            0
         }
         fn header(&self, len: usize, last: bool) -> [u8; PREFIX] {
             (len as u32 | (last as u32) << 31).to_le_bytes()

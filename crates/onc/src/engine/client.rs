@@ -14,7 +14,8 @@
 //! [`ClientSlot::handle_refused`] when the transport reports that nobody listens at the server's
 //! address (an ICMP port-unreachable on a connected UDP socket). Send what the `out` callback is
 //! given (a header and a body, as one message). Each of these but `start` may end the call with an
-//! [`Outcome`] or a [`CallError`]; nothing here reads a clock or touches a socket.
+//! [`Outcome`] or a [`CallError`]; a call the transport fails otherwise (a connection lost) ends
+//! with [`ClientSlot::abandon`]. Nothing here reads a clock or touches a socket.
 
 use core::time::Duration;
 use std::time::Instant;
@@ -255,6 +256,14 @@ impl ClientSlot {
         None
     }
 
+    /// Ends the current call for a reason of the transport's (a connection lost, a message that
+    /// could not be sent): whatever was sent is unaccounted for, so the call may have run.
+    pub fn abandon(&mut self) {
+        if self.active {
+            self.end(false);
+        }
+    }
+
     /// The transport says nobody listens at the server's address: the call fails at once. It
     /// reached no server if the refused copy can only have been its single one.
     pub fn handle_refused(&mut self) -> Option<CallError> {
@@ -397,6 +406,12 @@ mod tests {
         // Now everything is accounted for again.
         s.start(1, t0, deadline, &mut sink).unwrap();
         assert!(!s.handle_refused().unwrap().may_have_executed());
+        // So does an abandoned call.
+        s.start(1, t0, deadline, &mut sink).unwrap();
+        s.abandon();
+        assert!(!s.is_active());
+        s.start(1, t0, deadline, &mut sink).unwrap();
+        assert!(s.handle_refused().unwrap().may_have_executed());
         // A timeout leaves its copies unaccounted for too.
         s.start(1, t0, deadline, &mut sink).unwrap();
         assert!(s.handle_timeout(deadline, &mut sink).is_some());

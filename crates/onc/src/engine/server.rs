@@ -38,6 +38,8 @@ pub struct ServerEngineConfig {
     /// Largest reply the transport carries in one message: a larger result is answered
     /// SYSTEM_ERR rather than not at all.
     pub max_reply: usize,
+    /// Keys the cache's hashing (give it real randomness: peers choose the keys).
+    pub seed: u64,
 }
 
 /// Identifies a call in progress, to finish it.
@@ -119,7 +121,7 @@ impl<A: Eq + Hash + Copy> Replier<'_, A> {
 impl<A: Eq + Hash + Copy> ServerEngine<A> {
     pub fn new(cfg: ServerEngineConfig) -> ServerEngine<A> {
         ServerEngine {
-            drc: (cfg.duplicate_cache > 0).then(|| DuplicateCache::new(cfg.duplicate_cache)),
+            drc: (cfg.duplicate_cache > 0).then(|| DuplicateCache::new(cfg.duplicate_cache, cfg.seed)),
             head: Vec::with_capacity(64),
             results: Vec::new(),
             cfg,

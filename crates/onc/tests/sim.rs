@@ -4,12 +4,12 @@
 //! the right result once or fail by its deadline, and the server must run each call (each xid of
 //! each slot) at most once.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use lowlat_onc::engine::{CallError, CallKey, ClientSlot, ClientSlotConfig, Outcome, ServerEngine, ServerEngineConfig};
 use lowlat_onc::{AcceptStatus, Credential};
+use lowlat_testkit::simnet::{assert_at_most_once, Faults, SimNet};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -18,43 +18,10 @@ const PROC_FAST: u32 = 1;
 const PROC_SLOW: u32 = 2;
 const DEADLINE: Duration = Duration::from_secs(2);
 
-#[derive(Clone, Copy)]
-struct Faults {
-    loss: f64,
-    dup: f64,
-    base_delay_us: u64,
-    jitter_us: u64,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Dest {
     Server(u16),
     Client(u16),
-}
-
-type InFlight = (Instant, u64, Dest, Vec<u8>);
-
-struct Net {
-    rng: StdRng,
-    faults: Faults,
-    /// Messages in flight: (delivery time, sequence, destination, bytes), earliest first.
-    queue: BinaryHeap<Reverse<InFlight>>,
-    seq: u64,
-}
-
-impl Net {
-    fn send(&mut self, now: Instant, dest: Dest, head: &[u8], body: &[u8]) {
-        if self.rng.gen_bool(self.faults.loss) {
-            return;
-        }
-        let copies = if self.rng.gen_bool(self.faults.dup) { 2 } else { 1 };
-        for _ in 0..copies {
-            // Independent delays per copy: messages overtake one another.
-            let delay = self.faults.base_delay_us + self.rng.gen_range(0..=self.faults.jitter_us);
-            self.seq += 1;
-            self.queue.push(Reverse((now + Duration::from_micros(delay), self.seq, dest, [head, body].concat())));
-        }
-    }
 }
 
 /// Arguments: the call's id (8 bytes) and filler. Results: the id and a pattern of its own.
@@ -81,7 +48,7 @@ fn run_procedure(args: &[u8], results: &mut Vec<u8>) -> u64 {
 
 struct Sim {
     now: Instant,
-    net: Net,
+    net: SimNet<Dest>,
     server: ServerEngine<u16>,
     /// Executions per call id, and per (slot, xid).
     executions: HashMap<u64, u32>,
@@ -99,7 +66,7 @@ impl Sim {
         };
         Sim {
             now: Instant::now(),
-            net: Net { rng: StdRng::seed_from_u64(seed), faults, queue: BinaryHeap::new(), seq: 0 },
+            net: SimNet::new(seed, faults),
             server: ServerEngine::new(cfg),
             executions: HashMap::new(),
             executed_xids: HashMap::new(),
@@ -200,12 +167,12 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, re
                 }
             }
         }
-        if current.iter().all(Option::is_none) && sim.net.queue.is_empty() && sim.slow_pending.is_empty() {
+        if current.iter().all(Option::is_none) && sim.net.is_empty() && sim.slow_pending.is_empty() {
             break;
         }
         // Next event: a delivery, a client timer, a slow procedure finishing. The clock jumps.
         let next = [
-            sim.net.queue.peek().map(|Reverse(e)| e.0),
+            sim.net.next_delivery(),
             clients.iter().filter_map(ClientSlot::poll_timeout).min(),
             sim.slow_pending.iter().map(|p| p.0).min(),
         ]
@@ -216,8 +183,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, re
         sim.now = sim.now.max(next);
         let now = sim.now;
         sim.run_slow_due();
-        while sim.net.queue.peek().is_some_and(|Reverse(e)| e.0 <= now) {
-            let Reverse((_, _, dest, msg)) = sim.net.queue.pop().unwrap();
+        while let Some((dest, msg)) = sim.net.pop_due(now) {
             match dest {
                 Dest::Server(from) => sim.deliver_to_server(from, &msg),
                 Dest::Client(s) => {
@@ -250,18 +216,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, re
             }
         }
     }
-    for (id, n) in &delivered {
-        assert_eq!(*n, 1, "call {id} delivered {n} times");
-        assert_eq!(
-            sim.executions.get(id),
-            Some(&1),
-            "call {id} delivered but executed {:?} times",
-            sim.executions.get(id)
-        );
-    }
-    for (id, n) in &sim.executions {
-        assert!(*n <= 1, "call {id} executed {n} times");
-    }
+    assert_at_most_once(&delivered, &sim.executions);
     for (xid, n) in &sim.executed_xids {
         assert!(*n <= 1, "xid {xid:?} executed {n} times");
     }

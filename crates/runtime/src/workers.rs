@@ -4,7 +4,7 @@
 //! [`Completions`], which ring its doorbell.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
 
 use lowlat_proto::Status;
@@ -60,23 +60,32 @@ impl Workers {
     pub fn start(n: usize, depth: usize) -> Workers {
         let (tx, rx) = sync_channel::<Job>(depth.max(1));
         let rx = Arc::new(Mutex::new(rx));
-        let threads = (0..n.max(1))
+        let n = n.max(1);
+        // Each thread is under way before the server is: a thread's own start-up (which
+        // allocates) then never falls among the calls it serves.
+        let started = Arc::new(Barrier::new(n + 1));
+        let threads = (0..n)
             .map(|i| {
                 let rx: Arc<Mutex<Receiver<Job>>> = rx.clone();
+                let started = started.clone();
                 std::thread::Builder::new()
                     .name(format!("lowlat-worker-{i}"))
-                    .spawn(move || loop {
-                        let job = match rx.lock().map(|r| r.recv()) {
-                            Ok(Ok(job)) => job,
-                            _ => return,
-                        };
-                        let mut reply = Vec::new();
-                        let status = service::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
-                        (job.reply_to)(status, reply);
+                    .spawn(move || {
+                        started.wait();
+                        loop {
+                            let job = match rx.lock().map(|r| r.recv()) {
+                                Ok(Ok(job)) => job,
+                                _ => return,
+                            };
+                            let mut reply = Vec::new();
+                            let status = service::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
+                            (job.reply_to)(status, reply);
+                        }
                     })
                     .expect("spawn worker thread")
             })
             .collect();
+        started.wait();
         Workers { queue: tx, threads }
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use lowlat_onc::engine::{CallError, ClientSlot, ClientSlotConfig, Outcome};
 use lowlat_onc::rpcbind::{Netid, Rpcbind};
-use lowlat_onc::{AcceptStatus, Credential, RejectStatus, ReplyBody};
+use lowlat_onc::{AcceptStatus, CallHeader, Credential, RejectStatus, ReplyBody};
 use lowlat_proto::{ByteOrder, Execution, Session};
 use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_transport::Spinner;
@@ -90,7 +90,9 @@ impl OncClient {
         };
         let engine_cfg = ClientSlotConfig {
             reliable: tcp,
-            max_message: if tcp { cfg.max_message + driver::tcp::ONC_HEADER_ROOM } else { MAX_DATAGRAM },
+            // A datagram bounds the whole message; over TCP the binding's maximum bounds the
+            // arguments (the server's bounds its records).
+            max_message: if tcp { cfg.max_message + CallHeader::encoded_len(&cred) } else { MAX_DATAGRAM },
             ..ClientSlotConfig::default()
         };
         let now = Instant::now();

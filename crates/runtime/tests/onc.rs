@@ -133,6 +133,13 @@ fn large_messages_and_record_fragments_over_tcp() {
     assert!(matches!(e, Error::ConnectionLost { .. }), "{e}");
     // The binding reconnects for the next call.
     assert_eq!(inc(&c, 1).unwrap(), 2);
+    // Arguments above the binding's own maximum are refused before anything is sent.
+    let cfg = ClientConfig { max_message: 1000, ..ClientConfig::default() };
+    let small = Client::connect_with(&tcp, PROG, 2, cfg).unwrap();
+    let e = small.call(5, put(&[3; 1001]), |r| Ok(r.len())).unwrap_err();
+    assert!(matches!(e, Error::TooLarge { size: 1001, max: 1000 }), "{e}");
+    assert!(!e.may_have_executed());
+    assert_eq!(small.call(5, put(&[3; 1000]), |r| Ok(r.len())).unwrap(), 1000);
     server.shutdown();
 }
 

@@ -19,7 +19,7 @@ use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::{ClientConfig, Error};
 
-/// Room for an ONC RPC call's header (and credential) beside a message of arguments.
+/// Room for an ONC RPC reply's header (a verifier may take 400 bytes) beside a message of results.
 pub(crate) const ONC_HEADER_ROOM: usize = 512;
 
 /// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header).

@@ -6,7 +6,7 @@
 //! server in steady state allocates nothing here.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 /// What the cache knows about a call.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,11 +26,69 @@ struct Entry {
     reply: Vec<u8>,
 }
 
+/// How the cache hashes its keys: FxHash's multiply-and-rotate step from a secret start, then a
+/// final mix, a few instructions per word where the standard SipHash costs ~200 per key (and a
+/// call looks its key up about four times). Keys come from the network, so the start is drawn
+/// from the cache's seed: a peer cannot aim its xids at one bucket without knowing it, and the
+/// table is small and bounded either way.
+#[derive(Clone, Copy, Debug)]
+struct KeyHashing {
+    start: u64,
+}
+
+impl BuildHasher for KeyHashing {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.start)
+    }
+}
+
+struct KeyHasher(u64);
+
+impl KeyHasher {
+    #[inline]
+    fn mix(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.mix(u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        }
+        for &b in words.remainder() {
+            self.mix(b as u64);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.mix(v as u64);
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.mix(v as u64);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.mix(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.mix(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.mix(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        // The multiply leaves the low bits weak, and the table indexes by them.
+        let z = (self.0 ^ (self.0 >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        z ^ (z >> 32)
+    }
+}
+
 /// Cache keyed by xid and client address, checked against a hash of the call's bytes (a client
 /// reusing an xid for a different call is not mistaken for a retransmission).
 #[derive(Debug)]
 pub struct DuplicateCache<A: Eq + Hash + Copy> {
-    map: HashMap<(u32, A), Entry>,
+    map: HashMap<(u32, A), Entry, KeyHashing>,
     order: VecDeque<(u32, A)>,
     capacity: usize,
     spare: Vec<Vec<u8>>,
@@ -54,11 +112,12 @@ pub fn call_hash(msg: &[u8]) -> u64 {
 }
 
 impl<A: Eq + Hash + Copy> DuplicateCache<A> {
-    pub fn new(capacity: usize) -> Self {
+    /// A cache of `capacity` replies; `seed` keys its hashing (give it real randomness).
+    pub fn new(capacity: usize, seed: u64) -> Self {
         DuplicateCache {
             // Twice the entries: removals leave tombstones, and a table at most half full cleans
             // them up in place instead of growing (which would allocate on the call path).
-            map: HashMap::with_capacity(2 * capacity.max(1)),
+            map: HashMap::with_capacity_and_hasher(2 * capacity.max(1), KeyHashing { start: seed | 1 }),
             order: VecDeque::with_capacity(capacity.max(1)),
             capacity: capacity.max(1),
             spare: Vec::new(),
@@ -109,12 +168,14 @@ impl<A: Eq + Hash + Copy> DuplicateCache<A> {
         }
     }
 
-    /// Records the reply sent for a call that [`check`](Self::check) called new.
-    pub fn complete(&mut self, xid: u32, from: A, hash: u64, reply: &[u8]) {
+    /// Records the reply sent for a call that [`check`](Self::check) called new: its header,
+    /// then its body (kept as one message).
+    pub fn complete(&mut self, xid: u32, from: A, hash: u64, head: &[u8], body: &[u8]) {
         if let Some(e) = self.map.get_mut(&(xid, from)) {
             if e.hash == hash {
                 e.reply.clear();
-                e.reply.extend_from_slice(reply);
+                e.reply.extend_from_slice(head);
+                e.reply.extend_from_slice(body);
                 e.done = true;
             }
         }
@@ -127,10 +188,10 @@ mod tests {
 
     #[test]
     fn retransmission_replays_and_new_calls_run() {
-        let mut c = DuplicateCache::<u16>::new(2);
+        let mut c = DuplicateCache::<u16>::new(2, 7);
         assert_eq!(c.check(1, 9, 100), Lookup::New);
         assert_eq!(c.check(1, 9, 100), Lookup::InProgress);
-        c.complete(1, 9, 100, b"reply");
+        c.complete(1, 9, 100, b"rep", b"ly");
         assert_eq!(c.check(1, 9, 100), Lookup::Replay(b"reply"));
         // Same xid, other client; same xid and client, other call.
         assert_eq!(c.check(1, 8, 100), Lookup::New);

@@ -7,6 +7,8 @@
 //!   server can hand it to a procedure without allocating.
 //! * [`record`]: TCP record marking (RFC 5531 §11), multi-fragment records and a maximum size.
 //! * [`drc`]: the duplicate-request cache a UDP server needs so a retransmitted call runs once.
+//! * [`engine`]: the sans-I/O engine: a client's call slot (xids, retransmission, deadline) and a
+//!   server's decisions (duplicate-request cache, credential policy, the replies it builds).
 //! * [`rpcbind`]: a blocking rpcbind client (GETADDR v4/v3 falling back to PMAPPROC_GETPORT v2;
 //!   SET and UNSET for registration).
 //!
@@ -17,6 +19,7 @@
 
 pub mod auth;
 pub mod drc;
+pub mod engine;
 pub mod error;
 pub mod msg;
 pub mod record;
@@ -25,6 +28,7 @@ mod xdr;
 
 pub use auth::{AuthStat, AuthSys, Credential};
 pub use drc::{DuplicateCache, Lookup};
+pub use engine::{CallError, ClientSlot, ClientSlotConfig, Outcome, ServerEngine, ServerEngineConfig};
 pub use error::{Error, RecordError};
 pub use msg::{AcceptStatus, Call, CallHeader, RejectStatus, Reply, ReplyBody};
 pub use record::{frame_record, RecordReader};

@@ -31,6 +31,13 @@ impl CallHeader {
         put_u32(b, self.procedure);
         cred.encode(b);
     }
+
+    /// How many bytes a call header with `cred` takes before the arguments.
+    pub fn encoded_len(cred: &Credential) -> usize {
+        let mut b = Vec::with_capacity(64);
+        CallHeader { xid: 0, program: 0, version: 0, procedure: 0 }.encode(cred, &mut b);
+        b.len()
+    }
 }
 
 /// A parsed call: header, credential and the arguments, which stay where they lie.
@@ -215,6 +222,7 @@ mod tests {
             h.encode(&cred, &mut b);
             b.extend_from_slice(&[0, 0, 0, 5]);
             let c = Call::parse(&b).unwrap();
+            assert_eq!(CallHeader::encoded_len(&cred), b.len() - 4);
             assert_eq!(c.header, h);
             assert_eq!(c.cred, cred);
             assert_eq!(c.args, &[0, 0, 0, 5]);

@@ -6,17 +6,23 @@ use crate::RecordError;
 
 const LAST: u32 = 1 << 31;
 
+/// The four-byte header of a fragment of `len` bytes (at most 2^31 - 1); `last`: the fragment
+/// ends its record.
+pub fn fragment_header(len: usize, last: bool) -> [u8; 4] {
+    debug_assert!(len < LAST as usize);
+    (if last { LAST } else { 0 } | len as u32).to_be_bytes()
+}
+
 /// Appends `msg` to `out` as one record of fragments of at most `max_fragment` bytes.
 pub fn frame_record(msg: &[u8], max_fragment: usize, out: &mut Vec<u8>) {
     let max_fragment = max_fragment.clamp(1, (LAST - 1) as usize);
     let mut chunks = msg.chunks(max_fragment).peekable();
     if chunks.peek().is_none() {
-        out.extend_from_slice(&LAST.to_be_bytes());
+        out.extend_from_slice(&fragment_header(0, true));
         return;
     }
     while let Some(c) = chunks.next() {
-        let last = if chunks.peek().is_none() { LAST } else { 0 };
-        out.extend_from_slice(&(last | c.len() as u32).to_be_bytes());
+        out.extend_from_slice(&fragment_header(c.len(), chunks.peek().is_none()));
         out.extend_from_slice(c);
     }
 }
@@ -24,13 +30,13 @@ pub fn frame_record(msg: &[u8], max_fragment: usize, out: &mut Vec<u8>) {
 /// Makes a one-fragment record of a message written after four reserved bytes at `start`
 /// (write `[0; 4]`, then the message, then call this): no copy.
 pub fn seal_single(buf: &mut [u8], start: usize) {
-    let n = (buf.len() - start - 4) as u32;
-    buf[start..start + 4].copy_from_slice(&(LAST | n).to_be_bytes());
+    let n = buf.len() - start - 4;
+    buf[start..start + 4].copy_from_slice(&fragment_header(n, true));
 }
 
 /// Reassembles records from a byte stream. Receive into [`RecordReader::buffer`], report the
 /// count with [`RecordReader::filled`], then take records with [`RecordReader::next_record`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RecordReader {
     /// Received bytes live in `input[start..end]`; the rest is room to receive into (kept
     /// initialised, so receiving never zeroes memory again).
@@ -78,6 +84,11 @@ impl RecordReader {
     /// After a receive into [`buffer`](Self::buffer): `n` bytes were written.
     pub fn filled(&mut self, n: usize) {
         self.end = (self.end + n).min(self.input.len());
+    }
+
+    /// The largest record read.
+    pub fn max_record(&self) -> usize {
+        self.max_record
     }
 
     /// Bytes buffered and not yet returned as records.

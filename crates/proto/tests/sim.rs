@@ -2,12 +2,12 @@
 //! and delay, thousands of calls of random sizes (many multi-fragment). Every call must return the
 //! right result exactly once or fail with a timeout, and the server must run each call at most once.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use lowlat_proto::wire::{BindRequest, ByteOrder, PROTOCOL_VERSION};
 use lowlat_proto::*;
+use lowlat_testkit::simnet::{assert_at_most_once, Faults, SimNet};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -16,46 +16,10 @@ const FRAME: u32 = 1472;
 const PROC_FAST: u32 = 0;
 const PROC_SLOW: u32 = 1;
 
-#[derive(Clone, Copy)]
-struct Faults {
-    loss: f64,
-    dup: f64,
-    base_delay_us: u64,
-    jitter_us: u64,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Dest {
     Server(u16),
     Client(u16),
-}
-
-type InFlight = (Instant, u64, Dest, Vec<u8>);
-
-struct Net {
-    rng: StdRng,
-    faults: Faults,
-    /// Frames in flight: (delivery time, sequence, destination, bytes), earliest first.
-    queue: BinaryHeap<Reverse<InFlight>>,
-    seq: u64,
-    sent: u64,
-}
-
-impl Net {
-    fn send(&mut self, now: Instant, dest: Dest, head: &[u8], body: &[u8]) {
-        self.sent += 1;
-        if self.rng.gen_bool(self.faults.loss) {
-            return;
-        }
-        let copies = if self.rng.gen_bool(self.faults.dup) { 2 } else { 1 };
-        for _ in 0..copies {
-            let mut f = head.to_vec();
-            f.extend_from_slice(body);
-            let delay = self.faults.base_delay_us + self.rng.gen_range(0..=self.faults.jitter_us);
-            self.seq += 1;
-            self.queue.push(Reverse((now + Duration::from_micros(delay), self.seq, dest, f)));
-        }
-    }
 }
 
 /// Arguments: call id (8) + wanted result length (4) + filler. Result: id + a pattern.
@@ -86,7 +50,7 @@ fn run_procedure(args: &[u8], reply: &mut Vec<u8>) -> u64 {
 
 struct Sim {
     now: Instant,
-    net: Net,
+    net: SimNet<Dest>,
     server: ServerEngine<u16>,
     executions: HashMap<u64, u32>,
     slow_pending: Vec<(Instant, CallKey, Vec<u8>)>,
@@ -96,7 +60,7 @@ impl Sim {
     fn new(seed: u64, faults: Faults, cfg: ServerConfig) -> Sim {
         Sim {
             now: Instant::now(),
-            net: Net { rng: StdRng::seed_from_u64(seed), faults, queue: BinaryHeap::new(), seq: 0, sent: 0 },
+            net: SimNet::new(seed, faults),
             server: ServerEngine::new(cfg),
             executions: HashMap::new(),
             slow_pending: Vec::new(),
@@ -165,10 +129,10 @@ impl Sim {
         let now = self.now;
         b.start(now, &mut |h, body| self.net.send(now, Dest::Server(addr), h, body));
         loop {
-            let next_net = self.net.queue.peek().map(|Reverse(e)| e.0);
+            let next_net = self.net.next_delivery();
             let t = b.poll_timeout().unwrap();
             if next_net.is_some_and(|n| n <= t) {
-                let Reverse((at, _, dest, frame)) = self.net.queue.pop().unwrap();
+                let (at, dest, frame) = self.net.pop().unwrap();
                 self.now = at;
                 match dest {
                     Dest::Server(from) => self.deliver_to_server(from, &frame),
@@ -248,7 +212,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
             }
         }
         // Next event: a delivery, a client timer, a slow procedure finishing, a server timer.
-        let mut t: Option<Instant> = sim.net.queue.peek().map(|Reverse(e)| e.0);
+        let mut t: Option<Instant> = sim.net.next_delivery();
         let mut consider = |x: Option<Instant>| {
             if let Some(x) = x {
                 t = Some(t.map_or(x, |t| t.min(x)));
@@ -262,7 +226,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
         }
         consider(sim.server.poll_timeout());
         let Some(t) = t else { break };
-        if current.iter().all(Option::is_none) && plans.iter().all(Vec::is_empty) && sim.net.queue.is_empty() {
+        if current.iter().all(Option::is_none) && plans.iter().all(Vec::is_empty) && sim.net.is_empty() {
             break;
         }
         sim.now = sim.now.max(t);
@@ -270,8 +234,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
         sim.run_slow_due();
         sim.server.handle_timeout(now);
         // Deliveries due now.
-        while sim.net.queue.peek().is_some_and(|Reverse(e)| e.0 <= now) {
-            let Reverse((_, _, dest, frame)) = sim.net.queue.pop().unwrap();
+        while let Some((dest, frame)) = sim.net.pop_due(now) {
             match dest {
                 Dest::Server(from) => sim.deliver_to_server(from, &frame),
                 Dest::Client(s) => {
@@ -310,18 +273,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
             }
         }
     }
-    for (id, n) in &delivered {
-        assert_eq!(*n, 1, "call {id} delivered {n} times");
-        assert_eq!(
-            sim.executions.get(id),
-            Some(&1),
-            "call {id} delivered but executed {:?} times",
-            sim.executions.get(id)
-        );
-    }
-    for (id, n) in &sim.executions {
-        assert!(*n <= 1, "call {id} executed {n} times");
-    }
+    assert_at_most_once(&delivered, &sim.executions);
     (tally, sim)
 }
 
@@ -395,7 +347,7 @@ fn restarted_server_and_expired_session_are_told_apart() {
         let now = sim.now;
         c.start(PROC_FAST, now, now + Duration::from_secs(1), &mut |h, b| sim.net.send(now, Dest::Server(0), h, b))
             .unwrap();
-        while let Some(Reverse((at, _, dest, frame))) = sim.net.queue.pop() {
+        while let Some((at, dest, frame)) = sim.net.pop() {
             sim.now = at;
             match dest {
                 Dest::Server(f) => sim.deliver_to_server(f, &frame),

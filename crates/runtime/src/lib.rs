@@ -26,13 +26,17 @@
 
 mod client;
 mod config;
+mod doorbell;
 mod driver;
 mod error;
 mod onc_client;
+mod random;
 mod server;
 mod service;
+mod serving;
 pub mod trace;
 mod uri;
+mod workers;
 
 pub use client::Client;
 pub use config::{ClientConfig, ServerConfig};

@@ -193,7 +193,15 @@ impl Services {
         self.programs.iter().filter(|p| p.xdr)
     }
 
-    pub(crate) fn route_in(p: &Program, proc_no: u32) -> Route<'_> {
+    /// Where an ONC RPC call goes (XDR programs only).
+    pub fn xdr_route(&self, program: u32, version: u32, proc_no: u32) -> Route<'_> {
+        match self.xdr_programs().find(|p| p.program == program && p.version == version) {
+            Some(p) => Self::route_in(p, proc_no),
+            None => Route::Missing,
+        }
+    }
+
+    fn route_in(p: &Program, proc_no: u32) -> Route<'_> {
         match p.procs.get(proc_no as usize) {
             Some(Some(pr)) if pr.long_running => Route::Worker(pr),
             Some(Some(pr)) => Route::Inline(pr),

@@ -133,6 +133,13 @@ fn large_messages_and_record_fragments_over_tcp() {
     assert!(matches!(e, Error::ConnectionLost { .. }), "{e}");
     // The binding reconnects for the next call.
     assert_eq!(inc(&c, 1).unwrap(), 2);
+    // Arguments above the binding's own maximum are refused before anything is sent.
+    let cfg = ClientConfig { max_message: 1000, ..ClientConfig::default() };
+    let small = Client::connect_with(&tcp, PROG, 2, cfg).unwrap();
+    let e = small.call(5, put(&[3; 1001]), |r| Ok(r.len())).unwrap_err();
+    assert!(matches!(e, Error::TooLarge { size: 1001, max: 1000 }), "{e}");
+    assert!(!e.may_have_executed());
+    assert_eq!(small.call(5, put(&[3; 1000]), |r| Ok(r.len())).unwrap(), 1000);
     server.shutdown();
 }
 
@@ -353,6 +360,40 @@ fn client_retransmits_until_answered_and_times_out_by_its_deadline() {
     let e = c.call_timeout(1, Duration::from_millis(400), put(&[0; 4]), u32_of).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+/// Issue 19.4: a port where nothing listens refuses the first datagram (ICMP port-unreachable
+/// on the connected socket), so the call fails at once, known never to have run, as lowlat's own
+/// `udp://` does; not after the deadline as "may or may not have executed".
+#[test]
+fn udp_to_a_port_where_nothing_listens_fails_at_once_as_never_executed() {
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let c = Client::connect(&format!("onc+udp://{closed}"), PROG, 2).unwrap();
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let e = c.call_timeout(1, Duration::from_secs(10), put(&[0; 4]), u32_of).unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(2), "took {:?}: {e}", t.elapsed());
+        assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
+        assert!(!e.may_have_executed(), "{e}");
+        assert!(e.to_string().contains("never executed"), "{e}");
+    }
+    // A server that comes up there afterwards is reached by the same binding.
+    let sock = UdpSocket::bind(closed).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let h = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let (n, from) = sock.recv_from(&mut buf).unwrap();
+        let mut out = Vec::new();
+        lowlat::onc::msg::encode_accepted(
+            lowlat::onc::msg::peek_xid(&buf[..n]).unwrap(),
+            AcceptStatus::Success,
+            &mut out,
+        );
+        out.extend_from_slice(&8u32.to_be_bytes());
+        sock.send_to(&out, from).unwrap();
+    });
+    assert_eq!(inc(&c, 7).unwrap(), 8);
+    h.join().unwrap();
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! can use it).
 //!
 //! [`CountingAlloc`]: a global allocator that counts allocations while asked to, for the tests
-//! that prove a steady-state call allocates nothing.
+//! that prove a steady-state call allocates nothing. [`simnet`]: a simulated network in virtual
+//! time, for the protocol engines' tests.
+
+pub mod simnet;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,4 +1,9 @@
-//! TCP: frames prefixed with their length (u32, little-endian), TCP_NODELAY always.
+//! TCP: a byte stream cut into frames, TCP_NODELAY always.
+//!
+//! How the stream is cut is the protocol's choice, a [`Framing`]: lowlat's own frames are prefixed
+//! with their length ([`LengthPrefix`]: u32, little-endian); ONC RPC's are records of fragments
+//! (RFC 5531 record marking, which the runtime's driver plugs in from `lowlat-onc`). This crate
+//! knows only how to move them.
 //!
 //! A client channel is one connection. A server is one thread over many connections: it spins on
 //! `epoll_wait(0)` and blocks in `epoll_wait(timeout)`, and never blocks on a write: output that
@@ -21,15 +26,39 @@ fn bad_frame(len: usize, max: usize) -> io::Error {
     )
 }
 
-/// Reassembles length-prefixed frames from a byte stream.
-#[derive(Debug, Default)]
-struct FrameReader {
+/// How a byte stream is cut into frames, for one connection: reading (the state of a frame in
+/// progress) and the header written before each fragment sent.
+pub trait Framing: Clone + Send + 'static {
+    /// Reads what `sock` has and returns the next frame, copied into `out`. `Ok(None)`: no
+    /// complete frame yet. `UnexpectedEof`: the peer closed. `InvalidData`: the peer broke the
+    /// framing (a frame larger than the maximum), and the stream cannot be read further.
+    fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>>;
+    /// Largest frame read.
+    fn max_frame(&self) -> usize;
+    /// The header before a fragment of `len` bytes; `last`: the fragment ends its frame.
+    fn header(&self, len: usize, last: bool) -> [u8; PREFIX];
+    /// Largest fragment a channel sends (a larger frame goes in several): unbounded unless the
+    /// framing has fragments.
+    fn max_fragment(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// lowlat's framing: each frame after its length (u32, little-endian), frames of at most `max`
+/// bytes.
+#[derive(Clone, Debug)]
+pub struct LengthPrefix {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    max: usize,
 }
 
-impl FrameReader {
+impl LengthPrefix {
+    pub fn new(max: usize) -> LengthPrefix {
+        LengthPrefix { buf: Vec::new(), start: 0, end: 0, max }
+    }
+
     /// The next complete frame's range in `buf`, if one is buffered.
     fn complete(&self, max: usize) -> io::Result<Option<(usize, usize)>> {
         let avail = self.end - self.start;
@@ -47,10 +76,11 @@ impl FrameReader {
         }
         Ok(Some((self.start + PREFIX, len)))
     }
+}
 
-    /// Reads what the socket has and returns the next frame, copied into `out`.
-    /// `Ok(None)`: no complete frame yet. `UnexpectedEof`: the peer closed.
-    fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>, max: usize) -> io::Result<Option<()>> {
+impl Framing for LengthPrefix {
+    fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>> {
+        let max = self.max;
         loop {
             if let Some((at, len)) = self.complete(max)? {
                 out.clear();
@@ -86,6 +116,15 @@ impl FrameReader {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max
+    }
+
+    fn header(&self, len: usize, _last: bool) -> [u8; PREFIX] {
+        // Never split (`max_fragment` is unbounded): every fragment is a whole frame.
+        (len as u32).to_le_bytes()
     }
 }
 
@@ -124,34 +163,55 @@ fn write_frame(
     Ok(done)
 }
 
-fn prefix_of(head: &[u8], body: &[u8]) -> [u8; PREFIX] {
-    ((head.len() + body.len()) as u32).to_le_bytes()
-}
-
 /// A client's TCP channel: one connection.
 #[derive(Debug)]
-pub struct TcpChannel {
+pub struct TcpChannel<F: Framing = LengthPrefix> {
     sock: TcpStream,
-    reader: FrameReader,
-    max_frame: usize,
+    framing: F,
 }
 
-impl TcpChannel {
+impl TcpChannel<LengthPrefix> {
+    /// A connection carrying lowlat's frames of at most `max_frame` bytes.
     pub fn connect(peer: SocketAddr, max_frame: usize, timeout: Duration) -> io::Result<TcpChannel> {
+        TcpChannel::connect_framed(peer, LengthPrefix::new(max_frame), timeout)
+    }
+}
+
+impl<F: Framing> TcpChannel<F> {
+    /// A connection cut into frames by `framing`.
+    pub fn connect_framed(peer: SocketAddr, framing: F, timeout: Duration) -> io::Result<TcpChannel<F>> {
         let sock = TcpStream::connect_timeout(&peer, timeout)
             .map_err(|e| io::Error::new(e.kind(), format!("connect TCP {peer}: {e}")))?;
         sock.set_nodelay(true)?;
         sock.set_nonblocking(true)?;
-        Ok(TcpChannel { sock, reader: FrameReader::default(), max_frame })
+        Ok(TcpChannel { sock, framing })
     }
 
-    /// Sends one frame, blocking (in poll) while the socket is full; fails if the peer is gone.
+    /// Sends one frame, `head` then `body`, blocking (in poll) while the socket is full; fails if
+    /// the peer is gone. A frame larger than the framing's fragments goes in several.
     pub fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
-        let prefix = prefix_of(head, body);
+        let total = head.len() + body.len();
+        let max = self.framing.max_fragment().max(1);
+        if total <= max {
+            return self.send_fragment(&self.framing.header(total, true), head, body);
+        }
+        let mut at = 0;
+        while at < total {
+            let end = (at + max).min(total);
+            // The fragment's bytes of `head` and of `body`.
+            let h = &head[at.min(head.len())..end.min(head.len())];
+            let b = &body[at.saturating_sub(head.len())..end.saturating_sub(head.len())];
+            self.send_fragment(&self.framing.header(end - at, end == total), h, b)?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    fn send_fragment(&mut self, prefix: &[u8; PREFIX], head: &[u8], body: &[u8]) -> io::Result<()> {
         let total = PREFIX + head.len() + body.len();
         let mut done = 0;
         loop {
-            done = write_frame(&mut self.sock, &prefix, head, body, done)?;
+            done = write_frame(&mut self.sock, prefix, head, body, done)?;
             if done == total {
                 return Ok(());
             }
@@ -161,11 +221,11 @@ impl TcpChannel {
 
     /// Receives one frame into `out` without blocking. `UnexpectedEof` when the server closed.
     pub fn try_recv(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>> {
-        self.reader.next(&mut self.sock, out, self.max_frame)
+        self.framing.next(&mut self.sock, out)
     }
 }
 
-impl AsRawFd for TcpChannel {
+impl<F: Framing> AsRawFd for TcpChannel<F> {
     fn as_raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
@@ -193,10 +253,10 @@ pub struct ConnId {
 }
 
 #[derive(Debug)]
-struct Conn {
+struct Conn<F> {
     sock: TcpStream,
     generation: u32,
-    reader: FrameReader,
+    reader: F,
     /// Output the socket did not take yet.
     queued: Vec<u8>,
     peer: SocketAddr,
@@ -216,11 +276,13 @@ const WAKER_TOKEN: u64 = u64::MAX - 1;
 
 /// A server's TCP side: a listener and its connections, driven by one thread.
 #[derive(Debug)]
-pub struct TcpEndpoint {
+pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     listener: TcpListener,
     local: SocketAddr,
     epoll: RawFd,
-    conns: Vec<Option<Conn>>,
+    /// Each new connection reads with a copy of this.
+    framing: F,
+    conns: Vec<Option<Conn<F>>>,
     generations: u32,
     ready: Vec<libc::epoll_event>,
     ready_len: usize,
@@ -228,13 +290,21 @@ pub struct TcpEndpoint {
     /// A connection that may hold more buffered frames.
     cursor: Option<usize>,
     closed: Vec<ConnId>,
-    max_frame: usize,
     /// Output queued for one peer beyond which it is disconnected.
     pub max_queued: usize,
 }
 
-impl TcpEndpoint {
+impl TcpEndpoint<LengthPrefix> {
+    /// An endpoint for lowlat's frames of at most `max_frame` bytes.
     pub fn bind(addr: SocketAddr, max_frame: usize) -> io::Result<TcpEndpoint> {
+        TcpEndpoint::bind_framed(addr, LengthPrefix::new(max_frame))
+    }
+}
+
+impl<F: Framing> TcpEndpoint<F> {
+    /// An endpoint whose connections are cut into frames by `framing`.
+    pub fn bind_framed(addr: SocketAddr, framing: F) -> io::Result<TcpEndpoint<F>> {
+        let max_frame = framing.max_frame();
         let listener =
             TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
         listener.set_nonblocking(true)?;
@@ -248,6 +318,7 @@ impl TcpEndpoint {
             listener,
             local,
             epoll,
+            framing,
             conns: Vec::new(),
             generations: 0,
             ready: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
@@ -255,7 +326,6 @@ impl TcpEndpoint {
             ready_at: 0,
             cursor: None,
             closed: Vec::new(),
-            max_frame,
             max_queued: 2 * max_frame + (1 << 20),
         };
         ep.ctl(libc::EPOLL_CTL_ADD, ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
@@ -285,7 +355,7 @@ impl TcpEndpoint {
         self.conn(id).map(|c| c.peer)
     }
 
-    fn conn(&self, id: ConnId) -> Option<&Conn> {
+    fn conn(&self, id: ConnId) -> Option<&Conn<F>> {
         self.conns.get(id.index as usize)?.as_ref().filter(|c| c.generation == id.generation)
     }
 
@@ -308,7 +378,7 @@ impl TcpEndpoint {
                     self.conns[index] = Some(Conn {
                         sock,
                         generation: self.generations,
-                        reader: FrameReader::default(),
+                        reader: self.framing.clone(),
                         queued: Vec::new(),
                         peer,
                     });
@@ -353,10 +423,9 @@ impl TcpEndpoint {
     }
 
     fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
-        let max = self.max_frame;
         let c = self.conns.get_mut(index)?.as_mut()?;
         let id = ConnId { index: index as u32, generation: c.generation };
-        match c.reader.next(&mut c.sock, out, max) {
+        match c.reader.next(&mut c.sock, out) {
             Ok(Some(())) => {
                 self.cursor = Some(index);
                 Some(TcpEvent::Frame(id))
@@ -423,7 +492,7 @@ impl TcpEndpoint {
         self.fetch_ready(ms)
     }
 
-    /// Sends one frame to a connection; queues what the socket cannot take now. A vanished
+    /// Sends one frame (as one fragment) to a connection; queues what the socket cannot take now. A vanished
     /// connection is not an error (its calls simply have nobody to answer).
     pub fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
         let index = to.index as usize;
@@ -432,7 +501,7 @@ impl TcpEndpoint {
         else {
             return;
         };
-        let prefix = prefix_of(head, body);
+        let prefix = self.framing.header(head.len() + body.len(), true);
         let total = PREFIX + head.len() + body.len();
         let mut failed = false;
         if c.queued.is_empty() {
@@ -484,14 +553,14 @@ fn queue_rest(q: &mut Vec<u8>, prefix: &[u8; PREFIX], head: &[u8], body: &[u8], 
     }
 }
 
-impl Drop for TcpEndpoint {
+impl<F: Framing> Drop for TcpEndpoint<F> {
     fn drop(&mut self) {
         // SAFETY: the epoll fd is owned by this endpoint and closed once.
         unsafe { libc::close(self.epoll) };
     }
 }
 
-impl AsRawFd for TcpEndpoint {
+impl<F: Framing> AsRawFd for TcpEndpoint<F> {
     fn as_raw_fd(&self) -> RawFd {
         self.epoll
     }
@@ -555,6 +624,42 @@ mod tests {
         }
         drop(ch);
         assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+    }
+
+    /// Fragments of at most 3 bytes whose headers say (length, last), to see a frame split.
+    #[derive(Clone)]
+    struct Threes;
+
+    impl Framing for Threes {
+        fn next(&mut self, _: &mut TcpStream, _: &mut Vec<u8>) -> io::Result<Option<()>> {
+            Ok(None)
+        }
+        fn max_frame(&self) -> usize {
+            0
+        }
+        fn header(&self, len: usize, last: bool) -> [u8; PREFIX] {
+            (len as u32 | (last as u32) << 31).to_le_bytes()
+        }
+        fn max_fragment(&self) -> usize {
+            3
+        }
+    }
+
+    #[test]
+    fn frames_above_the_fragment_size_go_in_several() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut ch =
+            TcpChannel::connect_framed(listener.local_addr().unwrap(), Threes, Duration::from_secs(5)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Fragments cut across the header and the body, and one exactly the fragment size.
+        ch.send(b"ab", b"cdefg").unwrap();
+        ch.send(b"xyz", b"").unwrap();
+        let mut got = vec![0u8; 4 * 4 + 10];
+        peer.read_exact(&mut got).unwrap();
+        let h = |len: u32, last: bool| (len | (last as u32) << 31).to_le_bytes();
+        let want = [&h(3, false)[..], b"abc", &h(3, false), b"def", &h(1, true), b"g", &h(3, true), b"xyz"].concat();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -1,23 +1,23 @@
-//! Drivers: how the protocol engine meets each transport.
+//! Drivers: how a protocol engine meets each transport.
 //!
 //! A client opens one [`ClientChannel`] per call slot, so the threads sharing a binding never
 //! share a socket (no lock, no demultiplexing: each thread waits on its own descriptor). A server
-//! endpoint is one [`ServerTransport`] driven by one thread that runs the engine and the
-//! procedures (see `crate::server`).
+//! endpoint is one [`ServerTransport`] driven by one thread that runs a protocol's engine and the
+//! procedures (`crate::serving`). Both of lowlat's protocols use these drivers: lowlat's own and
+//! ONC RPC (over `udp` and `tcp`, the latter with its record marking, [`tcp::RecordMarking`]).
+//! Drivers know nothing of either protocol's engine, and nothing of the server above them.
 //!
 //! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`, and an arm in
 //! [`open_channel`] and [`open_server`].
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
-
-use lowlat_proto::HEADER_LEN;
 
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
 pub(crate) mod eth;
-pub(crate) mod onc;
 pub(crate) mod shm;
 pub(crate) mod tcp;
 pub(crate) mod udp;
@@ -63,28 +63,23 @@ pub(crate) enum Polled<A> {
 /// What [`ServerTransport::serve_next`] returns: `None` when nothing was ready.
 pub(crate) type Served<A> = io::Result<Option<Polled<A>>>;
 
-/// The serving loop's side of a frame: the protocol engine and the procedures behind it.
+/// The serving loop's side of a frame: a protocol engine and the procedures behind it.
 pub(crate) trait FrameHandler<A> {
-    /// Handles one frame from `from`; frames to send in answer go to `out` (addressed). A
+    /// Handles one frame from `from`; frames to send in answer go to `out` (addressed; a
+    /// header, then a body, sent as one frame). A
     /// transport that can send from where the frame is built lends that space as `lent` (over
     /// shared memory, the free space of `from`'s result ring, so the procedure writes its result
     /// once, where the client reads it); returns how many bytes of `lent` make the answer to
     /// send from there, header first (0: none).
-    fn handle<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(
-        &mut self,
-        from: A,
-        frame: &[u8],
-        lent: &mut [u8],
-        out: &mut O,
-    ) -> usize;
+    fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize;
     /// Sends what `handle` could not while it had space lent (call it once that space is given
     /// back; nothing to do after a `handle` without lent space).
-    fn flush<O: FnMut(&A, &[u8; HEADER_LEN], &[u8])>(&mut self, out: &mut O);
+    fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, out: &mut O);
 }
 
 /// One server endpoint's transport.
 pub(crate) trait ServerTransport: Send {
-    type Addr: Copy + Eq + Send + std::fmt::Debug;
+    type Addr: Copy + Eq + Send + std::fmt::Debug + 'static;
     /// Takes the next frame without blocking and hands it to `handler` at once, before
     /// returning (over shared memory, where it lies in the call ring). `buf` is the loop's
     /// receive buffer, for transports that copy frames out.
@@ -107,7 +102,7 @@ pub(crate) fn serve_received<T: ServerTransport>(
 ) -> Option<Polled<T::Addr>> {
     match got? {
         Received::Frame { len, from } => {
-            let out = &mut |to: &T::Addr, h: &[u8; HEADER_LEN], b: &[u8]| t.send(to, h, b);
+            let out = &mut |to: &T::Addr, h: &[u8], b: &[u8]| t.send(to, h, b);
             handler.handle(from, &buf[..len], &mut [], out);
             Some(Polled::Served)
         }
@@ -133,12 +128,15 @@ impl SlotChannel {
     }
 }
 
-/// Opens a channel to the server at `endpoint`.
+/// Opens a channel to the server at `endpoint`, for lowlat's own protocol.
 pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -> Result<SlotChannel, Error> {
     let other = |c: Box<dyn ClientChannel>| Ok(SlotChannel::Other(c));
     match endpoint {
-        Endpoint::Udp { host_port } => other(Box::new(udp::UdpClient::connect(uri, host_port)?)),
-        Endpoint::Tcp { host_port } => other(Box::new(tcp::TcpClient::connect(uri, host_port, cfg)?)),
+        Endpoint::Udp { host_port } => other(Box::new(udp::UdpClient::connect(uri, &resolve(uri, host_port)?)?)),
+        Endpoint::Tcp { host_port } => {
+            let framing = tcp::lowlat_framing(cfg.max_message);
+            other(Box::new(tcp::TcpClient::connect(uri, resolve(uri, host_port)?, framing, cfg)?))
+        }
         Endpoint::Shm { path } => Ok(SlotChannel::Shm(Box::new(shm::ShmClient::connect(uri, path, cfg)?))),
         Endpoint::Eth { iface, peer } => other(Box::new(eth::EthClient::connect(uri, iface, *peer, cfg)?)),
         Endpoint::Xdp { iface, peer } => other(Box::new(xdp::XdpClient::connect(uri, iface, *peer, cfg)?)),
@@ -146,13 +144,52 @@ pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -
     }
 }
 
-/// A transport serving `endpoint`, handed to a serving thread.
+/// Opens a channel to the ONC RPC server at `target` (found by the caller, perhaps through
+/// rpcbind): a connected UDP socket, or a TCP connection with record marking.
+pub(crate) fn open_onc_channel(
+    target: SocketAddr,
+    tcp: bool,
+    uri: &str,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn ClientChannel>, Error> {
+    Ok(if tcp {
+        let framing = tcp::RecordMarking::new(cfg.max_message + tcp::ONC_HEADER_ROOM, cfg.onc_max_fragment);
+        Box::new(tcp::TcpClient::connect(uri, target, framing, cfg)?)
+    } else {
+        Box::new(udp::UdpClient::connect(uri, &target)?)
+    })
+}
+
+/// Resolves the `HOST:PORT` of `uri`.
+pub(crate) fn resolve(uri: &str, host_port: &str) -> Result<SocketAddr, Error> {
+    lowlat_transport::udp::resolve(host_port)
+        .map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })
+}
+
+/// A transport serving `endpoint`, handed to a serving thread: lowlat's protocol on each, ONC
+/// RPC on the `Onc*` ones.
 pub(crate) enum AnyServer {
     Udp(udp::UdpServer),
-    Tcp(tcp::TcpServer),
+    Tcp(tcp::TcpServer<tcp::LengthPrefix>),
     Shm(Box<shm::ShmServerTransport>),
     Eth(eth::FrameServer<lowlat_eth::EthSocket>),
     Xdp(Box<eth::FrameServer<lowlat_eth::XdpSocket>>),
+    OncUdp(udp::UdpServer),
+    OncTcp(tcp::TcpServer<tcp::RecordMarking>),
+}
+
+impl AnyServer {
+    /// The URI clients should use (with the real port when 0 was asked for).
+    pub fn local_uri(&self) -> String {
+        match self {
+            AnyServer::Udp(t) | AnyServer::OncUdp(t) => t.local_uri(),
+            AnyServer::Tcp(t) => t.local_uri(),
+            AnyServer::OncTcp(t) => t.local_uri(),
+            AnyServer::Shm(t) => t.local_uri(),
+            AnyServer::Eth(t) => t.local_uri(),
+            AnyServer::Xdp(t) => t.local_uri(),
+        }
+    }
 }
 
 pub(crate) fn open_server(
@@ -161,9 +198,35 @@ pub(crate) fn open_server(
     cfg: &ServerConfig,
     doorbell: RawFd,
 ) -> Result<AnyServer, Error> {
+    let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
     match endpoint {
-        Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(uri, host_port)?)),
-        Endpoint::Tcp { host_port } => Ok(AnyServer::Tcp(tcp::TcpServer::bind(uri, host_port, cfg, doorbell)?)),
+        Endpoint::Udp { host_port } => {
+            Ok(AnyServer::Udp(udp::UdpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?)?))
+        }
+        Endpoint::Tcp { host_port } => {
+            let framing = tcp::lowlat_framing(cfg.max_message);
+            Ok(AnyServer::Tcp(tcp::TcpServer::bind(
+                uri,
+                endpoint.scheme(),
+                resolve(uri, host_port)?,
+                framing,
+                doorbell,
+            )?))
+        }
+        Endpoint::OncUdp { host, port } => {
+            Ok(AnyServer::OncUdp(udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?)?))
+        }
+        Endpoint::OncTcp { host, port } => {
+            // Records as large as a message; one fragment each way is all a reply takes.
+            let framing = tcp::RecordMarking::new(cfg.max_message, usize::MAX);
+            Ok(AnyServer::OncTcp(tcp::TcpServer::bind(
+                uri,
+                endpoint.scheme(),
+                onc_addr(host, *port)?,
+                framing,
+                doorbell,
+            )?))
+        }
         Endpoint::Shm { path } => {
             Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))
         }
@@ -173,7 +236,6 @@ pub(crate) fn open_server(
         Endpoint::Xdp { iface, .. } => {
             Ok(AnyServer::Xdp(Box::new(eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?)))
         }
-        other => Err(unsupported(uri, other)),
     }
 }
 

@@ -118,7 +118,7 @@ impl ServerTransport for ShmServerTransport {
         queued.clear();
         queued_to.clear();
         let got = self.srv.serve_next(|id, frame, mut reply| {
-            let mut queue = |to: &BindingId, head: &[u8; HEADER_LEN], body: &[u8]| {
+            let mut queue = |to: &BindingId, head: &[u8], body: &[u8]| {
                 let start = queued.len();
                 queued.extend_from_slice(head);
                 queued.extend_from_slice(body);

@@ -1,28 +1,90 @@
-//! lowlat over TCP: a connection per client slot; one thread serves every connection of an
-//! endpoint. TCP delivers in order, so neither side retransmits and the server keeps no results.
+//! TCP: a connection per client slot; one thread serves every connection of an endpoint. TCP
+//! delivers in order, so neither side retransmits and the server keeps no results.
+//!
+//! The protocol chooses how the stream is cut into frames: lowlat's own length prefix
+//! ([`lowlat_framing`]) or ONC RPC's record marking ([`RecordMarking`], RFC 5531 §11, over
+//! `lowlat-onc`'s record reader).
 
-use std::io;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use lowlat_onc::record::{fragment_header, RecordReader};
 use lowlat_proto::HEADER_LEN;
 use lowlat_transport::sys::poll_readable;
-use lowlat_transport::tcp::{ConnId, TcpChannel, TcpEndpoint, TcpEvent};
-use lowlat_transport::udp::resolve;
+pub(crate) use lowlat_transport::tcp::LengthPrefix;
+use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, PREFIX};
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
-use crate::{ClientConfig, Error, ServerConfig};
+use crate::{ClientConfig, Error};
 
-pub(crate) struct TcpClient {
-    ch: TcpChannel,
+/// Room for an ONC RPC reply's header (a verifier may take 400 bytes) beside a message of results.
+pub(crate) const ONC_HEADER_ROOM: usize = 512;
+
+/// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header).
+pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
+    LengthPrefix::new(max_message + HEADER_LEN)
+}
+
+/// ONC RPC's record marking: records of at most `max_record` bytes read, sent in fragments of at
+/// most `max_fragment`.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordMarking {
+    records: RecordReader,
+    max_fragment: usize,
+}
+
+impl RecordMarking {
+    pub fn new(max_record: usize, max_fragment: usize) -> RecordMarking {
+        RecordMarking { records: RecordReader::new(max_record), max_fragment }
+    }
+}
+
+impl Framing for RecordMarking {
+    fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>> {
+        loop {
+            match self.records.next_record() {
+                Ok(Some(r)) => {
+                    out.clear();
+                    out.extend_from_slice(r);
+                    return Ok(Some(()));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+            match sock.read(self.records.buffer(64 << 10)) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),
+                Ok(n) => self.records.filled(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn max_frame(&self) -> usize {
+        self.records.max_record()
+    }
+
+    fn header(&self, len: usize, last: bool) -> [u8; PREFIX] {
+        fragment_header(len, last)
+    }
+
+    fn max_fragment(&self) -> usize {
+        self.max_fragment
+    }
+}
+
+pub(crate) struct TcpClient<F: Framing> {
+    ch: TcpChannel<F>,
     max_frame: usize,
 }
 
-impl TcpClient {
-    pub fn connect(uri: &str, host_port: &str, cfg: &ClientConfig) -> Result<TcpClient, Error> {
-        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
-        let max_frame = cfg.max_message + HEADER_LEN;
-        let ch = TcpChannel::connect(addr, max_frame, cfg.bind_timeout).map_err(|e| match e.kind() {
+impl<F: Framing> TcpClient<F> {
+    pub fn connect(uri: &str, addr: SocketAddr, framing: F, cfg: &ClientConfig) -> Result<TcpClient<F>, Error> {
+        let max_frame = framing.max_frame();
+        let ch = TcpChannel::connect_framed(addr, framing, cfg.bind_timeout).map_err(|e| match e.kind() {
             io::ErrorKind::ConnectionRefused => Error::ServerNotRunning { uri: uri.to_string(), detail: e.to_string() },
             _ => Error::io(format!("{uri}: connect"), e),
         })?;
@@ -30,7 +92,7 @@ impl TcpClient {
     }
 }
 
-impl ClientChannel for TcpClient {
+impl<F: Framing> ClientChannel for TcpClient<F> {
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
         self.ch.send(head, body)
     }
@@ -52,23 +114,33 @@ impl ClientChannel for TcpClient {
     }
 }
 
-pub(crate) struct TcpServer {
-    ep: TcpEndpoint,
+pub(crate) struct TcpServer<F: Framing> {
+    ep: TcpEndpoint<F>,
     max_frame: usize,
+    /// The scheme clients use: `tcp` or `onc+tcp`.
+    scheme: &'static str,
 }
 
-impl TcpServer {
-    pub fn bind(uri: &str, host_port: &str, cfg: &ServerConfig, doorbell: RawFd) -> Result<TcpServer, Error> {
-        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
+impl<F: Framing> TcpServer<F> {
+    /// Serves frames of at most `framing`'s maximum; `doorbell` wakes the serving thread.
+    pub fn bind(
+        uri: &str,
+        scheme: &'static str,
+        addr: SocketAddr,
+        framing: F,
+        doorbell: RawFd,
+    ) -> Result<TcpServer<F>, Error> {
         // Frames carry a whole message (a bind request is far smaller than any maximum).
-        let max_frame = cfg.max_message + HEADER_LEN;
-        let ep = TcpEndpoint::bind(addr, max_frame).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        let max_frame = framing.max_frame();
+        let ep = TcpEndpoint::bind_framed(addr, framing).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
         ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
-        Ok(TcpServer { ep, max_frame })
+        Ok(TcpServer { ep, max_frame, scheme })
     }
-}
 
-impl TcpServer {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.ep.local_addr()
+    }
+
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<ConnId>>> {
         Ok(self.ep.try_next(buf)?.map(|ev| match ev {
             TcpEvent::Frame(from) => Received::Frame { len: buf.len(), from },
@@ -77,7 +149,7 @@ impl TcpServer {
     }
 }
 
-impl ServerTransport for TcpServer {
+impl<F: Framing> ServerTransport for TcpServer<F> {
     type Addr = ConnId;
 
     fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
@@ -99,6 +171,6 @@ impl ServerTransport for TcpServer {
     }
 
     fn local_uri(&self) -> String {
-        format!("tcp://{}", self.ep.local_addr())
+        format!("{}://{}", self.scheme, self.ep.local_addr())
     }
 }

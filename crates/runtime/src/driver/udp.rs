@@ -1,4 +1,5 @@
-//! lowlat over UDP: a connected socket per client slot; one socket per server endpoint.
+//! UDP: a connected socket per client slot; one socket per server endpoint. Carries lowlat's
+//! protocol (`udp://`) and ONC RPC (`onc+udp://`) alike: a frame is a datagram.
 
 use std::io;
 use std::net::SocketAddr;
@@ -6,7 +7,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_transport::sys::poll_readable;
-use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::Error;
@@ -16,9 +17,8 @@ pub(crate) struct UdpClient {
 }
 
 impl UdpClient {
-    pub fn connect(uri: &str, host_port: &str) -> Result<UdpClient, Error> {
-        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
-        let ch = UdpChannel::connect(addr).map_err(|e| Error::io(format!("{uri}: open UDP socket"), e))?;
+    pub fn connect(uri: &str, addr: &SocketAddr) -> Result<UdpClient, Error> {
+        let ch = UdpChannel::connect(*addr).map_err(|e| Error::io(format!("{uri}: open UDP socket"), e))?;
         Ok(UdpClient { ch })
     }
 }
@@ -28,6 +28,8 @@ impl ClientChannel for UdpClient {
         self.ch.send(head, body)
     }
 
+    /// `ConnectionRefused`: nobody listens at the server's port (an ICMP port-unreachable came
+    /// back for a datagram sent earlier).
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
         if buf.len() < MAX_DATAGRAM {
             buf.resize(MAX_DATAGRAM, 0);
@@ -50,17 +52,20 @@ impl ClientChannel for UdpClient {
 
 pub(crate) struct UdpServer {
     ep: UdpEndpoint,
+    /// The scheme clients use: `udp` or `onc+udp`.
+    scheme: &'static str,
 }
 
 impl UdpServer {
-    pub fn bind(uri: &str, host_port: &str) -> Result<UdpServer, Error> {
-        let addr = resolve(host_port).map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })?;
+    pub fn bind(uri: &str, scheme: &'static str, addr: SocketAddr) -> Result<UdpServer, Error> {
         let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
-        Ok(UdpServer { ep })
+        Ok(UdpServer { ep, scheme })
     }
-}
 
-impl UdpServer {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.ep.local_addr()
+    }
+
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<SocketAddr>>> {
         if buf.len() < MAX_DATAGRAM {
             buf.resize(MAX_DATAGRAM, 0);
@@ -91,6 +96,6 @@ impl ServerTransport for UdpServer {
     }
 
     fn local_uri(&self) -> String {
-        format!("udp://{}", self.ep.local_addr())
+        format!("{}://{}", self.scheme, self.ep.local_addr())
     }
 }

@@ -1,0 +1,121 @@
+//! Serving one endpoint: one thread runs a protocol's engine over the endpoint's transport and,
+//! by default, the procedures themselves (dispatch from the receiving thread); long-running
+//! procedures go to the worker pool (`crate::workers`) and their results come back through the
+//! endpoint's doorbell (an eventfd) that wakes the thread.
+//!
+//! The loop ([`serve_loop`]) is the same for every transport and protocol: spin, then block;
+//! hand each frame to the [`Protocol`]; send what the workers finished when the doorbell rings;
+//! run the protocol's timer. The protocols: lowlat's own ([`lowlat`]) and ONC RPC ([`onc`]).
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use lowlat_transport::Spinner;
+
+use crate::doorbell::EndpointShared;
+use crate::driver::{AnyServer, FrameHandler, Polled, ServerTransport};
+use crate::service::Services;
+use crate::workers::Job;
+use crate::{Error, ServerConfig};
+
+pub(crate) mod lowlat;
+pub(crate) mod onc;
+
+/// What a serving thread is given.
+pub(crate) struct Context {
+    pub services: Arc<Services>,
+    pub config: ServerConfig,
+    pub shared: Arc<EndpointShared>,
+    pub workers: SyncSender<Job>,
+}
+
+/// A protocol as the serving loop drives it: frames in (as a [`FrameHandler`]), the results the
+/// workers finished, a timer, and peers whose connections closed.
+pub(crate) trait Protocol<A>: FrameHandler<A> {
+    /// Sends the results the workers finished (the doorbell rang).
+    fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8]));
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Instant) {}
+    /// A peer's connection closed (stream transports).
+    fn forget_peer(&mut self, _peer: &A) {}
+}
+
+/// Starts serving `transport` on a thread of its own, with lowlat's protocol or, on the `Onc*`
+/// transports, ONC RPC (registered with rpcbind first when asked).
+pub(crate) fn start(transport: AnyServer, thread: String, ctx: Context) -> Result<JoinHandle<()>, Error> {
+    let registration = match &transport {
+        AnyServer::OncUdp(t) => Some(onc::Registration::register(&ctx, onc::Netid::Udp, t.local_addr())),
+        AnyServer::OncTcp(t) => Some(onc::Registration::register(&ctx, onc::Netid::Tcp, t.local_addr())),
+        _ => None,
+    };
+    std::thread::Builder::new()
+        .name(thread)
+        .spawn(move || {
+            match transport {
+                AnyServer::Udp(t) => lowlat::serve(t, &ctx),
+                AnyServer::Tcp(t) => lowlat::serve(t, &ctx),
+                AnyServer::Shm(t) => lowlat::serve(*t, &ctx),
+                AnyServer::Eth(t) => lowlat::serve(t, &ctx),
+                AnyServer::Xdp(t) => lowlat::serve(*t, &ctx),
+                AnyServer::OncUdp(t) => onc::serve(t, &ctx, onc::Netid::Udp),
+                AnyServer::OncTcp(t) => onc::serve(t, &ctx, onc::Netid::Tcp),
+            }
+            if let Some(r) = registration {
+                r.unregister();
+            }
+        })
+        .map_err(|e| Error::io("spawn serving thread", e))
+}
+
+enum Ready<A> {
+    Served,
+    Closed(A),
+    Doorbell,
+}
+
+/// The serving loop of one endpoint: receive, run, reply; spin, then block.
+pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut protocol: P, ctx: &Context) {
+    if let Some(cpu) = ctx.config.pin_cpu {
+        let _ = lowlat_transport::sys::pin_to_cpu(cpu);
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(t.max_frame().min(1 << 20));
+    let mut spinner = Spinner::new(ctx.config.spin);
+    let shared = &ctx.shared;
+    let doorbell = shared.doorbell.raw_fd();
+    while !shared.stop.load(Ordering::Acquire) {
+        let timer = protocol.poll_timeout();
+        let mut io = (&mut t, &mut buf, &mut protocol);
+        let got = spinner.wait_on(
+            timer,
+            &mut io,
+            |(t, buf, protocol)| {
+                if shared.doorbell.take() {
+                    return Ok(Some(Ready::Doorbell));
+                }
+                Ok::<_, io::Error>(t.serve_next(buf, &mut **protocol)?.map(|r| match r {
+                    Polled::Served => Ready::Served,
+                    Polled::Closed(a) => Ready::Closed(a),
+                }))
+            },
+            |(t, _, _), timeout| t.block(doorbell, timeout),
+        );
+        match got {
+            Ok(Some(Ready::Served)) => {}
+            Ok(Some(Ready::Closed(peer))) => protocol.forget_peer(&peer),
+            Ok(Some(Ready::Doorbell)) => protocol.complete(&mut |to, h, b| t.send(to, h, b)),
+            Ok(None) => protocol.handle_timeout(Instant::now()),
+            Err(e) => {
+                // The socket itself failed (not a peer): nothing to serve with any more.
+                eprintln!("lowlat: serving thread stopped: {e}");
+                return;
+            }
+        }
+    }
+}

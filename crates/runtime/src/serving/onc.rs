@@ -1,0 +1,153 @@
+//! ONC RPC v2 on a serving thread (`onc+udp://`, `onc+tcp://`): the server's XDR programs
+//! ([`Program::xdr`]) answered to rpcgen/libtirpc clients, from the same process that serves
+//! lowlat's own protocol. `lowlat-onc`'s [`ServerEngine`] decides everything but the procedure:
+//! over UDP its duplicate-request cache answers retransmissions from the reply already sent.
+//!
+//! An endpoint registers its programs with this machine's rpcbind when one runs, and unregisters
+//! them when it stops cleanly.
+//!
+//! [`Program::xdr`]: crate::Program::xdr
+
+use std::hash::Hash;
+use std::net::SocketAddr;
+use std::sync::mpsc::TrySendError;
+use std::sync::Arc;
+
+use lowlat_onc::engine::{CallKey, ServerEngine, ServerEngineConfig};
+pub(crate) use lowlat_onc::rpcbind::Netid;
+use lowlat_onc::rpcbind::Rpcbind;
+use lowlat_onc::AcceptStatus;
+use lowlat_proto::{ByteOrder, ErrorCode, Status};
+use lowlat_transport::udp::MAX_DATAGRAM;
+
+use super::{serve_loop, Context, Protocol};
+use crate::driver::{FrameHandler, ServerTransport};
+use crate::service::{self, CallContext, Route};
+use crate::workers::{Completions, Job};
+
+/// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
+pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context, netid: Netid)
+where
+    T::Addr: Hash,
+{
+    let datagrams = netid == Netid::Udp;
+    let cfg = &ctx.config;
+    let engine_cfg = ServerEngineConfig {
+        programs: ctx.services.xdr_programs().map(|p| (p.number(), p.version())).collect(),
+        require_auth_sys: cfg.onc_require_auth_sys,
+        allowed_uids: cfg.onc_allowed_uids.clone(),
+        duplicate_cache: if datagrams { cfg.onc_drc_entries } else { 0 },
+        max_reply: if datagrams { MAX_DATAGRAM } else { usize::MAX },
+        seed: crate::random::seed(),
+    };
+    let endpoint = OncEndpoint {
+        engine: ServerEngine::new(engine_cfg),
+        ctx,
+        completions: Completions::new(ctx.shared.clone()),
+        finished: Vec::new(),
+    };
+    serve_loop(t, endpoint, ctx);
+}
+
+struct OncEndpoint<'c, A: Eq + Hash + Copy> {
+    engine: ServerEngine<A>,
+    ctx: &'c Context,
+    completions: Arc<Completions<CallKey<A>>>,
+    /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
+    finished: Vec<(CallKey<A>, Status, Vec<u8>)>,
+}
+
+/// The ONC RPC status of a procedure's outcome.
+fn accept_status(s: Status) -> AcceptStatus {
+    match s {
+        Status::Ok => AcceptStatus::Success,
+        Status::Error(ErrorCode::GarbageArgs) => AcceptStatus::GarbageArgs,
+        Status::Error(ErrorCode::UnknownProcedure) => AcceptStatus::ProcUnavail,
+        // ONC RPC has no "busy": a shed call is a system error the caller may retry.
+        Status::Error(_) => AcceptStatus::SystemErr,
+    }
+}
+
+impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A> {
+    fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, msg: &[u8], _lent: &mut [u8], out: &mut O) -> usize {
+        let Some(call) = self.engine.handle(from, msg, out) else { return 0 };
+        let key = call.key;
+        let ctx = CallContext {
+            program: call.program,
+            version: call.version,
+            proc_no: call.procedure,
+            client_order: ByteOrder::Big,
+            auth: call.auth,
+        };
+        let status = match self.ctx.services.xdr_route(call.program, call.version, call.procedure) {
+            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
+            Route::Inline(p) => service::run(p, &ctx, call.args, &mut call.results.into()),
+            Route::Worker(p) => {
+                let job =
+                    Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to: self.completions.reply_to(key) };
+                match self.ctx.workers.try_send(job) {
+                    Ok(()) => return 0,
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
+                }
+            }
+        };
+        self.engine.finish(key, accept_status(status), out);
+        0
+    }
+
+    fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, _out: &mut O) {}
+}
+
+impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
+    fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        self.completions.take(&mut self.finished);
+        for (key, status, result) in self.finished.drain(..) {
+            // Over TCP the connection may have closed meanwhile: the transport drops the reply.
+            self.engine.finish_with(key, accept_status(status), &result, out);
+        }
+    }
+}
+
+/// The (program, version) pairs an endpoint registered with rpcbind.
+pub(crate) struct Registration {
+    rpcbind: Option<Rpcbind>,
+    done: Vec<(u32, u32)>,
+}
+
+const OWNER: &str = "lowlat";
+
+impl Registration {
+    /// Registers the XDR programs at `at` with this machine's rpcbind, if the configuration asks
+    /// and one runs.
+    pub fn register(ctx: &Context, netid: Netid, at: SocketAddr) -> Registration {
+        let mut r = Registration { rpcbind: None, done: Vec::new() };
+        if !ctx.config.onc_register {
+            return r;
+        }
+        let rb = Rpcbind::local();
+        if !rb.is_running() {
+            return r;
+        }
+        for p in ctx.services.xdr_programs() {
+            match rb.set(p.number(), p.version(), netid, at, OWNER) {
+                Ok(true) => r.done.push((p.number(), p.version())),
+                Ok(false) => eprintln!(
+                    "lowlat: rpcbind refused to register program {:#x} version {} on {at} (already registered elsewhere?)",
+                    p.number(),
+                    p.version()
+                ),
+                Err(e) => eprintln!("lowlat: registering with rpcbind: {e}"),
+            }
+        }
+        r.rpcbind = Some(rb);
+        r
+    }
+
+    pub fn unregister(self) {
+        if let Some(rb) = self.rpcbind {
+            for (p, v) in self.done {
+                let _ = rb.unset(p, v, OWNER);
+            }
+        }
+    }
+}

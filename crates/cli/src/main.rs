@@ -49,7 +49,8 @@ enum Cmd {
         /// 0x20004C4D).
         #[arg(long)]
         trace: bool,
-        /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
+        /// udp://, eth:// and xdp://: no end-to-end CRC32C on lowlat's frames (both ends must
+        /// agree).
         #[arg(long)]
         no_checksum: bool,
     },
@@ -121,7 +122,8 @@ enum Cmd {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
-        /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
+        /// udp://, eth:// and xdp://: no end-to-end CRC32C on lowlat's frames (both ends must
+        /// agree).
         #[arg(long)]
         no_checksum: bool,
     },
@@ -357,7 +359,7 @@ fn main() -> ExitCode {
                 max_sessions,
                 max_message,
                 trace,
-                eth_checksum: !no_checksum,
+                checksum: !no_checksum,
                 ..ServerConfig::default()
             };
             // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://.
@@ -428,7 +430,7 @@ fn main() -> ExitCode {
                 rate,
                 spin: spin_us,
                 cpu,
-                eth_checksum: !no_checksum,
+                checksum: !no_checksum,
                 ..BenchSpec::default()
             };
             match bench::run(&spec) {

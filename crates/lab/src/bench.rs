@@ -31,7 +31,7 @@ pub struct BenchSpec {
     pub cpu: Option<usize>,
     pub deadline: Duration,
     /// eth:// and xdp:// only: the end-to-end CRC32C (must match the server's setting).
-    pub eth_checksum: bool,
+    pub checksum: bool,
 }
 
 impl Default for BenchSpec {
@@ -47,7 +47,7 @@ impl Default for BenchSpec {
             spin: SpinPolicy::Adaptive,
             cpu: None,
             deadline: Duration::from_secs(10),
-            eth_checksum: true,
+            checksum: true,
         }
     }
 }
@@ -101,7 +101,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         slots: (threads as u16).max(8),
         deadline: spec.deadline,
         max_message: spec.size.max(4 << 20),
-        eth_checksum: spec.eth_checksum,
+        checksum: spec.checksum,
         ..ClientConfig::default()
     };
     let client = Arc::new(LabClient::connect(&spec.uri, cfg)?);

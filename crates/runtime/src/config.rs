@@ -27,9 +27,10 @@ pub struct ClientConfig {
     pub onc_auth: Option<lowlat_onc::AuthSys>,
     /// ONC RPC over TCP only: largest record fragment sent (records above it are split).
     pub onc_max_fragment: usize,
-    /// eth:// and xdp:// only: an end-to-end CRC32C on every frame's payload, sent and required
-    /// (both ends must agree: a frame without one is dropped by a receiver that requires it).
-    pub eth_checksum: bool,
+    /// lowlat's protocol over datagrams (udp://, eth://, xdp://): an end-to-end CRC32C on every
+    /// frame, sent and required (both ends must agree: a frame without a valid one is dropped,
+    /// and the sender's retransmission recovers). ONC RPC never carries one.
+    pub checksum: bool,
 }
 
 impl Default for ClientConfig {
@@ -45,7 +46,7 @@ impl Default for ClientConfig {
             trace: false,
             onc_auth: None,
             onc_max_fragment: 1 << 20,
-            eth_checksum: true,
+            checksum: true,
         }
     }
 }
@@ -81,9 +82,10 @@ pub struct ServerConfig {
     pub onc_register: bool,
     /// ONC RPC over UDP: replies remembered for retransmitted calls (the duplicate-request cache).
     pub onc_drc_entries: usize,
-    /// eth:// and xdp:// only: an end-to-end CRC32C on every frame's payload, sent and required
-    /// (both ends must agree: a frame without one is dropped by a receiver that requires it).
-    pub eth_checksum: bool,
+    /// lowlat's protocol over datagrams (udp://, eth://, xdp://): an end-to-end CRC32C on every
+    /// frame, sent and required (both ends must agree: a frame without a valid one is dropped,
+    /// and the sender's retransmission recovers). ONC RPC never carries one.
+    pub checksum: bool,
 }
 
 impl Default for ServerConfig {
@@ -102,7 +104,7 @@ impl Default for ServerConfig {
             onc_allowed_uids: Vec::new(),
             onc_register: true,
             onc_drc_entries: 1024,
-            eth_checksum: true,
+            checksum: true,
         }
     }
 }

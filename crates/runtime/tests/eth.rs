@@ -113,14 +113,14 @@ fn checksums_off_on_both_ends_and_a_mismatch_is_a_timeout() {
         let uri = format!("{scheme}://{}", h.a.iface);
         let server = join(
             h.a.spawn(move || {
-                let cfg = lowlat::ServerConfig { eth_checksum: false, ..lowlat::ServerConfig::default() };
+                let cfg = lowlat::ServerConfig { checksum: false, ..lowlat::ServerConfig::default() };
                 Server::builder().program(common::lab_program()).config(cfg).serve(&[&uri]).unwrap()
             }),
             10,
         );
         let uri = format!("{scheme}://{}/{}", h.b.iface, h.a.mac);
         let done = h.b.spawn(move || {
-            let off = ClientConfig { eth_checksum: false, ..ClientConfig::default() };
+            let off = ClientConfig { checksum: false, ..ClientConfig::default() };
             let c = Client::connect_with(&uri, PROG, 1, off).unwrap();
             let msg: Vec<u8> = (0..10_000).map(|j| j as u8).collect();
             assert!(bytes(ECHO, &c, &msg).unwrap() == msg);

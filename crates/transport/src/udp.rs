@@ -10,6 +10,7 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -20,25 +21,55 @@ const BUFFER_BYTES: usize = 4 << 20;
 /// Frames up to this size are copied into one buffer and sent with `send`/`sendto`.
 const SMALL_FRAME: usize = 512;
 
-/// Sends `head` then `body` as one datagram through `single` when they fit in one small buffer,
-/// else through `gathered`.
+/// Bytes of the end-to-end check a datagram carries after its payload when checksums are on:
+/// a CRC32C of everything before it. UDP's own 16-bit sum misses what a middlebox rewrites, a
+/// NIC corrupts after checking, or a relay flips on purpose; this catches them.
+pub const CRC_LEN: usize = 4;
+
+/// The trailer of a checksummed datagram made of `head` then `body`.
+fn trailer(head: &[u8], body: &[u8]) -> [u8; CRC_LEN] {
+    crc32c::crc32c_append(crc32c::crc32c(head), body).to_le_bytes()
+}
+
+/// The payload of a received checksummed datagram, or `None` if its check fails.
+fn checked(datagram: &[u8]) -> Option<usize> {
+    let n = datagram.len().checked_sub(CRC_LEN)?;
+    let want = u32::from_le_bytes(datagram[n..].try_into().ok()?);
+    (crc32c::crc32c(&datagram[..n]) == want).then_some(n)
+}
+
+/// Sends `head`, `body` and (with checksums on) their CRC32C as one datagram through `single`
+/// when they fit in one small buffer, else through `gathered`.
 fn send_frame(
     head: &[u8],
     body: &[u8],
+    checksum: bool,
     single: impl FnOnce(&[u8]) -> io::Result<usize>,
     gathered: impl FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    if body.is_empty() {
+    let crc = if checksum { trailer(head, body) } else { [0; CRC_LEN] };
+    let crc = if checksum { &crc[..] } else { &[][..] };
+    if body.is_empty() && crc.is_empty() {
         return single(head);
     }
-    let len = head.len() + body.len();
+    let len = head.len() + body.len() + crc.len();
     if len <= SMALL_FRAME {
         let mut frame = [0u8; SMALL_FRAME];
         frame[..head.len()].copy_from_slice(head);
-        frame[head.len()..len].copy_from_slice(body);
+        frame[head.len()..head.len() + body.len()].copy_from_slice(body);
+        frame[len - crc.len()..len].copy_from_slice(crc);
         return single(&frame[..len]);
     }
-    gathered(&[IoSlice::new(head), IoSlice::new(body)])
+    gathered(&[IoSlice::new(head), IoSlice::new(body), IoSlice::new(crc)])
+}
+
+/// Datagrams received with a wrong or missing checksum (dropped), over all sockets of the
+/// process.
+static CHECKSUM_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// How many datagrams this process dropped for a failed checksum.
+pub fn checksum_failures() -> u64 {
+    CHECKSUM_FAILURES.load(Ordering::Relaxed)
 }
 
 fn io_err(op: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
@@ -85,6 +116,7 @@ pub struct UdpChannel {
     sock: Socket,
     peer: SocketAddr,
     max_datagram: usize,
+    checksum: bool,
 }
 
 impl UdpChannel {
@@ -94,22 +126,30 @@ impl UdpChannel {
         sock.bind(&local.into()).map_err(|e| io_err("bind UDP socket for", peer, e))?;
         sock.connect(&peer.into()).map_err(|e| io_err("connect UDP socket to", peer, e))?;
         let max_datagram = path_mtu(&sock, &peer).map_or(1472, |mtu| mtu - ip_udp_overhead(&peer)).min(MAX_DATAGRAM);
-        Ok(UdpChannel { sock, peer, max_datagram })
+        Ok(UdpChannel { sock, peer, max_datagram, checksum: false })
+    }
+
+    /// Adds (and requires) a CRC32C after every datagram's payload ([`CRC_LEN`] bytes): both
+    /// ends must agree.
+    pub fn with_checksum(mut self, on: bool) -> UdpChannel {
+        self.checksum = on;
+        self
     }
 
     pub fn peer(&self) -> SocketAddr {
         self.peer
     }
 
-    /// Largest datagram that crosses the path without IP fragmentation.
+    /// Largest payload that crosses the path without IP fragmentation (a checksum's bytes
+    /// excluded).
     pub fn max_datagram(&self) -> usize {
-        self.max_datagram
+        self.max_datagram - if self.checksum { CRC_LEN } else { 0 }
     }
 
     /// Sends one datagram made of `head` then `body`.
     pub fn send(&self, head: &[u8], body: &[u8]) -> io::Result<()> {
         loop {
-            match send_frame(head, body, |f| self.sock.send(f), |iov| self.sock.send_vectored(iov)) {
+            match send_frame(head, body, self.checksum, |f| self.sock.send(f), |iov| self.sock.send_vectored(iov)) {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // A full send buffer: the datagram is dropped like any lost one; the protocol
@@ -120,16 +160,31 @@ impl UdpChannel {
         }
     }
 
-    /// Receives one datagram without blocking. `ConnectionRefused` means nobody listens at the
-    /// peer's port (the kernel got an ICMP port-unreachable for an earlier send).
+    /// Receives one datagram's payload without blocking (a datagram whose checksum fails is
+    /// dropped and the next one taken). `ConnectionRefused` means nobody listens at the peer's
+    /// port (the kernel got an ICMP port-unreachable for an earlier send).
     pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // SAFETY: as in `recv_into`: the same layout, and the kernel writes only initialised bytes.
-        let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
-        // `recv`, not `recvfrom`: the socket is connected, so the sender is known.
-        match self.sock.recv(uninit) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
-            Err(e) => Err(e),
+        loop {
+            // SAFETY: as in `recv_into`: the same layout, and the kernel writes only initialised
+            // bytes.
+            let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+            // `recv`, not `recvfrom`: the socket is connected, so the sender is known.
+            let n = match self.sock.recv(uninit) {
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+            };
+            if !self.checksum {
+                return Ok(Some(n));
+            }
+            match checked(&buf[..n]) {
+                Some(n) => return Ok(Some(n)),
+                None => {
+                    CHECKSUM_FAILURES.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 }
@@ -166,6 +221,7 @@ fn path_mtu(sock: &Socket, peer: &SocketAddr) -> Option<usize> {
 pub struct UdpEndpoint {
     sock: Socket,
     local: SocketAddr,
+    checksum: bool,
 }
 
 impl UdpEndpoint {
@@ -173,7 +229,19 @@ impl UdpEndpoint {
         let sock = new_socket(&addr).map_err(|e| io_err("create UDP socket on", addr, e))?;
         sock.bind(&addr.into()).map_err(|e| io_err("bind UDP", addr, e))?;
         let local = sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
-        Ok(UdpEndpoint { sock, local })
+        Ok(UdpEndpoint { sock, local, checksum: false })
+    }
+
+    /// Adds (and requires) a CRC32C after every datagram's payload, as
+    /// [`UdpChannel::with_checksum`].
+    pub fn with_checksum(mut self, on: bool) -> UdpEndpoint {
+        self.checksum = on;
+        self
+    }
+
+    /// Largest payload a datagram carries (a checksum's bytes excluded).
+    pub fn max_datagram(&self) -> usize {
+        MAX_DATAGRAM - if self.checksum { CRC_LEN } else { 0 }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -183,7 +251,8 @@ impl UdpEndpoint {
     pub fn send_to(&self, to: &SocketAddr, head: &[u8], body: &[u8]) -> io::Result<()> {
         let to = SockAddr::from(*to);
         loop {
-            match send_frame(head, body, |f| self.sock.send_to(f, &to), |iov| self.sock.send_to_vectored(iov, &to)) {
+            let single = |f: &[u8]| self.sock.send_to(f, &to);
+            match send_frame(head, body, self.checksum, single, |iov| self.sock.send_to_vectored(iov, &to)) {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -195,14 +264,22 @@ impl UdpEndpoint {
         }
     }
 
-    /// Receives one datagram without blocking.
+    /// Receives one datagram's payload without blocking (one whose checksum fails is dropped).
     pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
         loop {
             match recv_into(&self.sock, buf) {
-                Ok(Some((n, a))) => match a.as_socket() {
-                    Some(a) => return Ok(Some((n, a))),
-                    None => continue,
-                },
+                Ok(Some((n, a))) => {
+                    let Some(a) = a.as_socket() else { continue };
+                    if !self.checksum {
+                        return Ok(Some((n, a)));
+                    }
+                    match checked(&buf[..n]) {
+                        Some(n) => return Ok(Some((n, a))),
+                        None => {
+                            CHECKSUM_FAILURES.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
                 Ok(None) => return Ok(None),
                 // Errors queued by ICMP for earlier sends concern a peer, not this socket.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
@@ -247,6 +324,43 @@ mod tests {
         assert_eq!(n, 4 + body.len());
         assert_eq!(&big[..4], b"head");
         assert_eq!(&big[4..n], &body[..]);
+    }
+
+    /// With checksums on, every payload size arrives whole (small frames copied, large ones
+    /// gathered with the trailer); a datagram with one bit flipped, one too short to hold a
+    /// checksum, or one sent without it is dropped and counted, and the next good one taken.
+    #[test]
+    fn checksummed_datagrams_arrive_whole_and_damaged_ones_are_dropped() {
+        let server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap().with_checksum(true);
+        let client = UdpChannel::connect(server.local_addr()).unwrap().with_checksum(true);
+        assert_eq!(server.max_datagram(), MAX_DATAGRAM - CRC_LEN);
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let wait = |fd: &dyn AsRawFd| crate::sys::poll_readable(&[fd.as_raw_fd()], Some(Duration::from_secs(5)));
+        for n in [0usize, 1, SMALL_FRAME - 8 - CRC_LEN, SMALL_FRAME - 8 - CRC_LEN + 1, 5000] {
+            let body: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+            client.send(b"headhead", &body).unwrap();
+            wait(&server).unwrap();
+            let (got, from) = server.try_recv_from(&mut buf).unwrap().unwrap();
+            assert_eq!(&buf[..got], [&b"headhead"[..], &body].concat(), "{n} bytes");
+            server.send_to(&from, b"re", &body).unwrap();
+            wait(&client).unwrap();
+            let got = client.try_recv(&mut buf).unwrap().unwrap();
+            assert_eq!(&buf[..got], [&b"re"[..], &body].concat(), "{n} bytes back");
+        }
+        let raw = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut good = b"payload".to_vec();
+        good.extend_from_slice(&trailer(b"pay", b"load"));
+        let mut flipped = good.clone();
+        flipped[2] ^= 0x10;
+        let before = checksum_failures();
+        for d in [&flipped[..], &b"abc"[..], &b"no checksum at all"[..], &good[..]] {
+            raw.send_to(d, server.local_addr()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let (got, _) = server.try_recv_from(&mut buf).unwrap().unwrap();
+        assert_eq!(&buf[..got], b"payload", "the damaged ones were skipped");
+        assert!(checksum_failures() >= before + 3);
+        assert_eq!(server.try_recv_from(&mut buf).unwrap(), None);
     }
 
     #[test]

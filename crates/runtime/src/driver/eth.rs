@@ -91,7 +91,7 @@ impl EthClient {
     pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<EthClient, Error> {
         let err = |e| eth_error(uri, "eth", e);
         let mut sock =
-            EthSocket::open(iface, EthConfig { checksum: cfg.eth_checksum, ..EthConfig::default() }).map_err(err)?;
+            EthSocket::open(iface, EthConfig { checksum: cfg.checksum, ..EthConfig::default() }).map_err(err)?;
         let (tries, interval) = discovery_tries(cfg);
         let peer = peer_mac(iface, peer, || sock.discover(tries, interval)).map_err(err)?;
         sock.set_filter(Filter { slot: None, peer: Some(peer) }).map_err(err)?;
@@ -144,7 +144,7 @@ pub(crate) struct FrameServer<S> {
 
 impl FrameServer<EthSocket> {
     pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<Self, Error> {
-        let cfg = EthConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..EthConfig::default() };
+        let cfg = EthConfig { answer_discovery: true, checksum: cfg.checksum, ..EthConfig::default() };
         let sock = EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))?;
         Ok(FrameServer { sock, scheme: "eth" })
     }
@@ -152,7 +152,7 @@ impl FrameServer<EthSocket> {
 
 impl FrameServer<XdpSocket> {
     pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<Self, Error> {
-        let cfg = XdpConfig { answer_discovery: true, checksum: cfg.eth_checksum, ..XdpConfig::default() };
+        let cfg = XdpConfig { answer_discovery: true, checksum: cfg.checksum, ..XdpConfig::default() };
         let sock = XdpSocket::open(iface, cfg).map_err(|e| eth_error(uri, "xdp", e))?;
         Ok(FrameServer { sock, scheme: "xdp" })
     }

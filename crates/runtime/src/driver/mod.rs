@@ -132,7 +132,9 @@ impl SlotChannel {
 pub(crate) fn open_channel(endpoint: &Endpoint, uri: &str, cfg: &ClientConfig) -> Result<SlotChannel, Error> {
     let other = |c: Box<dyn ClientChannel>| Ok(SlotChannel::Other(c));
     match endpoint {
-        Endpoint::Udp { host_port } => other(Box::new(udp::UdpClient::connect(uri, &resolve(uri, host_port)?)?)),
+        Endpoint::Udp { host_port } => {
+            other(Box::new(udp::UdpClient::connect(uri, &resolve(uri, host_port)?, cfg.checksum)?))
+        }
         Endpoint::Tcp { host_port } => {
             let framing = tcp::lowlat_framing(cfg.max_message);
             other(Box::new(tcp::TcpClient::connect(uri, resolve(uri, host_port)?, framing, cfg)?))
@@ -156,7 +158,7 @@ pub(crate) fn open_onc_channel(
         let framing = tcp::RecordMarking::new(cfg.max_message + tcp::ONC_HEADER_ROOM, cfg.onc_max_fragment);
         Box::new(tcp::TcpClient::connect(uri, target, framing, cfg)?)
     } else {
-        Box::new(udp::UdpClient::connect(uri, &target)?)
+        Box::new(udp::UdpClient::connect(uri, &target, false)?)
     })
 }
 
@@ -201,7 +203,7 @@ pub(crate) fn open_server(
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
     match endpoint {
         Endpoint::Udp { host_port } => {
-            Ok(AnyServer::Udp(udp::UdpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?)?))
+            Ok(AnyServer::Udp(udp::UdpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, cfg.checksum)?))
         }
         Endpoint::Tcp { host_port } => {
             let framing = tcp::lowlat_framing(cfg.max_message);
@@ -214,7 +216,7 @@ pub(crate) fn open_server(
             )?))
         }
         Endpoint::OncUdp { host, port } => {
-            Ok(AnyServer::OncUdp(udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?)?))
+            Ok(AnyServer::OncUdp(udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, false)?))
         }
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.

@@ -1,5 +1,7 @@
 //! UDP: a connected socket per client slot; one socket per server endpoint. Carries lowlat's
-//! protocol (`udp://`) and ONC RPC (`onc+udp://`) alike: a frame is a datagram.
+//! protocol (`udp://`, each datagram checked end to end by a CRC32C unless the configuration
+//! says otherwise) and ONC RPC (`onc+udp://`, as RFC 5531 has it: no checksum of ours) alike: a
+//! frame is a datagram.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,9 +19,9 @@ pub(crate) struct UdpClient {
 }
 
 impl UdpClient {
-    pub fn connect(uri: &str, addr: &SocketAddr) -> Result<UdpClient, Error> {
+    pub fn connect(uri: &str, addr: &SocketAddr, checksum: bool) -> Result<UdpClient, Error> {
         let ch = UdpChannel::connect(*addr).map_err(|e| Error::io(format!("{uri}: open UDP socket"), e))?;
-        Ok(UdpClient { ch })
+        Ok(UdpClient { ch: ch.with_checksum(checksum) })
     }
 }
 
@@ -57,9 +59,9 @@ pub(crate) struct UdpServer {
 }
 
 impl UdpServer {
-    pub fn bind(uri: &str, scheme: &'static str, addr: SocketAddr) -> Result<UdpServer, Error> {
+    pub fn bind(uri: &str, scheme: &'static str, addr: SocketAddr, checksum: bool) -> Result<UdpServer, Error> {
         let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
-        Ok(UdpServer { ep, scheme })
+        Ok(UdpServer { ep: ep.with_checksum(checksum), scheme })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -92,7 +94,7 @@ impl ServerTransport for UdpServer {
     }
 
     fn max_frame(&self) -> usize {
-        MAX_DATAGRAM
+        self.ep.max_datagram()
     }
 
     fn local_uri(&self) -> String {

@@ -25,8 +25,8 @@ pub(crate) struct XdpClient {
 impl XdpClient {
     pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<XdpClient, Error> {
         let err = |e| eth_error(uri, "xdp", e);
-        let shared = SharedXdp::get_or_open(iface, XdpConfig { checksum: cfg.eth_checksum, ..XdpConfig::default() })
-            .map_err(err)?;
+        let shared =
+            SharedXdp::get_or_open(iface, XdpConfig { checksum: cfg.checksum, ..XdpConfig::default() }).map_err(err)?;
         let (tries, interval) = discovery_tries(cfg);
         let peer = peer_mac(iface, peer, || shared.discover(tries, interval)).map_err(err)?;
         Ok(XdpClient { handle: shared.handle(), peer })

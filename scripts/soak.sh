@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The long versions of the fault tests, for a person to run on purpose (CI runs short ones):
+#   - LOWLAT_SOAK_CALLS (default 1,000,000) COUNT calls from 4 threads through `lowlat relay`'s
+#     faults (5% drop, 5% duplication, 5% reordering, 1% corruption, both ways): every call
+#     succeeds or fails typed, no value comes back twice, the server's counter agrees;
+#   - LOWLAT_RESTART_CYCLES (default 100) kill -9 and restart cycles of a server under one client,
+#     over udp, tcp and shm.
+# Prints each test's figures (the soak's wall time, the time from a server's return to the
+# first successful call).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LOWLAT_SOAK_CALLS="${LOWLAT_SOAK_CALLS:-1000000}" LOWLAT_RESTART_CYCLES="${LOWLAT_RESTART_CYCLES:-100}"
+cargo test --profile test-release -p lowlat --test soak -- --nocapture
+cargo test --profile test-release -p lowlat-cli --test cli -- --nocapture a_client_outlives_its_servers_kill_and_restart

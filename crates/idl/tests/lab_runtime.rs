@@ -8,12 +8,12 @@ mod lab {
 
 use std::sync::Arc;
 
-use lab::lab_vers::{self, Client, Server};
+use lab::lab_vers::{self, LabVersClient, LabVersService};
 use lowlat::{CallContext, ProcError};
 
 struct Lab;
 
-impl Server for Lab {
+impl LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
     }
@@ -52,7 +52,7 @@ impl Drop for Dir {
 fn exercise(uri: &str) {
     let server = lowlat::Server::builder().program(lab_vers::program(Arc::new(Lab))).serve(&[uri]).unwrap();
     let uri = server.local_uris()[0].clone();
-    let c = Client::connect(&uri).unwrap();
+    let c = LabVersClient::connect(&uri).unwrap();
     c.null().unwrap();
     assert_eq!(c.minus(10, 3).unwrap(), 7);
     assert_eq!(c.minus(i32::MIN, 1).unwrap(), i32::MAX);

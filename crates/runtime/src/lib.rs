@@ -35,7 +35,7 @@ pub mod trace;
 mod uri;
 
 pub use client::Client;
-pub use config::{ClientConfig, ServerConfig};
+pub use config::{CallOptions, ClientConfig, ServerConfig};
 pub use error::Error;
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;

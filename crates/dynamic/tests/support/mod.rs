@@ -154,9 +154,8 @@ fn failed<E>(_: E) -> ProcError {
 /// LOOKUP's rule (see everything_peer.c).
 pub fn lookup(key: &str, hint: Color) -> everything::Result {
     match hint {
-        Color::Red => everything::Result::Red(key.len() as i32),
-        Color::Green => everything::Result::Green(key.to_string()),
-        Color::Blue => everything::Result::Blue(key.to_string()),
+        Color::Red => everything::Result::Code(key.len() as i32),
+        Color::Green | Color::Blue => everything::Result::Label(hint, key.to_string()),
         other => everything::Result::Default(other),
     }
 }
@@ -243,10 +242,10 @@ pub fn value_a() -> Everything {
         ],
         maybe_point: Some(Box::new(Point { x: 9, y: 10 })),
         list: Some(Box::new(list)),
-        r: everything::Result::Green("green".into()),
+        r: everything::Result::Label(Color::Green, "green".into()),
         bi: ByInt::Default(99, vec![1, 2, 3]),
-        mt: MaybeText::True("hello".into()),
-        bu: ByUint::V7(vec![100, 200]),
+        mt: MaybeText::T("hello".into()),
+        bu: ByUint::Cs(vec![100, 200]),
         names: vec!["a".into(), "bc".into()],
         hypers: [-1, 1 << 40],
         flags: vec![true, false, true],
@@ -262,10 +261,10 @@ pub fn value_b(variant: u32) -> Everything {
     e.prim.c = Color::Red;
     e.prim.f = -0.0;
     e.prim.d = 1e300;
-    e.r = everything::Result::Red(-42);
-    e.bi = if variant == 0 { ByInt::V1(Point { x: 11, y: -12 }) } else { ByInt::Neg(-(1 << 62)) };
+    e.r = everything::Result::Code(-42);
+    e.bi = if variant == 0 { ByInt::P(Point { x: 11, y: -12 }) } else { ByInt::Big(-(1 << 62)) };
     e.mt = MaybeText::False;
-    e.bu = ByUint::V0(3.25);
+    e.bu = ByUint::D(3.25);
     e.data = vec![];
     e.var_bytes = b"12345".to_vec();
     e.who = String::new();

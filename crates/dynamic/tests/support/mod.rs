@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use lowlat::{ProcError, Program};
+use std::sync::Arc;
+
+use lowlat::{CallContext, OutBuf, ProcError, Program};
 
 #[allow(dead_code, clippy::all)]
 pub mod everything {
@@ -143,14 +145,6 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String)
     }
 }
 
-fn garbage<E>(_: E) -> ProcError {
-    ProcError::GarbageArgs
-}
-
-fn failed<E>(_: E) -> ProcError {
-    ProcError::SystemError
-}
-
 /// LOOKUP's rule (see everything_peer.c).
 pub fn lookup(key: &str, hint: Color) -> everything::Result {
     match hint {
@@ -174,41 +168,54 @@ pub fn reverse(n: &Node) -> Node {
     *out.expect("a list has a first node")
 }
 
+/// EVERYTHING_PROG's procedures with the semantics of everything_peer.c, through the generated
+/// server traits.
+pub struct Peer;
+
+type Done<T> = std::result::Result<T, ProcError>;
+
+impl everything_v1::EverythingV1Service for Peer {
+    fn ping(&self, _: &CallContext) -> Done<()> {
+        Ok(())
+    }
+    fn roundtrip(&self, _: &CallContext, arg: Everything) -> Done<Everything> {
+        Ok(arg)
+    }
+    fn add(&self, _: &CallContext, a: i32, b: i32) -> Done<i32> {
+        Ok(a.wrapping_add(b))
+    }
+    fn concat(&self, _: &CallContext, a: &[u8], b: &[u8], out: &mut OutBuf<'_>) -> Done<()> {
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+        Ok(())
+    }
+    fn greet(&self, _: &CallContext, who: &str) -> Done<String> {
+        Ok(format!("hello, {who}"))
+    }
+    fn lookup(&self, _: &CallContext, key: &str, hint: Color) -> Done<everything::Result> {
+        Ok(lookup(key, hint))
+    }
+}
+
+impl everything_v2::EverythingV2Service for Peer {
+    fn ping(&self, _: &CallContext) -> Done<()> {
+        Ok(())
+    }
+    fn reverse(&self, _: &CallContext, arg: Node) -> Done<Node> {
+        Ok(reverse(&arg))
+    }
+}
+
 /// Versions 1 and 2 of EVERYTHING_PROG with XDR bodies, for ONC RPC callers.
 pub fn programs_xdr() -> [Program; 2] {
-    use everything_v1 as v1;
-    use everything_v2 as v2;
-    let p1 = Program::new(v1::PROGRAM, v1::VERSION)
-        .xdr()
-        .procedure(v1::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(v1::ROUNDTRIP, "ROUNDTRIP", |_, a, r| {
-            let e = v1::decode_roundtrip_args_xdr(a).map_err(garbage)?;
-            v1::encode_roundtrip_result_xdr(r, &e).map_err(failed)
-        })
-        .procedure(v1::ADD, "ADD", |_, a, r| {
-            let (x, y) = v1::decode_add_args_xdr(a).map_err(garbage)?;
-            v1::encode_add_result_xdr(r, x.wrapping_add(y)).map_err(failed)
-        })
-        .procedure(v1::CONCAT, "CONCAT", |_, a, r| {
-            let (x, y) = v1::decode_concat_args_xdr(a).map_err(garbage)?;
-            v1::encode_concat_result_xdr(r, &[x, y].concat()).map_err(failed)
-        })
-        .procedure(v1::GREET, "GREET", |_, a, r| {
-            let who = v1::decode_greet_args_xdr(a).map_err(garbage)?;
-            v1::encode_greet_result_xdr(r, &format!("hello, {who}")).map_err(failed)
-        })
-        .procedure(v1::LOOKUP, "LOOKUP", |_, a, r| {
-            let (key, hint) = v1::decode_lookup_args_xdr(a).map_err(garbage)?;
-            v1::encode_lookup_result_xdr(r, &lookup(key, hint)).map_err(failed)
-        });
-    let p2 = Program::new(v2::PROGRAM, v2::VERSION)
-        .xdr()
-        .procedure(v2::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(v2::REVERSE, "REVERSE", |_, a, r| {
-            let n = v2::decode_reverse_args_xdr(a).map_err(garbage)?;
-            v2::encode_reverse_result_xdr(r, &reverse(&n)).map_err(failed)
-        });
-    [p1, p2]
+    let peer = Arc::new(Peer);
+    [everything_v1::program_xdr(peer.clone()), everything_v2::program_xdr(peer)]
+}
+
+/// The same with native bodies, for lowlat's own transports.
+pub fn programs_native() -> [Program; 2] {
+    let peer = Arc::new(Peer);
+    [everything_v1::program(peer.clone()), everything_v2::program(peer)]
 }
 
 /// The value interop.c and everything_peer.c build as `value_a`.

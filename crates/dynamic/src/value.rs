@@ -270,7 +270,10 @@ impl Codec<'_> {
                 let n = n.value;
                 let a = v.as_array().ok_or_else(|| bad(path, format!("expected an array, got {}", kind(v))))?;
                 if a.len() != n as usize {
-                    return Err(bad(path, format!("{} needs exactly {n} elements, got {}", self.m.spelling(ty), a.len())));
+                    return Err(bad(
+                        path,
+                        format!("{} needs exactly {n} elements, got {}", self.m.spelling(ty), a.len()),
+                    ));
                 }
                 for (i, x) in a.iter().enumerate() {
                     self.enc(e, x, &format!("{path}[{i}]"), w, false, depth)?;
@@ -507,7 +510,13 @@ impl Codec<'_> {
     }
 
     /// Encodes a procedure's argument list: `args` is the JSON given for it (see the crate doc).
-    pub fn encode_args(&self, args: &[Arg], v: &Json, out: &mut Vec<u8>, order: Option<ByteOrder>) -> Result<(), Error> {
+    pub fn encode_args(
+        &self,
+        args: &[Arg],
+        v: &Json,
+        out: &mut Vec<u8>,
+        order: Option<ByteOrder>,
+    ) -> Result<(), Error> {
         let mut w = match order {
             Some(o) => Writer::Native(NativeWriter::new(out, o)),
             None => Writer::Xdr(XdrWriter::new(out)),

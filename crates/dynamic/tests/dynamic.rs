@@ -2,9 +2,9 @@
 //! name the offending field, and every procedure of everything.x called on the rpcgen C server
 //! (and on a lowlat server over lowlat's own UDP protocol).
 
-mod support;
 #[path = "../../idl/tests/support/strategies.rs"]
 mod strategies;
+mod support;
 
 use std::path::PathBuf;
 
@@ -100,9 +100,10 @@ proptest! {
 
 #[test]
 fn an_unresolved_name_is_refused_at_its_position() {
-    let e = Interface::from_text("bad.x", "struct s { int a; };\nprogram P { version V { s F(widget) = 1; } = 1; } = 7;")
-        .err()
-        .expect("an undefined type is refused");
+    let e =
+        Interface::from_text("bad.x", "struct s { int a; };\nprogram P { version V { s F(widget) = 1; } = 1; } = 7;")
+            .err()
+            .expect("an undefined type is refused");
     assert!(e.to_string().starts_with("bad.x:2:29: error: undefined type 'widget'"), "{e}");
 }
 

@@ -405,8 +405,8 @@ impl Model {
     /// Reads, parses, checks and resolves a `.x` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Model, IdlError> {
         let path = path.as_ref();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| IdlError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| IdlError::Io { path: path.display().to_string(), source })?;
         Model::from_source(&Source::new(path.display().to_string(), text))
     }
 
@@ -589,7 +589,9 @@ impl<'a> Resolver<'a> {
                         }
                         match self.c.named_value(&m.name.name).and_then(|v| i32::try_from(v).ok()) {
                             Some(value) => out.push(EnumMember { name: m.name.name.clone(), pos: m.name.pos, value }),
-                            None => self.err(m.name.pos, format!("enum {}: member '{}' has no value", n.name, m.name.name)),
+                            None => {
+                                self.err(m.name.pos, format!("enum {}: member '{}' has no value", n.name, m.name.name))
+                            }
                         }
                     }
                     enum_defs.push(Enum { name: n.name.clone(), pos: n.pos, members: out });
@@ -828,14 +830,7 @@ impl<'a> Resolver<'a> {
                 },
             }),
         };
-        Some(Union {
-            name: u.name.name.clone(),
-            pos: u.name.pos,
-            discriminant: discriminant?,
-            switch,
-            arms,
-            default,
-        })
+        Some(Union { name: u.name.name.clone(), pos: u.name.pos, discriminant: discriminant?, switch, arms, default })
     }
 }
 
@@ -853,7 +848,8 @@ mod tests {
     #[test]
     fn an_unresolved_name_is_an_error_with_its_position_never_a_type() {
         // The checker would refuse this; the resolver on its own must too, not guess.
-        let src = Source::new("m.x", "struct s {\n  int a;\n  widget w;\n};\nunion u switch (int d) { case 1: gadget g; };");
+        let src =
+            Source::new("m.x", "struct s {\n  int a;\n  widget w;\n};\nunion u switch (int d) { case 1: gadget g; };");
         let spec = crate::parser::parse(&src).unwrap();
         let unchecked = Checked::unchecked(spec);
         let d = Model::resolve(&unchecked, &src).unwrap_err();
@@ -867,12 +863,17 @@ mod tests {
 
     #[test]
     fn typedefs_stay_named_and_resolve_to_what_they_stand_for() {
-        let m = model("const N = 4;\ntypedef opaque blob<N>;\ntypedef blob blobs<>;\nstruct s { blobs b; blob c[N]; };");
-        let blob = Type::Typedef(TypedefId(0), Box::new(Type::VarOpaque(Some(Size { value: 4, constant: Some(ConstId(0)) }))));
+        let m =
+            model("const N = 4;\ntypedef opaque blob<N>;\ntypedef blob blobs<>;\nstruct s { blobs b; blob c[N]; };");
+        let blob =
+            Type::Typedef(TypedefId(0), Box::new(Type::VarOpaque(Some(Size { value: 4, constant: Some(ConstId(0)) }))));
         assert_eq!(m.typedefs[1].ty, Type::VarArray(Box::new(blob.clone()), None));
         let s = &m.structs[0];
         assert_eq!(s.fields[0].ty, Type::Typedef(TypedefId(1), Box::new(Type::VarArray(Box::new(blob.clone()), None))));
-        assert_eq!(s.fields[1].ty.resolved(), &Type::FixedArray(Box::new(blob), Size { value: 4, constant: Some(ConstId(0)) }));
+        assert_eq!(
+            s.fields[1].ty.resolved(),
+            &Type::FixedArray(Box::new(blob), Size { value: 4, constant: Some(ConstId(0)) })
+        );
         assert_eq!(m.spelling(&s.fields[0].ty), "opaque<4><>");
         assert_eq!(m.consts[0].uses, ConstUses { size: true, int: false, unsigned: false });
     }

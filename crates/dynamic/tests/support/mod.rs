@@ -1,5 +1,6 @@
-//! Shared by the interop tests: rpcgen's everything.x types, a lowlat server of the same
-//! program with the semantics of tests/c/everything_peer.c, and the C peer built at test time.
+//! Shared by the interop tests (here and crates/idl/tests/c_interop.rs): the generated stubs of
+//! everything.x, a lowlat server of the same program with the semantics of
+//! tests/c/everything_peer.c, the C peer built at test time, and the values both sides build.
 
 #![allow(dead_code)]
 
@@ -49,7 +50,8 @@ macro_rules! need_c_tools {
     };
 }
 
-fn run(cmd: &mut Command) {
+/// Runs `cmd` to completion; panics with its error output if it fails.
+pub fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -117,9 +117,7 @@ impl Gen<'_> {
                 self.line(format!("<{t} as {cp}::{}>::encode_{}({}, w)?;", e.trait_name(), e.name(), ex.by_ref()))
             }
             Type::FixedOpaque(_) => self.line(format!("w.put_opaque_fixed({});", ex.by_ref())),
-            Type::VarOpaque(m) => {
-                self.line(format!("w.put_opaque_var({}, {}, {what:?})?;", ex.by_ref(), max_len(*m)))
-            }
+            Type::VarOpaque(m) => self.line(format!("w.put_opaque_var({}, {}, {what:?})?;", ex.by_ref(), max_len(*m))),
             Type::String(m) => self.line(format!("w.put_string({}, {}, {what:?})?;", ex.by_ref(), max_len(*m))),
             t @ (Type::FixedArray(el, _) | Type::VarArray(el, _)) => {
                 if let Type::VarArray(_, m) = t {
@@ -167,7 +165,10 @@ impl Gen<'_> {
                     // Arrays of plain numbers fill in place: no allocation.
                     Some(z) => {
                         let (a, x) = (format!("a{depth}"), format!("x{depth}"));
-                        format!("{{ let mut {a} = [{z}; {}]; for {x} in {a}.iter_mut() {{ *{x} = {inner}; }} {a} }}", n.value)
+                        format!(
+                            "{{ let mut {a} = [{z}; {}]; for {x} in {a}.iter_mut() {{ *{x} = {inner}; }} {a} }}",
+                            n.value
+                        )
                     }
                     None => format!("r.get_array::<_, {}>({})?", n.value, closure_arg(&inner)),
                 }
@@ -457,7 +458,8 @@ impl Gen<'_> {
                         Type::VarOpaque(m) | Type::String(m) => max_len(*m),
                         _ => u32::MAX,
                     };
-                    let bytes = if matches!(t.resolved(), Type::String(_)) { format!("{n}.as_bytes()") } else { n.clone() };
+                    let bytes =
+                        if matches!(t.resolved(), Type::String(_)) { format!("{n}.as_bytes()") } else { n.clone() };
                     self.line(format!("w.put_body_opaque({bytes}, {max}, {what:?})?;"));
                 } else {
                     self.enc(t, &Self::param_ex(t, n), &what, e, 0);

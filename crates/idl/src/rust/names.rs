@@ -217,7 +217,10 @@ pub fn plan(m: &Model, strip_enum_prefix: bool) -> Result<Names, Vec<Diagnostic>
             p.err(pos, format!("'{name}' and {other} both become the Rust name `{rust}`; rename one"));
         }
         if PRELUDE.contains(&rust.as_str()) {
-            p.err(pos, format!("'{name}' becomes `{rust}`, which the generated code takes from Rust's prelude; rename it"));
+            p.err(
+                pos,
+                format!("'{name}' becomes `{rust}`, which the generated code takes from Rust's prelude; rename it"),
+            );
         }
         rust
     };
@@ -226,7 +229,8 @@ pub fn plan(m: &Model, strip_enum_prefix: bool) -> Result<Names, Vec<Diagnostic>
     for e in &m.enums {
         let name = top_level(&mut p, camel(&e.name), &e.name, e.pos);
         let raw: Vec<&str> = e.members.iter().map(|m| m.name.as_str()).collect();
-        let stems = if strip_enum_prefix { strip_common_prefix(&raw) } else { raw.iter().map(|s| s.to_string()).collect() };
+        let stems =
+            if strip_enum_prefix { strip_common_prefix(&raw) } else { raw.iter().map(|s| s.to_string()).collect() };
         let mut seen = HashMap::new();
         let variants = e
             .members
@@ -355,7 +359,11 @@ mod tests {
         assert_eq!(strip_common_prefix(&["LAB_OK", "LAB_DIV_BY_ZERO"]), ["OK", "DIV_BY_ZERO"]);
         assert_eq!(strip_common_prefix(&["RED", "GREEN"]), ["RED", "GREEN"]);
         assert_eq!(strip_common_prefix(&["A_B_X", "A_B"]), ["B_X", "B"]);
-        assert_eq!(strip_common_prefix(&["MODE_1", "MODE_2"]), ["MODE_1", "MODE_2"], "no variant may start with a digit");
+        assert_eq!(
+            strip_common_prefix(&["MODE_1", "MODE_2"]),
+            ["MODE_1", "MODE_2"],
+            "no variant may start with a digit"
+        );
         assert_eq!(strip_common_prefix(&["ONLY_ONE"]), ["ONE"]);
     }
 

@@ -65,7 +65,10 @@ impl Gen<'_> {
     fn gen_client(&mut self, rt: &str, procs: &[Proc<'_>], prog: &str, v: &Version, vn: &VersionNames) {
         let (client, with) = (&vn.client, &vn.client_with);
         self.line("");
-        self.line(format!("/// A typed client of `{prog}` version `{}`, right on every scheme: lowlat's native", v.name));
+        self.line(format!(
+            "/// A typed client of `{prog}` version `{}`, right on every scheme: lowlat's native",
+            v.name
+        ));
         self.line("/// encoding over its own transports, XDR over `onc+udp://` and `onc+tcp://`. `Send + Sync`:");
         self.line("/// share it between threads, whose calls then proceed in parallel.");
         self.line("#[derive(Debug)]");
@@ -240,7 +243,12 @@ impl Gen<'_> {
                 return format!("|_buf| ::std::result::Result::<(), {cp}::Error>::Ok(())");
             }
             let order = if e == Enc::Native { "order, " } else { "" };
-            format!("|buf| encode_{}_args_{}(buf, {order}{}).map_err({cp}::Error::from)", pr.n.method, e.name(), names.join(", "))
+            format!(
+                "|buf| encode_{}_args_{}(buf, {order}{}).map_err({cp}::Error::from)",
+                pr.n.method,
+                e.name(),
+                names.join(", ")
+            )
         };
         let konst = &pr.n.konst;
         self.open("if self.inner.is_onc() {");
@@ -256,14 +264,14 @@ impl Gen<'_> {
 
     fn gen_service(&mut self, rt: &str, procs: &[Proc<'_>], prog: &str, v: &Version, vn: &VersionNames) {
         self.line("");
-        self.line(format!("/// The procedures of `{prog}` version `{}`, implemented by a server and served with", v.name));
+        self.line(format!(
+            "/// The procedures of `{prog}` version `{}`, implemented by a server and served with",
+            v.name
+        ));
         self.line("/// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.");
         self.line("///");
-        let long: Vec<&str> = procs
-            .iter()
-            .filter(|p| self.opts.long_running.contains(&p.p.name))
-            .map(|p| p.p.name.as_str())
-            .collect();
+        let long: Vec<&str> =
+            procs.iter().filter(|p| self.opts.long_running.contains(&p.p.name)).map(|p| p.p.name.as_str()).collect();
         if long.len() == procs.len() && !procs.is_empty() {
             self.line("/// Every procedure runs on the server's worker pool (registered long-running).");
         } else {
@@ -303,13 +311,19 @@ impl Gen<'_> {
             }
             if pr.var_opaque_result() {
                 self.line("///");
-                self.line("/// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,");
+                self.line(
+                    "/// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,",
+                );
                 self.line("/// so the result is written once, where the client reads it).");
             }
             if params.len() > 7 {
                 self.line("#[allow(clippy::too_many_arguments)]");
             }
-            self.line(format!("fn {}({}) -> ::std::result::Result<{ret}, {rt}::ProcError>;", pr.n.method, params.join(", ")));
+            self.line(format!(
+                "fn {}({}) -> ::std::result::Result<{ret}, {rt}::ProcError>;",
+                pr.n.method,
+                params.join(", ")
+            ));
         }
         self.close("}");
     }
@@ -346,8 +360,11 @@ impl Gen<'_> {
             }
             let names = &pr.n.args;
             if pr.p.args.is_empty() {
-                let reader =
-                    if xdr { format!("{cp}::XdrReader::new(args)") } else { format!("{cp}::NativeReader::new(args, order)") };
+                let reader = if xdr {
+                    format!("{cp}::XdrReader::new(args)")
+                } else {
+                    format!("{cp}::NativeReader::new(args, order)")
+                };
                 self.line(format!("{reader}.finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"));
             } else {
                 let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };

@@ -20,7 +20,15 @@ pub enum Writer<'b> {
     Native(NativeWriter<'b>),
 }
 
-impl Writer<'_> {
+impl<'b> Writer<'b> {
+    /// XDR when `order` is `None`, else the native encoding in that byte order.
+    fn new(out: &'b mut Vec<u8>, order: Option<ByteOrder>) -> Writer<'b> {
+        match order {
+            Some(o) => Writer::Native(NativeWriter::new(out, o)),
+            None => Writer::Xdr(XdrWriter::new(out)),
+        }
+    }
+
     fn u32(&mut self, v: u32) {
         match self {
             Writer::Xdr(w) => w.put_u32(v),
@@ -109,6 +117,14 @@ macro_rules! rd {
 }
 
 impl<'b> Reader<'b> {
+    /// XDR when `order` is `None`, else the native encoding in that byte order.
+    fn new(body: &'b [u8], order: Option<ByteOrder>) -> Reader<'b> {
+        match order {
+            Some(o) => Reader::Native(NativeReader::new(body, o)),
+            None => Reader::Xdr(XdrReader::new(body)),
+        }
+    }
+
     fn finish(&self, path: &str) -> Result<(), Error> {
         rd!(self, path, finish)
     }
@@ -517,10 +533,7 @@ impl Codec<'_> {
         out: &mut Vec<u8>,
         order: Option<ByteOrder>,
     ) -> Result<(), Error> {
-        let mut w = match order {
-            Some(o) => Writer::Native(NativeWriter::new(out, o)),
-            None => Writer::Xdr(XdrWriter::new(out)),
-        };
+        let mut w = Writer::new(out, order);
         match args {
             [] => match v {
                 Json::Null => Ok(()),
@@ -561,10 +574,7 @@ impl Codec<'_> {
         out: &mut Vec<u8>,
         order: Option<ByteOrder>,
     ) -> Result<(), Error> {
-        let mut w = match order {
-            Some(o) => Writer::Native(NativeWriter::new(out, o)),
-            None => Writer::Xdr(XdrWriter::new(out)),
-        };
+        let mut w = Writer::new(out, order);
         match (ty, v) {
             (None, Json::Null) => Ok(()),
             (None, other) => Err(bad("result", format!("the procedure returns nothing (void); got {}", kind(other)))),
@@ -574,10 +584,7 @@ impl Codec<'_> {
 
     /// Decodes a procedure's result body (`None` type: void, JSON null).
     pub fn decode_result(&self, ty: Option<&Type>, body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
-        let mut r = match order {
-            Some(o) => Reader::Native(NativeReader::new(body, o)),
-            None => Reader::Xdr(XdrReader::new(body)),
-        };
+        let mut r = Reader::new(body, order);
         let v = match ty {
             None => Json::Null,
             Some(t) => self.decode(t, &mut r, "result", true)?,
@@ -588,10 +595,7 @@ impl Codec<'_> {
 
     /// Decodes an argument list (as a server would): the JSON `encode_args` accepts.
     pub fn decode_args(&self, args: &[Arg], body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
-        let mut r = match order {
-            Some(o) => Reader::Native(NativeReader::new(body, o)),
-            None => Reader::Xdr(XdrReader::new(body)),
-        };
+        let mut r = Reader::new(body, order);
         let v = match args {
             [] => Json::Null,
             [one] => self.decode(&one.ty, &mut r, "argument", true)?,

@@ -8,7 +8,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use lowlat::{Client, Server, ServerConfig};
+use lowlat::Client;
 use lowlat_codec::ByteOrder;
 use lowlat_dynamic::{Interface, Target};
 use proptest::prelude::*;
@@ -230,16 +230,8 @@ fn dynamic_client_calls_every_procedure_on_the_rpcgen_server() {
 
 #[test]
 fn dynamic_client_over_lowlat_udp_and_onc_from_one_server() {
-    let [n1, n2] = support::programs_native();
-    let [x1, x2] = support::programs_xdr();
-    let server = Server::builder()
-        .program(n1)
-        .program(n2)
-        .program(x1)
-        .program(x2)
-        .config(ServerConfig { onc_register: false, ..ServerConfig::default() })
-        .serve(&["udp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
-        .unwrap();
+    let uris = ["udp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"];
+    let server = support::serve_everything(&uris, Default::default());
     let i = interface();
     for uri in server.local_uris() {
         call_everything(&i, &uri);

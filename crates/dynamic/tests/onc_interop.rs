@@ -11,13 +11,7 @@ use lowlat_codec::Error as CodecError;
 use support::everything::{everything_v1 as v1, everything_v2 as v2, *};
 
 fn lowlat_server_with(cfg: ServerConfig) -> Server {
-    let [p1, p2] = support::programs_xdr();
-    Server::builder()
-        .program(p1)
-        .program(p2)
-        .config(ServerConfig { onc_register: false, ..cfg })
-        .serve(&["onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
-        .unwrap()
+    support::serve_everything(&["onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"], cfg)
 }
 
 fn lowlat_server() -> Server {
@@ -220,16 +214,8 @@ fn generated_client_calls_rpcgen_server_over_onc_udp_and_tcp() {
 
 #[test]
 fn generated_client_calls_generated_server_on_every_scheme() {
-    let [n1, n2] = support::programs_native();
-    let [x1, x2] = support::programs_xdr();
-    let server = Server::builder()
-        .program(n1)
-        .program(n2)
-        .program(x1)
-        .program(x2)
-        .config(ServerConfig { onc_register: false, ..ServerConfig::default() })
-        .serve(&["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
-        .unwrap();
+    let uris = ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"];
+    let server = support::serve_everything(&uris, ServerConfig::default());
     for uri in server.local_uris() {
         check_generated_clients(&uri);
     }

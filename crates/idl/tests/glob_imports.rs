@@ -7,9 +7,8 @@
 
 #![deny(warnings)]
 
-pub mod everything {
-    include!("generated/everything.rs");
-}
+#[path = "../../dynamic/tests/support/mod.rs"]
+mod support;
 
 use std::sync::Arc;
 
@@ -18,37 +17,12 @@ use everything::Color::*;
 use everything::Shape::*;
 use everything::*;
 use lowlat::*;
+use support::everything;
 
-type Done<T> = std::result::Result<T, ProcError>;
-
-struct Impl;
-
-impl EverythingV1Service for Impl {
-    fn ping(&self, _: &CallContext) -> Done<()> {
-        Ok(())
-    }
-    fn roundtrip(&self, _: &CallContext, arg: Everything) -> Done<Everything> {
-        Ok(arg)
-    }
-    fn add(&self, _: &CallContext, a: i32, b: i32) -> Done<i32> {
-        Ok(a.wrapping_add(b))
-    }
-    fn concat(&self, _: &CallContext, a: &[u8], b: &[u8], out: &mut OutBuf<'_>) -> Done<()> {
-        out.extend_from_slice(a);
-        out.extend_from_slice(b);
-        Ok(())
-    }
-    fn greet(&self, _: &CallContext, who: &str) -> Done<String> {
-        Ok(format!("hello, {who}"))
-    }
-    fn lookup(&self, _: &CallContext, key: &str, hint: Color) -> Done<everything::Result> {
-        // Enumeration members by their bare names beside union variants by path.
-        Ok(match hint {
-            Red => everything::Result::Code(key.len() as i32),
-            Green | Blue => everything::Result::Label(hint, key.into()),
-            Infra => everything::Result::Default(Infra),
-        })
-    }
+/// Both programs of an implementation of the glob-imported server trait.
+fn serve<S: EverythingV1Service>(s: Arc<S>, uris: &[&str]) -> Server {
+    let cfg = ServerConfig { onc_register: false, ..ServerConfig::default() };
+    Server::builder().program(program(s.clone())).program(program_xdr(s)).config(cfg).serve(uris).unwrap()
 }
 
 /// A value of every construct, built from the glob-imported names.
@@ -86,13 +60,7 @@ fn value() -> Everything {
 
 #[test]
 fn glob_imported_stubs_serve_and_call_on_both_protocols() {
-    let s = Arc::new(Impl);
-    let server = Server::builder()
-        .program(program(s.clone()))
-        .program(program_xdr(s))
-        .config(ServerConfig { onc_register: false, ..ServerConfig::default() })
-        .serve(&["udp://127.0.0.1:0", "onc+udp://127.0.0.1:0"])
-        .unwrap();
+    let server = serve(Arc::new(support::Peer), &["udp://127.0.0.1:0", "onc+udp://127.0.0.1:0"]);
     for uri in server.local_uris() {
         let c = EverythingV1Client::connect(&uri).unwrap();
         let v = value();

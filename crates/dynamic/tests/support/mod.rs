@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use lowlat::{CallContext, OutBuf, ProcError, Program};
+use lowlat::{CallContext, OutBuf, ProcError, Program, Server, ServerConfig};
 
 #[allow(dead_code, clippy::all)]
 pub mod everything {
@@ -218,6 +218,21 @@ pub fn programs_xdr() -> [Program; 2] {
 pub fn programs_native() -> [Program; 2] {
     let peer = Arc::new(Peer);
     [everything_v1::program(peer.clone()), everything_v2::program(peer)]
+}
+
+/// A lowlat server of both versions on `uris`, with native and XDR bodies (so on every scheme),
+/// not registered with rpcbind.
+pub fn serve_everything(uris: &[&str], cfg: ServerConfig) -> Server {
+    let [n1, n2] = programs_native();
+    let [x1, x2] = programs_xdr();
+    Server::builder()
+        .program(n1)
+        .program(n2)
+        .program(x1)
+        .program(x2)
+        .config(ServerConfig { onc_register: false, ..cfg })
+        .serve(uris)
+        .unwrap()
 }
 
 /// The value interop.c and everything_peer.c build as `value_a`.

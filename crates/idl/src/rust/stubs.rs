@@ -108,47 +108,50 @@ impl Gen<'_> {
         self.line(format!("{with} {{ inner: &self.inner, options }}"));
         self.close("}");
         for pr in procs {
-            let (params, names) = self.client_params(pr);
-            let ret = self.client_ret(pr);
+            let names = pr.n.args.join(", ");
             self.line("");
-            self.line(format!("/// Calls `{}` with the binding's default options.", self.m.signature(pr.p)));
-            if params.len() > 6 {
-                self.line("#[allow(clippy::too_many_arguments)]");
-            }
-            let all = std::iter::once("&self".to_string()).chain(params.iter().cloned()).collect::<Vec<_>>().join(", ");
-            self.open(format!("pub fn {}({all}) -> ::std::result::Result<{ret}, {rt}::Error> {{", pr.n.method));
-            self.line(format!("self.with({rt}::CallOptions::new()).{}({})", pr.n.method, names.join(", ")));
+            self.open_method(
+                rt,
+                pr,
+                &format!("Calls `{}` with the binding's default options.", self.m.signature(pr.p)),
+                false,
+            );
+            self.line(format!("self.with({rt}::CallOptions::new()).{}({names})", pr.n.method));
             self.close("}");
             if pr.var_opaque_result() {
                 self.line("");
-                self.line(format!(
-                    "/// Calls `{}`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.",
-                    pr.p.name
-                ));
-                if params.len() > 5 {
-                    self.line("#[allow(clippy::too_many_arguments)]");
-                }
-                self.open(format!(
-                    "pub fn {}_into({all}, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), {rt}::Error> {{",
-                    pr.n.method
-                ));
-                let mut args = names.clone();
-                args.push("out".into());
-                self.line(format!("self.with({rt}::CallOptions::new()).{}_into({})", pr.n.method, args.join(", ")));
+                self.open_method(rt, pr, &Self::into_doc(pr), true);
+                let comma = if names.is_empty() { "" } else { ", " };
+                self.line(format!("self.with({rt}::CallOptions::new()).{}_into({names}{comma}out)", pr.n.method));
                 self.close("}");
             }
         }
         self.close("}");
     }
 
-    /// A method's parameters (`name: type`) and their names.
-    fn client_params(&self, pr: &Proc<'_>) -> (Vec<String>, Vec<String>) {
-        let params = pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.param_ty(&a.ty))).collect();
-        (params, pr.n.args.clone())
+    fn into_doc(pr: &Proc<'_>) -> String {
+        format!(
+            "Calls `{}`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.",
+            pr.p.name
+        )
     }
 
-    fn client_ret(&self, pr: &Proc<'_>) -> String {
-        pr.p.result.as_ref().map_or_else(|| "()".to_string(), |t| self.rust_ty(t))
+    /// Opens a client method: `method(&self, args..)`, or with `into`,
+    /// `method_into(&self, args.., out: &mut Vec<u8>)`.
+    fn open_method(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
+        let mut params = vec!["&self".to_string()];
+        params.extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.param_ty(&a.ty))));
+        let (name, ret) = if into {
+            params.push("out: &mut ::std::vec::Vec<u8>".into());
+            (format!("{}_into", pr.n.method), "()".to_string())
+        } else {
+            (pr.n.method.clone(), pr.p.result.as_ref().map_or_else(|| "()".to_string(), |t| self.rust_ty(t)))
+        };
+        self.line(format!("/// {doc}"));
+        if params.len() > 7 {
+            self.line("#[allow(clippy::too_many_arguments)]");
+        }
+        self.open(format!("pub fn {name}({}) -> ::std::result::Result<{ret}, {rt}::Error> {{", params.join(", ")));
     }
 
     fn gen_client_with(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames) {
@@ -175,23 +178,17 @@ impl Gen<'_> {
         self.line("");
         self.open(format!("impl {with}<'_> {{"));
         for (i, pr) in procs.iter().enumerate() {
-            let (params, names) = self.client_params(pr);
-            let ret = self.client_ret(pr);
-            let all = std::iter::once("&self".to_string()).chain(params.iter().cloned()).collect::<Vec<_>>().join(", ");
+            let names = &pr.n.args;
             if i > 0 {
                 self.line("");
             }
-            self.line(format!("/// Calls `{}`.", self.m.signature(pr.p)));
-            if params.len() > 6 {
-                self.line("#[allow(clippy::too_many_arguments)]");
-            }
-            self.open(format!("pub fn {}({all}) -> ::std::result::Result<{ret}, {rt}::Error> {{", pr.n.method));
+            self.open_method(rt, pr, &format!("Calls `{}`.", self.m.signature(pr.p)), false);
             let conv = match pr.p.result.as_ref().map(Type::resolved) {
                 Some(Type::VarOpaque(_)) => ".map(<[u8]>::to_vec)",
                 Some(Type::String(_)) => ".map(str::to_owned)",
                 _ => "",
             };
-            self.call_branches(pr, &names, |g, e| {
+            self.call_branches(pr, names, |g, e| {
                 let dec = g.result_decoder(pr, e);
                 let cp = g.cp();
                 format!("|body| {dec}{conv}.map_err({cp}::Error::from)")
@@ -199,18 +196,8 @@ impl Gen<'_> {
             self.close("}");
             if pr.var_opaque_result() {
                 self.line("");
-                self.line(format!(
-                    "/// Calls `{}`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.",
-                    pr.p.name
-                ));
-                if params.len() > 5 {
-                    self.line("#[allow(clippy::too_many_arguments)]");
-                }
-                self.open(format!(
-                    "pub fn {}_into({all}, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), {rt}::Error> {{",
-                    pr.n.method
-                ));
-                self.call_branches(pr, &names, |g, e| {
+                self.open_method(rt, pr, &Self::into_doc(pr), true);
+                self.call_branches(pr, names, |g, e| {
                     let dec = g.result_decoder(pr, e);
                     let cp = g.cp();
                     format!(

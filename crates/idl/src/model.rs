@@ -147,14 +147,6 @@ impl Type {
         }
         t
     }
-
-    /// The element type of an array or optional datum, or `None`.
-    pub fn element(&self) -> Option<&Type> {
-        match self {
-            Type::FixedArray(e, _) | Type::VarArray(e, _) | Type::Optional(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// A size or bound: its value, and the constant it was written as, if any.
@@ -452,11 +444,6 @@ impl Model {
         };
         let result = p.result.as_ref().map_or_else(|| "void".to_string(), |t| self.spelling(t));
         format!("{}({args}) -> {result}", p.name)
-    }
-
-    /// Every program id in order.
-    pub fn program_ids(&self) -> impl Iterator<Item = ProgramId> {
-        (0..self.programs.len()).map(ProgramId)
     }
 
     /// A diagnostic at `pos` in this model's source.

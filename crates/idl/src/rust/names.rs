@@ -200,7 +200,7 @@ impl Planner<'_> {
 
     /// Reports a name already taken in `seen` (what took it is the map's value).
     fn claim(&mut self, seen: &mut HashMap<String, String>, rust: &str, who: &str, pos: Pos, what: &str) {
-        if let Some(other) = seen.insert(rust.to_string(), who.to_string()) {
+        if let Some(other) = seen.insert(rust.to_string(), format!("'{who}'")) {
             self.err(pos, format!("{what}: '{who}' and {other} both become the Rust name `{rust}`; rename one"));
         }
     }

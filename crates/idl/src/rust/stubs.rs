@@ -30,11 +30,8 @@ impl Gen<'_> {
         self.line(format!("/// Program `{}` ({:#x}), version `{}` ({}).", prog.name, prog.number, v.name, v.number));
         if self.opts.runtime_path.is_some() {
             self.line("///");
-            self.line(format!(
-                "/// [`{}`] calls it; a server implements [`{}`] and serves it with [`program`] (lowlat's",
-                vn.client, vn.service
-            ));
-            self.line("/// protocol) and [`program_xdr`] (ONC RPC).");
+            self.line(format!("/// [`{}`] calls it; a server implements [`{}`] and serves it", vn.client, vn.service));
+            self.line("/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).");
         }
         self.open(format!("pub mod {} {{", vn.module));
         self.scope = "super::";

@@ -5,13 +5,13 @@
 //!
 //! It interprets the resolved model of the interface from `lowlat-idl` (the very model the code
 //! generators read) with `lowlat-codec`'s writers and readers, so the bytes are exactly those of
-//! the generated stubs. The JSON mapping is in
-//! docs/json-mapping.md; in short: structs are objects by field name, enums their names (numbers
-//! accepted on input), unions an object with the discriminant under its declared name and the
-//! arm under the arm's name, optional data `null` or the value, opaque data standard padded
-//! base64, 64-bit integers decimal strings (strings or numbers on input), `void` `null`.
-//! A procedure with several arguments takes a JSON array, or an object keyed by argument name
-//! (`argN` for unnamed ones). A value that does not fit is refused with the path to it, e.g.
+//! the generated stubs. The JSON mapping is in docs/json-mapping.md; in short: structs are
+//! objects by field name, enums their names (numbers accepted on input), unions an object with
+//! the discriminant under its declared name and the arm under the arm's name, optional data
+//! `null` or the value, opaque data standard padded base64, 64-bit integers decimal strings
+//! (strings or numbers on input), `void` `null`. A procedure with several arguments takes a JSON
+//! array, or an object keyed by argument name (`argN` for unnamed ones). A value that does not
+//! fit is refused with the path to it, e.g.
 //! `argument.items[3].name: string longer than 16`.
 //!
 //! Depends on the runtime, the IDL front end and the codec; nothing depends on it but the CLI.

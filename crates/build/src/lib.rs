@@ -1,5 +1,8 @@
-//! Compiles `.x` interface definitions to Rust from `build.rs`, in the manner of prost-build.
-//! Depends only on `lowlat-idl`; must never depend on the runtime (it runs at build time).
+//! Compiles `.x` interface definitions (the ONC RPC language, RFC 5531) to Rust from
+//! `build.rs`, in the manner of prost-build. Depends only on `lowlat-idl`; must never depend on
+//! the runtime (it runs at build time).
+//!
+//! # From an interface to a working build
 //!
 //! In `build.rs`, inside `fn main`:
 //! ```no_run
@@ -12,8 +15,109 @@
 //! }
 //! ```
 //! The generated code refers to `::lowlat` (client, server) and `::lowlat::codec` (encodings),
-//! so the crate needs `lowlat` as a dependency. Files are written to `OUT_DIR` only when their
-//! contents change, so an unchanged interface never triggers a rebuild.
+//! so the crate needs `lowlat` as a dependency (and `lowlat-build` as a build dependency). Files
+//! are written to `OUT_DIR` only when their contents change, so an unchanged interface never
+//! triggers a rebuild. [`Builder`] sets the options.
+//!
+//! # The generated API
+//!
+//! For an interface such as `idl/lab.x`:
+//! ```text
+//! typedef opaque lab_buf<>;
+//! program LAB_PROG {
+//!     version LAB_VERS {
+//!         void NULL(void) = 0;
+//!         int MINUS(int a, int b) = 1;
+//!         lab_buf ECHO(lab_buf data) = 4;
+//!     } = 1;
+//! } = 0x20004C4C;
+//! ```
+//! the file holds a Rust item per type and constant at its top level (`LabBuf`), and a module
+//! per program version, named after the version in snake case (`lab_vers`), with:
+//!
+//! | item | what it is |
+//! |---|---|
+//! | `PROGRAM`, `VERSION`, `NULL`, `MINUS`, `ECHO` | the program, version and procedure numbers (`u32`) |
+//! | `LabVersClient` | the typed client, named after the version: `connect(uri)`, `connect_with(uri, lowlat::ClientConfig)`, `from_client(lowlat::Client)`, `client()`, and a method per procedure named after it in snake case: `minus(a, b) -> Result<i32, lowlat::Error>`; a procedure returning variable-length opaque data also gets `echo_into(data, &mut Vec<u8>)`, which reuses the buffer |
+//! | `LabVersClient::with(lowlat::CallOptions)` | the same methods on a `LabVersClientWith`, each call made with per-call options: `client.with(CallOptions::new().deadline(d)).minus(5, 7)` fails with `lowlat::Error::Timeout` unless it completes within `d` |
+//! | `LabVersService` | the server trait: a method per procedure, taking a `&lowlat::CallContext` and the arguments, returning `Result<_, lowlat::ProcError>` |
+//! | `program(Arc<S: LabVersService>)` | the `lowlat::Program` that dispatches calls over lowlat's own protocol (native bodies) to the implementation |
+//! | `program_xdr(Arc<S: LabVersService>)` | the same implementation for ONC RPC callers (XDR bodies: rpcgen/libtirpc clients, `onc+udp://`, `onc+tcp://`); serve both from one server |
+//! | `encode_minus_args_xdr`, `decode_minus_result_native`, ... | each procedure's argument and result codecs in both encodings, for calls through `lowlat::Client::call` by hand |
+//!
+//! The client is right on every scheme it accepts: over `onc+udp://` and `onc+tcp://` it sends
+//! and reads XDR, elsewhere lowlat's native encoding in the server's byte order. It is
+//! `Send + Sync`: share one between threads.
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use lab::lab_vers::{self, LabVersClient, LabVersService};
+//! use lowlat::{CallContext, CallOptions, OutBuf, ProcError, Server};
+//!
+//! struct Lab;
+//! impl LabVersService for Lab {
+//!     fn null(&self, _: &CallContext) -> Result<(), ProcError> { Ok(()) }
+//!     fn minus(&self, _: &CallContext, a: i32, b: i32) -> Result<i32, ProcError> { Ok(a.wrapping_sub(b)) }
+//!     fn echo(&self, _: &CallContext, data: &[u8], out: &mut OutBuf<'_>) -> Result<(), ProcError> {
+//!         out.extend_from_slice(data);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let lab = Arc::new(Lab);
+//! let server = Server::builder()
+//!     .program(lab_vers::program(lab.clone()))
+//!     .program(lab_vers::program_xdr(lab))
+//!     .serve(&["udp://127.0.0.1:7000", "onc+udp://127.0.0.1:7001"])?;
+//! for uri in ["udp://127.0.0.1:7000", "onc+udp://127.0.0.1:7001"] {
+//!     let client = LabVersClient::connect(uri)?;
+//!     assert_eq!(client.minus(5, 7)?, -2);
+//!     let quick = client.with(CallOptions::new().deadline(std::time::Duration::from_millis(50)));
+//!     assert_eq!(quick.echo(b"hi")?, b"hi");
+//! }
+//! ```
+//! (`crates/idl/tests/lab_runtime.rs` runs code of this shape on every scheme.)
+//!
+//! A procedure runs on the thread that received its call: the fast path, but a slow procedure
+//! holds up the calls behind it on that endpoint. [`Builder::long_running`] registers it to run
+//! on the server's worker pool instead.
+//!
+//! # How `.x` types map to Rust
+//!
+//! | `.x` | Rust |
+//! |---|---|
+//! | `int`, `unsigned int`, `hyper`, `unsigned hyper` | `i32`, `u32`, `i64`, `u64` |
+//! | `float`, `double`, `bool` | `f32`, `f64`, `bool` |
+//! | `enum color { RED = 0, ... }` | `#[repr(i32)] enum Color { Red = 0, ... }` with `Color::from_i32`; a value with no member is a decode error. [`Builder::strip_enum_prefix`] drops the words all members begin with (`LAB_OK` -> `Ok`) |
+//! | `struct point { int x; ... }` | `struct Point { pub x: i32, ... }`: public snake_case fields; derives `Clone`, `Debug`, `PartialEq` (and `Eq` when it holds no floating point) |
+//! | `union result switch (color which)` | `enum Result`, a variant per arm named after the arm's field: `case RED: int code;` -> `Code(i32)`; an arm several cases share also holds the discriminant: `case GREEN: case BLUE: string label<>;` -> `Label(Color, String)` (encoding it with another case is an error); a `void` case is named after its label: `case FALSE: void;` -> `False`, `case 2: void;` -> `V2`; `default:` -> `Default(discriminant, value)`, or `Default(discriminant)` when void |
+//! | `T *x` (optional data) | `Option<Box<T>>` |
+//! | `T x[N]`, `T x<N>` | `[T; N]`, `Vec<T>` (the bound is checked when encoding and decoding) |
+//! | `opaque x[N]`, `opaque x<N>` | `[u8; N]`, `Vec<u8>` |
+//! | `string x<N>` | `String` (a peer's bytes that are not UTF-8 are a decode error, never a panic) |
+//! | `typedef T name` | `type Name = T` (fields and arguments are written with `T`) |
+//! | `const MAXNAME = 32;` | `pub const MAXNAME`, typed by its use: `usize` when it is a size or bound (it compares with `len()` and sizes arrays), `i32` when an enumeration value or a case of an `int` union, `u32` when a case of an `unsigned int` union or a program, version or procedure number; otherwise the narrowest of `i32`, `i64`, `u64` |
+//! | `program P { version V { ... } = 1; } = N;` | `pub mod v` as above |
+//!
+//! Procedure arguments are named as the `.x` file names them (`int MINUS(int a, int b)`, an
+//! rpcgen extension), else `arg` for a lone argument and `arg1`, `arg2`, ... for several. The
+//! client takes numbers, `bool`s and enumerations by value, opaque data as `&[u8]`, strings as
+//! `&str`, variable-length arrays as `&[T]` and anything else by reference, and returns owned
+//! values. The server trait receives opaque data and strings as views into the received
+//! message (`&[u8]`, `&str`), other arguments owned; a procedure returning variable-length
+//! opaque data appends it to an `out: &mut lowlat::OutBuf` (over shared memory, the result
+//! ring itself). Each generated doc comment gives the `.x` declaration it comes from.
+//!
+//! # Names
+//!
+//! Types are `CamelCase`, fields, methods and modules `snake_case`, constants
+//! `SCREAMING_CASE`; Rust keywords get `r#`. No two generated names clash: two `.x` names that
+//! would become one Rust name are an error at their position, and glob imports of a generated
+//! module, its version modules and `lowlat` side by side compile without warnings (the client
+//! and the server trait carry the version's name, so neither is `lowlat::Client` nor
+//! `lowlat::Server`; union variants are named after arms, not after the enumeration members
+//! that label them). A `.x` type named like a prelude type (`union result` -> `Result`) shadows
+//! it where the module is glob-imported: write `std::result::Result` there.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -103,6 +207,18 @@ impl Builder {
     /// ```
     pub fn long_running(mut self, procedure: impl Into<String>) -> Self {
         self.options.long_running.push(procedure.into());
+        self
+    }
+
+    /// Drops the leading words that all members of an enumeration share from its variants'
+    /// names, as prost does (`LAB_OK`, `LAB_DIV_BY_ZERO` -> `LabStatus::Ok`,
+    /// `LabStatus::DivByZero`); each member keeps at least one word, and none may then begin
+    /// with a digit.
+    /// ```no_run
+    /// lowlat_build::Builder::new().strip_enum_prefix().compile(&["idl/lab.x"]).unwrap();
+    /// ```
+    pub fn strip_enum_prefix(mut self) -> Self {
+        self.options.strip_enum_prefix = true;
         self
     }
 
@@ -206,7 +322,27 @@ mod tests {
         let text = std::fs::read_to_string(&files[0]).unwrap();
         assert!(text.contains("::lowlat_codec::Xdr"));
         assert!(!text.contains("::lowlat::"), "types only must not mention the runtime");
-        assert!(!text.contains("pub trait Server"));
+        assert!(!text.contains("pub trait"), "types only must have no server trait");
+    }
+
+    #[test]
+    fn enum_prefixes_are_stripped_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let x = dir.path().join("div.x");
+        std::fs::write(
+            &x,
+            "enum lab_status { LAB_OK = 0, LAB_DIV_BY_ZERO = 1 };\n\
+             union lab_div_result switch (lab_status status) { case LAB_OK: int quotient; case LAB_DIV_BY_ZERO: void; };\n",
+        )
+        .unwrap();
+        let b = Builder::new().out_dir(dir.path()).emit_rerun_if_changed(false);
+        let text = std::fs::read_to_string(&b.clone().compile(&[&x]).unwrap()[0]).unwrap();
+        assert!(text.contains("    LabOk = 0,") && text.contains("    LabDivByZero = 1,"), "{text}");
+        // The union's variants: its arm by the arm's name, its void case by the member's.
+        assert!(text.contains("    Quotient(i32),") && text.contains("    LabDivByZero,"), "{text}");
+        let text = std::fs::read_to_string(&b.strip_enum_prefix().compile(&[&x]).unwrap()[0]).unwrap();
+        assert!(text.contains("    Ok = 0,") && text.contains("    DivByZero = 1,"), "{text}");
+        assert!(text.contains("LabStatus::DivByZero => Ok(Self::DivByZero),"), "{text}");
     }
 
     #[test]

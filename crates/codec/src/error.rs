@@ -32,6 +32,17 @@ pub enum EncodeError {
         /// The discriminant offered.
         value: i64,
     },
+    /// A union arm that several cases share was given a discriminant that is not one of them,
+    /// so the bytes would decode as another arm.
+    #[error("union {type_name}: discriminant {value} is not a case of arm '{arm}'")]
+    NotACaseOfArm {
+        /// The union's name in the interface definition.
+        type_name: &'static str,
+        /// The arm's name in the interface definition.
+        arm: &'static str,
+        /// The discriminant offered.
+        value: i64,
+    },
 }
 
 /// Bytes could not be decoded. Every variant says what was expected and at which byte offset.

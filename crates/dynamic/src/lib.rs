@@ -3,14 +3,15 @@
 //! bodies) — what `grpcurl` is for gRPC. `lowlat call --idl FILE.x URI PROC [JSON]` is built on
 //! it.
 //!
-//! It interprets the checked syntax tree from `lowlat-idl` with `lowlat-codec`'s writers and
-//! readers, so the bytes are exactly those of the generated stubs. The JSON mapping is in
-//! docs/json-mapping.md; in short: structs are objects by field name, enums their names (numbers
-//! accepted on input), unions an object with the discriminant under its declared name and the
-//! arm under the arm's name, optional data `null` or the value, opaque data standard padded
-//! base64, 64-bit integers decimal strings (strings or numbers on input), `void` `null`.
-//! A procedure with several arguments takes a JSON array, or an object keyed by argument name
-//! (`argN` for unnamed ones). A value that does not fit is refused with the path to it, e.g.
+//! It interprets the resolved model of the interface from `lowlat-idl` (the very model the code
+//! generators read) with `lowlat-codec`'s writers and readers, so the bytes are exactly those of
+//! the generated stubs. The JSON mapping is in docs/json-mapping.md; in short: structs are
+//! objects by field name, enums their names (numbers accepted on input), unions an object with
+//! the discriminant under its declared name and the arm under the arm's name, optional data
+//! `null` or the value, opaque data standard padded base64, 64-bit integers decimal strings
+//! (strings or numbers on input), `void` `null`. A procedure with several arguments takes a JSON
+//! array, or an object keyed by argument name (`argN` for unnamed ones). A value that does not
+//! fit is refused with the path to it, e.g.
 //! `argument.items[3].name: string longer than 16`.
 //!
 //! Depends on the runtime, the IDL front end and the codec; nothing depends on it but the CLI.
@@ -18,17 +19,15 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-mod types;
 mod value;
 
 use std::path::Path;
 
 use lowlat::Client;
-use lowlat_idl::{Checked, Source};
+use lowlat_idl::model::{Procedure, Program};
+use lowlat_idl::{Model, Source};
 use serde_json::Value as Json;
 
-use types::Types;
-pub use types::{ProcInfo, ProgramInfo, Ty, VersionInfo};
 use value::Codec;
 
 /// What went wrong loading an interface, finding a procedure or converting a value.
@@ -59,16 +58,16 @@ pub struct Target {
     pub version: u32,
     pub program_name: String,
     pub version_name: String,
-    pub proc: ProcInfo,
+    pub proc: Procedure,
 }
 
-/// A loaded, checked interface.
+/// A loaded, checked and resolved interface.
 pub struct Interface {
-    checked: Checked,
+    model: Model,
 }
 
 impl Interface {
-    /// Reads and checks a `.x` file.
+    /// Reads, checks and resolves a `.x` file.
     pub fn load(path: impl AsRef<Path>) -> Result<Interface, Error> {
         let path = path.as_ref();
         let text =
@@ -76,21 +75,24 @@ impl Interface {
         Interface::from_text(&path.display().to_string(), &text)
     }
 
-    /// Checks a `.x` text.
+    /// Checks and resolves a `.x` text.
     pub fn from_text(name: &str, text: &str) -> Result<Interface, Error> {
-        let src = Source::new(name.to_string(), text.to_string());
-        let spec = lowlat_idl::parse(&src)?;
-        let checked = lowlat_idl::check(&src, spec)?;
-        Ok(Interface { checked })
+        let model = Model::from_source(&Source::new(name.to_string(), text.to_string()))?;
+        Ok(Interface { model })
+    }
+
+    /// The resolved interface.
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     fn codec(&self) -> Codec<'_> {
-        Codec { types: Types { c: &self.checked } }
+        Codec { m: &self.model }
     }
 
-    /// Every program, version and procedure.
-    pub fn programs(&self) -> Vec<ProgramInfo> {
-        Types { c: &self.checked }.programs()
+    /// Every program, with its versions and procedures.
+    pub fn programs(&self) -> &[Program] {
+        &self.model.programs
     }
 
     /// The `--list` text: programs, versions and procedures with their types.
@@ -100,8 +102,8 @@ impl Interface {
             out.push_str(&format!("program {} {:#x} ({})\n", p.name, p.number, p.number));
             for v in &p.versions {
                 out.push_str(&format!("  version {} {}\n", v.name, v.number));
-                for pr in &v.procs {
-                    out.push_str(&format!("    {:>3} {}\n", pr.number, pr.signature()));
+                for pr in &v.procedures {
+                    out.push_str(&format!("    {:>3} {}\n", pr.number, self.model.signature(pr)));
                 }
             }
         }
@@ -117,7 +119,7 @@ impl Interface {
         let eq = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
         for p in self.programs() {
             for v in &p.versions {
-                for pr in &v.procs {
+                for pr in &v.procedures {
                     all.push(format!("{}.{}", v.name, pr.name));
                     let ok = match parts.as_slice() {
                         [pn] => eq(pn, &pr.name),
@@ -189,10 +191,7 @@ impl Interface {
         order: Option<lowlat_codec::ByteOrder>,
     ) -> Result<Vec<u8>, Error> {
         let mut out = Vec::new();
-        match &t.proc.result {
-            None => self.codec().encode_args(&[], v, &mut out, order)?,
-            Some(ty) => self.codec().encode_args(&[("result".to_string(), ty.clone())], v, &mut out, order)?,
-        }
+        self.codec().encode_result(t.proc.result.as_ref(), v, &mut out, order)?;
         Ok(out)
     }
 

@@ -5,7 +5,9 @@ use base64::Engine;
 use lowlat_codec::{ByteOrder, NativeReader, NativeWriter, XdrReader, XdrWriter};
 use serde_json::{Map, Number, Value as Json};
 
-use crate::types::{Ty, Types};
+use lowlat_idl::model::{max_len, Arg, Discriminant, Field, Selected, Type, Union};
+use lowlat_idl::Model;
+
 use crate::Error;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
@@ -18,7 +20,15 @@ pub enum Writer<'b> {
     Native(NativeWriter<'b>),
 }
 
-impl Writer<'_> {
+impl<'b> Writer<'b> {
+    /// XDR when `order` is `None`, else the native encoding in that byte order.
+    fn new(out: &'b mut Vec<u8>, order: Option<ByteOrder>) -> Writer<'b> {
+        match order {
+            Some(o) => Writer::Native(NativeWriter::new(out, o)),
+            None => Writer::Xdr(XdrWriter::new(out)),
+        }
+    }
+
     fn u32(&mut self, v: u32) {
         match self {
             Writer::Xdr(w) => w.put_u32(v),
@@ -107,6 +117,14 @@ macro_rules! rd {
 }
 
 impl<'b> Reader<'b> {
+    /// XDR when `order` is `None`, else the native encoding in that byte order.
+    fn new(body: &'b [u8], order: Option<ByteOrder>) -> Reader<'b> {
+        match order {
+            Some(o) => Reader::Native(NativeReader::new(body, o)),
+            None => Reader::Xdr(XdrReader::new(body)),
+        }
+    }
+
     fn finish(&self, path: &str) -> Result<(), Error> {
         rd!(self, path, finish)
     }
@@ -161,45 +179,42 @@ fn field<'j>(obj: &'j Map<String, Json>, name: &str, path: &str) -> Result<&'j J
     obj.get(name).ok_or_else(|| bad(path, format!("missing field {name:?}")))
 }
 
-/// Encodes and decodes JSON values of one spec's types.
+/// Encodes and decodes JSON values of one interface's types.
 pub struct Codec<'a> {
-    pub types: Types<'a>,
+    pub m: &'a Model,
 }
 
 impl Codec<'_> {
     /// Appends `v` as a value of type `ty`. `body`: the value is a procedure's whole argument list
     /// or result and may use the native encoding's length-less body form.
-    pub fn encode(&self, ty: &Ty, v: &Json, path: &str, w: &mut Writer<'_>, body: bool) -> Result<(), Error> {
+    pub fn encode(&self, ty: &Type, v: &Json, path: &str, w: &mut Writer<'_>, body: bool) -> Result<(), Error> {
         self.enc(ty, v, path, w, body, 0)
     }
 
-    fn enc(&self, ty: &Ty, v: &Json, path: &str, w: &mut Writer<'_>, body: bool, depth: usize) -> Result<(), Error> {
+    fn enc(&self, ty: &Type, v: &Json, path: &str, w: &mut Writer<'_>, body: bool, depth: usize) -> Result<(), Error> {
         if depth > MAX_DEPTH {
             return Err(bad(path, "optional data nested too deeply"));
         }
         match ty {
-            Ty::Void => match v {
-                Json::Null => Ok(()),
-                other => Err(bad(path, format!("expected null (void), got {}", kind(other)))),
-            },
-            Ty::I32 => {
+            Type::Typedef(_, t) => self.enc(t, v, path, w, body, depth),
+            Type::Int => {
                 w.i32(in_range(integer(v, path, "an int", false)?, i32::MIN as i128, i32::MAX as i128, path, "int")?
                     as i32);
                 Ok(())
             }
-            Ty::U32 => {
+            Type::UInt => {
                 w.u32(
                     in_range(integer(v, path, "an unsigned int", false)?, 0, u32::MAX as i128, path, "unsigned int")?
                         as u32,
                 );
                 Ok(())
             }
-            Ty::I64 => {
+            Type::Hyper => {
                 w.i64(in_range(integer(v, path, "a hyper", true)?, i64::MIN as i128, i64::MAX as i128, path, "hyper")?
                     as i64);
                 Ok(())
             }
-            Ty::U64 => {
+            Type::UHyper => {
                 w.u64(in_range(
                     integer(v, path, "an unsigned hyper", true)?,
                     0,
@@ -209,9 +224,9 @@ impl Codec<'_> {
                 )? as u64);
                 Ok(())
             }
-            Ty::F32 | Ty::F64 => {
+            Type::Float | Type::Double => {
                 let f = v.as_f64().ok_or_else(|| bad(path, format!("expected a number, got {}", kind(v))))?;
-                if *ty == Ty::F32 {
+                if *ty == Type::Float {
                     if f.is_finite() && f.abs() > f32::MAX as f64 {
                         return Err(bad(path, format!("{f} is out of range for float")));
                     }
@@ -221,28 +236,30 @@ impl Codec<'_> {
                 }
                 Ok(())
             }
-            Ty::Bool => match v {
+            Type::Bool => match v {
                 Json::Bool(b) => {
                     w.bool(*b);
                     Ok(())
                 }
                 other => Err(bad(path, format!("expected true or false, got {}", kind(other)))),
             },
-            Ty::Enum(name) => {
-                w.i32(self.enum_value(name, v, path)?);
+            Type::Enum(id) => {
+                w.i32(self.enum_value(&self.m[*id], v, path)?);
                 Ok(())
             }
-            Ty::OpaqueFixed(n) => {
+            Type::FixedOpaque(n) => {
+                let n = n.value;
                 let b = self.bytes(v, path)?;
-                if b.len() != *n as usize {
+                if b.len() != n as usize {
                     return Err(bad(path, format!("opaque[{n}] needs exactly {n} bytes, got {}", b.len())));
                 }
                 w.fixed(&b);
                 Ok(())
             }
-            Ty::OpaqueVar(m) => {
+            Type::VarOpaque(m) => {
+                let m = max_len(*m);
                 let b = self.bytes(v, path)?;
-                if b.len() > *m as usize {
+                if b.len() > m as usize {
                     return Err(bad(path, format!("opaque longer than {m} ({} bytes)", b.len())));
                 }
                 if body && w.is_native() {
@@ -252,9 +269,10 @@ impl Codec<'_> {
                 }
                 Ok(())
             }
-            Ty::Str(m) => {
+            Type::String(m) => {
+                let m = max_len(*m);
                 let s = v.as_str().ok_or_else(|| bad(path, format!("expected a string, got {}", kind(v))))?;
-                if s.len() > *m as usize {
+                if s.len() > m as usize {
                     return Err(bad(path, format!("string longer than {m} ({} bytes)", s.len())));
                 }
                 if body && w.is_native() {
@@ -264,19 +282,24 @@ impl Codec<'_> {
                 }
                 Ok(())
             }
-            Ty::ArrFixed(e, n) => {
+            Type::FixedArray(e, n) => {
+                let n = n.value;
                 let a = v.as_array().ok_or_else(|| bad(path, format!("expected an array, got {}", kind(v))))?;
-                if a.len() != *n as usize {
-                    return Err(bad(path, format!("{} needs exactly {n} elements, got {}", ty.text(), a.len())));
+                if a.len() != n as usize {
+                    return Err(bad(
+                        path,
+                        format!("{} needs exactly {n} elements, got {}", self.m.spelling(ty), a.len()),
+                    ));
                 }
                 for (i, x) in a.iter().enumerate() {
                     self.enc(e, x, &format!("{path}[{i}]"), w, false, depth)?;
                 }
                 Ok(())
             }
-            Ty::ArrVar(e, m) => {
+            Type::VarArray(e, m) => {
+                let m = max_len(*m);
                 let a = v.as_array().ok_or_else(|| bad(path, format!("expected an array, got {}", kind(v))))?;
-                if a.len() > *m as usize {
+                if a.len() > m as usize {
                     return Err(bad(path, format!("more than {m} elements ({})", a.len())));
                 }
                 w.u32(a.len() as u32);
@@ -285,7 +308,7 @@ impl Codec<'_> {
                 }
                 Ok(())
             }
-            Ty::Opt(e) => match v {
+            Type::Optional(e) => match v {
                 Json::Null => {
                     w.bool(false);
                     Ok(())
@@ -295,36 +318,36 @@ impl Codec<'_> {
                     self.enc(e, x, path, w, false, depth + 1)
                 }
             },
-            Ty::Struct(name) => {
+            Type::Struct(id) => {
+                let s = &self.m[*id];
+                let name = &s.name;
                 let obj =
                     v.as_object().ok_or_else(|| bad(path, format!("expected an object ({name}), got {}", kind(v))))?;
-                let fields = self.types.fields(name);
-                if let Some(k) = obj.keys().find(|k| !fields.iter().any(|f| &f.name.name == *k)) {
+                if let Some(k) = obj.keys().find(|k| !s.fields.iter().any(|f| &f.name == *k)) {
                     return Err(bad(path, format!("{name} has no field {k:?}")));
                 }
-                for f in fields {
-                    let t = self.types.of_decl(&f.kind);
-                    self.enc(&t, field(obj, &f.name.name, path)?, &format!("{path}.{}", f.name.name), w, false, depth)?;
+                for f in &s.fields {
+                    self.enc(&f.ty, field(obj, &f.name, path)?, &format!("{path}.{}", f.name), w, false, depth)?;
                 }
                 Ok(())
             }
-            Ty::Union(name) => self.enc_union(name, v, path, w, depth),
+            Type::Union(id) => self.enc_union(&self.m[*id], v, path, w, depth),
         }
     }
 
-    fn enum_value(&self, name: &str, v: &Json, path: &str) -> Result<i32, Error> {
-        let members = self.types.members(name);
+    fn enum_value(&self, e: &lowlat_idl::model::Enum, v: &Json, path: &str) -> Result<i32, Error> {
+        let name = &e.name;
         match v {
-            Json::String(s) => members.iter().find(|(n, _)| n == s).map(|(_, v)| *v).ok_or_else(|| {
-                let names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
+            Json::String(s) => e.members.iter().find(|m| &m.name == s).map(|m| m.value).ok_or_else(|| {
+                let names: Vec<&str> = e.members.iter().map(|m| m.name.as_str()).collect();
                 bad(path, format!("unknown {name} name {s:?} (one of {})", names.join(", ")))
             }),
             Json::Number(_) => {
                 let n = integer(v, path, name, false)?;
-                members
+                e.members
                     .iter()
-                    .find(|(_, m)| *m as i128 == n)
-                    .map(|(_, m)| *m)
+                    .find(|m| m.value as i128 == n)
+                    .map(|m| m.value)
                     .ok_or_else(|| bad(path, format!("{n} is not a value of {name}")))
             }
             other => Err(bad(path, format!("expected a {name} name, got {}", kind(other)))),
@@ -336,29 +359,36 @@ impl Codec<'_> {
         B64.decode(s).map_err(|e| bad(path, format!("not standard padded base64: {e}")))
     }
 
-    /// The discriminant's type and its value in `v` (as i128 for label matching).
-    fn enc_union(&self, name: &str, v: &Json, path: &str, w: &mut Writer<'_>, depth: usize) -> Result<(), Error> {
-        let u = self.types.union(name).ok_or_else(|| bad(path, format!("{name} is not a union")))?;
+    /// The union's discriminant and then the arm it selects.
+    fn enc_union(&self, u: &Union, v: &Json, path: &str, w: &mut Writer<'_>, depth: usize) -> Result<(), Error> {
+        let name = &u.name;
         let obj = v.as_object().ok_or_else(|| bad(path, format!("expected an object ({name}), got {}", kind(v))))?;
-        let dname = &u.disc.name.name;
-        let dty = self.types.of_decl(&u.disc.kind);
+        let dname = &u.discriminant.name;
         let dpath = format!("{path}.{dname}");
         let dv = field(obj, dname, path)?;
-        let d: i128 = match &dty {
-            Ty::Enum(e) => self.enum_value(e, dv, &dpath)? as i128,
-            Ty::Bool => match dv {
-                Json::Bool(b) => *b as i128,
+        let d: i64 = match u.switch {
+            Discriminant::Enum(e) => self.enum_value(&self.m[e], dv, &dpath)?.into(),
+            Discriminant::Bool => match dv {
+                Json::Bool(b) => i64::from(*b),
                 other => return Err(bad(&dpath, format!("expected true or false, got {}", kind(other)))),
             },
-            Ty::U32 => {
+            Discriminant::UInt => {
                 in_range(integer(dv, &dpath, "an unsigned int", false)?, 0, u32::MAX as i128, &dpath, "unsigned int")?
+                    as i64
             }
-            _ => in_range(integer(dv, &dpath, "an int", false)?, i32::MIN as i128, i32::MAX as i128, &dpath, "int")?,
+            Discriminant::Int => {
+                in_range(integer(dv, &dpath, "an int", false)?, i32::MIN as i128, i32::MAX as i128, &dpath, "int")?
+                    as i64
+            }
         };
-        self.enc(&dty, dv, &dpath, w, false, depth)?;
-        let arm = self
-            .arm(u, d)
-            .ok_or_else(|| bad(&dpath, format!("{d} selects no arm of {name} (and it has no default)")))?;
+        self.enc(&u.discriminant.ty, dv, &dpath, w, false, depth)?;
+        let arm: Option<&Field> = match u.select(d) {
+            Selected::Case(a) => a.field.as_ref(),
+            Selected::Default(f) => f,
+            Selected::Nothing => {
+                return Err(bad(&dpath, format!("{d} selects no arm of {name} (and it has no default)")));
+            }
+        };
         match arm {
             None => {
                 if let Some(k) = obj.keys().find(|k| *k != dname) {
@@ -366,139 +396,129 @@ impl Codec<'_> {
                 }
                 Ok(())
             }
-            Some(decl) => {
-                let an = &decl.name.name;
+            Some(f) => {
+                let an = &f.name;
                 if let Some(k) = obj.keys().find(|k| *k != dname && *k != an) {
                     return Err(bad(path, format!("unexpected field {k:?} (this arm of {name} is {an:?})")));
                 }
-                let t = self.types.of_decl(&decl.kind);
-                self.enc(&t, field(obj, an, path)?, &format!("{path}.{an}"), w, false, depth)
+                self.enc(&f.ty, field(obj, an, path)?, &format!("{path}.{an}"), w, false, depth)
             }
-        }
-    }
-
-    /// The arm a discriminant selects: `Some(None)` for a void arm, `None` for no arm at all.
-    fn arm<'u>(&self, u: &'u lowlat_idl::ast::UnionDef, d: i128) -> Option<Option<&'u lowlat_idl::ast::Decl>> {
-        for a in &u.arms {
-            if a.labels.iter().any(|l| self.label(l) == d) {
-                return Some(a.decl.as_ref());
-            }
-        }
-        u.default.as_ref().map(|(_, decl)| decl.as_ref())
-    }
-
-    fn label(&self, l: &lowlat_idl::ast::Value) -> i128 {
-        let v = self.types.c.value(l);
-        // TRUE and FALSE are labels of bool discriminants.
-        match l {
-            lowlat_idl::ast::Value::Name(i) if i.name == "TRUE" => 1,
-            lowlat_idl::ast::Value::Name(i) if i.name == "FALSE" => 0,
-            _ => v,
         }
     }
 
     /// Reads a value of type `ty`.
-    pub fn decode(&self, ty: &Ty, r: &mut Reader<'_>, path: &str, body: bool) -> Result<Json, Error> {
+    pub fn decode(&self, ty: &Type, r: &mut Reader<'_>, path: &str, body: bool) -> Result<Json, Error> {
         self.dec(ty, r, path, body, 0)
     }
 
-    fn dec(&self, ty: &Ty, r: &mut Reader<'_>, path: &str, body: bool, depth: usize) -> Result<Json, Error> {
+    fn dec(&self, ty: &Type, r: &mut Reader<'_>, path: &str, body: bool, depth: usize) -> Result<Json, Error> {
         if depth > MAX_DEPTH {
             return Err(Error::Decode { path: path.to_string(), reason: "optional data nested too deeply".into() });
         }
         Ok(match ty {
-            Ty::Void => Json::Null,
-            Ty::I32 => Json::from(rd!(r, path, get_i32)?),
-            Ty::U32 => Json::from(rd!(r, path, get_u32)?),
-            Ty::I64 => Json::String(rd!(r, path, get_i64)?.to_string()),
-            Ty::U64 => Json::String(rd!(r, path, get_u64)?.to_string()),
-            Ty::F32 => Number::from_f64(rd!(r, path, get_f32)? as f64).map_or(Json::Null, Json::Number),
-            Ty::F64 => Number::from_f64(rd!(r, path, get_f64)?).map_or(Json::Null, Json::Number),
-            Ty::Bool => Json::Bool(rd!(r, path, get_bool)?),
-            Ty::Enum(name) => {
+            Type::Typedef(_, t) => self.dec(t, r, path, body, depth)?,
+            Type::Int => Json::from(rd!(r, path, get_i32)?),
+            Type::UInt => Json::from(rd!(r, path, get_u32)?),
+            Type::Hyper => Json::String(rd!(r, path, get_i64)?.to_string()),
+            Type::UHyper => Json::String(rd!(r, path, get_u64)?.to_string()),
+            Type::Float => Number::from_f64(rd!(r, path, get_f32)? as f64).map_or(Json::Null, Json::Number),
+            Type::Double => Number::from_f64(rd!(r, path, get_f64)?).map_or(Json::Null, Json::Number),
+            Type::Bool => Json::Bool(rd!(r, path, get_bool)?),
+            Type::Enum(id) => {
+                let e = &self.m[*id];
                 let v = rd!(r, path, get_i32)?;
-                match self.types.members(name).into_iter().find(|(_, m)| *m == v) {
-                    Some((n, _)) => Json::String(n),
+                match e.member(v.into()) {
+                    Some(m) => Json::String(m.name.clone()),
                     None => {
                         return Err(Error::Decode {
                             path: path.to_string(),
-                            reason: format!("{v} is not a value of {name}"),
+                            reason: format!("{v} is not a value of {}", e.name),
                         })
                     }
                 }
             }
-            Ty::OpaqueFixed(n) => Json::String(B64.encode(rd!(r, path, get_opaque_fixed, *n as usize)?)),
-            Ty::OpaqueVar(m) => {
+            Type::FixedOpaque(n) => Json::String(B64.encode(rd!(r, path, get_opaque_fixed, n.value as usize)?)),
+            Type::VarOpaque(m) => {
+                let m = max_len(*m);
                 let b = match r {
-                    Reader::Native(n) if body => n.get_body_opaque(*m, "opaque").map_err(|e| derr(path, e))?,
-                    _ => rd!(r, path, get_opaque_var, *m, "opaque")?,
+                    Reader::Native(n) if body => n.get_body_opaque(m, "opaque").map_err(|e| derr(path, e))?,
+                    _ => rd!(r, path, get_opaque_var, m, "opaque")?,
                 };
                 Json::String(B64.encode(b))
             }
-            Ty::Str(m) => {
+            Type::String(m) => {
+                let m = max_len(*m);
                 let s = match r {
-                    Reader::Native(n) if body => n.get_body_string(*m, "string").map_err(|e| derr(path, e))?,
-                    _ => rd!(r, path, get_string, *m, "string")?,
+                    Reader::Native(n) if body => n.get_body_string(m, "string").map_err(|e| derr(path, e))?,
+                    _ => rd!(r, path, get_string, m, "string")?,
                 };
                 Json::String(s.to_string())
             }
-            Ty::ArrFixed(e, n) => {
-                let mut a = Vec::with_capacity((*n as usize).min(4096));
-                for i in 0..*n {
+            Type::FixedArray(e, n) => {
+                let mut a = Vec::with_capacity((n.value as usize).min(4096));
+                for i in 0..n.value {
                     a.push(self.dec(e, r, &format!("{path}[{i}]"), false, depth)?);
                 }
                 Json::Array(a)
             }
-            Ty::ArrVar(e, m) => {
-                let n = rd!(r, path, get_count, *m, "array")?;
+            Type::VarArray(e, m) => {
+                let n = rd!(r, path, get_count, max_len(*m), "array")?;
                 let mut a = Vec::with_capacity(n.min(4096));
                 for i in 0..n {
                     a.push(self.dec(e, r, &format!("{path}[{i}]"), false, depth)?);
                 }
                 Json::Array(a)
             }
-            Ty::Opt(e) => {
+            Type::Optional(e) => {
                 if rd!(r, path, get_bool)? {
                     self.dec(e, r, path, false, depth + 1)?
                 } else {
                     Json::Null
                 }
             }
-            Ty::Struct(name) => {
+            Type::Struct(id) => {
                 let mut obj = Map::new();
-                for f in self.types.fields(name) {
-                    let t = self.types.of_decl(&f.kind);
-                    let v = self.dec(&t, r, &format!("{path}.{}", f.name.name), false, depth)?;
-                    obj.insert(f.name.name.clone(), v);
+                for f in &self.m[*id].fields {
+                    let v = self.dec(&f.ty, r, &format!("{path}.{}", f.name), false, depth)?;
+                    obj.insert(f.name.clone(), v);
                 }
                 Json::Object(obj)
             }
-            Ty::Union(name) => {
-                let u = self
-                    .types
-                    .union(name)
-                    .ok_or_else(|| Error::Decode { path: path.into(), reason: format!("{name} is not a union") })?;
-                let dname = &u.disc.name.name;
-                let dty = self.types.of_decl(&u.disc.kind);
+            Type::Union(id) => {
+                let u = &self.m[*id];
+                let dname = &u.discriminant.name;
                 let dpath = format!("{path}.{dname}");
-                let dv = self.dec(&dty, r, &dpath, false, depth)?;
-                let d: i128 = match (&dty, &dv) {
-                    (Ty::Enum(e), Json::String(s)) => {
-                        self.types.members(e).into_iter().find(|(n, _)| n == s).map_or(0, |(_, v)| v as i128)
-                    }
-                    (_, Json::Bool(b)) => *b as i128,
-                    (_, v) => v.as_i64().map_or(0, |n| n as i128),
+                let d: i64 = match u.switch {
+                    Discriminant::Int => rd!(r, &dpath, get_i32)?.into(),
+                    Discriminant::UInt => rd!(r, &dpath, get_u32)?.into(),
+                    Discriminant::Bool => rd!(r, &dpath, get_bool)?.into(),
+                    Discriminant::Enum(_) => rd!(r, &dpath, get_i32)?.into(),
+                };
+                let dv = match u.switch {
+                    Discriminant::Int | Discriminant::UInt => Json::from(d),
+                    Discriminant::Bool => Json::Bool(d != 0),
+                    Discriminant::Enum(e) => match self.m[e].member(d) {
+                        Some(m) => Json::String(m.name.clone()),
+                        None => {
+                            return Err(Error::Decode {
+                                path: dpath,
+                                reason: format!("{d} is not a value of {}", self.m[e].name),
+                            })
+                        }
+                    },
                 };
                 let mut obj = Map::new();
                 obj.insert(dname.clone(), dv);
-                match self.arm(u, d) {
-                    None => return Err(Error::Decode { path: dpath, reason: format!("{d} selects no arm of {name}") }),
-                    Some(None) => {}
-                    Some(Some(decl)) => {
-                        let t = self.types.of_decl(&decl.kind);
-                        let v = self.dec(&t, r, &format!("{path}.{}", decl.name.name), false, depth)?;
-                        obj.insert(decl.name.name.clone(), v);
+                let arm = match u.select(d) {
+                    Selected::Case(a) => a.field.as_ref(),
+                    Selected::Default(f) => f,
+                    Selected::Nothing => {
+                        return Err(Error::Decode { path: dpath, reason: format!("{d} selects no arm of {}", u.name) })
                     }
+                };
+                if let Some(f) = arm {
+                    let v = self.dec(&f.ty, r, &format!("{path}.{}", f.name), false, depth)?;
+                    obj.insert(f.name.clone(), v);
                 }
                 Json::Object(obj)
             }
@@ -508,36 +528,28 @@ impl Codec<'_> {
     /// Encodes a procedure's argument list: `args` is the JSON given for it (see the crate doc).
     pub fn encode_args(
         &self,
-        args: &[(String, Ty)],
+        args: &[Arg],
         v: &Json,
         out: &mut Vec<u8>,
         order: Option<ByteOrder>,
     ) -> Result<(), Error> {
-        let mut w = match order {
-            Some(o) => Writer::Native(NativeWriter::new(out, o)),
-            None => Writer::Xdr(XdrWriter::new(out)),
-        };
-        match args.len() {
-            0 => match v {
+        let mut w = Writer::new(out, order);
+        match args {
+            [] => match v {
                 Json::Null => Ok(()),
                 other => Err(bad("argument", format!("the procedure takes no argument (void); got {}", kind(other)))),
             },
-            1 => self.encode(&args[0].1, v, "argument", &mut w, true),
-            n => {
-                let values: Vec<(&str, &Json)> = match v {
-                    Json::Array(a) if a.len() == n => {
-                        args.iter().zip(a).map(|((name, _), x)| (name.as_str(), x)).collect()
-                    }
+            [one] => self.encode(&one.ty, v, "argument", &mut w, true),
+            _ => {
+                let n = args.len();
+                let values: Vec<&Json> = match v {
+                    Json::Array(a) if a.len() == n => a.iter().collect(),
                     Json::Array(a) => return Err(bad("argument", format!("expected {n} arguments, got {}", a.len()))),
                     Json::Object(o) => {
-                        if let Some(k) = o.keys().find(|k| !args.iter().any(|(a, _)| a == *k)) {
+                        if let Some(k) = o.keys().find(|k| !args.iter().any(|a| &a.name == *k)) {
                             return Err(bad("argument", format!("no argument named {k:?}")));
                         }
-                        let mut vals = Vec::new();
-                        for (name, _) in args {
-                            vals.push((name.as_str(), field(o, name, "argument")?));
-                        }
-                        vals
+                        args.iter().map(|a| field(o, &a.name, "argument")).collect::<Result<_, _>>()?
                     }
                     other => {
                         return Err(bad(
@@ -546,20 +558,33 @@ impl Codec<'_> {
                         ))
                     }
                 };
-                for ((name, ty), (_, x)) in args.iter().zip(values) {
-                    self.encode(ty, x, &format!("argument.{name}"), &mut w, false)?;
+                for (a, x) in args.iter().zip(values) {
+                    self.encode(&a.ty, x, &format!("argument.{}", a.name), &mut w, false)?;
                 }
                 Ok(())
             }
         }
     }
 
+    /// Encodes a procedure's result (`None` type: void, JSON null), as a server would.
+    pub fn encode_result(
+        &self,
+        ty: Option<&Type>,
+        v: &Json,
+        out: &mut Vec<u8>,
+        order: Option<ByteOrder>,
+    ) -> Result<(), Error> {
+        let mut w = Writer::new(out, order);
+        match (ty, v) {
+            (None, Json::Null) => Ok(()),
+            (None, other) => Err(bad("result", format!("the procedure returns nothing (void); got {}", kind(other)))),
+            (Some(t), v) => self.encode(t, v, "result", &mut w, true),
+        }
+    }
+
     /// Decodes a procedure's result body (`None` type: void, JSON null).
-    pub fn decode_result(&self, ty: Option<&Ty>, body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
-        let mut r = match order {
-            Some(o) => Reader::Native(NativeReader::new(body, o)),
-            None => Reader::Xdr(XdrReader::new(body)),
-        };
+    pub fn decode_result(&self, ty: Option<&Type>, body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
+        let mut r = Reader::new(body, order);
         let v = match ty {
             None => Json::Null,
             Some(t) => self.decode(t, &mut r, "result", true)?,
@@ -569,18 +594,15 @@ impl Codec<'_> {
     }
 
     /// Decodes an argument list (as a server would): the JSON `encode_args` accepts.
-    pub fn decode_args(&self, args: &[(String, Ty)], body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
-        let mut r = match order {
-            Some(o) => Reader::Native(NativeReader::new(body, o)),
-            None => Reader::Xdr(XdrReader::new(body)),
-        };
-        let v = match args.len() {
-            0 => Json::Null,
-            1 => self.decode(&args[0].1, &mut r, "argument", true)?,
+    pub fn decode_args(&self, args: &[Arg], body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
+        let mut r = Reader::new(body, order);
+        let v = match args {
+            [] => Json::Null,
+            [one] => self.decode(&one.ty, &mut r, "argument", true)?,
             _ => {
                 let mut obj = Map::new();
-                for (name, ty) in args {
-                    obj.insert(name.clone(), self.decode(ty, &mut r, &format!("argument.{name}"), false)?);
+                for a in args {
+                    obj.insert(a.name.clone(), self.decode(&a.ty, &mut r, &format!("argument.{}", a.name), false)?);
                 }
                 Json::Object(obj)
             }

@@ -15,7 +15,7 @@ use lab::lab_vers;
 
 struct Lab;
 
-impl lab_vers::Server for Lab {
+impl lab_vers::LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
     }
@@ -46,7 +46,7 @@ fn generated_program_serves_both_protocols() {
         .unwrap();
     for uri in server.local_uris() {
         if uri.starts_with("udp://") {
-            let c = lab_vers::Client::connect(&uri).unwrap();
+            let c = lab_vers::LabVersClient::connect(&uri).unwrap();
             assert_eq!(c.minus(10, 3).unwrap(), 7);
             assert_eq!(c.echo(b"abc").unwrap(), b"abc");
             continue;

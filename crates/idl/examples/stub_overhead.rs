@@ -16,7 +16,7 @@ use lowlat::{CallContext, DecodeError, ProcError, Program};
 
 struct Lab;
 
-impl lab_vers::Server for Lab {
+impl lab_vers::LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
     }
@@ -62,7 +62,7 @@ fn main() {
     let hs = lowlat::Server::builder().program(hand_written()).serve(&["udp://127.0.0.1:0"]).unwrap();
     let gs = lowlat::Server::builder().program(lab_vers::program(Arc::new(Lab))).serve(&["udp://127.0.0.1:0"]).unwrap();
     let hc = lowlat::Client::connect(&hs.local_uris()[0], lab_vers::PROGRAM, lab_vers::VERSION).unwrap();
-    let gc = lab_vers::Client::connect(&gs.local_uris()[0]).unwrap();
+    let gc = lab_vers::LabVersClient::connect(&gs.local_uris()[0]).unwrap();
     let data = vec![0x5au8; 1440];
 
     let (mut hn, mut gn, mut ha, mut ga) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

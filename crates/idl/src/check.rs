@@ -8,75 +8,26 @@ use std::collections::{HashMap, HashSet};
 use crate::ast::*;
 use crate::diag::{Diagnostic, Pos, Source};
 
-/// A spec that passed the checker, with its symbol table.
+/// A spec that passed the checker, with its symbol table: what [`Model::resolve`] reads.
+///
+/// [`Model::resolve`]: crate::Model::resolve
 #[derive(Debug, Clone)]
 pub struct Checked {
     /// The checked definitions.
     pub spec: Spec,
     values: HashMap<String, i128>,
-    types: HashMap<String, usize>,
-}
-
-/// What a type name refers to.
-#[derive(Debug, Clone, Copy)]
-pub enum TypeDef<'a> {
-    /// `typedef`
-    Typedef(&'a Decl),
-    /// `enum`: name and members
-    Enum(&'a Ident, &'a [EnumMember]),
-    /// `struct`: name and members
-    Struct(&'a Ident, &'a [Decl]),
-    /// `union`
-    Union(&'a UnionDef),
 }
 
 impl Checked {
-    /// The value of a constant expression (0 for anything the checker would have rejected).
-    pub fn value(&self, v: &Value) -> i128 {
-        match v {
-            Value::Lit(n, _) => *n,
-            Value::Name(i) => self.values.get(&i.name).copied().unwrap_or(0),
-        }
-    }
-
-    /// The value of a named constant or enumeration member.
-    pub fn named_value(&self, name: &str) -> Option<i128> {
+    /// The value of a named constant or enumeration member (`TRUE` and `FALSE` included).
+    pub(crate) fn named_value(&self, name: &str) -> Option<i128> {
         self.values.get(name).copied()
     }
 
-    /// The definition of a type name.
-    pub fn type_def(&self, name: &str) -> Option<TypeDef<'_>> {
-        match &self.spec.defs[*self.types.get(name)?] {
-            Def::Typedef(d) => Some(TypeDef::Typedef(d)),
-            Def::Enum(n, m) => Some(TypeDef::Enum(n, m)),
-            Def::Struct(n, f) => Some(TypeDef::Struct(n, f)),
-            Def::Union(u) => Some(TypeDef::Union(u)),
-            _ => None,
-        }
-    }
-
-    /// Follows typedefs (of scalars) down to the underlying type specifier.
-    pub fn resolve_scalar<'a>(&'a self, t: &'a TypeRef) -> Option<&'a TypeSpec> {
-        let mut spec = &t.spec;
-        for _ in 0..64 {
-            match spec {
-                TypeSpec::Named(n) => match self.type_def(&n.name)? {
-                    TypeDef::Typedef(Decl { kind: DeclKind::Scalar(inner), .. }) => spec = &inner.spec,
-                    TypeDef::Typedef(_) => return None,
-                    _ => return Some(spec),
-                },
-                _ => return Some(spec),
-            }
-        }
-        None
-    }
-
-    /// Members of an enumeration with their values, in order.
-    pub fn enum_values(&self, members: &[EnumMember]) -> Vec<(String, i32)> {
-        members
-            .iter()
-            .map(|m| (m.name.name.clone(), self.values.get(&m.name.name).copied().unwrap_or(0) as i32))
-            .collect()
+    /// A spec that skipped the checker, for testing what later stages do with one.
+    #[cfg(test)]
+    pub(crate) fn unchecked(spec: Spec) -> Checked {
+        Checked { spec, values: HashMap::new() }
     }
 }
 
@@ -99,7 +50,7 @@ struct Checker<'a> {
 
 /// Checks a parsed spec.
 pub fn check(src: &Source, spec: Spec) -> Result<Checked, Vec<Diagnostic>> {
-    let (values, types) = {
+    let values = {
         let mut c = Checker {
             src,
             spec: &spec,
@@ -114,9 +65,9 @@ pub fn check(src: &Source, spec: Spec) -> Result<Checked, Vec<Diagnostic>> {
             c.diags.sort_by_key(|d| d.pos);
             return Err(c.diags);
         }
-        (c.values, c.types)
+        c.values
     };
-    Ok(Checked { spec, values, types })
+    Ok(Checked { spec, values })
 }
 
 fn range_name(ty: &TypeSpec) -> &'static str {

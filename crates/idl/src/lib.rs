@@ -1,29 +1,17 @@
-//! The ONC RPC language (RFC 5531 §12, RFC 4506 §6): parser, checker and code generators.
+//! The ONC RPC language (RFC 5531 §12, RFC 4506 §6): parser, checker, the resolved model of an
+//! interface, and code generators.
 //!
 //! Pure: reads text, returns text. Never depends on the runtime, the codec or any I/O beyond
 //! reading the file it is asked to compile (writing files is `lowlat-build`'s and the CLI's job).
 //!
 //! Stages stay apart: [`parse`] (text to [`ast::Spec`]), [`check`] (names, constants, unions,
-//! recursion), [`generate`] (a pure function from a checked spec to files). [`compile_file`] runs
-//! all three for `lowlat gen FILE.x --lang rust --out DIR`.
+//! recursion), [`Model::resolve`] (every name resolved: the one model of the interface that
+//! every generator and `lowlat-dynamic` read), [`generate`] (a pure function from a model to
+//! files). [`compile_file`] runs them all for `lowlat gen FILE.x --lang rust --out DIR`;
+//! [`Model::from_source`] runs the first three.
 //!
-//! # Rust mapping
-//! | `.x` | Rust |
-//! |---|---|
-//! | `int`, `unsigned int`, `hyper`, `unsigned hyper`, `float`, `double`, `bool` | `i32`, `u32`, `i64`, `u64`, `f32`, `f64`, `bool` |
-//! | `enum` | `#[repr(i32)]` enum (unknown values are a decode error) |
-//! | `struct` | struct with public fields (snake_case) |
-//! | `union switch` | enum with one variant per case label, plus `Default(discriminant, value)` |
-//! | `T x[N]`, `T x<N>` | `[T; N]`, `Vec<T>` |
-//! | `opaque x[N]`, `opaque x<N>` | `[u8; N]`, `Vec<u8>` (borrowed `&[u8]` in server arguments) |
-//! | `string x<N>` | `String`, validated UTF-8 (borrowed `&str` in server arguments) |
-//! | `T *x` | `Option<Box<T>>` |
-//! | `typedef` | `type` alias (limits are checked where it is used) |
-//! | `const` | `pub const NAME: i64` |
-//! | `program`/`version` | a module per version: constants, per-procedure codecs, `Client`, `Server`, `program()` |
-//!
-//! Strings are `String` because Rust callers want text; a peer sending bytes that are not UTF-8
-//! gets a decode error, never a panic.
+//! The Rust code generated (module and item names, and how each `.x` construct maps to Rust) is
+//! documented on `lowlat-build`'s front page, where users of generated code look.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -32,14 +20,15 @@ pub mod ast;
 mod check;
 mod diag;
 mod lexer;
-mod names;
+pub mod model;
 mod parser;
 mod rust;
 
 use std::path::Path;
 
-pub use check::{Checked, TypeDef};
+pub use check::Checked;
 pub use diag::{Diagnostic, IdlError, Pos, Source};
+pub use model::Model;
 pub use rust::Options;
 
 /// An output language.
@@ -78,21 +67,19 @@ pub fn check(src: &Source, spec: ast::Spec) -> Result<Checked, IdlError> {
     check::check(src, spec).map_err(IdlError::Invalid)
 }
 
-/// Generates the files for a checked spec. Pure: the caller decides where they go.
-pub fn generate(checked: &Checked, src: &Source, lang: Lang, opts: &Options) -> Result<Vec<GeneratedFile>, IdlError> {
+/// Generates the files for a resolved interface. Pure: the caller decides where they go.
+pub fn generate(model: &Model, lang: Lang, opts: &Options) -> Result<Vec<GeneratedFile>, IdlError> {
     match lang {
         Lang::Rust => {
-            let contents = rust::generate(checked, src, opts).map_err(IdlError::Invalid)?;
-            Ok(vec![GeneratedFile { name: format!("{}.rs", file_stem(&src.name)), contents }])
+            let contents = rust::generate(model, opts).map_err(IdlError::Invalid)?;
+            Ok(vec![GeneratedFile { name: format!("{}.rs", file_stem(&model.source.name)), contents }])
         }
     }
 }
 
-/// Parses, checks and generates from a text in memory.
+/// Parses, checks, resolves and generates from a text in memory.
 pub fn compile_str(src: &Source, lang: Lang, opts: &Options) -> Result<Vec<GeneratedFile>, IdlError> {
-    let spec = parse(src)?;
-    let checked = check(src, spec)?;
-    generate(&checked, src, lang, opts)
+    generate(&Model::from_source(src)?, lang, opts)
 }
 
 /// Reads, parses, checks and generates one `.x` file with default options (code that refers to
@@ -107,11 +94,7 @@ pub fn compile_file_with(
     lang: Lang,
     opts: &Options,
 ) -> Result<Vec<(String, String)>, IdlError> {
-    let path = path.as_ref();
-    let text =
-        std::fs::read_to_string(path).map_err(|source| IdlError::Io { path: path.display().to_string(), source })?;
-    let src = Source::new(path.display().to_string(), text);
-    Ok(compile_str(&src, lang, opts)?.into_iter().map(|f| (f.name, f.contents)).collect())
+    Ok(generate(&Model::from_file(path)?, lang, opts)?.into_iter().map(|f| (f.name, f.contents)).collect())
 }
 
 /// `dir/lab.x` -> `lab`, with characters unfit for a Rust file name replaced.

@@ -6,43 +6,22 @@
 //! Needs rpcgen, a C compiler and libtirpc headers (scripts/deps/idl.sh installs them). Without
 //! them the test says so and passes, except under CI, where it fails.
 
-#[allow(dead_code)]
-mod everything {
-    include!("generated/everything.rs");
-}
 #[path = "support/strategies.rs"]
 mod strategies;
+#[path = "../../dynamic/tests/support/mod.rs"]
+mod support;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use everything::*;
 use lowlat_codec::{from_xdr, to_xdr};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
-
-fn missing_tools() -> Option<String> {
-    let ok = |cmd: &str, arg: &str| {
-        Command::new(cmd).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-    };
-    if !ok("rpcgen", "--version") {
-        return Some("rpcgen not found (package rpcsvc-proto)".into());
-    }
-    if !ok("cc", "--version") {
-        return Some("no C compiler (cc)".into());
-    }
-    if !Path::new("/usr/include/tirpc/rpc/rpc.h").exists() {
-        return Some("libtirpc headers not found (package libtirpc-dev)".into());
-    }
-    None
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-}
+use support::everything;
+use support::everything::*;
+use support::run;
 
 /// Builds the C program; returns its path.
 fn build(dir: &Path) -> PathBuf {
@@ -114,54 +93,9 @@ fn frames(mut b: &[u8]) -> Vec<Vec<u8>> {
     v
 }
 
-/// The value `fixed()` in interop.c builds.
-fn fixed_value() -> Everything {
-    let list =
-        Node { value: 1, next: Some(Box::new(Node { value: 2, next: Some(Box::new(Node { value: 3, next: None })) })) };
-    Everything {
-        prim: Primitives {
-            i: -7,
-            u: 4_000_000_000,
-            ushort_like: 65535,
-            h: -1_234_567_890_123,
-            uh: 18_000_000_000_000_000_000,
-            f: 1.5,
-            d: -2.25,
-            b: true,
-            c: Color::Infra,
-        },
-        h: std::array::from_fn(|i| i as u8),
-        data: vec![1, 2, 3, 4, 5],
-        fixed_bytes: *b"xyz",
-        var_bytes: vec![0xff, 0],
-        who: "alice".into(),
-        note: String::new(),
-        four: [1, -2, 3, -4],
-        many: vec![7, 8, 9],
-        corners: [Point { x: 1, y: 2 }, Point { x: 3, y: 4 }],
-        inners: vec![
-            Inner { corner: Point { x: 5, y: 6 }, kind: Shape::Square, tag: vec![] },
-            Inner { corner: Point { x: -1, y: -1 }, kind: Shape::Triangle, tag: b"abcdefgh".to_vec() },
-        ],
-        maybe_point: Some(Box::new(Point { x: 9, y: 10 })),
-        list: Some(Box::new(list)),
-        r: everything::Result::Green("green".into()),
-        bi: ByInt::Default(99, vec![1, 2, 3]),
-        mt: MaybeText::True("hello".into()),
-        bu: ByUint::V7(vec![100, 200]),
-        names: vec!["a".into(), "bc".into()],
-        hypers: [-1, 1 << 40],
-        flags: vec![true, false, true],
-    }
-}
-
 #[test]
 fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
-    if let Some(why) = missing_tools() {
-        assert!(std::env::var_os("CI").is_none(), "C interop test cannot run in CI: {why}");
-        eprintln!("SKIPPED xdr_is_byte_exact_with_rpcgen_and_libtirpc: {why}; run scripts/deps/idl.sh");
-        return;
-    }
+    need_c_tools!("xdr_is_byte_exact_with_rpcgen_and_libtirpc");
     let dir = tempfile::tempdir().unwrap();
     let prog = build(dir.path());
 
@@ -169,7 +103,8 @@ fn xdr_is_byte_exact_with_rpcgen_and_libtirpc() {
     // lowlat decodes them back to those values.
     let c = frames(&exec(&prog, "fixed", Vec::new()));
     assert_eq!(c.len(), 4);
-    let want = fixed_value();
+    // `fixed()` in interop.c builds the value everything_peer.c calls `value_a`.
+    let want = support::value_a();
     let mut ours = Vec::new();
     to_xdr(&want, &mut ours).unwrap();
     assert_eq!(ours, c[0], "everything: lowlat's XDR differs from libtirpc's");

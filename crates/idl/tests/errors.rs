@@ -93,6 +93,26 @@ const CASES: &[(&str, &str, u32, u32)] = &[
         2,
         8,
     ),
+    // 4. Rust names that would clash
+    (
+        "union u switch (int d) { case 1: int v2; case 2: void; };",
+        "union u: 'case 2' and 'v2' both become the Rust name `V2`; rename one",
+        1,
+        47,
+    ),
+    ("struct ok { int a; };", "'ok' becomes `Ok`, which the generated code takes from Rust's prelude", 1, 8),
+    (
+        "program P { version V { void WITH(void) = 1; } = 1; } = 2;",
+        "version V: 'WITH' and the client's own `with` both become the Rust name `with`",
+        1,
+        30,
+    ),
+    (
+        "program P { version V { void PROGRAM(void) = 1; } = 1; } = 2;",
+        "version V: 'PROGRAM' and the version's own `PROGRAM` both become the Rust name `PROGRAM`",
+        1,
+        30,
+    ),
 ];
 
 #[test]

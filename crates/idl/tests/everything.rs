@@ -188,6 +188,21 @@ fn default_arm_refuses_an_explicit_case() {
 }
 
 #[test]
+fn an_arm_of_several_cases_keeps_its_case_and_refuses_another() {
+    // `case GREEN: case BLUE: name label;`: one variant named after the arm, with the case.
+    let e = to_xdr(&XResult::Label(Color::Red, "x".into()), &mut Vec::new()).unwrap_err();
+    assert_eq!(e, EncodeError::NotACaseOfArm { type_name: "result", arm: "label", value: 0 });
+    assert_eq!(e.to_string(), "union result: discriminant 0 is not a case of arm 'label'");
+    for c in [Color::Green, Color::Blue] {
+        let v = XResult::Label(c, "hi".into());
+        let mut x = Vec::new();
+        to_xdr(&v, &mut x).unwrap();
+        assert_eq!(x[..4], (c as i32).to_be_bytes());
+        assert_eq!(from_xdr::<XResult>(&x).unwrap(), v);
+    }
+}
+
+#[test]
 fn hostile_linked_list_stops_at_the_depth_limit() {
     // 5000 "present" nodes with no end would recurse 5000 deep; the reader stops at 1000.
     let mut x = Vec::new();
@@ -206,6 +221,6 @@ fn native_encoding_layout() {
     to_native(&p, &mut n, ByteOrder::Little).unwrap();
     assert_eq!(n, [1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
     n.clear();
-    to_native(&MaybeText::True("hi".into()), &mut n, ByteOrder::Big).unwrap();
+    to_native(&MaybeText::T("hi".into()), &mut n, ByteOrder::Big).unwrap();
     assert_eq!(n, [1, 0, 0, 0, 2, b'h', b'i']);
 }

@@ -1,5 +1,6 @@
 //! The stubs generated from idl/lab.x plugged into the runtime: a generated server trait
-//! implementation serves, a generated client calls every procedure at edge sizes.
+//! implementation serves, a generated client calls every procedure at edge sizes, and per-call
+//! options (a deadline) cut a slow call short on every scheme.
 
 #[allow(dead_code)]
 mod lab {
@@ -7,13 +8,14 @@ mod lab {
 }
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use lab::lab_vers::{self, Client, Server};
-use lowlat::{CallContext, ProcError};
+use lab::lab_vers::{self, LabVersClient, LabVersService};
+use lowlat::{CallContext, CallOptions, ProcError, ServerConfig};
 
 struct Lab;
 
-impl Server for Lab {
+impl LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
     }
@@ -52,7 +54,7 @@ impl Drop for Dir {
 fn exercise(uri: &str) {
     let server = lowlat::Server::builder().program(lab_vers::program(Arc::new(Lab))).serve(&[uri]).unwrap();
     let uri = server.local_uris()[0].clone();
-    let c = Client::connect(&uri).unwrap();
+    let c = LabVersClient::connect(&uri).unwrap();
     c.null().unwrap();
     assert_eq!(c.minus(10, 3).unwrap(), 7);
     assert_eq!(c.minus(i32::MIN, 1).unwrap(), i32::MAX);
@@ -94,4 +96,53 @@ fn generated_lab_stubs_over_shm() {
 #[test]
 fn generated_lab_stubs_over_udp() {
     exercise("udp://127.0.0.1:0");
+}
+
+/// NULL takes `SLOW`; the other procedures are the lab's.
+struct Slow;
+
+const SLOW: Duration = Duration::from_millis(200);
+
+impl LabVersService for Slow {
+    fn null(&self, _: &CallContext) -> Result<(), ProcError> {
+        std::thread::sleep(SLOW);
+        Ok(())
+    }
+    fn minus(&self, c: &CallContext, a: i32, b: i32) -> Result<i32, ProcError> {
+        Lab.minus(c, a, b)
+    }
+    fn maxarg(&self, c: &CallContext, data: &[u8]) -> Result<(), ProcError> {
+        Lab.maxarg(c, data)
+    }
+    fn maxresult(&self, c: &CallContext, n: u32, out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
+        Lab.maxresult(c, n, out)
+    }
+    fn echo(&self, c: &CallContext, data: &[u8], out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
+        Lab.echo(c, data, out)
+    }
+}
+
+#[test]
+fn a_per_call_deadline_cuts_a_slow_call_short_on_every_scheme() {
+    let s = Arc::new(Slow);
+    let server = lowlat::Server::builder()
+        .program(lab_vers::program(s.clone()))
+        .program(lab_vers::program_xdr(s))
+        .config(ServerConfig { onc_register: false, ..ServerConfig::default() })
+        .serve(&["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
+        .unwrap();
+    for uri in server.local_uris() {
+        let c = LabVersClient::connect(&uri).unwrap();
+        let short = c.with(CallOptions::new().deadline(Duration::from_millis(20)));
+        let e = short.null().unwrap_err();
+        assert!(matches!(e, lowlat::Error::Timeout { proc_no: lab_vers::NULL, .. }), "{uri}: {e}");
+        // The options are per call: the same client, with the binding's 10 s deadline, waits the
+        // slow call out, and so does a per-call deadline longer than the call.
+        c.null().unwrap_or_else(|e| panic!("{uri}: {e}"));
+        c.with(CallOptions::new().deadline(Duration::from_secs(5))).null().unwrap();
+        // A view with options calls every procedure, in the encoding of the scheme.
+        assert_eq!(short.minus(10, 3).unwrap(), 7, "{uri}");
+        assert_eq!(short.echo(b"abc").unwrap(), b"abc", "{uri}");
+    }
+    server.shutdown();
 }

@@ -64,40 +64,17 @@ fn append_pattern(out: &mut impl Sink, n: usize) {
     }
 }
 
-/// A client of the lab interface: the generated client, with results copied into buffers the
-/// caller reuses (so benchmarks allocate nothing per call).
+/// A client of the lab interface: the generated client (native bodies over lowlat's transports,
+/// XDR over ONC RPC), with results copied into buffers the caller reuses (so benchmarks
+/// allocate nothing per call).
+#[derive(Debug)]
 pub struct LabClient {
-    stub: lab_vers::Client,
-    /// ONC RPC binding: bodies are XDR.
-    xdr: bool,
-}
-
-impl std::fmt::Debug for LabClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LabClient").field("client", self.stub.client()).finish()
-    }
+    stub: lab_vers::LabVersClient,
 }
 
 impl LabClient {
     pub fn connect(uri: &str, cfg: ClientConfig) -> Result<LabClient, Error> {
-        let client = Client::connect_with(uri, PROGRAM, VERSION, cfg)?;
-        let xdr = client.is_onc();
-        Ok(LabClient { stub: lab_vers::Client::from_client(client), xdr })
-    }
-
-    /// One call over ONC RPC with XDR bodies (`encode` into the empty argument buffer; `decode`
-    /// from the result body).
-    fn xdr_call<R>(
-        &self,
-        proc_no: u32,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), lowlat::codec::EncodeError>,
-        decode: impl FnOnce(&[u8]) -> Result<R, lowlat::codec::DecodeError>,
-    ) -> Result<R, Error> {
-        self.client().call(
-            proc_no,
-            |b| encode(b).map_err(lowlat::codec::Error::from),
-            |r| decode(r).map_err(lowlat::codec::Error::from),
-        )
+        Ok(LabClient { stub: lab_vers::LabVersClient::connect_with(uri, cfg)? })
     }
 
     pub fn client(&self) -> &Client {
@@ -105,46 +82,20 @@ impl LabClient {
     }
 
     pub fn null(&self) -> Result<(), Error> {
-        if self.xdr {
-            return self.xdr_call(NULL, |_| Ok(()), |r| lowlat::codec::XdrReader::new(r).finish());
-        }
         self.stub.null()
     }
 
     pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
-        if self.xdr {
-            return self.xdr_call(
-                MINUS,
-                |w| lab_vers::encode_minus_args_xdr(w, a, b),
-                lab_vers::decode_minus_result_xdr,
-            );
-        }
         self.stub.minus(a, b)
     }
 
     pub fn maxarg(&self, data: &[u8]) -> Result<(), Error> {
-        if self.xdr {
-            return self.xdr_call(
-                MAXARG,
-                |w| lab_vers::encode_maxarg_args_xdr(w, data),
-                |r| lowlat::codec::XdrReader::new(r).finish(),
-            );
-        }
         self.stub.maxarg(data)
     }
 
     /// Asks for `n` bytes; they are copied into `out` (whose capacity is reused).
     pub fn maxresult(&self, n: u32, out: &mut Vec<u8>) -> Result<(), Error> {
-        if self.xdr {
-            out.clear();
-            self.xdr_call(
-                MAXRESULT,
-                |w| lab_vers::encode_maxresult_args_xdr(w, n),
-                |r| lab_vers::decode_maxresult_result_xdr(r).map(|b| out.extend_from_slice(b)),
-            )?;
-        } else {
-            self.stub.maxresult_into(n, out)?;
-        }
+        self.stub.maxresult_into(n, out)?;
         if out.len() != n as usize {
             return Err(Error::Decode {
                 proc_no: MAXRESULT,
@@ -156,14 +107,6 @@ impl LabClient {
 
     /// Sends `data` and receives it back into `out`.
     pub fn echo(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-        if self.xdr {
-            out.clear();
-            return self.xdr_call(
-                ECHO,
-                |w| lab_vers::encode_echo_args_xdr(w, data),
-                |r| lab_vers::decode_echo_result_xdr(r).map(|b| out.extend_from_slice(b)),
-            );
-        }
         self.stub.echo_into(data, out)
     }
 }
@@ -171,7 +114,7 @@ impl LabClient {
 /// The lab procedures' implementation.
 struct Lab;
 
-impl lab_vers::Server for Lab {
+impl lab_vers::LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
     }

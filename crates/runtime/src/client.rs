@@ -21,7 +21,7 @@ use lowlat_transport::Spinner;
 use crate::driver::{self, ClientChannel, SlotChannel};
 use crate::onc_client::OncClient;
 use crate::trace::{self, ClientTrace};
-use crate::{ClientConfig, Endpoint, Error};
+use crate::{CallOptions, ClientConfig, Endpoint, Error};
 
 struct Slot {
     index: u16,
@@ -178,6 +178,22 @@ impl Client {
         match &self.kind {
             Kind::Lowlat(c) => c.call_timeout(proc_no, timeout, encode, decode),
             Kind::Onc(c) => c.call_timeout(proc_no, timeout, encode, decode),
+        }
+    }
+
+    /// One call with per-call `options` (what they leave unset comes from the binding's
+    /// [`ClientConfig`]): what generated clients' `with(options)` calls through.
+    #[inline]
+    pub fn call_with<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        options: &CallOptions,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        match options.deadline {
+            Some(timeout) => self.call_timeout(proc_no, timeout, encode, decode),
+            None => self.call(proc_no, encode, decode),
         }
     }
 }

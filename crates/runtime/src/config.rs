@@ -51,6 +51,34 @@ impl Default for ClientConfig {
     }
 }
 
+/// Options of one call, where they differ from the binding's [`ClientConfig`]: pass them to
+/// [`Client::call_with`](crate::Client::call_with), or to a generated client's `with`:
+/// `client.with(CallOptions::new().deadline(Duration::from_millis(5))).minus(5, 7)`.
+///
+/// Built with [`CallOptions::new`] and its setters, so options added later leave existing code
+/// compiling.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Fail with [`Error::Timeout`](crate::Error::Timeout) unless the call completes within this
+    /// long; `None`: the binding's [`ClientConfig::deadline`].
+    pub deadline: Option<Duration>,
+}
+
+impl CallOptions {
+    /// The binding's defaults.
+    pub const fn new() -> CallOptions {
+        CallOptions { deadline: None }
+    }
+
+    /// The call fails with [`Error::Timeout`](crate::Error::Timeout) unless it completes within
+    /// `deadline`.
+    pub const fn deadline(mut self, deadline: Duration) -> CallOptions {
+        self.deadline = Some(deadline);
+        self
+    }
+}
+
 /// How a server serves.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {

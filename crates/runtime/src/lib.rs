@@ -19,6 +19,10 @@
 //! server.shutdown();
 //! ```
 //!
+//! Most programs call through stubs generated from a `.x` interface definition by `lowlat-build`
+//! (its front page documents the generated client, server trait and type mapping); the closures
+//! above are what such stubs amount to.
+//!
 //! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
 //! procedures, their configurations and [`Error`]. Underneath: `lowlat-proto` (the sans-I/O
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
@@ -39,7 +43,7 @@ mod uri;
 mod workers;
 
 pub use client::Client;
-pub use config::{ClientConfig, ServerConfig};
+pub use config::{CallOptions, ClientConfig, ServerConfig};
 pub use error::Error;
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;

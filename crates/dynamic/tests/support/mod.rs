@@ -1,5 +1,6 @@
-//! Shared by the interop tests: rpcgen's everything.x types, a lowlat server of the same
-//! program with the semantics of tests/c/everything_peer.c, and the C peer built at test time.
+//! Shared by the interop tests (here and crates/idl/tests/c_interop.rs): the generated stubs of
+//! everything.x, a lowlat server of the same program with the semantics of
+//! tests/c/everything_peer.c, the C peer built at test time, and the values both sides build.
 
 #![allow(dead_code)]
 
@@ -9,7 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use lowlat::{ProcError, Program};
+use std::sync::Arc;
+
+use lowlat::{CallContext, OutBuf, ProcError, Program, Server, ServerConfig};
 
 #[allow(dead_code, clippy::all)]
 pub mod everything {
@@ -47,7 +50,8 @@ macro_rules! need_c_tools {
     };
 }
 
-fn run(cmd: &mut Command) {
+/// Runs `cmd` to completion; panics with its error output if it fails.
+pub fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -143,20 +147,11 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String, String)
     }
 }
 
-fn garbage<E>(_: E) -> ProcError {
-    ProcError::GarbageArgs
-}
-
-fn failed<E>(_: E) -> ProcError {
-    ProcError::SystemError
-}
-
 /// LOOKUP's rule (see everything_peer.c).
 pub fn lookup(key: &str, hint: Color) -> everything::Result {
     match hint {
-        Color::Red => everything::Result::Red(key.len() as i32),
-        Color::Green => everything::Result::Green(key.to_string()),
-        Color::Blue => everything::Result::Blue(key.to_string()),
+        Color::Red => everything::Result::Code(key.len() as i32),
+        Color::Green | Color::Blue => everything::Result::Label(hint, key.to_string()),
         other => everything::Result::Default(other),
     }
 }
@@ -175,41 +170,69 @@ pub fn reverse(n: &Node) -> Node {
     *out.expect("a list has a first node")
 }
 
+/// EVERYTHING_PROG's procedures with the semantics of everything_peer.c, through the generated
+/// server traits.
+pub struct Peer;
+
+type Done<T> = std::result::Result<T, ProcError>;
+
+impl everything_v1::EverythingV1Service for Peer {
+    fn ping(&self, _: &CallContext) -> Done<()> {
+        Ok(())
+    }
+    fn roundtrip(&self, _: &CallContext, arg: Everything) -> Done<Everything> {
+        Ok(arg)
+    }
+    fn add(&self, _: &CallContext, a: i32, b: i32) -> Done<i32> {
+        Ok(a.wrapping_add(b))
+    }
+    fn concat(&self, _: &CallContext, a: &[u8], b: &[u8], out: &mut OutBuf<'_>) -> Done<()> {
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+        Ok(())
+    }
+    fn greet(&self, _: &CallContext, who: &str) -> Done<String> {
+        Ok(format!("hello, {who}"))
+    }
+    fn lookup(&self, _: &CallContext, key: &str, hint: Color) -> Done<everything::Result> {
+        Ok(lookup(key, hint))
+    }
+}
+
+impl everything_v2::EverythingV2Service for Peer {
+    fn ping(&self, _: &CallContext) -> Done<()> {
+        Ok(())
+    }
+    fn reverse(&self, _: &CallContext, arg: Node) -> Done<Node> {
+        Ok(reverse(&arg))
+    }
+}
+
 /// Versions 1 and 2 of EVERYTHING_PROG with XDR bodies, for ONC RPC callers.
 pub fn programs_xdr() -> [Program; 2] {
-    use everything_v1 as v1;
-    use everything_v2 as v2;
-    let p1 = Program::new(v1::PROGRAM, v1::VERSION)
-        .xdr()
-        .procedure(v1::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(v1::ROUNDTRIP, "ROUNDTRIP", |_, a, r| {
-            let e = v1::decode_roundtrip_args_xdr(a).map_err(garbage)?;
-            v1::encode_roundtrip_result_xdr(r, &e).map_err(failed)
-        })
-        .procedure(v1::ADD, "ADD", |_, a, r| {
-            let (x, y) = v1::decode_add_args_xdr(a).map_err(garbage)?;
-            v1::encode_add_result_xdr(r, x.wrapping_add(y)).map_err(failed)
-        })
-        .procedure(v1::CONCAT, "CONCAT", |_, a, r| {
-            let (x, y) = v1::decode_concat_args_xdr(a).map_err(garbage)?;
-            v1::encode_concat_result_xdr(r, &[x, y].concat()).map_err(failed)
-        })
-        .procedure(v1::GREET, "GREET", |_, a, r| {
-            let who = v1::decode_greet_args_xdr(a).map_err(garbage)?;
-            v1::encode_greet_result_xdr(r, &format!("hello, {who}")).map_err(failed)
-        })
-        .procedure(v1::LOOKUP, "LOOKUP", |_, a, r| {
-            let (key, hint) = v1::decode_lookup_args_xdr(a).map_err(garbage)?;
-            v1::encode_lookup_result_xdr(r, &lookup(key, hint)).map_err(failed)
-        });
-    let p2 = Program::new(v2::PROGRAM, v2::VERSION)
-        .xdr()
-        .procedure(v2::PING, "PING", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
-        .procedure(v2::REVERSE, "REVERSE", |_, a, r| {
-            let n = v2::decode_reverse_args_xdr(a).map_err(garbage)?;
-            v2::encode_reverse_result_xdr(r, &reverse(&n)).map_err(failed)
-        });
-    [p1, p2]
+    let peer = Arc::new(Peer);
+    [everything_v1::program_xdr(peer.clone()), everything_v2::program_xdr(peer)]
+}
+
+/// The same with native bodies, for lowlat's own transports.
+pub fn programs_native() -> [Program; 2] {
+    let peer = Arc::new(Peer);
+    [everything_v1::program(peer.clone()), everything_v2::program(peer)]
+}
+
+/// A lowlat server of both versions on `uris`, with native and XDR bodies (so on every scheme),
+/// not registered with rpcbind.
+pub fn serve_everything(uris: &[&str], cfg: ServerConfig) -> Server {
+    let [n1, n2] = programs_native();
+    let [x1, x2] = programs_xdr();
+    Server::builder()
+        .program(n1)
+        .program(n2)
+        .program(x1)
+        .program(x2)
+        .config(ServerConfig { onc_register: false, ..cfg })
+        .serve(uris)
+        .unwrap()
 }
 
 /// The value interop.c and everything_peer.c build as `value_a`.
@@ -243,10 +266,10 @@ pub fn value_a() -> Everything {
         ],
         maybe_point: Some(Box::new(Point { x: 9, y: 10 })),
         list: Some(Box::new(list)),
-        r: everything::Result::Green("green".into()),
+        r: everything::Result::Label(Color::Green, "green".into()),
         bi: ByInt::Default(99, vec![1, 2, 3]),
-        mt: MaybeText::True("hello".into()),
-        bu: ByUint::V7(vec![100, 200]),
+        mt: MaybeText::T("hello".into()),
+        bu: ByUint::Cs(vec![100, 200]),
         names: vec!["a".into(), "bc".into()],
         hypers: [-1, 1 << 40],
         flags: vec![true, false, true],
@@ -262,10 +285,10 @@ pub fn value_b(variant: u32) -> Everything {
     e.prim.c = Color::Red;
     e.prim.f = -0.0;
     e.prim.d = 1e300;
-    e.r = everything::Result::Red(-42);
-    e.bi = if variant == 0 { ByInt::V1(Point { x: 11, y: -12 }) } else { ByInt::Neg(-(1 << 62)) };
+    e.r = everything::Result::Code(-42);
+    e.bi = if variant == 0 { ByInt::P(Point { x: 11, y: -12 }) } else { ByInt::Big(-(1 << 62)) };
     e.mt = MaybeText::False;
-    e.bu = ByUint::V0(3.25);
+    e.bu = ByUint::D(3.25);
     e.data = vec![];
     e.var_bytes = b"12345".to_vec();
     e.who = String::new();

@@ -4,20 +4,23 @@
 pub type LabBuf = ::std::vec::Vec<u8>;
 
 /// Program `LAB_PROG` (0x20004c4c), version `LAB_VERS` (1).
+///
+/// [`LabVersClient`] calls it; a server implements [`LabVersService`] and serves it
+/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
 pub mod lab_vers {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4c;
     /// The version number.
     pub const VERSION: u32 = 1;
-    /// Procedure `NULL`.
+    /// Procedure `NULL(void) -> void`.
     pub const NULL: u32 = 0;
-    /// Procedure `MINUS`.
+    /// Procedure `MINUS(int a, int b) -> int`.
     pub const MINUS: u32 = 1;
-    /// Procedure `MAXARG`.
+    /// Procedure `MAXARG(opaque<> data) -> void`.
     pub const MAXARG: u32 = 2;
-    /// Procedure `MAXRESULT`.
+    /// Procedure `MAXRESULT(unsigned int n) -> opaque<>`.
     pub const MAXRESULT: u32 = 3;
-    /// Procedure `ECHO`.
+    /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
 
     /// Appends the xdr encoding of `MINUS`'s args.
@@ -234,15 +237,23 @@ pub mod lab_vers {
         Ok(result)
     }
 
-    /// A typed client for `LAB_PROG` version `LAB_VERS` over lowlat's own protocol.
-    pub struct Client {
+    /// A typed client of `LAB_PROG` version `LAB_VERS`, right on every scheme: lowlat's native
+    /// encoding over its own transports, XDR over `onc+udp://` and `onc+tcp://`. `Send + Sync`:
+    /// share it between threads, whose calls then proceed in parallel.
+    #[derive(Debug)]
+    pub struct LabVersClient {
         inner: ::lowlat::Client,
     }
 
-    impl Client {
-        /// Connects to a server at `uri` and binds to this program version.
+    impl LabVersClient {
+        /// Connects to a server at `uri` and binds to this program version, with default settings.
         pub fn connect(uri: &str) -> ::std::result::Result<Self, ::lowlat::Error> {
-            ::lowlat::Client::connect(uri, PROGRAM, VERSION).map(|inner| Self { inner })
+            Self::connect_with(uri, ::lowlat::ClientConfig::default())
+        }
+
+        /// Connects with `config`: spin policy, slots, the default deadline, ONC RPC credentials, ...
+        pub fn connect_with(uri: &str, config: ::lowlat::ClientConfig) -> ::std::result::Result<Self, ::lowlat::Error> {
+            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self { inner })
         }
 
         /// Wraps a client already bound to this program version.
@@ -255,88 +266,168 @@ pub mod lab_vers {
             &self.inner
         }
 
-        // The server's order: payloads travel in it and only the client converts.
-        #[allow(clippy::needless_match, unreachable_patterns)]
-        fn wire_order(&self) -> ::lowlat_codec::ByteOrder {
-            match self.inner.server_byte_order() {
-                ::lowlat::ByteOrder::Little => ::lowlat_codec::ByteOrder::Little,
-                ::lowlat::ByteOrder::Big => ::lowlat_codec::ByteOrder::Big,
-            }
+        /// The same procedures, each call made with `options` (a deadline, ...):
+        /// `client.with(::lowlat::CallOptions::new().deadline(::std::time::Duration::from_millis(5)))`
+        /// then any method.
+        pub fn with(&self, options: ::lowlat::CallOptions) -> LabVersClientWith<'_> {
+            LabVersClientWith { inner: &self.inner, options }
         }
 
-        /// Calls `NULL`.
+        /// Calls `NULL(void) -> void` with the binding's default options.
         pub fn null(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(NULL, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            self.with(::lowlat::CallOptions::new()).null()
         }
 
-        /// Calls `MINUS`.
+        /// Calls `MINUS(int a, int b) -> int` with the binding's default options.
         pub fn minus(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(MINUS, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            self.with(::lowlat::CallOptions::new()).minus(a, b)
         }
 
-        /// Calls `MAXARG`.
+        /// Calls `MAXARG(opaque<> data) -> void` with the binding's default options.
         pub fn maxarg(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(MAXARG, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            self.with(::lowlat::CallOptions::new()).maxarg(data)
         }
 
-        /// Calls `MAXRESULT`.
+        /// Calls `MAXRESULT(unsigned int n) -> opaque<>` with the binding's default options.
         pub fn maxresult(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(MAXRESULT, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            self.with(::lowlat::CallOptions::new()).maxresult(n)
         }
 
         /// Calls `MAXRESULT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
         pub fn maxresult_into(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(MAXRESULT, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| {
-                let v = decode_maxresult_result_native(body, order)?;
-                out.clear();
-                out.extend_from_slice(v);
-                ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(())
-            })
+            self.with(::lowlat::CallOptions::new()).maxresult_into(n, out)
         }
 
-        /// Calls `ECHO`.
+        /// Calls `ECHO(opaque<> data) -> opaque<>` with the binding's default options.
         pub fn echo(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(ECHO, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            self.with(::lowlat::CallOptions::new()).echo(data)
         }
 
         /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
         pub fn echo_into(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            let order = self.wire_order();
-            self.inner.call(ECHO, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| {
-                let v = decode_echo_result_native(body, order)?;
-                out.clear();
-                out.extend_from_slice(v);
-                ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(())
-            })
+            self.with(::lowlat::CallOptions::new()).echo_into(data, out)
         }
     }
 
-    /// The procedures of `LAB_PROG` version `LAB_VERS`, implemented by a server.
+    /// The calls of a [`LabVersClient`], each made with the options given to [`LabVersClient::with`].
+    #[derive(Debug)]
+    pub struct LabVersClientWith<'a> {
+        inner: &'a ::lowlat::Client,
+        options: ::lowlat::CallOptions,
+    }
+
+    // The server's order: payloads travel in it and only the client converts.
+    #[allow(clippy::needless_match, unreachable_patterns)]
+    fn wire_order(client: &::lowlat::Client) -> ::lowlat_codec::ByteOrder {
+        match client.server_byte_order() {
+            ::lowlat::ByteOrder::Little => ::lowlat_codec::ByteOrder::Little,
+            ::lowlat::ByteOrder::Big => ::lowlat_codec::ByteOrder::Big,
+        }
+    }
+
+    impl LabVersClientWith<'_> {
+        /// Calls `NULL(void) -> void`.
+        pub fn null(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// Calls `MINUS(int a, int b) -> int`.
+        pub fn minus(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(MINUS, &self.options, |buf| encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// Calls `MAXARG(opaque<> data) -> void`.
+        pub fn maxarg(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(MAXARG, &self.options, |buf| encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(MAXARG, &self.options, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// Calls `MAXRESULT(unsigned int n) -> opaque<>`.
+        pub fn maxresult(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// Calls `MAXRESULT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
+        pub fn maxresult_into(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
+            }
+        }
+
+        /// Calls `ECHO(opaque<> data) -> opaque<>`.
+        pub fn echo(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
+        pub fn echo_into(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
+            }
+        }
+    }
+
+    /// The procedures of `LAB_PROG` version `LAB_VERS`, implemented by a server and served with
+    /// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.
     ///
-    /// Opaque and string arguments are views into the receive buffer. A variable-length opaque
-    /// result is appended by the procedure straight into the reply buffer (`out`), which over
-    /// shared memory lies in the result ring.
-    pub trait Server: ::std::marker::Send + ::std::marker::Sync + 'static {
-        /// `NULL`
+    /// A procedure runs on the thread that received its call (no hand-off: the fast path), so a
+    /// slow one holds up the calls behind it on that endpoint; register it long-running
+    /// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.
+    pub trait LabVersService: ::std::marker::Send + ::std::marker::Sync + 'static {
+        /// `NULL(void) -> void`
         fn null(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<(), ::lowlat::ProcError>;
-        /// `MINUS`
+        /// `MINUS(int a, int b) -> int`
         fn minus(&self, ctx: &::lowlat::CallContext, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::ProcError>;
-        /// `MAXARG`
+        /// `MAXARG(opaque<> data) -> void`
+        ///
+        /// `data` is a view into the received message (copy it to keep it beyond the call).
         fn maxarg(&self, ctx: &::lowlat::CallContext, data: &[u8]) -> ::std::result::Result<(), ::lowlat::ProcError>;
-        /// `MAXRESULT`
+        /// `MAXRESULT(unsigned int n) -> opaque<>`
+        ///
+        /// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,
+        /// so the result is written once, where the client reads it).
         fn maxresult(&self, ctx: &::lowlat::CallContext, n: u32, out: &mut ::lowlat::OutBuf<'_>) -> ::std::result::Result<(), ::lowlat::ProcError>;
-        /// `ECHO`
+        /// `ECHO(opaque<> data) -> opaque<>`
+        ///
+        /// `data` is a view into the received message (copy it to keep it beyond the call).
+        ///
+        /// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,
+        /// so the result is written once, where the client reads it).
         fn echo(&self, ctx: &::lowlat::CallContext, data: &[u8], out: &mut ::lowlat::OutBuf<'_>) -> ::std::result::Result<(), ::lowlat::ProcError>;
     }
 
-    /// The program that dispatches calls to `server` (register it with a lowlat server).
-    pub fn program<S: Server>(server: ::std::sync::Arc<S>) -> ::lowlat::Program {
+    /// The program that dispatches calls over lowlat's own protocol (native bodies) to `server`.
+    pub fn program<S: LabVersService>(server: ::std::sync::Arc<S>) -> ::lowlat::Program {
         ::lowlat::Program::new(PROGRAM, VERSION)
             .procedure(NULL, "NULL", {
                 let s = ::std::sync::Arc::clone(&server);
@@ -385,7 +476,7 @@ pub mod lab_vers {
 
     /// The program that dispatches ONC RPC calls (XDR bodies) to `server`; serve it beside
     /// [`program`] to answer rpcgen/libtirpc clients too.
-    pub fn program_xdr<S: Server>(server: ::std::sync::Arc<S>) -> ::lowlat::Program {
+    pub fn program_xdr<S: LabVersService>(server: ::std::sync::Arc<S>) -> ::lowlat::Program {
         ::lowlat::Program::new(PROGRAM, VERSION).xdr()
             .procedure(NULL, "NULL", {
                 let s = ::std::sync::Arc::clone(&server);

@@ -9,15 +9,15 @@ pub mod lab_vers {
     pub const PROGRAM: u32 = 0x20004c4c;
     /// The version number.
     pub const VERSION: u32 = 1;
-    /// Procedure `NULL`.
+    /// Procedure `NULL(void) -> void`.
     pub const NULL: u32 = 0;
-    /// Procedure `MINUS`.
+    /// Procedure `MINUS(int a, int b) -> int`.
     pub const MINUS: u32 = 1;
-    /// Procedure `MAXARG`.
+    /// Procedure `MAXARG(opaque<> data) -> void`.
     pub const MAXARG: u32 = 2;
-    /// Procedure `MAXRESULT`.
+    /// Procedure `MAXRESULT(unsigned int n) -> opaque<>`.
     pub const MAXRESULT: u32 = 3;
-    /// Procedure `ECHO`.
+    /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
 
     /// Appends the xdr encoding of `MINUS`'s args.

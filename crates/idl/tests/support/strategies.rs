@@ -51,26 +51,26 @@ pub fn primitives() -> impl Strategy<Value = Primitives> {
 }
 pub fn result() -> impl Strategy<Value = XResult> {
     prop_oneof![
-        any::<i32>().prop_map(XResult::Red),
-        name().prop_map(XResult::Green),
-        name().prop_map(XResult::Blue),
+        any::<i32>().prop_map(XResult::Code),
+        name().prop_map(|s| XResult::Label(Color::Green, s)),
+        name().prop_map(|s| XResult::Label(Color::Blue, s)),
         Just(XResult::Default(Color::Infra)),
     ]
 }
 pub fn by_int() -> impl Strategy<Value = ByInt> {
     prop_oneof![
-        point().prop_map(ByInt::V1),
+        point().prop_map(ByInt::P),
         Just(ByInt::V2),
-        any::<i64>().prop_map(ByInt::Neg),
+        any::<i64>().prop_map(ByInt::Big),
         (any::<i32>().prop_filter("not an explicit case", |d| ![1, 2, -5].contains(d)), blob(8))
             .prop_map(|(d, raw)| ByInt::Default(d, raw)),
     ]
 }
 pub fn maybe_text() -> impl Strategy<Value = MaybeText> {
-    prop_oneof![text().prop_map(MaybeText::True), Just(MaybeText::False)]
+    prop_oneof![text().prop_map(MaybeText::T), Just(MaybeText::False)]
 }
 pub fn by_uint() -> impl Strategy<Value = ByUint> {
-    prop_oneof![f64s().prop_map(ByUint::V0), proptest::collection::vec(any::<u32>(), 0..6).prop_map(ByUint::V7)]
+    prop_oneof![f64s().prop_map(ByUint::D), proptest::collection::vec(any::<u32>(), 0..6).prop_map(ByUint::Cs)]
 }
 pub fn inner() -> impl Strategy<Value = Inner> {
     (point(), shape(), blob(8)).prop_map(|(corner, kind, tag)| Inner { corner, kind, tag })

@@ -1,0 +1,406 @@
+//! A module per program version: its numbers, its procedures' codecs and, with a runtime path,
+//! the typed client (right on every scheme: XDR over ONC RPC, the native encoding elsewhere),
+//! its view with per-call options, the server trait and the programs that dispatch to it.
+
+use super::codec::Enc;
+use super::names::{ProcNames, VersionNames};
+use super::types::{borrows, is_copy_scalar};
+use super::Gen;
+use crate::model::{Procedure, ProgramId, Type, Version};
+
+/// A procedure with its names.
+struct Proc<'m> {
+    p: &'m Procedure,
+    n: ProcNames,
+}
+
+impl Proc<'_> {
+    fn var_opaque_result(&self) -> bool {
+        self.p.result.as_ref().is_some_and(|t| matches!(t.resolved(), Type::VarOpaque(_)))
+    }
+}
+
+impl Gen<'_> {
+    pub(super) fn gen_version(&mut self, pid: ProgramId, vi: usize) {
+        let m = self.m;
+        let prog = &m[pid];
+        let v = &prog.versions[vi];
+        let vn = self.names.versions[pid.index()][vi].clone();
+        let procs: Vec<Proc<'_>> = v.procedures.iter().zip(&vn.procs).map(|(p, n)| Proc { p, n: n.clone() }).collect();
+        self.line(format!("/// Program `{}` ({:#x}), version `{}` ({}).", prog.name, prog.number, v.name, v.number));
+        if self.opts.runtime_path.is_some() {
+            self.line("///");
+            self.line(format!("/// [`{}`] calls it; a server implements [`{}`] and serves it", vn.client, vn.service));
+            self.line("/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).");
+        }
+        self.open(format!("pub mod {} {{", vn.module));
+        self.scope = "super::";
+        self.line("/// The program number.");
+        self.line(format!("pub const PROGRAM: u32 = {:#x};", prog.number));
+        self.line("/// The version number.");
+        self.line(format!("pub const VERSION: u32 = {};", v.number));
+        for pr in &procs {
+            self.line(format!("/// Procedure `{}`.", m.signature(pr.p)));
+            self.line(format!("pub const {}: u32 = {};", pr.n.konst, pr.p.number));
+        }
+        for pr in &procs {
+            for e in Enc::BOTH {
+                self.proc_codecs(pr.p, &pr.n, e);
+            }
+        }
+        if let Some(rt) = self.opts.runtime_path.clone() {
+            self.gen_client(&rt, &procs, prog.name.as_str(), v, &vn);
+            self.gen_client_with(&rt, &procs, &vn);
+            self.gen_service(&rt, &procs, prog.name.as_str(), v, &vn);
+            self.gen_program(&rt, &procs, &vn, Enc::Native);
+            self.gen_program(&rt, &procs, &vn, Enc::Xdr);
+        }
+        self.scope = "";
+        self.close("}");
+    }
+
+    fn gen_client(&mut self, rt: &str, procs: &[Proc<'_>], prog: &str, v: &Version, vn: &VersionNames) {
+        let (client, with) = (&vn.client, &vn.client_with);
+        self.line("");
+        self.line(format!(
+            "/// A typed client of `{prog}` version `{}`, right on every scheme: lowlat's native",
+            v.name
+        ));
+        self.line("/// encoding over its own transports, XDR over `onc+udp://` and `onc+tcp://`. `Send + Sync`:");
+        self.line("/// share it between threads, whose calls then proceed in parallel.");
+        self.line("#[derive(Debug)]");
+        self.open(format!("pub struct {client} {{"));
+        self.line(format!("inner: {rt}::Client,"));
+        self.close("}");
+        self.line("");
+        self.open(format!("impl {client} {{"));
+        self.line("/// Connects to a server at `uri` and binds to this program version, with default settings.");
+        self.open(format!("pub fn connect(uri: &str) -> ::std::result::Result<Self, {rt}::Error> {{"));
+        self.line(format!("Self::connect_with(uri, {rt}::ClientConfig::default())"));
+        self.close("}");
+        self.line("");
+        self.line("/// Connects with `config`: spin policy, slots, the default deadline, ONC RPC credentials, ...");
+        self.open(format!(
+            "pub fn connect_with(uri: &str, config: {rt}::ClientConfig) -> ::std::result::Result<Self, {rt}::Error> {{"
+        ));
+        self.line(format!("{rt}::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self {{ inner }})"));
+        self.close("}");
+        self.line("");
+        self.line("/// Wraps a client already bound to this program version.");
+        self.open(format!("pub fn from_client(inner: {rt}::Client) -> Self {{"));
+        self.line("Self { inner }");
+        self.close("}");
+        self.line("");
+        self.line("/// The untyped client underneath.");
+        self.open(format!("pub fn client(&self) -> &{rt}::Client {{"));
+        self.line("&self.inner");
+        self.close("}");
+        self.line("");
+        self.line("/// The same procedures, each call made with `options` (a deadline, ...):");
+        self.line(format!(
+            "/// `client.with({rt}::CallOptions::new().deadline(::std::time::Duration::from_millis(5)))`"
+        ));
+        self.line("/// then any method.");
+        self.open(format!("pub fn with(&self, options: {rt}::CallOptions) -> {with}<'_> {{"));
+        self.line(format!("{with} {{ inner: &self.inner, options }}"));
+        self.close("}");
+        for pr in procs {
+            let names = pr.n.args.join(", ");
+            self.line("");
+            self.open_method(
+                rt,
+                pr,
+                &format!("Calls `{}` with the binding's default options.", self.m.signature(pr.p)),
+                false,
+            );
+            self.line(format!("self.with({rt}::CallOptions::new()).{}({names})", pr.n.method));
+            self.close("}");
+            if pr.var_opaque_result() {
+                self.line("");
+                self.open_method(rt, pr, &Self::into_doc(pr), true);
+                let comma = if names.is_empty() { "" } else { ", " };
+                self.line(format!("self.with({rt}::CallOptions::new()).{}_into({names}{comma}out)", pr.n.method));
+                self.close("}");
+            }
+        }
+        self.close("}");
+    }
+
+    fn into_doc(pr: &Proc<'_>) -> String {
+        format!(
+            "Calls `{}`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.",
+            pr.p.name
+        )
+    }
+
+    /// Opens a client method: `method(&self, args..)`, or with `into`,
+    /// `method_into(&self, args.., out: &mut Vec<u8>)`.
+    fn open_method(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
+        let mut params = vec!["&self".to_string()];
+        params.extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.param_ty(&a.ty))));
+        let (name, ret) = if into {
+            params.push("out: &mut ::std::vec::Vec<u8>".into());
+            (format!("{}_into", pr.n.method), "()".to_string())
+        } else {
+            (pr.n.method.clone(), pr.p.result.as_ref().map_or_else(|| "()".to_string(), |t| self.rust_ty(t)))
+        };
+        self.line(format!("/// {doc}"));
+        if params.len() > 7 {
+            self.line("#[allow(clippy::too_many_arguments)]");
+        }
+        self.open(format!("pub fn {name}({}) -> ::std::result::Result<{ret}, {rt}::Error> {{", params.join(", ")));
+    }
+
+    fn gen_client_with(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames) {
+        let cp = self.cp();
+        let (client, with) = (&vn.client, &vn.client_with);
+        self.line("");
+        self.line(format!("/// The calls of a [`{client}`], each made with the options given to [`{client}::with`]."));
+        self.line("#[derive(Debug)]");
+        self.open(format!("pub struct {with}<'a> {{"));
+        self.line(format!("inner: &'a {rt}::Client,"));
+        self.line(format!("options: {rt}::CallOptions,"));
+        self.close("}");
+        if !procs.is_empty() {
+            self.line("");
+            self.line("// The server's order: payloads travel in it and only the client converts.");
+            self.line("#[allow(clippy::needless_match, unreachable_patterns)]");
+            self.open(format!("fn wire_order(client: &{rt}::Client) -> {cp}::ByteOrder {{"));
+            self.open("match client.server_byte_order() {");
+            self.line(format!("{rt}::ByteOrder::Little => {cp}::ByteOrder::Little,"));
+            self.line(format!("{rt}::ByteOrder::Big => {cp}::ByteOrder::Big,"));
+            self.close("}");
+            self.close("}");
+        }
+        self.line("");
+        self.open(format!("impl {with}<'_> {{"));
+        for (i, pr) in procs.iter().enumerate() {
+            let names = &pr.n.args;
+            if i > 0 {
+                self.line("");
+            }
+            self.open_method(rt, pr, &format!("Calls `{}`.", self.m.signature(pr.p)), false);
+            let conv = match pr.p.result.as_ref().map(Type::resolved) {
+                Some(Type::VarOpaque(_)) => ".map(<[u8]>::to_vec)",
+                Some(Type::String(_)) => ".map(str::to_owned)",
+                _ => "",
+            };
+            self.call_branches(pr, names, |g, e| {
+                let dec = g.result_decoder(pr, e);
+                let cp = g.cp();
+                format!("|body| {dec}{conv}.map_err({cp}::Error::from)")
+            });
+            self.close("}");
+            if pr.var_opaque_result() {
+                self.line("");
+                self.open_method(rt, pr, &Self::into_doc(pr), true);
+                self.call_branches(pr, names, |g, e| {
+                    let dec = g.result_decoder(pr, e);
+                    let cp = g.cp();
+                    format!(
+                        "|body| {{ let v = {dec}?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), {cp}::Error>::Ok(()) }}"
+                    )
+                });
+                self.close("}");
+            }
+        }
+        self.close("}");
+    }
+
+    /// The decoding call of a procedure's result in encoding `e`, without the `?` or conversion.
+    fn result_decoder(&self, pr: &Proc<'_>, e: Enc) -> String {
+        let cp = self.cp();
+        match (&pr.p.result, e) {
+            (None, Enc::Xdr) => format!("{cp}::XdrReader::new(body).finish()"),
+            (None, Enc::Native) => format!("{cp}::NativeReader::new(body, order).finish()"),
+            (Some(_), Enc::Xdr) => format!("decode_{}_result_xdr(body)", pr.n.method),
+            (Some(_), Enc::Native) => format!("decode_{}_result_native(body, order)", pr.n.method),
+        }
+    }
+
+    /// The body of a client method: XDR over ONC RPC, else the native encoding in the server's
+    /// byte order; `decoder` gives the result closure for an encoding.
+    fn call_branches(&mut self, pr: &Proc<'_>, names: &[String], decoder: impl Fn(&Self, Enc) -> String) {
+        let cp = self.cp();
+        let encoder = |e: Enc| {
+            if pr.p.args.is_empty() {
+                return format!("|_buf| ::std::result::Result::<(), {cp}::Error>::Ok(())");
+            }
+            let order = if e == Enc::Native { "order, " } else { "" };
+            format!(
+                "|buf| encode_{}_args_{}(buf, {order}{}).map_err({cp}::Error::from)",
+                pr.n.method,
+                e.name(),
+                names.join(", ")
+            )
+        };
+        let konst = &pr.n.konst;
+        self.open("if self.inner.is_onc() {");
+        let (enc, dec) = (encoder(Enc::Xdr), decoder(self, Enc::Xdr));
+        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
+        self.close("} else {");
+        self.indent += 1;
+        self.line("let order = wire_order(self.inner);");
+        let (enc, dec) = (encoder(Enc::Native), decoder(self, Enc::Native));
+        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
+        self.close("}");
+    }
+
+    fn gen_service(&mut self, rt: &str, procs: &[Proc<'_>], prog: &str, v: &Version, vn: &VersionNames) {
+        self.line("");
+        self.line(format!(
+            "/// The procedures of `{prog}` version `{}`, implemented by a server and served with",
+            v.name
+        ));
+        self.line("/// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.");
+        self.line("///");
+        let long: Vec<&str> =
+            procs.iter().filter(|p| self.opts.long_running.contains(&p.p.name)).map(|p| p.p.name.as_str()).collect();
+        if long.len() == procs.len() && !procs.is_empty() {
+            self.line("/// Every procedure runs on the server's worker pool (registered long-running).");
+        } else {
+            self.line("/// A procedure runs on the thread that received its call (no hand-off: the fast path), so a");
+            self.line("/// slow one holds up the calls behind it on that endpoint; register it long-running");
+            self.line("/// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.");
+            if !long.is_empty() {
+                self.line(format!("/// Registered long-running: `{}`.", long.join("`, `")));
+            }
+        }
+        self.open(format!("pub trait {}: ::std::marker::Send + ::std::marker::Sync + 'static {{", vn.service));
+        for pr in procs {
+            let mut params = vec!["&self".to_string(), format!("ctx: &{rt}::CallContext")];
+            let mut views = Vec::new();
+            for (n, a) in pr.n.args.iter().zip(&pr.p.args) {
+                params.push(format!("{n}: {}", self.view_ty(&a.ty)));
+                if borrows(&a.ty) {
+                    views.push(format!("`{n}`"));
+                }
+            }
+            let ret = match &pr.p.result {
+                None => "()".to_string(),
+                Some(t) if matches!(t.resolved(), Type::VarOpaque(_)) => {
+                    params.push(format!("out: &mut {rt}::OutBuf<'_>"));
+                    "()".to_string()
+                }
+                Some(t) => self.rust_ty(t),
+            };
+            self.line(format!("/// `{}`", self.m.signature(pr.p)));
+            if !views.is_empty() {
+                self.line("///");
+                let (them, are) = if views.len() == 1 { ("it", "is a view") } else { ("them", "are views") };
+                self.line(format!(
+                    "/// {} {are} into the received message (copy {them} to keep {them} beyond the call).",
+                    views.join(" and ")
+                ));
+            }
+            if pr.var_opaque_result() {
+                self.line("///");
+                self.line(
+                    "/// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,",
+                );
+                self.line("/// so the result is written once, where the client reads it).");
+            }
+            if params.len() > 7 {
+                self.line("#[allow(clippy::too_many_arguments)]");
+            }
+            self.line(format!(
+                "fn {}({}) -> ::std::result::Result<{ret}, {rt}::ProcError>;",
+                pr.n.method,
+                params.join(", ")
+            ));
+        }
+        self.close("}");
+    }
+
+    /// `program()` (native bodies, for lowlat's own transports) or `program_xdr()` (XDR bodies,
+    /// for ONC RPC callers: `onc+udp://`, `onc+tcp://`).
+    fn gen_program(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames, e: Enc) {
+        let cp = self.cp();
+        let service = &vn.service;
+        let xdr = e == Enc::Xdr;
+        self.line("");
+        if xdr {
+            self.line("/// The program that dispatches ONC RPC calls (XDR bodies) to `server`; serve it beside");
+            self.line("/// [`program`] to answer rpcgen/libtirpc clients too.");
+            self.open(format!("pub fn program_xdr<S: {service}>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
+            self.line(format!("{rt}::Program::new(PROGRAM, VERSION).xdr()"));
+        } else {
+            self.line("/// The program that dispatches calls over lowlat's own protocol (native bodies) to `server`.");
+            self.open(format!("pub fn program<S: {service}>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
+            self.line(format!("{rt}::Program::new(PROGRAM, VERSION)"));
+        }
+        self.indent += 1;
+        for pr in procs {
+            let register = if self.opts.long_running.contains(&pr.p.name) { "long_running" } else { "procedure" };
+            self.open(format!(".{register}({}, {:?}, {{", pr.n.konst, pr.p.name));
+            self.line("let s = ::std::sync::Arc::clone(&server);");
+            let reply = if pr.p.result.is_none() { "_reply" } else { "reply" };
+            self.open(format!(
+                "move |ctx: &{rt}::CallContext, args: &[u8], {reply}: &mut {rt}::OutBuf<'_>| -> ::std::result::Result<(), {rt}::ProcError> {{"
+            ));
+            let order_arg = if xdr { "" } else { ", order" };
+            if !xdr {
+                self.line(format!("let order = {cp}::ByteOrder::host();"));
+            }
+            let names = &pr.n.args;
+            if pr.p.args.is_empty() {
+                let reader = if xdr {
+                    format!("{cp}::XdrReader::new(args)")
+                } else {
+                    format!("{cp}::NativeReader::new(args, order)")
+                };
+                self.line(format!("{reader}.finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"));
+            } else {
+                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
+                self.line(format!(
+                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err(|_| {rt}::ProcError::GarbageArgs)?;",
+                    pr.n.method,
+                    e.name()
+                ));
+            }
+            let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
+            match pr.p.result.as_ref().map(|t| (t, t.resolved())) {
+                None => self.line(format!("s.{}({})", pr.n.method, call_args.join(", "))),
+                Some((_, Type::VarOpaque(bound))) => {
+                    let max = crate::model::max_len(*bound);
+                    if xdr || max < u32::MAX {
+                        self.line("let start = reply.len();");
+                    }
+                    if xdr {
+                        // The procedure appends raw bytes; XDR wants a length before them and
+                        // padding after.
+                        self.line("reply.extend_from_slice(&[0; 4]);");
+                    }
+                    self.line(format!("s.{}({}, reply)?;", pr.n.method, call_args.join(", ")));
+                    let head = if xdr { " - 4" } else { "" };
+                    if max < u32::MAX {
+                        self.open(format!("if reply.len() - start{head} > {max} {{"));
+                        self.line("reply.truncate(start);");
+                        self.line(format!("return Err({rt}::ProcError::SystemError);"));
+                        self.close("}");
+                    }
+                    if xdr {
+                        self.line("let n = reply.len() - start - 4;");
+                        self.line(format!("let len = u32::try_from(n).map_err(|_| {rt}::ProcError::SystemError)?;"));
+                        self.line("reply[start..start + 4].copy_from_slice(&len.to_be_bytes());");
+                        self.line("reply.resize(reply.len() + (4 - n % 4) % 4, 0);");
+                    }
+                    self.line("Ok(())");
+                }
+                Some((t, _)) => {
+                    self.line(format!("let result = s.{}({})?;", pr.n.method, call_args.join(", ")));
+                    let arg = if is_copy_scalar(t) { "result" } else { "&result" };
+                    self.line(format!(
+                        "encode_{}_result_{}(reply{order_arg}, {arg}).map_err(|_| {rt}::ProcError::SystemError)",
+                        pr.n.method,
+                        e.name()
+                    ));
+                }
+            }
+            self.close("}");
+            self.close("})");
+        }
+        self.indent -= 1;
+        self.close("}");
+    }
+}

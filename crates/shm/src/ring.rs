@@ -239,7 +239,7 @@ impl Producer {
         let t = self.ring.ctl().tail.v.load(Ordering::Acquire);
         let advanced = t.wrapping_sub(self.tail_seen);
         let used = self.head.wrapping_sub(self.tail_seen);
-        if advanced > used || t as usize % LINE != 0 {
+        if advanced > used || t & (LINE as u32 - 1) != 0 {
             return Err(corrupt("consumer index moved backwards or past the producer"));
         }
         self.tail_seen = t;

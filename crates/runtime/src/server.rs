@@ -15,7 +15,7 @@ use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, AnyServer, FrameHandler, Polled, ServerTransport};
-use crate::service::{self, CallContext, Procedure, Route, Services};
+use crate::service::{self, CallContext, Procedure, Route, RouteCache, Services};
 use crate::trace::{self, ServerTrace};
 use crate::{Endpoint, Error, Program, ServerConfig};
 
@@ -291,6 +291,7 @@ struct Dispatch<'a, A> {
     /// error, a result too large for the space): sent by `flush`, once the space is back, from
     /// the engine's buffer (no copy of a large result).
     deferred: Option<Finished>,
+    routes: &'a mut RouteCache,
 }
 
 /// A call run, not yet answered, with its trace times.
@@ -328,7 +329,15 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
         let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };
         let received = now_ns();
         let engine = &mut *self.engine;
-        let Some(call) = engine.handle(from, frame, Instant::now, out) else { return 0 };
+        // A call sent whole over a reliable channel is recognised by its header; anything else
+        // goes through the engine's general decode.
+        let call = match engine.take_whole_call(from, frame) {
+            Some(call) => call,
+            None => match engine.handle(from, frame, Instant::now, out) {
+                Some(call) => call,
+                None => return 0,
+            },
+        };
         let key = call.key;
         let dispatched = now_ns();
         let cctx = CallContext {
@@ -340,7 +349,7 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for Dispatch<'_, A> {
         };
         // Bytes of the result the procedure wrote into `lent`, after room for the header.
         let mut placed = None;
-        let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+        let status = match self.routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) if lent.len() >= HEADER_LEN => {
                 let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
@@ -414,12 +423,13 @@ fn serve_loop<T: ServerTransport>(mut t: T, ctx: LoopContext) {
     let mut spinner = Spinner::new(ctx.config.spin);
     let doorbell = ctx.shared.doorbell.raw_fd();
     let mut finished: Vec<(CallKey, Status, Vec<u8>)> = Vec::new();
+    let mut routes = RouteCache::default();
     // The engine reads no clock per call (it needs the time only for a bind and its sweep timer),
     // so serving a call found within the spinner's clock-free polls reads none at all.
     while !ctx.shared.stop.load(Ordering::Acquire) {
         let timer = engine.poll_timeout();
         let shared = &ctx.shared;
-        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx, deferred: None };
+        let mut dispatch = Dispatch { engine: &mut engine, ctx: &ctx, deferred: None, routes: &mut routes };
         let mut io = (&mut t, &mut buf, &mut dispatch);
         let got = spinner.wait_on(
             timer,

@@ -638,8 +638,11 @@ fn peers(out: &mut String, rows: &[PeerRow]) {
         "<p>The same null call and 1440-byte echo made with RPC systems people would otherwise use, \
          built from Debian's packages and run on this machine in the same run: <b>gRPC</b> (C++, \
          synchronous, HTTP/2 over TCP), <b>ZeroMQ</b> REQ/REP (over TCP and over a Unix-domain \
-         socket, \"ipc\"), and <b>rpcgen/libtirpc</b> ONC RPC (UDP and TCP). One caller, closed \
-         loop.</p>",
+         socket, \"ipc\"), and <b>rpcgen/libtirpc</b> ONC RPC (UDP and TCP); and, for shared \
+         memory, <b>iceoryx2</b> request-response (Rust, from crates.io; an 8-byte request and \
+         response for the null call, both sides busy-waiting; lowlat's rows use its adaptive \
+         waiting, which spins throughout a closed loop). One caller, closed loop, client and server pinned to \
+         different CPUs.</p>",
     );
     if rows.is_empty() {
         return empty(out, "peer measurements");

@@ -293,7 +293,7 @@ pub struct ColdRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerRow {
-    /// System name: `grpc`, `zeromq`, `rpcgen` or `lowlat`.
+    /// System name: `grpc`, `zeromq`, `rpcgen`, `iceoryx2` or `lowlat`.
     pub system: String,
     /// Transport: `tcp`, `udp`, `ipc`, ...
     pub transport: String,
@@ -351,7 +351,7 @@ impl From<&BenchLine> for PeerRow {
 pub struct BenchLine {
     /// `rpc` or `raw`.
     pub kind: String,
-    /// The system, for peers (`grpc`, `zeromq`, `rpcgen`); absent for lowlat itself.
+    /// The system, for peers (`grpc`, `zeromq`, `rpcgen`, `iceoryx2`); absent for lowlat itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     /// Transport.

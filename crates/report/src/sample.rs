@@ -171,6 +171,9 @@ pub fn sample_results() -> Results {
         peer("rpcgen", "udp", "echo", 1440, 29.1, 48.4),
         peer("rpcgen", "tcp", "null", 0, 31.5, 53.0),
         PeerRow::skipped("rpcgen", "tcp", "echo", 1440, "server did not answer within 5 s"),
+        peer("lowlat", "shm", "null", 0, 0.31, 0.52),
+        peer("iceoryx2", "shm", "null", 0, 0.42, 0.71),
+        peer("iceoryx2", "shm", "echo", 1440, 0.66, 1.1),
     ];
 
     let parts = [

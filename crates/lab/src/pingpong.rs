@@ -265,14 +265,12 @@ fn connected_udp_echo(sock: &std::net::UdpSocket, spin: SpinPolicy, stop: &Atomi
             .wait_on(
                 Some(Instant::now() + Duration::from_millis(100)),
                 &mut buf,
-                |b| match if connected {
-                    sock.recv(b).map(|n| (n, None))
-                } else {
-                    sock.recv_from(b).map(|(n, a)| (n, Some(a)))
-                } {
-                    Ok(x) => Ok(Some(x)),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                    Err(e) => Err(e),
+                |b| {
+                    ready(if connected {
+                        sock.recv(b).map(|n| (n, None))
+                    } else {
+                        sock.recv_from(b).map(|(n, a)| (n, Some(a)))
+                    })
                 },
                 |_, t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
             )
@@ -290,6 +288,15 @@ fn connected_udp_echo(sock: &std::net::UdpSocket, spin: SpinPolicy, stop: &Atomi
         }
     }
     Ok(())
+}
+
+/// A non-blocking operation's result: `None` when it would have blocked.
+fn ready<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A client side of raw ping-pong.
@@ -431,11 +438,7 @@ fn unix_server(path: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongE
                             .wait_on(
                                 Some(Instant::now() + slice),
                                 &mut s,
-                                |s| match s.read(&mut buf) {
-                                    Ok(n) => Ok(Some(n)),
-                                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                                    Err(e) => Err(e),
-                                },
+                                |s| ready(s.read(&mut buf)),
                                 |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
                             )
                             .map_err(io_err("receive"))?;
@@ -501,11 +504,9 @@ fn unix_run(
                 .wait_on(
                     Some(t0 + Duration::from_secs(5)),
                     &mut s,
-                    |s| match s.read(&mut buf[got..]) {
-                        Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
-                        Ok(n) => Ok(Some(n)),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                        Err(e) => Err(e),
+                    |s| match ready(s.read(&mut buf[got..]))? {
+                        Some(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
+                        n => Ok(n),
                     },
                     |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
                 )

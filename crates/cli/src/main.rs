@@ -125,7 +125,8 @@ enum Cmd {
         #[arg(long)]
         no_checksum: bool,
     },
-    /// The same exchange with no RPC layer: the transport's floor (`--serve` for the echo side).
+    /// The same exchange with no RPC layer, over lowlat's transport or (`--floor`) the simplest
+    /// one the machine allows (`--serve` for the echo side).
     Pingpong {
         uri: String,
         /// Run the echo server instead of the client.

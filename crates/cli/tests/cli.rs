@@ -110,6 +110,7 @@ fn the_machines_floor_for_shared_memory_and_udp() {
         assert!(ok, "{err}");
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!((v["kind"].as_str(), v["proc"].as_str()), (Some("raw"), Some("floor")));
+        assert_eq!(v["spin"], "forever", "the floor always spins");
         assert_eq!(v["size"].to_string(), size);
         assert_eq!(v["calls"], 2000);
     }

@@ -222,6 +222,8 @@ pub fn run_raw(
 ) -> Result<(Summary, Histogram<u64>), crate::pingpong::PingPongError> {
     let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, opts)?;
     let transport = uri.split("://").next().unwrap_or("?");
+    // The shared-memory floor always spins, whatever was asked.
+    let spin = if opts.floor && transport == "shm" { SpinPolicy::Forever } else { spin };
     let summary = Summary::from_histogram(
         "raw",
         transport,

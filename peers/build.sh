@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds every peer system into OUTDIR from the Debian packages scripts/deps/peers.sh installs.
+# Builds every peer system into OUTDIR: the C and C++ ones from the Debian packages
+# scripts/deps/peers.sh installs, the iceoryx2 one with cargo from crates.io (its Cargo.lock
+# committed; compiled in peers/iceoryx2/target, so later builds are incremental).
 #
 # A peer whose tools or libraries are missing, or whose build fails, is skipped with the reason
 # printed; the script still exits 0. Outputs in OUTDIR:
-#   grpc_peer, zmq_peer, onc_peer   the programs that were built
+#   grpc_peer, zmq_peer, onc_peer,  the programs that were built
+#   iceoryx2_peer
 #   peers.txt                       one line per runnable setup: SYSTEM TRANSPORT PROGRAM ADDRESS
 #                                   (ADDRESS has {port} or {dir} to fill in; the client --connect
 #                                   and the server --serve take the same address)
@@ -110,7 +113,22 @@ build_onc() {
     echo "peers: built onc_peer" >&2
 }
 
+build_iceoryx2() {
+    local log="$out/logs/iceoryx2.log"
+    if ! need_cmd cargo; then skip iceoryx2 "cargo not installed"; return; fi
+    if ! cargo build --release --locked --quiet --manifest-path "$here/iceoryx2/Cargo.toml" \
+        --target-dir "$here/iceoryx2/target" >"$log" 2>&1 ||
+        ! cp "$here/iceoryx2/target/release/iceoryx2_peer" "$out/iceoryx2_peer"; then
+        skip iceoryx2 "build failed (it needs crates.io the first time), see $log"
+        return
+    fi
+    # {port} only makes the service name unique per run.
+    echo "iceoryx2 shm iceoryx2_peer iox2://lowlat-peer-{port}" >>"$out/peers.txt"
+    echo "peers: built iceoryx2_peer" >&2
+}
+
 build_grpc
 build_zmq
 build_onc
+build_iceoryx2
 exit 0

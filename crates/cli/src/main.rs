@@ -127,15 +127,19 @@ enum Cmd {
         #[arg(long)]
         no_checksum: bool,
     },
-    /// The same exchange with no RPC layer: the transport's floor (`--serve` for the echo side).
+    /// The same exchange with no RPC layer, over lowlat's transport or (`--floor`) the simplest
+    /// one the machine allows (`--serve` for the echo side).
     Pingpong {
         uri: String,
         /// Run the echo server instead of the client.
         #[arg(long)]
         serve: bool,
-        /// eth:// and xdp:// only, the interrupt-level floor: with --serve, attach lowlat's XDP
-        /// echo program to the interface (it answers in the driver; no process echoes); as
-        /// client, send it PING frames (give the server's MAC: eth://IFACE/MAC).
+        /// The machine's floor for the path instead of lowlat's transport (both sides say it):
+        /// shm://, one message each way through cache lines, its sequence word written last, both
+        /// sides spinning (no ring; sizes a multiple of 8); udp://, two connected sockets (the
+        /// echo server connects to its first client); eth:// and xdp://, lowlat's XDP echo
+        /// program attached to the interface, answering PING frames in the driver (give the
+        /// server's MAC: eth://IFACE/MAC).
         #[arg(long)]
         floor: bool,
         /// eth:// and xdp:// only: no end-to-end CRC32C on frames (both ends must agree).
@@ -447,7 +451,7 @@ fn main() -> ExitCode {
             }
             if serve {
                 let bound = if floor {
-                    lowlat_lab::pingpong::PingPongServer::bind_floor(&uri)
+                    lowlat_lab::pingpong::PingPongServer::bind_floor(&uri, spin_us)
                 } else {
                     lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us, !no_checksum)
                 };
@@ -484,7 +488,7 @@ fn main() -> ExitCode {
                 calls,
                 warmup,
                 spin_us,
-                lowlat_lab::pingpong::EthRaw { floor, checksum: !no_checksum },
+                lowlat_lab::pingpong::RawOptions { floor, checksum: !no_checksum },
             ) {
                 Ok((s, _)) => {
                     print_summary(&s, json);

@@ -92,6 +92,45 @@ fn bench_and_pingpong_print_the_documented_json() {
 }
 
 #[test]
+fn the_machines_floor_for_shared_memory_and_udp() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("floor.sock");
+    let floor = |uri: String| {
+        procs::spawn(
+            EXE.as_ref(),
+            &["pingpong".into(), "--serve".into(), "--floor".into(), uri],
+            Duration::from_secs(10),
+        )
+        .unwrap()
+    };
+    let shm = floor(format!("shm://{}", sock.display()));
+    for size in ["32", "1024"] {
+        let (ok, out, err) =
+            lowlat(&["pingpong", "--floor", &shm.uris[0], "--size", size, "--calls", "2000", "--json"]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!((v["kind"].as_str(), v["proc"].as_str()), (Some("raw"), Some("floor")));
+        assert_eq!(v["spin"], "forever", "the floor always spins");
+        assert_eq!(v["size"].to_string(), size);
+        assert_eq!(v["calls"], 2000);
+    }
+    // Its messages end in an 8-byte sequence word: other sizes are refused, clearly.
+    let (ok, _, err) = lowlat(&["pingpong", "--floor", &shm.uris[0], "--size", "30", "--calls", "10"]);
+    assert!(!ok && err.contains("multiple of 8"), "{err}");
+    drop(shm);
+    assert!(!sock.exists(), "the floor server left {} behind", sock.display());
+    // UDP's floor: two connected sockets.
+    let udp = floor("udp://127.0.0.1:0".into());
+    let (ok, out, err) = lowlat(&["pingpong", "--floor", &udp.uris[0], "--calls", "2000", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["transport"].as_str(), v["proc"].as_str(), v["calls"].as_u64()),
+        (Some("udp"), Some("floor"), Some(2000))
+    );
+}
+
+#[test]
 fn server_killed_mid_call_gives_a_clear_error_within_the_deadline() {
     for scheme in ["udp", "tcp"] {
         let server = serve(&format!("{scheme}://127.0.0.1:0"));

@@ -218,14 +218,16 @@ pub fn run_raw(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    eth: crate::pingpong::EthRaw,
+    opts: crate::pingpong::RawOptions,
 ) -> Result<(Summary, Histogram<u64>), crate::pingpong::PingPongError> {
-    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, eth)?;
+    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, opts)?;
     let transport = uri.split("://").next().unwrap_or("?");
+    // The shared-memory floor always spins, whatever was asked.
+    let spin = if opts.floor && transport == "shm" { SpinPolicy::Forever } else { spin };
     let summary = Summary::from_histogram(
         "raw",
         transport,
-        "pingpong",
+        if opts.floor { "floor" } else { "pingpong" },
         size,
         2 * size,
         1,

@@ -1,8 +1,12 @@
-//! Raw ping-pong: the same message exchange as an RPC, with no RPC layer. Its round trip is the
-//! floor a transport sets; `lowlat bench` and the lab report RPC as a ratio over it.
+//! Raw ping-pong: the same message exchange as an RPC, with no RPC layer, over lowlat's own
+//! transport; and, with `floor` ([`RawOptions`]), the machine's floor for the path: the simplest
+//! exchange the hardware or the OS allows, where lowlat's transport needs more (shared memory:
+//! one message each way through cache lines, no ring; UDP: two connected sockets; raw Ethernet:
+//! the XDP echo program). The lab reports RPC as a ratio over both.
 //!
-//! Both sides wait exactly as RPC does (the shared [`Spinner`]), so a ratio compares protocol
-//! cost, not waiting strategy.
+//! Both sides of a transport's raw exchange wait exactly as RPC does (the shared [`Spinner`]),
+//! so a ratio compares protocol cost, not waiting strategy. The shared-memory floor always
+//! spins: it is what the hardware allows.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -31,8 +35,8 @@ pub enum PingPongError {
     Unsupported(String),
     #[error(transparent)]
     Eth(#[from] lowlat_eth::Error),
-    #[error("the XDP floor (--floor) needs an eth:// or xdp:// URI, not {0}")]
-    FloorNeedsEthernet(String),
+    #[error("there is no --floor for {0}: the floor exists for shm://, udp://, eth:// and xdp://")]
+    NoFloor(String),
 }
 
 /// The raw-Ethernet endpoint `uri` names, if it is one.
@@ -53,7 +57,7 @@ fn eth_run(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    eth: EthRaw,
+    eth: RawOptions,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
     let opts = lowlat_eth::OpenOptions { rx_ring: true, checksum: eth.checksum, ..Default::default() };
     let mut sock = lowlat_eth::socket::open(ep, opts)?;
@@ -79,18 +83,21 @@ fn eth_run(
     Ok((h, Duration::from_nanos(wall)))
 }
 
-/// Options that only raw Ethernet (eth://, xdp://) ping-pong takes.
+/// How a raw ping-pong runs beyond its URI, size and waiting.
 #[derive(Clone, Copy, Debug)]
-pub struct EthRaw {
-    /// Ping the XDP echo program (the interrupt-level floor) instead of a user-level server.
+pub struct RawOptions {
+    /// The machine's floor instead of lowlat's transport: shm://, one message each way through
+    /// cache lines (the server must be a `--floor` one); udp://, against a server on a connected
+    /// socket (the client's is always connected); eth:// and xdp://, PING frames to the XDP echo
+    /// program (the interrupt-level floor).
     pub floor: bool,
-    /// Append and require the end-to-end CRC32C (both ends must agree).
+    /// eth:// and xdp:// only: append and require the end-to-end CRC32C (both ends must agree).
     pub checksum: bool,
 }
 
-impl Default for EthRaw {
+impl Default for RawOptions {
     fn default() -> Self {
-        EthRaw { floor: false, checksum: true }
+        RawOptions { floor: false, checksum: true }
     }
 }
 
@@ -201,28 +208,94 @@ impl PingPongServer {
         }
     }
 
-    /// The interrupt-level floor: lowlat's XDP echo program attached to the interface of an
-    /// `eth://` or `xdp://` URI answers PING frames in the driver's receive path; no user-level
-    /// server runs. The program stays attached until `stop` is set.
-    pub fn bind_floor(uri: &str) -> Result<PingPongServer, PingPongError> {
-        let ep = eth_endpoint(uri)?.ok_or_else(|| PingPongError::FloorNeedsEthernet(uri.to_string()))?;
-        let floor = lowlat_eth::pingpong::Floor::attach(&ep.iface, None)?;
-        let mac = lowlat_eth::ifinfo::IfInfo::get(&ep.iface)?.mac;
-        Ok(PingPongServer {
-            local_uri: format!("xdp://{}/{mac}", ep.iface),
-            run: Box::new(move |stop| {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                drop(floor);
-                Ok(())
+    /// The machine's floor for the path of `uri` (see [`RawOptions::floor`]): for shm://, an
+    /// echoer of one message each way through cache lines; for udp://, an echo server that
+    /// connects its socket to the first client it hears; for eth:// and xdp://, lowlat's XDP echo
+    /// program attached to the interface, which answers PING frames in the driver's receive path
+    /// (no user-level server runs; the program stays attached until `stop` is set).
+    pub fn bind_floor(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
+        if let Some(ep) = eth_endpoint(uri)? {
+            let floor = lowlat_eth::pingpong::Floor::attach(&ep.iface, None)?;
+            let mac = lowlat_eth::ifinfo::IfInfo::get(&ep.iface)?.mac;
+            return Ok(PingPongServer {
+                local_uri: format!("xdp://{}/{mac}", ep.iface),
+                run: Box::new(move |stop| {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    drop(floor);
+                    Ok(())
+                }),
+            });
+        }
+        match uri.parse::<Endpoint>()? {
+            Endpoint::Shm { path } => Ok(PingPongServer {
+                local_uri: format!("shm://{}", path.display()),
+                run: Box::new(move |stop| {
+                    lowlat_shm::floor::serve(&path, stop).map_err(|e| PingPongError::Io {
+                        op: "serve the floor".into(),
+                        source: io::Error::other(e.to_string()),
+                    })
+                }),
             }),
-        })
+            Endpoint::Udp { host_port } => {
+                let addr = resolve(&host_port).map_err(io_err(uri))?;
+                let sock = std::net::UdpSocket::bind(addr).map_err(io_err(format!("bind {uri}")))?;
+                sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+                let local_uri = format!("udp://{}", sock.local_addr().map_err(io_err("local address"))?);
+                Ok(PingPongServer { local_uri, run: Box::new(move |stop| connected_udp_echo(&sock, spin, stop)) })
+            }
+            _ => Err(PingPongError::NoFloor(uri.to_string())),
+        }
     }
-
     /// Echoes until `stop` is set.
     pub fn run(self, stop: &AtomicBool) -> Result<(), PingPongError> {
         (self.run)(stop)
+    }
+}
+
+/// The UDP floor's echo: the first datagram names the client, the socket is connected to it, and
+/// from then on the exchange is two connected sockets (`recv`/`send`, no addresses).
+fn connected_udp_echo(sock: &std::net::UdpSocket, spin: SpinPolicy, stop: &AtomicBool) -> Result<(), PingPongError> {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut spinner = Spinner::new(spin);
+    let mut connected = false;
+    while !stop.load(Ordering::Relaxed) {
+        let got = spinner
+            .wait_on(
+                Some(Instant::now() + Duration::from_millis(100)),
+                &mut buf,
+                |b| {
+                    ready(if connected {
+                        sock.recv(b).map(|n| (n, None))
+                    } else {
+                        sock.recv_from(b).map(|(n, a)| (n, Some(a)))
+                    })
+                },
+                |_, t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
+            )
+            .map_err(io_err("receive"))?;
+        match got {
+            Some((n, Some(from))) => {
+                sock.connect(from).map_err(io_err("connect to the first client"))?;
+                connected = true;
+                sock.send(&buf[..n]).map_err(io_err("send"))?;
+            }
+            Some((n, None)) => {
+                sock.send(&buf[..n]).map_err(io_err("send"))?;
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// A non-blocking operation's result: `None` when it would have blocked.
+fn ready<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -240,24 +313,28 @@ pub fn run(
     calls: u64,
     warmup: u64,
     spin: SpinPolicy,
-    eth: EthRaw,
+    opts: RawOptions,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
     if let Some(ep) = eth_endpoint(uri)? {
-        return eth_run(&ep, size, calls, warmup, spin, eth);
-    }
-    if eth.floor {
-        return Err(PingPongError::FloorNeedsEthernet(uri.to_string()));
+        return eth_run(&ep, size, calls, warmup, spin, opts);
     }
     if let Some(path) = uri.strip_prefix("unix://") {
+        if opts.floor {
+            return Err(PingPongError::NoFloor(uri.to_string()));
+        }
         return unix_run(path, size, calls, warmup, spin);
     }
     let ep: Endpoint = uri.parse()?;
     if let Endpoint::Shm { path } = &ep {
-        let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
-        let rounds =
-            lowlat_shm::pingpong::run(path, cfg, size, (warmup + calls) as usize, Duration::from_secs(5)).map_err(
-                |e| PingPongError::Io { op: format!("ping-pong {uri}"), source: io::Error::other(e.to_string()) },
-            )?;
+        let rounds = (warmup + calls) as usize;
+        let timeout = Duration::from_secs(5);
+        let rounds = if opts.floor {
+            lowlat_shm::floor::run(path, size, rounds, timeout)
+        } else {
+            let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
+            lowlat_shm::pingpong::run(path, cfg, size, rounds, timeout)
+        }
+        .map_err(|e| PingPongError::Io { op: format!("ping-pong {uri}"), source: io::Error::other(e.to_string()) })?;
         let mut h = new_histogram();
         let mut wall = Duration::ZERO;
         for d in &rounds[warmup as usize..] {
@@ -265,6 +342,9 @@ pub fn run(
             wall += *d;
         }
         return Ok((h, wall));
+    }
+    if opts.floor && !matches!(ep, Endpoint::Udp { .. }) {
+        return Err(PingPongError::NoFloor(uri.to_string()));
     }
     let mut p = match ep {
         Endpoint::Udp { host_port } => {
@@ -358,11 +438,7 @@ fn unix_server(path: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongE
                             .wait_on(
                                 Some(Instant::now() + slice),
                                 &mut s,
-                                |s| match s.read(&mut buf) {
-                                    Ok(n) => Ok(Some(n)),
-                                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                                    Err(e) => Err(e),
-                                },
+                                |s| ready(s.read(&mut buf)),
                                 |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
                             )
                             .map_err(io_err("receive"))?;
@@ -428,11 +504,9 @@ fn unix_run(
                 .wait_on(
                     Some(t0 + Duration::from_secs(5)),
                     &mut s,
-                    |s| match s.read(&mut buf[got..]) {
-                        Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
-                        Ok(n) => Ok(Some(n)),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-                        Err(e) => Err(e),
+                    |s| match ready(s.read(&mut buf[got..]))? {
+                        Some(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
+                        n => Ok(n),
                     },
                     |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
                 )

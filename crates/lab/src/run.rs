@@ -104,6 +104,15 @@ impl Lab {
         Ok((p, uri))
     }
 
+    /// `lowlat pingpong --serve --floor`: the machine's floor for `scheme`'s path.
+    fn floor_server(&mut self, scheme: &str, spin: SpinPolicy) -> Result<(procs::ServerProcess, String), String> {
+        let bind = self.bind_uri(scheme);
+        let args = ["pingpong", "--serve", "--floor", &bind, "--spin-us", &spin.to_string()].map(String::from);
+        let p = self.spawn(&args)?;
+        let uri = p.uris.first().cloned().ok_or("the floor server printed no URI")?;
+        Ok((p, uri))
+    }
+
     fn pin_client(&self) {
         if let Some(c) = self.place.client_cpu {
             let _ = lowlat_transport::sys::pin_to_cpu(c);
@@ -133,6 +142,16 @@ impl Lab {
         Ok(s)
     }
 
+    fn floor(&mut self, scheme: &str, size: usize, spin: SpinPolicy) -> Result<Summary, String> {
+        let (_srv, uri) = self.floor_server(scheme, spin)?;
+        self.pin_client();
+        let calls = self.scale.calls;
+        let opts = crate::pingpong::RawOptions { floor: true, ..Default::default() };
+        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, opts).map_err(|e| e.to_string())?;
+        self.histograms.push((format!("floor-{scheme}-{}-{size}", spin_name(spin)), h));
+        Ok(s)
+    }
+
     fn rpc(&mut self, scheme: &str, size: usize, spin: SpinPolicy) -> Result<(Summary, Histogram<u64>), String> {
         let (_srv, uri) = self.rpc_server(scheme, spin)?;
         let (proc, psize) = if size <= 32 { ("null", 0) } else { ("echo", size) };
@@ -157,23 +176,26 @@ fn cdf(transport: &str, h: &Histogram<u64>) -> CdfSeries {
     }
 }
 
-/// The ladder's rows on this host: (row name, scheme for raw, scheme for RPC, spin).
-const LOCAL_RUNGS: [(&str, &str, &str, SpinPolicy); 9] = [
-    ("udp", "udp", "udp", SpinPolicy::Forever),
-    ("udp-block", "udp", "udp", SpinPolicy::Block),
-    ("tcp", "tcp", "tcp", SpinPolicy::Forever),
-    ("tcp-block", "tcp", "tcp", SpinPolicy::Block),
-    ("unix", "unix", "", SpinPolicy::Forever),
-    ("shm-spin", "shm", "shm", SpinPolicy::Forever),
-    ("shm-block", "shm", "shm", SpinPolicy::Block),
-    ("onc+udp", "udp", "onc+udp", SpinPolicy::Forever),
-    ("onc+tcp", "tcp", "onc+tcp", SpinPolicy::Forever),
+/// The ladder's rows on this host: (row name, scheme for raw, scheme for RPC, spin, whether
+/// lowlat's transport needs more than the machine's floor for the path, which is then measured
+/// too: shared memory's rings, UDP's unconnected server socket).
+const LOCAL_RUNGS: [(&str, &str, &str, SpinPolicy, bool); 9] = [
+    ("udp", "udp", "udp", SpinPolicy::Forever, true),
+    ("udp-block", "udp", "udp", SpinPolicy::Block, true),
+    ("tcp", "tcp", "tcp", SpinPolicy::Forever, false),
+    ("tcp-block", "tcp", "tcp", SpinPolicy::Block, false),
+    ("unix", "unix", "", SpinPolicy::Forever, false),
+    ("shm-spin", "shm", "shm", SpinPolicy::Forever, true),
+    ("shm-block", "shm", "shm", SpinPolicy::Block, false),
+    ("onc+udp", "udp", "onc+udp", SpinPolicy::Forever, false),
+    ("onc+tcp", "tcp", "onc+tcp", SpinPolicy::Forever, false),
 ];
 
 fn ladder(lab: &mut Lab, results: &mut Results) {
-    for (name, raw_scheme, rpc_scheme, spin) in LOCAL_RUNGS {
+    for (name, raw_scheme, rpc_scheme, spin, has_floor) in LOCAL_RUNGS {
         for size in [32usize, 1024] {
             lab.step(&format!("ladder: {name} {size} B"));
+            let floor = has_floor.then(|| lab.floor(raw_scheme, size, spin));
             let raw = lab.raw(raw_scheme, size, spin);
             let rpc = if rpc_scheme.is_empty() {
                 Err("no RPC over this baseline".to_string())
@@ -181,8 +203,11 @@ fn ladder(lab: &mut Lab, results: &mut Results) {
                 lab.rpc(rpc_scheme, size, spin)
             };
             let mut row =
-                LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(|r| lat(&r.0)));
-            let why: Vec<String> = [raw.as_ref().err(), rpc.as_ref().err()].into_iter().flatten().cloned().collect();
+                LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(|r| lat(&r.0)))
+                    .with_floor(floor.as_ref().and_then(|f| f.as_ref().ok()).map(lat));
+            let floor_err = floor.as_ref().and_then(|f| f.as_ref().err()).map(|e| format!("floor: {e}"));
+            let why: Vec<String> =
+                [raw.as_ref().err().cloned(), rpc.as_ref().err().cloned(), floor_err].into_iter().flatten().collect();
             if !why.is_empty() {
                 row.skipped = Some(why.join("; "));
             }
@@ -602,21 +627,39 @@ fn opt_us(v: Option<f64>) -> String {
 }
 
 fn print_tables(r: &Results, sends: &[(f64, f64)]) {
-    println!("\n== The ladder: raw ping-pong vs lowlat null call (32 B) / echo (1 KiB), µs ==");
     println!(
-        "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>9}",
-        "transport", "bytes", "raw p50", "raw p99", "rpc p50", "rpc p99", "rpc/raw", "diff"
+        "\n== The ladder: the machine's floor, lowlat's raw ping-pong and its null call (32 B) / echo (1 KiB), µs =="
     );
+    println!("(floor: the simplest exchange the machine allows where lowlat's transport needs more: shm, one");
+    println!(" message each way through cache lines, no ring; udp, two connected sockets. raw: lowlat's transport)");
+    println!(
+        "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}",
+        "transport",
+        "bytes",
+        "floor p50",
+        "floor p99",
+        "raw p50",
+        "raw p99",
+        "rpc p50",
+        "rpc p99",
+        "rpc/raw",
+        "rpc/flr",
+        "diff"
+    );
+    let times = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}x"));
     for row in &r.ladder {
         println!(
-            "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>9}{}",
+            "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}{}",
             row.transport,
             row.size,
+            opt_us(row.floor.map(|l| l.p50_ns)),
+            opt_us(row.floor.map(|l| l.p99_ns)),
             opt_us(row.raw.map(|l| l.p50_ns)),
             opt_us(row.raw.map(|l| l.p99_ns)),
             opt_us(row.rpc.map(|l| l.p50_ns)),
             opt_us(row.rpc.map(|l| l.p99_ns)),
-            row.ratio_p50.map_or("-".into(), |x| format!("{x:.2}x")),
+            times(row.ratio_p50),
+            times(row.rpc_over_floor_p50),
             row.diff_p50_ns.map_or("-".into(), |d| format!("{:+.2}", d / 1000.0)),
             row.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
         );

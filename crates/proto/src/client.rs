@@ -367,9 +367,8 @@ impl ClientSlot {
             // A reliable session's fragment is as large as its messages: the call goes in one
             // frame, as the fragment sender would send it, without setting the sender up
             // (nothing is retransmitted or acknowledged by fragment on such a session).
-            let mut h = self.template;
-            h.offset = 0;
-            h.flags = flags::REQ_ACK;
+            let t = &self.template;
+            let h = Header::whole_call(t.token, t.slot, t.call_no, proc_no, self.args.len() as u32);
             out(&h.to_bytes(), &self.args);
             return Ok(());
         }

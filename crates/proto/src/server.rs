@@ -12,7 +12,9 @@
 //!
 //! Use: feed frames with [`ServerEngine::handle`]; when it returns an [`IncomingCall`], run the
 //! procedure (it reads `args` and appends its result to `reply`), then call
-//! [`ServerEngine::finish`]. A procedure run elsewhere (a worker pool) copies the arguments,
+//! [`ServerEngine::finish`]. Over a reliable channel, offer each frame to
+//! [`ServerEngine::take_whole_call`] first: it takes the common case, a call sent whole, without
+//! decoding it. A procedure run elsewhere (a worker pool) copies the arguments,
 //! and its result comes back through [`ServerEngine::finish_with`].
 
 use core::time::Duration;
@@ -72,6 +74,19 @@ pub struct CallKey {
     pub token: u64,
     pub slot: u16,
     pub call_no: u32,
+}
+
+impl CallKey {
+    /// The index of the call's session among the server's sessions (below `max_sessions`,
+    /// reused once the session is gone): for a caller that keeps something per session.
+    pub fn session(&self) -> usize {
+        session_of(self.token)
+    }
+}
+
+/// The session index a token carries (bits 32..48; the rest is the generation and randomness).
+fn session_of(token: u64) -> usize {
+    ((token >> 32) & 0xFFFF) as usize
 }
 
 /// A call ready to run. `args` lies in the received frame (single-frame calls) or in the
@@ -217,7 +232,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
     }
 
     fn session_index(&self, token: u64) -> Option<usize> {
-        let idx = ((token >> 32) & 0xFFFF) as usize;
+        let idx = session_of(token);
         match self.sessions.get(idx) {
             Some(Some(s)) if s.token == token => Some(idx),
             _ => None,
@@ -372,6 +387,47 @@ impl<A: Copy + Eq> ServerEngine<A> {
                 None
             }
         }
+    }
+
+    /// The server's counterpart of the client's one-frame fast path: a call sent whole in one
+    /// frame on a reliable session, recognised by its header against the one its slot expects
+    /// next ([`Header::whole_call`] with the slot's next call number and the body's length: every
+    /// byte compared, [`Header::read_whole_call`]) instead of being decoded; it then runs as
+    /// [`handle`](Self::handle) would run it.
+    /// `None` for anything else (another kind, a repeat or a stale call, a call still running,
+    /// one larger than the session allows, a fragment, an unreliable session): give the frame to
+    /// `handle`, which treats every case.
+    #[inline]
+    pub fn take_whole_call<'a>(&'a mut self, from: A, frame: &'a [u8]) -> Option<IncomingCall<'a>> {
+        let (head, body) = frame.split_first_chunk::<HEADER_LEN>()?;
+        let len = u32::try_from(body.len()).ok()?;
+        let c = Header::read_whole_call(head, len)?;
+        let idx = self.session_index(c.token)?;
+        let sess = self.sessions[idx].as_mut()?;
+        if !sess.reliable || len > sess.max_message {
+            return None;
+        }
+        let slot = sess.slots.get_mut(c.slot as usize)?;
+        // The slot's next call, on a slot resting acknowledged between calls (or empty before
+        // its first), as a reliable session's slots do.
+        if c.call_no != slot.call_no.wrapping_add(1) || !matches!(slot.phase, Phase::Acked | Phase::Empty) {
+            return None;
+        }
+        sess.active = true;
+        slot.peer = Some(from);
+        slot.call_no = c.call_no;
+        slot.phase = Phase::Running;
+        slot.result.clear();
+        self.stats.calls += 1;
+        Some(IncomingCall {
+            key: CallKey { token: c.token, slot: c.slot, call_no: c.call_no },
+            program: sess.program,
+            version: sess.version,
+            proc_no: c.proc_no,
+            client_order: sess.client_order,
+            args: body,
+            reply: &mut slot.result,
+        })
     }
 
     fn handle_bind(

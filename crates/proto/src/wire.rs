@@ -260,6 +260,43 @@ impl Header {
         b
     }
 
+    /// The header of a call sent whole in one frame on a reliable session (the client's way of
+    /// sending nearly every call there), which the server recognises byte for byte instead of
+    /// decoding it.
+    pub const fn whole_call(token: u64, slot: u16, call_no: u32, proc_no: u32, len: u32) -> Header {
+        Header {
+            version: PROTOCOL_VERSION,
+            kind: Kind::Call,
+            flags: flags::REQ_ACK,
+            slot,
+            token,
+            call_no,
+            proc_or_code: proc_no,
+            total_len: len,
+            offset: 0,
+        }
+    }
+
+    /// Reads `head` as [`whole_call`](Self::whole_call)'s header of a `len`-byte body, if it is
+    /// one: every field the call's sender fixes is compared (magic, version, kind, flags, the
+    /// reserved byte, the length, no offset) in a few word comparisons, and the fields that name
+    /// the call are returned for the receiver to check against its own state. `None` for any
+    /// other header. No decode: the server's one-frame fast path.
+    #[inline]
+    pub fn read_whole_call(head: &[u8; HEADER_LEN], len: u32) -> Option<WholeCall> {
+        const FIXED: [u8; 6] = [MAGIC[0], MAGIC[1], PROTOCOL_VERSION, 4, flags::REQ_ACK, 0];
+        let sized = u64::from(len).to_le_bytes();
+        if head[..6] != FIXED || head[field::TOTAL.start..] != sized {
+            return None;
+        }
+        Some(WholeCall {
+            slot: u16_at(head, field::SLOT),
+            token: u64_at(head, field::TOKEN),
+            call_no: u32_at(head, field::CALL_NO),
+            proc_no: u32_at(head, field::PROC),
+        })
+    }
+
     /// The header of a result sent whole in one frame on a reliable session (the server's
     /// answer to nearly every call there), which the client recognises byte for byte instead of
     /// decoding it.
@@ -276,6 +313,15 @@ impl Header {
             offset: 0,
         }
     }
+}
+
+/// The fields naming a call sent whole, as [`Header::read_whole_call`] found them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WholeCall {
+    pub slot: u16,
+    pub token: u64,
+    pub call_no: u32,
+    pub proc_no: u32,
 }
 
 /// Byte order of a peer's message bodies.
@@ -474,6 +520,27 @@ impl BindRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_calls_are_read_by_their_fixed_fields() {
+        assert_eq!(Kind::Call.to_u8(), 4, "read_whole_call's fixed bytes name a call");
+        let h = Header::whole_call(0x0102_0304_0506_0708, 9, 77, 5, 1440);
+        let head = h.to_bytes();
+        let want = WholeCall { slot: 9, token: 0x0102_0304_0506_0708, call_no: 77, proc_no: 5 };
+        assert_eq!(Header::read_whole_call(&head, 1440), Some(want));
+        assert_eq!(Header::read_whole_call(&head, 1441), None, "another length");
+        // Every byte the sender fixes is compared; the naming fields are the reader's to check.
+        for at in (0..6).chain(24..32) {
+            let mut bad = head;
+            bad[at] ^= 0x10;
+            assert_eq!(Header::read_whole_call(&bad, 1440), None, "byte {at} altered");
+        }
+        for at in 6..24 {
+            let mut other = head;
+            other[at] ^= 0x10;
+            assert!(Header::read_whole_call(&other, 1440).is_some_and(|c| c != want), "byte {at}");
+        }
+    }
 
     #[test]
     fn header_round_trips_and_has_fixed_layout() {

@@ -1,6 +1,7 @@
 //! A reliable session (shared memory, TCP) between a client slot and a server engine, frames
-//! handed over directly: the one-frame fast path of the client (`take_whole_result`) must accept
-//! exactly the results the server sends whole, and leave every other frame to `handle`.
+//! handed over directly: the one-frame fast paths, the client's (`take_whole_result`) and the
+//! server's (`take_whole_call`), must accept exactly the results and calls the other side sends
+//! whole, and leave every other frame to `handle`, which still serves it.
 
 use std::time::{Duration, Instant};
 
@@ -209,4 +210,115 @@ fn a_restarted_servers_refusal_is_retry_safe_only_on_a_reliable_session() {
         let want = CallError::SessionLost { restarted: true, retry_safe: reliable };
         assert_eq!(outcome, Some(Outcome::Failed(want)), "reliable {reliable}");
     }
+}
+
+/// Starts a call of procedure 5 with `args` from `slot`; returns the frames it sent.
+fn call_frames(slot: &mut ClientSlot, args: &[u8]) -> Frames {
+    let now = Instant::now();
+    slot.args_buf().clear();
+    slot.args_buf().extend_from_slice(args);
+    let mut calls = Frames::new();
+    slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+    calls
+}
+
+/// Finishes `key` with `result`; returns what the server sent.
+fn finish(server: &mut ServerEngine<u8>, key: CallKey, result: &[u8]) -> Frames {
+    let mut replies = Frames::new();
+    assert!(server.finish_with(key, Status::Ok, result, &mut |_, h, b| replies.push(frame(h, b))));
+    replies
+}
+
+#[test]
+fn whole_calls_are_taken_by_their_header() {
+    let (mut server, mut slot) = bound(true);
+    for (i, len) in [0usize, 1, 100, 4096, 70_000].into_iter().enumerate() {
+        let args: Vec<u8> = (0..len).map(|k| (k * 3 + i) as u8).collect();
+        let calls = call_frames(&mut slot, &args);
+        assert_eq!(calls.len(), 1, "a reliable session's call goes in one frame");
+        let call = server.take_whole_call(PEER, &calls[0]).expect("a whole call is taken");
+        assert_eq!((call.proc_no, call.args), (5, &args[..]), "call of {len} bytes");
+        assert_eq!(call.key.slot, 1);
+        let key = call.key;
+        // The same frame again is a stale repeat: not on the fast path, and not run again.
+        assert!(server.take_whole_call(PEER, &calls[0]).is_none(), "a running call is not taken twice");
+        let result = vec![i as u8; len / 2];
+        let replies = finish(&mut server, key, &result);
+        assert_eq!(slot.take_whole_result(&replies[0]), Some(&result[..]));
+        assert!(server.take_whole_call(PEER, &calls[0]).is_none(), "a finished call is not taken again");
+        let silent = &mut |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| panic!("a stale repeat was answered");
+        assert!(server.handle(PEER, &calls[0], Instant::now, silent).is_none(), "nor run again by handle");
+    }
+    assert_eq!(server.stats.calls, 5);
+}
+
+#[test]
+fn other_call_frames_are_left_to_the_general_path() {
+    let (mut server, mut slot) = bound(true);
+    // One call first, so that the slot's call numbers are under way.
+    let first = call_frames(&mut slot, b"first");
+    let key = server.take_whole_call(PEER, &first[0]).unwrap().key;
+    let replies = finish(&mut server, key, b"ok");
+    assert!(slot.take_whole_result(&replies[0]).is_some());
+
+    let good = call_frames(&mut slot, b"arguments").remove(0);
+    let altered = |at: usize, byte: u8| {
+        let mut f = good.clone();
+        f[at] = byte;
+        f
+    };
+    let bad_magic = altered(0, b'X');
+    let other_version = altered(2, good[2] + 1);
+    let other_kind = altered(3, 6); // an Ack
+    let flags_cleared = altered(4, 0);
+    let other_slot = altered(6, 0);
+    let other_token = altered(8, good[8] ^ 1);
+    let stale_call = altered(16, good[16].wrapping_sub(1));
+    let skipped_ahead = altered(16, good[16].wrapping_add(1));
+    let longer_than_sent = altered(24, good[24] + 1);
+    let offset = altered(28, 8);
+    let truncated = good[..HEADER_LEN - 1].to_vec();
+    for f in [
+        &bad_magic,
+        &other_version,
+        &other_kind,
+        &flags_cleared,
+        &other_slot,
+        &other_token,
+        &stale_call,
+        &skipped_ahead,
+        &longer_than_sent,
+        &offset,
+        &truncated,
+    ] {
+        assert!(server.take_whole_call(PEER, f).is_none(), "{f:?}");
+    }
+    assert_eq!(server.stats.calls, 1, "nothing was taken");
+    // The general path still serves a call it can read (here: a call number ahead of the one
+    // expected, which a client may send after giving up on a call).
+    let mut out = |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| {};
+    let call = server.handle(PEER, &skipped_ahead, Instant::now, &mut out).expect("handle runs it");
+    assert_eq!(call.args, b"arguments");
+    let key = call.key;
+    let mut replies = Frames::new();
+    assert!(server.finish(key, Status::Ok, &mut |_, h, b| replies.push(frame(h, b))));
+    // A call larger than the session allows (1 MiB) is answered by handle, not taken.
+    let (h, _) = Header::parse(&good).unwrap();
+    let len = (1 << 20) + 1;
+    let big = frame(&Header::whole_call(h.token, h.slot, h.call_no + 2, 5, len).to_bytes(), &vec![1u8; len as usize]);
+    assert!(server.take_whole_call(PEER, &big).is_none());
+    let mut errors = Frames::new();
+    assert!(server.handle(PEER, &big, Instant::now, &mut |_, h, b| errors.push(frame(h, b))).is_none());
+    let (h, _) = Header::parse(&errors[0]).unwrap();
+    assert_eq!((h.kind, ErrorCode::from_u32(h.proc_or_code)), (Kind::Error, ErrorCode::TooLarge));
+}
+
+#[test]
+fn an_unreliable_session_never_takes_the_call_fast_path() {
+    let (mut server, mut slot) = bound(false);
+    let calls = call_frames(&mut slot, b"arguments");
+    assert!(server.take_whole_call(PEER, &calls[0]).is_none(), "retransmitted calls need `handle`");
+    let mut out = |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| {};
+    let call = server.handle(PEER, &calls[0], Instant::now, &mut out).expect("handle runs it");
+    assert_eq!(call.args, b"arguments");
 }

@@ -210,32 +210,41 @@ fn note_cell(skipped: &Option<String>) -> String {
 
 fn ladder(out: &mut String, rows: &[LadderRow], pal: &Palette) {
     out.push_str(
-        "<p>Each transport first exchanges messages with no RPC layer at all (<b>raw</b> ping-pong: \
-         the floor this machine allows for that mechanism), then makes the same exchange as a call \
-         through lowlat (<b>RPC</b>: NULL for the small size, ECHO for the larger). The ratio and \
-         the difference show what the RPC layer adds on top of its transport. One caller, one \
-         server, pinned to different CPUs where possible.</p>",
+        "<p>Each transport first exchanges messages with no RPC layer at all (<b>raw</b> ping-pong \
+         over lowlat's own transport), then makes the same exchange as a call through lowlat \
+         (<b>RPC</b>: NULL for the small size, ECHO for the larger). Where lowlat's transport \
+         needs more than the simplest exchange the machine allows, that simplest exchange is \
+         measured too, as the <b>floor</b>: for shared memory, one message each way through \
+         cache lines with its sequence word written last (no ring, no wake-ups); for UDP, two \
+         connected sockets (lowlat's server answers from one unconnected socket). The ratios show \
+         what the RPC layer adds on top of its transport, and what transport and RPC together \
+         add to the machine's floor. One caller, one server, pinned to different CPUs where \
+         possible.</p>",
     );
     if rows.is_empty() {
         return empty(out, "ladder measurements");
     }
     out.push_str(
-        r#"<table><tr><th class="l">transport</th><th>size</th><th>raw p50</th><th>raw p99</th><th>RPC p50</th><th>RPC p99</th><th>RPC ÷ raw</th><th>RPC − raw (µs)</th><th class="l">note</th></tr>"#,
+        r#"<table><tr><th class="l">transport</th><th>size</th><th>floor p50</th><th>floor p99</th><th>raw p50</th><th>raw p99</th><th>RPC p50</th><th>RPC p99</th><th>RPC ÷ raw</th><th>raw ÷ floor</th><th>RPC ÷ floor</th><th>RPC − raw (µs)</th><th class="l">note</th></tr>"#,
     );
+    let times = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |x| format!("{}×", fmt_num(x)));
     for row in rows {
         let lead = [format!("{}{}", swatch(&pal.color(&row.transport)), esc(&row.transport)), size_label(row.size)];
-        if row.raw.is_none() && row.rpc.is_none() {
-            skip_row(out, &lead, 1, 7, row.skipped.as_deref().unwrap_or("not measured"));
+        if row.floor.is_none() && row.raw.is_none() && row.rpc.is_none() {
+            skip_row(out, &lead, 1, 11, row.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
         let _ = write!(
             out,
-            r#"<tr><td class="l">{}</td><td>{}</td>{}{}<td>{}</td><td>{}</td>{}</tr>"#,
+            r#"<tr><td class="l">{}</td><td>{}</td>{}{}{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>"#,
             lead[0],
             lead[1],
+            lat_cells(row.floor),
             lat_cells(row.raw),
             lat_cells(row.rpc),
-            row.ratio_p50.map_or_else(|| "–".to_owned(), |x| format!("{}×", fmt_num(x))),
+            times(row.ratio_p50),
+            times(row.raw_over_floor_p50),
+            times(row.rpc_over_floor_p50),
             opt_us(row.diff_p50_ns),
             note_cell(&row.skipped)
         );
@@ -629,8 +638,11 @@ fn peers(out: &mut String, rows: &[PeerRow]) {
         "<p>The same null call and 1440-byte echo made with RPC systems people would otherwise use, \
          built from Debian's packages and run on this machine in the same run: <b>gRPC</b> (C++, \
          synchronous, HTTP/2 over TCP), <b>ZeroMQ</b> REQ/REP (over TCP and over a Unix-domain \
-         socket, \"ipc\"), and <b>rpcgen/libtirpc</b> ONC RPC (UDP and TCP). One caller, closed \
-         loop.</p>",
+         socket, \"ipc\"), and <b>rpcgen/libtirpc</b> ONC RPC (UDP and TCP); and, for shared \
+         memory, <b>iceoryx2</b> request-response (Rust, from crates.io; an 8-byte request and \
+         response for the null call, both sides busy-waiting; lowlat's rows use its adaptive \
+         waiting, which spins throughout a closed loop). One caller, closed loop, client and server pinned to \
+         different CPUs.</p>",
     );
     if rows.is_empty() {
         return empty(out, "peer measurements");

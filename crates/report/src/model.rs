@@ -71,7 +71,8 @@ pub struct Latency {
     pub p99_ns: f64,
 }
 
-/// One rung of the ladder: a transport at one message size, raw and with RPC on top.
+/// One rung of the ladder: a transport at one message size, raw and with RPC on top, and, where
+/// lowlat's transport needs more than the simplest exchange the machine allows, that floor too.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LadderRow {
@@ -80,7 +81,14 @@ pub struct LadderRow {
     pub transport: String,
     /// Message size in bytes (32 or 1024).
     pub size: u32,
-    /// Raw ping-pong of the transport with no RPC layer.
+    /// The machine's floor for this path, where lowlat's transport needs more than the simplest
+    /// exchange the hardware or the OS allows: shared memory, one message each way through
+    /// cache lines with its sequence word written last (no ring); UDP, two connected sockets.
+    /// Absent where `raw` is itself the simplest exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Latency>,
+    /// Raw ping-pong of lowlat's transport with no RPC layer (shared memory: its rings; UDP: a
+    /// server on one unconnected socket, as lowlat's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<Latency>,
     /// Null RPC (size 32: NULL; larger: ECHO of that many bytes) over the same transport.
@@ -92,19 +100,50 @@ pub struct LadderRow {
     /// rpc.p50 - raw.p50, ns: the RPC layer's own cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff_p50_ns: Option<f64>,
+    /// raw.p50 / floor.p50: what lowlat's transport adds to the machine's floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_over_floor_p50: Option<f64>,
+    /// rpc.p50 / floor.p50: the whole call against the machine's floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_over_floor_p50: Option<f64>,
     /// Why some figures are missing (e.g. "needs root"), if any are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
 }
 
+fn ratio(num: Option<Latency>, den: Option<Latency>) -> Option<f64> {
+    match (num, den) {
+        (Some(n), Some(d)) if d.p50_ns > 0.0 => Some(n.p50_ns / d.p50_ns),
+        _ => None,
+    }
+}
+
 impl LadderRow {
     /// A row with the ratio and difference filled in from whichever figures are present.
     pub fn new(transport: &str, size: u32, raw: Option<Latency>, rpc: Option<Latency>) -> Self {
-        let (ratio_p50, diff_p50_ns) = match (raw, rpc) {
-            (Some(r), Some(c)) if r.p50_ns > 0.0 => (Some(c.p50_ns / r.p50_ns), Some(c.p50_ns - r.p50_ns)),
-            _ => (None, None),
-        };
-        LadderRow { transport: transport.to_owned(), size, raw, rpc, ratio_p50, diff_p50_ns, skipped: None }
+        LadderRow {
+            transport: transport.to_owned(),
+            size,
+            floor: None,
+            raw,
+            rpc,
+            ratio_p50: ratio(rpc, raw),
+            diff_p50_ns: match (raw, rpc) {
+                (Some(r), Some(c)) if r.p50_ns > 0.0 => Some(c.p50_ns - r.p50_ns),
+                _ => None,
+            },
+            raw_over_floor_p50: None,
+            rpc_over_floor_p50: None,
+            skipped: None,
+        }
+    }
+
+    /// The row with the machine's floor for its path, and the ratios against it.
+    pub fn with_floor(mut self, floor: Option<Latency>) -> Self {
+        self.floor = floor;
+        self.raw_over_floor_p50 = ratio(self.raw, floor);
+        self.rpc_over_floor_p50 = ratio(self.rpc, floor);
+        self
     }
 
     /// A row that could not be measured at all.
@@ -254,7 +293,7 @@ pub struct ColdRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerRow {
-    /// System name: `grpc`, `zeromq`, `rpcgen` or `lowlat`.
+    /// System name: `grpc`, `zeromq`, `rpcgen`, `iceoryx2` or `lowlat`.
     pub system: String,
     /// Transport: `tcp`, `udp`, `ipc`, ...
     pub transport: String,
@@ -312,7 +351,7 @@ impl From<&BenchLine> for PeerRow {
 pub struct BenchLine {
     /// `rpc` or `raw`.
     pub kind: String,
-    /// The system, for peers (`grpc`, `zeromq`, `rpcgen`); absent for lowlat itself.
+    /// The system, for peers (`grpc`, `zeromq`, `rpcgen`, `iceoryx2`); absent for lowlat itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     /// Transport.

@@ -10,7 +10,7 @@ use crate::model::PeerRow;
 
 /// Every peer build.sh knows, with the transports each is run over.
 pub const KNOWN_PEERS: &[(&str, &[&str])] =
-    &[("grpc", &["tcp"]), ("zeromq", &["tcp", "ipc"]), ("rpcgen", &["udp", "tcp"])];
+    &[("grpc", &["tcp"]), ("zeromq", &["tcp", "ipc"]), ("rpcgen", &["udp", "tcp"]), ("iceoryx2", &["shm"])];
 
 /// The echo size the peers section uses beside the null call.
 pub const PEER_ECHO_SIZE: u32 = 1440;
@@ -18,9 +18,9 @@ pub const PEER_ECHO_SIZE: u32 = 1440;
 /// One runnable peer setup: a line of `peers.txt`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerSetup {
-    /// `grpc`, `zeromq` or `rpcgen`.
+    /// `grpc`, `zeromq`, `rpcgen` or `iceoryx2`.
     pub system: String,
-    /// `tcp`, `udp` or `ipc`.
+    /// `tcp`, `udp`, `ipc` or `shm`.
     pub transport: String,
     /// File name of the program inside OUTDIR.
     pub program: String,

@@ -17,7 +17,8 @@ use lowlat_report::peers::{parse_peer_list, parse_skipped, PeerSetup};
 use lowlat_report::BenchLine;
 
 const CALLS: u64 = 300;
-const BUILD_TIMEOUT: Duration = Duration::from_secs(240);
+/// The first build of the iceoryx2 peer compiles iceoryx2 itself.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -183,8 +184,10 @@ fn every_built_peer_answers_and_reports_sane_figures() {
             assert_eq!((b.proc.as_str(), b.size), (proc, size));
             assert_eq!((b.calls, b.threads), (CALLS, 1));
             assert!(b.p50_ns > 0.0 && b.p50_ns <= b.p99_ns, "{name}: {b:?}");
-            // Loopback round trips take microseconds, not nanoseconds or seconds.
-            assert!(b.p50_ns > 1_000.0 && b.p50_ns < 100_000_000.0, "{name}: p50 {}", b.p50_ns);
+            // Loopback round trips take microseconds, shared memory a fraction of one: not
+            // nanoseconds or seconds.
+            let least = if transport == "shm" { 30.0 } else { 1_000.0 };
+            assert!(b.p50_ns > least && b.p50_ns < 100_000_000.0, "{name}: p50 {}", b.p50_ns);
             eprintln!("{name} {proc}: p50 {:.1} µs, p99 {:.1} µs", b.p50_ns / 1e3, b.p99_ns / 1e3);
         }
         let status = server.stop().expect("server was running");
@@ -254,6 +257,8 @@ fn build_skips_peers_whose_libraries_are_missing() {
     let names: Vec<&str> = skipped.lines().map(|l| l.split(": ").next().unwrap()).collect();
     assert_eq!(names, ["grpc", "zeromq", "rpcgen"], "skipped.txt: {skipped}");
     assert!(skipped.lines().all(|l| l.split(": ").nth(1).is_some_and(|r| !r.is_empty())));
-    assert_eq!(std::fs::read_to_string(dir.path().join("peers.txt")).unwrap(), "");
+    // Only the peer that needs no system library (iceoryx2, built with cargo) is left.
+    let list = std::fs::read_to_string(dir.path().join("peers.txt")).unwrap();
+    assert!(list.lines().all(|l| l.starts_with("iceoryx2 ")), "peers.txt: {list}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipping grpc"));
 }

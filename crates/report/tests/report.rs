@@ -130,6 +130,12 @@ fn ladder_row_derives_ratio_and_difference() {
     assert_eq!(row.diff_p50_ns, Some(2000.0));
     let half = LadderRow::new("unix", 32, Some(raw), None);
     assert_eq!((half.ratio_p50, half.diff_p50_ns), (None, None));
+    // Against the machine's floor, where lowlat's transport needs more than it.
+    let floor = Latency { p50_ns: 2000.0, p99_ns: 3000.0 };
+    let row = row.with_floor(Some(floor));
+    assert_eq!((row.raw_over_floor_p50, row.rpc_over_floor_p50), (Some(2.0), Some(3.0)));
+    assert_eq!(row.ratio_p50, Some(1.5), "the raw ratio stays");
+    assert_eq!(half.with_floor(Some(floor)).rpc_over_floor_p50, None);
     assert_eq!(model_response_ns(1000.0, 0.5), 2000.0);
     assert!(model_response_ns(1000.0, 1.0).is_infinite());
 }

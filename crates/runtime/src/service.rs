@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use lowlat_codec::OutBuf;
-use lowlat_proto::{ByteOrder, ErrorCode, ProgramVersions, Status};
+use lowlat_proto::{ByteOrder, CallKey, ErrorCode, ProgramVersions, Status};
 
 /// Why a procedure failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -176,16 +176,11 @@ impl Services {
         out
     }
 
-    pub fn route(&self, program: u32, version: u32, proc_no: u32) -> Route<'_> {
-        let Some(p) = self
-            .programs
-            .iter()
-            .find(|p| p.program == program && p.version == version && !p.xdr)
-            .or_else(|| self.programs.iter().find(|p| p.program == program && p.version == version))
-        else {
-            return Route::Missing;
-        };
-        Self::route_in(p, proc_no)
+    /// Which of the programs serves `program`, `version` over lowlat's protocol: a native one
+    /// before an XDR one.
+    fn program_index(&self, program: u32, version: u32) -> Option<usize> {
+        let serves = |p: &Program| p.program == program && p.version == version;
+        self.programs.iter().position(|p| serves(p) && !p.xdr).or_else(|| self.programs.iter().position(serves))
     }
 
     /// The XDR programs, served over ONC RPC.
@@ -210,11 +205,92 @@ impl Services {
     }
 }
 
+/// Which program serves each session, so that a call finds its procedure by two indexings
+/// (session, procedure) instead of a search of the programs: a session's program and version
+/// are fixed at bind time. Grows (allocates) only when a session of a higher index first calls.
+#[derive(Default)]
+pub(crate) struct RouteCache {
+    /// Per session index: the token it belongs to (0: none; a token is never 0) and the program.
+    by_session: Vec<(u64, usize)>,
+}
+
+impl RouteCache {
+    #[inline]
+    pub fn route<'s>(
+        &mut self,
+        services: &'s Services,
+        key: CallKey,
+        program: u32,
+        version: u32,
+        proc_no: u32,
+    ) -> Route<'s> {
+        match self.by_session.get(key.session()) {
+            Some(&(token, i)) if token == key.token => Services::route_in(&services.programs[i], proc_no),
+            _ => self.learn(services, key, program, version, proc_no),
+        }
+    }
+
+    #[cold]
+    fn learn<'s>(
+        &mut self,
+        services: &'s Services,
+        key: CallKey,
+        program: u32,
+        version: u32,
+        proc_no: u32,
+    ) -> Route<'s> {
+        let Some(i) = services.program_index(program, version) else { return Route::Missing };
+        let at = key.session();
+        if at >= self.by_session.len() {
+            self.by_session.resize(at + 1, (0, 0));
+        }
+        self.by_session[at] = (key.token, i);
+        Services::route_in(&services.programs[i], proc_no)
+    }
+}
+
 /// Runs a procedure, turning its failure or panic into a status for the client.
 pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>) -> Status {
     match catch_unwind(AssertUnwindSafe(|| (proc.handler)(ctx, args, reply))) {
         Ok(Ok(())) => Status::Ok,
         Ok(Err(ProcError::GarbageArgs)) => Status::Error(ErrorCode::GarbageArgs),
         Ok(Err(ProcError::SystemError)) | Err(_) => Status::Error(ErrorCode::ServerError),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(number: u32, name: &'static str) -> Program {
+        Program::new(number, 1).procedure(1, name, |_, _, _| Ok(()))
+    }
+
+    fn name(r: Route<'_>) -> Option<&'static str> {
+        match r {
+            Route::Inline(p) | Route::Worker(p) => Some(p.name),
+            Route::Missing => None,
+        }
+    }
+
+    #[test]
+    fn a_session_index_reused_by_another_program_is_routed_afresh() {
+        let mut services = Services::default();
+        services.add(program(10, "ten"));
+        services.add(program(20, "twenty"));
+        let mut cache = RouteCache::default();
+        // Session index 3 (bits 32..48 of the token), bound to program 10.
+        let first = CallKey { token: 0x0001_0003_0000_00aa, slot: 0, call_no: 1 };
+        assert_eq!(first.session(), 3);
+        assert_eq!(name(cache.route(&services, first, 10, 1, 1)), Some("ten"));
+        assert_eq!(name(cache.route(&services, first, 10, 1, 1)), Some("ten"), "from the cache");
+        assert_eq!(name(cache.route(&services, first, 10, 1, 2)), None, "no such procedure");
+        // The session ended; a new one at the same index serves program 20.
+        let second = CallKey { token: 0x0001_0003_0000_00bb, ..first };
+        assert_eq!(name(cache.route(&services, second, 20, 1, 1)), Some("twenty"));
+        // A program the server does not have is missing, and nothing is remembered for it.
+        let third = CallKey { token: 0x0001_0007_0000_00cc, ..first };
+        assert_eq!(name(cache.route(&services, third, 30, 1, 1)), None);
+        assert_eq!(name(cache.route(&services, second, 20, 1, 1)), Some("twenty"));
     }
 }

@@ -3,14 +3,16 @@
 //!
 //! Layers, each usable alone: [`ring`] (a single-producer single-consumer message ring that a
 //! hostile peer can only make report an error), [`segment`] (one binding's memfd: two rings),
-//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), and
-//! [`pingpong`] (the raw exchange with no RPC layer: this transport's floor).
+//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), [`pingpong`]
+//! (the ring exchange with no RPC layer, and futex baselines) and [`floor`] (the machine's floor:
+//! one message each way through cache lines, the sequence word written last, no ring).
 //!
 //! Messages are opaque bytes: this crate knows nothing of RPC headers.
 //! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
 
 pub mod channel;
 pub mod error;
+pub mod floor;
 pub mod pingpong;
 pub mod ring;
 pub mod segment;

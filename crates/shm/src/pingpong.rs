@@ -1,10 +1,10 @@
-//! Raw exchanges with no RPC layer: this transport's floor, and the baselines it is judged by.
+//! Raw exchanges with no RPC layer: this transport's own exchange, and the blocking baseline it
+//! is judged by (the spinning one, the machine's floor, is [`crate::floor`]).
 //!
 //! - [`serve`] / [`run`]: echo over a real binding (rings, tripwires, doorbells), in whatever
 //!   spin mode the configs say: `lowlat pingpong shm://PATH`.
 //! - [`futex_pingpong`]: two threads handing a word back and forth with FUTEX_WAIT/WAKE only,
 //!   the blocking floor the blocking mode is compared to.
-//! - [`flag_pingpong`]: two threads spinning on a shared word, the spinning floor.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -67,7 +67,7 @@ fn pin(cpu: Option<usize>) {
 /// spinning): the cost of two sleeps and two wake-ups. `cpus`: (caller, echoer). Returns `None`
 /// if the exchange stalls for more than a second (it should never).
 pub fn futex_pingpong(rounds: usize, cpus: (Option<usize>, Option<usize>)) -> Option<Vec<Duration>> {
-    exchange(rounds, cpus, true, |word, seen| {
+    exchange(rounds, cpus, |word, seen| {
         let start = Instant::now();
         while word.load(Ordering::Acquire) == seen {
             if start.elapsed() > Duration::from_secs(1) {
@@ -79,27 +79,10 @@ pub fn futex_pingpong(rounds: usize, cpus: (Option<usize>, Option<usize>)) -> Op
     })
 }
 
-/// As [`futex_pingpong`], but both sides spin on the word: the cache-line transfer floor.
-pub fn flag_pingpong(rounds: usize, cpus: (Option<usize>, Option<usize>)) -> Option<Vec<Duration>> {
-    exchange(rounds, cpus, false, |word, seen| {
-        let start = Instant::now();
-        let mut n = 0u32;
-        while word.load(Ordering::Acquire) == seen {
-            std::hint::spin_loop();
-            n = n.wrapping_add(1);
-            if n & 4095 == 0 && start.elapsed() > Duration::from_secs(1) {
-                return false;
-            }
-        }
-        true
-    })
-}
-
 /// Caller writes odd numbers, echoer even ones; each waits (with `wait`) for the other's write.
 fn exchange(
     rounds: usize,
     cpus: (Option<usize>, Option<usize>),
-    wake: bool,
     wait: fn(&AtomicU32, u32) -> bool,
 ) -> Option<Vec<Duration>> {
     let word = Arc::new(AtomicU32::new(0));
@@ -113,9 +96,7 @@ fn exchange(
             }
             v = v.wrapping_add(2);
             w2.store(v, Ordering::Release);
-            if wake {
-                sys::futex_wake(&w2);
-            }
+            sys::futex_wake(&w2);
         }
         true
     });
@@ -126,9 +107,7 @@ fn exchange(
     for _ in 0..rounds {
         let t = Instant::now();
         word.store(v.wrapping_add(1), Ordering::Release);
-        if wake {
-            sys::futex_wake(&word);
-        }
+        sys::futex_wake(&word);
         if !wait(&word, v.wrapping_add(1)) {
             ok = false;
             break;
@@ -153,7 +132,5 @@ mod tests {
     fn baselines_complete() {
         let f = futex_pingpong(200, (None, None)).expect("futex ping-pong stalled");
         assert_eq!(f.len(), 200);
-        let s = flag_pingpong(200, (None, None)).expect("flag ping-pong stalled");
-        assert_eq!(s.len(), 200);
     }
 }

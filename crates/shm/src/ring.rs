@@ -1,39 +1,76 @@
 //! A single-producer single-consumer ring of length-prefixed messages in shared memory, safe
-//! against a hostile peer (Riddoch §4.1).
+//! against a hostile peer (Riddoch §4.1), in which a small message costs one cache-line transfer
+//! each way: the consumer polls the message itself, not an index on another line (data then
+//! flag, as in ShrimpRPC's mapped buffers and Aeron's log buffers).
 //!
-//! Layout: a [`RingControl`] block (producer index, consumer index and the two "sleeping"
-//! tripwire flags, each on its own 64-byte cache line) and a power-of-two data area mapped twice
-//! back to back, so every record is one contiguous slice wherever it wraps. Indices are free
-//! running byte counts (mod 2^32); a record is an 8-byte header (`len`, `kind`) followed by the
-//! payload padded to 8 bytes. A message that does not fit one record is streamed as `PART`
-//! records ending with an `END` record, with flow control through the consumer index.
+//! Layout: a [`RingControl`] block (the consumer index and the two "sleeping" tripwire flags,
+//! each on its own 64-byte cache line) and a power-of-two data area mapped twice back to back,
+//! so every record is one contiguous slice wherever it wraps. Positions are free-running byte
+//! counts (mod 2^32). A record starts on a cache line: an 8-byte header, then the payload, the
+//! whole padded to 64 bytes, so a record of up to 56 payload bytes (a null call's 32-byte RPC
+//! header and a small body) is one line. The header is one little-endian 64-bit word:
 //!
-//! Each side keeps a private copy of its own index and only ever *reads* the peer's, validating
-//! it with modular comparisons (it can only move forward, and never past ours) before use.
-//! Headers are read once into locals and bounds-checked. A peer that writes garbage can make the
-//! ring report [`RingError::Corrupt`], never read or write outside the mapping, panic or loop.
+//! ```text
+//!  0                   32                                62    64
+//!  +-------------------+---------------------------------+------+
+//!  | stamp: !position  | payload length (bytes)          | kind |
+//!  +-------------------+---------------------------------+------+
+//! ```
 //!
-//! The producer publishes its index at once (a call is latency-critical); the consumer publishes
-//! its index lazily (a quarter ring freed, the ring drained, or the producer waiting for space),
-//! so a producer with room to spare never pulls the consumer's cache line.
+//! The producer writes the payload, then the header, last, with one sequentially consistent
+//! exchange (a release, and the order the tripwire needs). The consumer polls the header at its
+//! own position: a record is there once its stamp is the complement of that position. Nothing
+//! else ever matches: the initial zeroes do not (a position is a multiple of 64, so its
+//! complement is never 0), a header left from an earlier lap carries an earlier position, and
+//! payload bytes of an earlier lap that happen to look like a future header are erased first:
+//! before publishing a record the producer zeroes the header word of the record after it, when
+//! that space is free. (When it is not, the ring is full and that word is the header of the
+//! oldest unread record, which names its own, earlier, position.) There is no producer index.
+//!
+//! A message that does not fit one record is streamed as `PART` records ending with an `END`
+//! record, with flow control through the consumer index.
+//!
+//! Each side keeps a private copy of its own position and only ever *reads* the peer's state,
+//! validating it before use: the producer checks the consumer index with modular comparisons (it
+//! only moves forward, by whole records, never past ours); the consumer reads each header once
+//! into a local and bounds-checks it. A peer that writes garbage can make the ring report
+//! [`RingError::Corrupt`], never read or write outside the mapping, panic or loop.
+//!
+//! The consumer publishes its index lazily (a quarter ring freed, the ring found drained, or
+//! the producer waiting for space), so a producer with room to spare never pulls the consumer's
+//! cache line.
+//!
+//! Sleeping (the tripwire): a consumer with nothing to read arms its "sleeping" flag and, unless
+//! the record has come meanwhile, sleeps (FUTEX_WAIT) on the stamp of the header it waits for;
+//! the producer, having published, reads the flag and wakes it. A producer short of space sleeps
+//! on the consumer index the same way.
 
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::sys;
 
 /// Bytes in a record header.
 pub const RECORD_HEADER: usize = 8;
+/// Records start on cache lines of this many bytes.
+pub const LINE: usize = 64;
 /// Smallest ring data area (one page).
 pub const MIN_RING: usize = 4096;
-/// Largest ring data area: indices are 32-bit and must distinguish full from empty.
+/// Largest ring data area: positions are 32-bit and must distinguish full from empty, and a
+/// record's length must fit the header's 30 bits.
 pub const MAX_RING: usize = 1 << 30;
 
-const KIND_WHOLE: u32 = 0x4c57_0001;
-const KIND_PART: u32 = 0x4c57_0002;
-const KIND_END: u32 = 0x4c57_0003;
+const KIND_WHOLE: u64 = 1;
+const KIND_PART: u64 = 2;
+const KIND_END: u64 = 3;
+const LEN_MASK: u64 = (1 << 30) - 1;
+
+/// The header word of a record at `position` (see the module doc).
+fn header_word(position: u32, kind: u64, len: usize) -> u64 {
+    u64::from(!position) | (len as u64 & LEN_MASK) << 32 | kind << 62
+}
 
 /// What a ring operation found wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,11 +96,9 @@ pub struct CacheLine {
 /// The shared control block of one ring. `#[repr(C)]`: both processes agree on its layout.
 #[repr(C)]
 pub struct RingControl {
-    /// Bytes ever produced (mod 2^32); written only by the producer.
-    pub head: CacheLine,
     /// Bytes ever consumed (mod 2^32); written only by the consumer, lazily.
     pub tail: CacheLine,
-    /// Non-zero while the consumer sleeps waiting for `head` to move: the producer's tripwire.
+    /// Non-zero while the consumer sleeps waiting for a record: the producer's tripwire.
     pub consumer_sleeping: CacheLine,
     /// Non-zero while the producer sleeps waiting for `tail` to move.
     pub producer_sleeping: CacheLine,
@@ -71,12 +106,12 @@ pub struct RingControl {
 
 /// Bytes of a [`RingControl`].
 pub const CONTROL_SIZE: usize = std::mem::size_of::<RingControl>();
-const _: () = assert!(CONTROL_SIZE == 256);
+const _: () = assert!(CONTROL_SIZE == 3 * LINE);
 
 /// How a producer wakes a sleeping consumer.
 #[derive(Clone, Copy, Debug)]
 pub enum Wake {
-    /// FUTEX_WAKE on the producer index (a consumer with one ring to watch).
+    /// FUTEX_WAKE on the stamp of the record just published (a consumer with one ring to watch).
     Futex,
     /// Ring an eventfd (a server watching many rings with epoll).
     Doorbell(RawFd),
@@ -95,9 +130,9 @@ pub struct RingRef {
 impl RingRef {
     /// # Safety
     /// `ctl` must point at a mapped, 64-byte-aligned `RingControl`, and `data` at `2 * size`
-    /// mapped bytes where the second half aliases the first; both must stay mapped for as long
-    /// as any copy of this `RingRef` (or a producer/consumer built from it) is used. `size` must
-    /// be a power of two in `MIN_RING..=MAX_RING`.
+    /// mapped, page-aligned bytes where the second half aliases the first; both must stay
+    /// mapped for as long as any copy of this `RingRef` (or a producer/consumer built from it)
+    /// is used. `size` must be a power of two in `MIN_RING..=MAX_RING`.
     pub unsafe fn new(ctl: *mut RingControl, data: *mut u8, size: usize) -> RingRef {
         debug_assert!(size.is_power_of_two() && (MIN_RING..=MAX_RING).contains(&size));
         RingRef {
@@ -121,19 +156,43 @@ impl RingRef {
     fn mask(&self) -> u32 {
         self.size - 1
     }
+
+    /// Offset in the first copy of the data area of the line holding `position`.
+    fn offset(&self, position: u32) -> usize {
+        (position & self.mask() & !(LINE as u32 - 1)) as usize
+    }
+
+    /// The header word of the record at `position` (rounded down to its line).
+    fn header(&self, position: u32) -> &AtomicU64 {
+        // SAFETY: the offset is a multiple of 64 below `size`, so the 8 bytes lie inside the
+        // first copy of the data area, aligned (the mapping is page-aligned). Both processes
+        // access them only atomically (the payload around them is plain bytes, never this
+        // word while it is a header).
+        unsafe { AtomicU64::from_ptr(self.data.as_ptr().add(self.offset(position)).cast::<u64>()) }
+    }
+
+    /// The stamp half of the header word at `position`, as the futex the consumer sleeps on.
+    fn stamp_futex(&self, position: u32) -> &AtomicU32 {
+        let word: *mut u64 = self.header(position).as_ptr();
+        // SAFETY: the low half (first four bytes, little-endian) of an aligned, mapped word.
+        // This process only ever hands it to FUTEX_WAIT/WAKE, which compare and key it in the
+        // kernel; Rust code reads and writes the word as a whole through `header`.
+        unsafe { AtomicU32::from_ptr(word.cast::<u32>()) }
+    }
 }
 
-/// Bytes a record with `len` payload bytes takes.
+/// Bytes a record with `len` payload bytes takes: whole cache lines.
 pub fn record_len(len: usize) -> usize {
-    RECORD_HEADER + ((len + 7) & !7)
+    (RECORD_HEADER + len + LINE - 1) & !(LINE - 1)
 }
 
-/// Sleeps on `word` while it still holds `seen`, after arming `flag` so the other side knows to
-/// wake us: arm, re-check, block (no lost wake-up: the waker stores `word` then reads `flag`,
-/// both sequentially consistent, and we store `flag` then read `word`).
-pub fn tripwire_wait(word: &AtomicU32, flag: &AtomicU32, seen: u32, timeout: Duration) {
+/// Arms `flag` so the other side knows to wake us, then sleeps on `word` unless `pending` finds
+/// the wait over; `pending` returns the value of `word` to sleep on while it is not. No lost
+/// wake-up: the waker stores the word then reads the flag, both sequentially consistent, and we
+/// store the flag then read the word.
+fn tripwire_wait(flag: &AtomicU32, word: &AtomicU32, pending: impl FnOnce() -> Option<u32>, timeout: Duration) {
     flag.store(1, Ordering::SeqCst);
-    if word.load(Ordering::SeqCst) == seen {
+    if let Some(seen) = pending() {
         sys::futex_wait(word, seen, timeout);
     }
     flag.store(0, Ordering::SeqCst);
@@ -143,7 +202,7 @@ pub fn tripwire_wait(word: &AtomicU32, flag: &AtomicU32, seen: u32, timeout: Dur
 #[derive(Debug)]
 pub struct Producer {
     ring: RingRef,
-    /// Our index: the only true copy.
+    /// Our position: the only true copy.
     head: u32,
     /// The consumer index as last validated.
     tail_seen: u32,
@@ -169,18 +228,18 @@ impl Producer {
         self.ring.size() - RECORD_HEADER
     }
 
-    /// Free bytes according to the last validated consumer index.
+    /// Free bytes according to the last validated consumer index (a multiple of 64).
     fn free(&self) -> usize {
         self.ring.size() - self.head.wrapping_sub(self.tail_seen) as usize
     }
 
     /// Re-reads the consumer index, validating it: it only moves forward, never past our head,
-    /// and in whole records (multiples of 8).
+    /// and in whole lines (records start on lines).
     pub fn refresh(&mut self) -> Result<u32, RingError> {
         let t = self.ring.ctl().tail.v.load(Ordering::Acquire);
         let advanced = t.wrapping_sub(self.tail_seen);
         let used = self.head.wrapping_sub(self.tail_seen);
-        if advanced > used || t & 7 != 0 {
+        if advanced > used || t & (LINE as u32 - 1) != 0 {
             return Err(corrupt("consumer index moved backwards or past the producer"));
         }
         self.tail_seen = t;
@@ -199,12 +258,17 @@ impl Producer {
     /// Sleeps (at most `timeout`) until the consumer frees space or is about to.
     pub fn block_for_space(&mut self, timeout: Duration) {
         let ctl = self.ring.ctl();
-        tripwire_wait(&ctl.tail.v, &ctl.producer_sleeping.v, self.tail_seen, timeout);
+        let seen = self.tail_seen;
+        let pending = || {
+            let t = ctl.tail.v.load(Ordering::SeqCst);
+            (t == seen).then_some(t)
+        };
+        tripwire_wait(&ctl.producer_sleeping.v, &ctl.tail.v, pending, timeout);
     }
 
     /// Writes one record of `len` payload bytes filled in place by `fill`, if it fits now.
     /// Returns `Ok(false)` (nothing written) when there is not yet room.
-    fn try_write(&mut self, kind: u32, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<bool, RingError> {
+    fn try_write(&mut self, kind: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<bool, RingError> {
         let rec = record_len(len);
         if rec > self.ring.size() {
             return Err(RingError::TooLarge { len, max: self.max_record() });
@@ -224,7 +288,7 @@ impl Producer {
     /// # Safety
     /// `record_len(len)` bytes must be free at our head (`free()`, as last validated).
     unsafe fn payload_at_head(&mut self, len: usize) -> &mut [u8] {
-        let off = (self.head & self.ring.mask()) as usize;
+        let off = self.ring.offset(self.head);
         // SAFETY: `off < size` and the record's `record_len(len) <= free <= size` bytes end
         // before `off + size`: inside the double mapping. The bytes between our head and the
         // consumer's tail belong to us alone by the ring protocol (an honest consumer never
@@ -233,30 +297,29 @@ impl Producer {
         unsafe { std::slice::from_raw_parts_mut(self.ring.data.as_ptr().add(off + RECORD_HEADER), len) }
     }
 
-    /// Publishes the record of `len` payload bytes at our head: its header, then our index.
+    /// Publishes the record of `len` payload bytes at our head: erases the header word of the
+    /// record after it if that space is free, then writes its own header, last.
     ///
     /// # Safety
     /// As for [`payload_at_head`](Self::payload_at_head).
-    unsafe fn commit(&mut self, kind: u32, len: usize) {
-        let off = (self.head & self.ring.mask()) as usize;
-        // SAFETY: the header is the first 8 of the free bytes the caller vouches for.
-        unsafe {
-            let p = self.ring.data.as_ptr().add(off);
-            std::ptr::write_volatile(p.cast::<u32>(), len as u32);
-            std::ptr::write_volatile(p.add(4).cast::<u32>(), kind);
+    unsafe fn commit(&mut self, kind: u64, len: usize) {
+        let rec = record_len(len);
+        let next = self.head.wrapping_add(rec as u32);
+        // Free space comes in whole lines: either the next record's line is ours too, or the
+        // ring is now full and that line holds the oldest unread record (leave it alone).
+        if self.free() > rec {
+            self.ring.header(next).store(0, Ordering::Relaxed);
         }
-        self.head = self.head.wrapping_add(record_len(len) as u32);
-        self.publish();
-    }
-
-    fn publish(&mut self) {
+        // Sequentially consistent (a locked exchange on x86): a release for the payload and the
+        // erasure above, and the flag load below cannot pass it, which is what makes the
+        // tripwire lose no wake-up.
+        self.ring.header(self.head).swap(header_word(self.head, kind, len), Ordering::SeqCst);
+        let published = self.head;
+        self.head = next;
         let ctl = self.ring.ctl();
-        // The swap is sequentially consistent (a locked instruction on x86): the flag load below
-        // cannot be reordered before it, which is what makes the tripwire lose no wake-up.
-        ctl.head.v.swap(self.head, Ordering::SeqCst);
         if ctl.consumer_sleeping.v.load(Ordering::SeqCst) != 0 {
             match self.wake {
-                Wake::Futex => sys::futex_wake(&ctl.head.v),
+                Wake::Futex => sys::futex_wake(self.ring.stamp_futex(published)),
                 Wake::Doorbell(fd) => sys::eventfd_ring(fd),
             }
         }
@@ -282,8 +345,8 @@ impl Producer {
                 _ => Ok(None),
             };
         };
-        // Free space comes in multiples of 8 (whole records), so a message of up to `lend`
-        // bytes takes `record_len(lend) <= free` bytes.
+        // Free space comes in whole lines, so a message of up to `lend` bytes takes
+        // `record_len(lend) <= free` bytes.
         let lend = room.min(max_len).min(self.max_record());
         // SAFETY: `record_len(lend) <= free` (above).
         let Some(len) = build(unsafe { self.payload_at_head(lend) }) else {
@@ -323,7 +386,7 @@ impl Producer {
             return Ok(());
         }
         // Half a ring per chunk: the consumer drains one half while we fill the other.
-        let chunk = ((self.ring.size() / 2) - RECORD_HEADER) & !7;
+        let chunk = self.ring.size() / 2 - RECORD_HEADER;
         let mut sent = 0;
         while sent < total {
             let len = chunk.min(total - sent);
@@ -359,7 +422,7 @@ fn gather(parts: &[&[u8]], mut skip: usize, dst: &mut [u8]) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Held {
     Nothing,
-    /// A whole record still in the ring: its offset, length and record size.
+    /// A whole record still in the ring: its payload's offset, length and record size.
     InRing {
         off: usize,
         len: usize,
@@ -373,12 +436,10 @@ enum Held {
 #[derive(Debug)]
 pub struct Consumer {
     ring: RingRef,
-    /// Our index: the only true copy.
+    /// Our position: the only true copy.
     tail: u32,
-    /// The index as last published to the producer.
+    /// The position as last published to the producer.
     published: u32,
-    /// The producer index as last validated.
-    head_seen: u32,
     /// Reassembly of a streamed message; keeps its capacity between messages.
     buf: Vec<u8>,
     assembling: bool,
@@ -392,49 +453,30 @@ unsafe impl Send for Consumer {}
 
 impl Consumer {
     pub fn new(ring: RingRef, max_message: usize) -> Consumer {
-        Consumer {
-            ring,
-            tail: 0,
-            published: 0,
-            head_seen: 0,
-            buf: Vec::new(),
-            assembling: false,
-            held: Held::Nothing,
-            max_message,
-        }
+        Consumer { ring, tail: 0, published: 0, buf: Vec::new(), assembling: false, held: Held::Nothing, max_message }
     }
 
     pub fn ring(&self) -> &RingRef {
         &self.ring
     }
 
-    /// The producer index as last seen: a sleeper waits for it to change.
-    pub fn head_seen(&self) -> u32 {
-        self.head_seen
-    }
-
-    /// Whether the producer has published bytes we have not consumed (one shared read).
+    /// Whether a record is published at our position (one shared read, sequentially
+    /// consistent, for a server arming its tripwire: store the flag, then look).
     pub fn has_data(&self) -> bool {
-        self.ring.ctl().head.v.load(Ordering::SeqCst) != self.tail
+        self.ring.header(self.tail).load(Ordering::SeqCst) as u32 == !self.tail
     }
 
-    /// Re-reads and validates the producer index: it only moves forward, by whole records,
-    /// and never more than a ring ahead of us.
-    fn refresh(&mut self) -> Result<(), RingError> {
-        let h = self.ring.ctl().head.v.load(Ordering::Acquire);
-        let avail = h.wrapping_sub(self.tail);
-        let before = self.head_seen.wrapping_sub(self.tail);
-        if avail as usize > self.ring.size() || h & 7 != 0 || avail < before {
-            return Err(corrupt("producer index out of range"));
-        }
-        self.head_seen = h;
-        Ok(())
-    }
-
-    /// Sleeps (at most `timeout`) until the producer publishes, unless it already has.
+    /// Sleeps (at most `timeout`) until the producer publishes the record we wait for, unless
+    /// it already has.
     pub fn block_for_data(&self, timeout: Duration) {
+        let header = self.ring.header(self.tail);
+        let expected = !self.tail;
+        let pending = || {
+            let stamp = header.load(Ordering::SeqCst) as u32;
+            (stamp != expected).then_some(stamp)
+        };
         let ctl = self.ring.ctl();
-        tripwire_wait(&ctl.head.v, &ctl.consumer_sleeping.v, self.head_seen, timeout);
+        tripwire_wait(&ctl.consumer_sleeping.v, self.ring.stamp_futex(self.tail), pending, timeout);
     }
 
     /// Releases the message handed out last, if any.
@@ -448,42 +490,26 @@ impl Consumer {
 
     fn advance(&mut self, rec: usize) {
         self.tail = self.tail.wrapping_add(rec as u32);
-        let ctl = self.ring.ctl();
         let unpublished = self.tail.wrapping_sub(self.published) as usize;
-        if self.tail == self.head_seen
-            || unpublished >= self.ring.size() / 4
-            || ctl.producer_sleeping.v.load(Ordering::Relaxed) != 0
-        {
-            ctl.tail.v.swap(self.tail, Ordering::SeqCst);
-            self.published = self.tail;
-            if ctl.producer_sleeping.v.load(Ordering::SeqCst) != 0 {
-                sys::futex_wake(&ctl.tail.v);
-            }
+        if unpublished >= self.ring.size() / 4 || self.ring.ctl().producer_sleeping.v.load(Ordering::Relaxed) != 0 {
+            self.publish();
         }
     }
 
-    /// Asks for the cache line after the one holding the record at `off`, if published bytes
-    /// reach it, while that one is still on its way: the reader would otherwise miss on the two
-    /// one after the other (a null call's record straddles two lines about half the time).
-    /// Measured: null call 375 -> 343 ns; prefetching further lines made 1440-byte calls slower.
-    #[inline(always)]
-    fn prefetch_next_line(&self, off: usize, avail: usize) {
-        const LINE: usize = 64;
-        let next = (off | (LINE - 1)) + 1;
-        if next < off + avail {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch is a hint that never faults; `next < off + avail <= 2 * size`
-            // lies inside the double mapping anyway.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.ring.data.as_ptr().add(next).cast::<i8>());
-            }
+    /// Tells the producer how far we have read, and wakes it if it sleeps waiting for space.
+    fn publish(&mut self) {
+        let ctl = self.ring.ctl();
+        // Sequentially consistent, for the tripwire: the flag load cannot pass this store.
+        ctl.tail.v.swap(self.tail, Ordering::SeqCst);
+        self.published = self.tail;
+        if ctl.producer_sleeping.v.load(Ordering::SeqCst) != 0 {
+            sys::futex_wake(&ctl.tail.v);
         }
     }
 
-    /// Advances towards the next complete message without blocking: releases the previous one,
-    /// absorbs any streamed chunks, and returns `Ok(true)` once a message is ready for
-    /// [`Consumer::message`].
+    /// Advances towards the next complete message without blocking: absorbs any streamed
+    /// chunks, and returns `Ok(true)` once a message is ready for [`Consumer::message`] (the
+    /// message held is ready again until [`release`](Self::release)d).
     pub fn poll(&mut self) -> Result<bool, RingError> {
         if self.held != Held::Nothing {
             return Ok(true);
@@ -492,26 +518,23 @@ impl Consumer {
         // reassembly is capped by `max_message`: a peer that never stops writing still cannot
         // keep us here for ever.
         loop {
-            if self.tail == self.head_seen {
-                self.refresh()?;
-                if self.tail == self.head_seen {
-                    return Ok(false);
+            // One snapshot of the header, validated below; the acquire makes the payload the
+            // producer wrote before it visible.
+            let word = self.ring.header(self.tail).load(Ordering::Acquire);
+            if word as u32 != !self.tail {
+                // Drained: let a producer short of space see what we freed.
+                if self.tail != self.published {
+                    self.publish();
                 }
+                return Ok(false);
             }
-            let avail = self.head_seen.wrapping_sub(self.tail) as usize;
-            let off = (self.tail & self.ring.mask()) as usize;
-            self.prefetch_next_line(off, avail);
-            // SAFETY: `off + 8 <= size + 8 <= 2 * size`, inside the double mapping; volatile
-            // reads take one snapshot of bytes the peer may be changing, validated below.
-            let (len, kind) = unsafe {
-                let p = self.ring.data.as_ptr().add(off);
-                (std::ptr::read_volatile(p.cast::<u32>()) as usize, std::ptr::read_volatile(p.add(4).cast::<u32>()))
-            };
-            if len > self.ring.size() - RECORD_HEADER || record_len(len) > avail {
-                return Err(corrupt("record length beyond the published data"));
-            }
+            let len = (word >> 32 & LEN_MASK) as usize;
             let rec = record_len(len);
-            match kind {
+            if rec > self.ring.size() {
+                return Err(corrupt("record length beyond the ring"));
+            }
+            let off = self.ring.offset(self.tail) + RECORD_HEADER;
+            match word >> 62 {
                 KIND_WHOLE => {
                     if self.assembling {
                         return Err(corrupt("whole message inside a streamed one"));
@@ -519,16 +542,15 @@ impl Consumer {
                     if len > self.max_message {
                         return Err(RingError::TooLarge { len, max: self.max_message });
                     }
-                    self.held = Held::InRing { off: off + RECORD_HEADER, len, rec };
+                    self.held = Held::InRing { off, len, rec };
                     return Ok(true);
                 }
-                KIND_PART | KIND_END => {
+                kind @ (KIND_PART | KIND_END) => {
                     if self.buf.len() + len > self.max_message {
                         return Err(RingError::TooLarge { len: self.buf.len() + len, max: self.max_message });
                     }
-                    // SAFETY: `off + 8 + len <= off + rec <= 2 * size`, checked above.
-                    let src =
-                        unsafe { std::slice::from_raw_parts(self.ring.data.as_ptr().add(off + RECORD_HEADER), len) };
+                    // SAFETY: `off + len < size + rec <= 2 * size`, checked above.
+                    let src = unsafe { std::slice::from_raw_parts(self.ring.data.as_ptr().add(off), len) };
                     self.buf.extend_from_slice(src);
                     self.advance(rec);
                     if kind == KIND_END {
@@ -545,8 +567,8 @@ impl Consumer {
 
     /// The message [`Consumer::poll`] made ready, where it lies (in the ring, or in the
     /// reassembly buffer for a streamed one); empty if none is ready. Its bytes stay valid until
-    /// [`Consumer::release`] or the next `poll`. A hostile producer can change bytes in the
-    /// ring while they are read: treat the contents as untrusted input.
+    /// [`Consumer::release`]. A hostile producer can change bytes in the ring while they are
+    /// read: treat the contents as untrusted input.
     pub fn message(&self) -> &[u8] {
         match self.held {
             Held::Nothing => &[],
@@ -563,6 +585,7 @@ impl Consumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segment::{Layout, Segment};
 
     /// A ring in private memory, for unit tests of the index logic (a real double mapping is
     /// exercised through `segment`).
@@ -573,41 +596,50 @@ mod tests {
     }
 
     fn local(size: usize) -> Local {
-        let mut ctl = Box::new(RingControl {
-            head: CacheLine { v: AtomicU32::new(0) },
-            tail: CacheLine { v: AtomicU32::new(0) },
-            consumer_sleeping: CacheLine { v: AtomicU32::new(0) },
-            producer_sleeping: CacheLine { v: AtomicU32::new(0) },
-        });
+        let line = || CacheLine { v: AtomicU32::new(0) };
+        let mut ctl = Box::new(RingControl { tail: line(), consumer_sleeping: line(), producer_sleeping: line() });
         // Twice the size, so a record crossing the end stays in bounds (no aliasing here, so
-        // tests below avoid wrapping).
-        let mut data = vec![0u64; 2 * size / 8];
-        // SAFETY: both allocations outlive `ring` (kept together in `Local`).
-        let ring = unsafe { RingRef::new(&mut *ctl, data.as_mut_ptr().cast(), size) };
+        // tests below avoid wrapping). Page-aligned as a mapping is: a header word must be
+        // aligned, and lines must be lines.
+        let mut data = vec![0u64; 2 * size / 8 + 512];
+        let base = data.as_mut_ptr() as usize;
+        let aligned = (base + 4095) & !4095;
+        // SAFETY: both allocations outlive `ring` (kept together in `Local`); `aligned` leaves
+        // at least `2 * size` bytes of `data` after it.
+        let ring = unsafe { RingRef::new(&mut *ctl, aligned as *mut u8, size) };
         Local { _ctl: ctl, _data: data, ring }
     }
 
+    fn no_wait(_: &mut Producer, _: usize) -> Result<(), RingError> {
+        Err(corrupt("full"))
+    }
+
     #[test]
-    fn corrupt_indices_and_headers_are_reported() {
+    fn corrupt_headers_and_indices_are_reported() {
         let l = local(4096);
+        // Published (the stamp names our position) but longer than the ring.
+        l.ring.header(0).store(header_word(0, KIND_WHOLE, 4096), Ordering::SeqCst);
         let mut c = Consumer::new(l.ring, 1 << 20);
-        l.ring.ctl().head.v.store(8192, Ordering::SeqCst);
-        assert_eq!(c.poll().unwrap_err(), corrupt("producer index out of range"));
+        assert_eq!(c.poll().unwrap_err(), corrupt("record length beyond the ring"));
+        l.ring.header(0).store(header_word(0, 0, 4), Ordering::SeqCst);
         let mut c = Consumer::new(l.ring, 1 << 20);
-        l.ring.ctl().head.v.store(16, Ordering::SeqCst);
-        // SAFETY: writes the first header inside the local buffer.
-        unsafe { *l.ring.data.as_ptr().cast::<u32>() = 100 };
-        assert_eq!(c.poll().unwrap_err(), corrupt("record length beyond the published data"));
-        let mut c = Consumer::new(l.ring, 1 << 20);
-        // SAFETY: as above.
-        unsafe {
-            *l.ring.data.as_ptr().cast::<u32>() = 4;
-            *l.ring.data.as_ptr().add(4).cast::<u32>() = 77;
-        }
         assert_eq!(c.poll().unwrap_err(), corrupt("unknown record kind"));
+        l.ring.header(0).store(header_word(0, KIND_WHOLE, 5000), Ordering::SeqCst);
+        let mut c = Consumer::new(l.ring, 1 << 20);
+        assert_eq!(c.poll().unwrap_err(), corrupt("record length beyond the ring"));
+        // A stamp that names another position is no record at all: nothing to read yet.
+        l.ring.header(0).store(header_word(64, KIND_WHOLE, 4), Ordering::SeqCst);
+        let mut c = Consumer::new(l.ring, 1 << 20);
+        assert!(!c.poll().unwrap());
 
         let l = local(4096);
         let mut p = Producer::new(l.ring, Wake::Futex);
+        // The consumer claims to have read what was never written.
+        l.ring.ctl().tail.v.store(64, Ordering::SeqCst);
+        assert!(p.refresh().is_err());
+        let mut p = Producer::new(l.ring, Wake::Futex);
+        assert!(p.try_write_whole(100, |_| ()).unwrap());
+        // Or to stop in the middle of a line.
         l.ring.ctl().tail.v.store(8, Ordering::SeqCst);
         assert!(p.refresh().is_err());
     }
@@ -618,18 +650,22 @@ mod tests {
         let mut p = Producer::new(l.ring, Wake::Futex);
         let mut c = Consumer::new(l.ring, 1 << 20);
         assert!(!c.poll().unwrap());
-        let no_wait = |_: &mut Producer, _| -> Result<(), RingError> { Err(corrupt("full")) };
         p.send(&[b"ab", b"", b"cde"], 1 << 20, no_wait).unwrap();
         assert!(c.poll().unwrap());
         assert_eq!(c.message(), b"abcde");
         // Held until released: polling again returns the same message.
         assert!(c.poll().unwrap());
         c.release();
+        // Published lazily: only once the consumer finds the ring drained.
+        assert_eq!(l.ring.ctl().tail.v.load(Ordering::SeqCst), 0);
         assert!(!c.poll().unwrap());
-        assert_eq!(l.ring.ctl().tail.v.load(Ordering::SeqCst), 16);
+        assert_eq!(l.ring.ctl().tail.v.load(Ordering::SeqCst), 64, "one line per small record");
         assert!(p.try_write_whole(4088, |b| b.fill(1)).unwrap());
         assert!(!p.try_write_whole(0, |_| ()).unwrap());
         assert_eq!(p.send(&[&[0u8; 10][..]], 4, no_wait).unwrap_err(), RingError::TooLarge { len: 10, max: 4 });
+        assert_eq!(record_len(0), 64);
+        assert_eq!(record_len(56), 64);
+        assert_eq!(record_len(57), 128);
     }
 
     #[test]
@@ -675,6 +711,97 @@ mod tests {
             c.release();
         }
         assert!(!c.poll().unwrap());
+    }
+
+    /// A ring in a real segment (the data area mapped twice), producer and consumer.
+    fn mapped() -> (Segment, Producer, Consumer) {
+        let (seg, _fd) = Segment::create(Layout { call_ring: 4096, result_ring: 4096 }).unwrap();
+        let p = Producer::new(seg.call(), Wake::Futex);
+        let c = Consumer::new(seg.call(), 1 << 20);
+        (seg, p, c)
+    }
+
+    #[test]
+    fn a_header_left_from_an_earlier_lap_is_not_a_new_record() {
+        let (seg, mut p, mut c) = mapped();
+        // A whole lap of one-line records, written before any is read, so the last one leaves
+        // the first's header alone (the ring is full: that line is unread).
+        for i in 0..64u8 {
+            assert!(p.try_write_whole(56, |b| b.fill(i)).unwrap());
+        }
+        assert!(!p.try_write_whole(0, |_| ()).unwrap(), "the ring is full");
+        for i in 0..64u8 {
+            assert!(c.poll().unwrap());
+            assert_eq!(c.message(), &[i; 56][..]);
+            c.release();
+        }
+        // Back at offset 0 (position 4096): the lap-0 record is still there, intact and
+        // plausible in every field but its stamp.
+        let stale = seg.call().header(0).load(Ordering::SeqCst);
+        assert_eq!(stale, header_word(0, KIND_WHOLE, 56));
+        for _ in 0..3 {
+            assert!(!c.poll().unwrap(), "a record of the previous lap was taken as new");
+        }
+        assert!(!c.has_data());
+        // The real one, when it comes, is.
+        assert!(p.try_write_whole(3, |b| b.copy_from_slice(b"new")).unwrap());
+        assert!(c.has_data());
+        assert!(c.poll().unwrap());
+        assert_eq!(c.message(), b"new");
+    }
+
+    #[test]
+    fn payload_shaped_like_a_future_header_is_erased_before_it_is_reached() {
+        let (seg, mut p, mut c) = mapped();
+        // A message whose bytes at ring offset 64 are exactly the header the next lap's record
+        // there will have (as an echoed payload chosen by anyone could be).
+        let forged = header_word(4096 + 64, KIND_WHOLE, 5).to_le_bytes();
+        let mut msg = vec![0x55u8; 1016];
+        msg[64 - RECORD_HEADER..64].copy_from_slice(&forged);
+        for _ in 0..4 {
+            assert!(p.try_write_whole(msg.len(), |b| b.copy_from_slice(&msg)).unwrap());
+            assert!(c.poll().unwrap());
+            assert_eq!(c.message(), &msg[..]);
+            c.release();
+        }
+        assert!(!c.poll().unwrap());
+        assert_eq!(seg.call().header(64).load(Ordering::SeqCst), u64::from_le_bytes(forged));
+        // The next lap: one record at offset 0; the consumer then stands at position 4160,
+        // where the forged header lay.
+        assert!(p.try_write_whole(8, |b| b.fill(1)).unwrap());
+        assert!(c.poll().unwrap());
+        c.release();
+        assert!(!c.poll().unwrap(), "stale payload bytes were taken for a record");
+        assert_eq!(seg.call().header(64).load(Ordering::SeqCst), 0, "erased before publishing");
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_woken_by_the_record_it_waits_for() {
+        let (seg, mut p, mut c) = mapped();
+        let ring = seg.call();
+        // Advance off position 0 first, so the wait is on a later record's stamp.
+        assert!(p.try_write_whole(1, |b| b[0] = 1).unwrap());
+        assert!(c.poll().unwrap());
+        c.release();
+        assert!(!c.poll().unwrap());
+        let sleeper = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            while !c.poll().unwrap() {
+                c.block_for_data(Duration::from_secs(5));
+                assert!(t.elapsed() < Duration::from_secs(4), "never woken");
+            }
+            (c.message().to_vec(), t.elapsed())
+        });
+        // Publish once the consumer is asleep (flag armed), so the wake-up is what ends the wait.
+        let t = std::time::Instant::now();
+        while ring.ctl().consumer_sleeping.v.load(Ordering::SeqCst) == 0 {
+            assert!(t.elapsed() < Duration::from_secs(4), "consumer never slept");
+            std::thread::yield_now();
+        }
+        assert!(p.try_write_whole(2, |b| b.copy_from_slice(b"hi")).unwrap());
+        let (got, waited) = sleeper.join().unwrap();
+        assert_eq!(got, b"hi");
+        assert!(waited < Duration::from_secs(4), "woken only by the timeout: {waited:?}");
     }
 
     #[test]

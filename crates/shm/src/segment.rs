@@ -96,8 +96,8 @@ impl Segment {
 
     /// The call ring (client produces, server consumes).
     pub fn call(&self) -> RingRef {
-        // SAFETY: the control page holds two 256-byte control blocks at page-aligned offsets 0
-        // and CONTROL_SIZE; the data mapping is doubled; all live as long as `self`, and callers
+        // SAFETY: the control page holds two control blocks at offsets 0 and CONTROL_SIZE (both
+        // multiples of 64); the data mapping is doubled; all live as long as `self`, and callers
         // drop their rings before the segment (documented on the type).
         unsafe {
             RingRef::new(self.control.as_ptr().cast::<RingControl>(), self.call_data.as_ptr(), self.layout.call_ring)
@@ -147,7 +147,8 @@ pub enum Status {
 
 pub const HELLO_LEN: usize = 32;
 const HELLO_MAGIC: &[u8; 4] = b"LlSh";
-const HELLO_VERSION: u16 = 1;
+/// 2: records stamped with their position and polled in place (no producer index).
+const HELLO_VERSION: u16 = 2;
 
 impl Hello {
     pub fn encode(&self) -> [u8; HELLO_LEN] {

@@ -826,10 +826,16 @@ fn serve_held<R>(
 
 impl Drop for ShmServer {
     fn drop(&mut self) {
-        if let Ok(md) = std::fs::symlink_metadata(&self.path) {
-            if (md.dev(), md.ino()) == self.file_id {
-                let _ = std::fs::remove_file(&self.path);
-            }
+        remove_if_ours(&self.path, self.file_id);
+    }
+}
+
+/// Removes the socket file at `path` if it is still the one [`listen`] created (`file_id`), not
+/// one a later server put there.
+pub(crate) fn remove_if_ours(path: &Path, file_id: (u64, u64)) {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if (md.dev(), md.ino()) == file_id {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -837,7 +843,7 @@ impl Drop for ShmServer {
 /// Creates the listening socket at `path` with `mode`, atomically: bound in a private directory,
 /// given its mode there, then renamed into place without replacing anything that appeared
 /// meanwhile. A stale socket (connect refused: its server is gone) is removed first.
-fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmError> {
+pub(crate) fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmError> {
     let in_use = |why| ShmError::PathInUse { path: path.to_path_buf(), why };
     match std::fs::symlink_metadata(path) {
         Ok(md) if md.file_type().is_socket() => match UnixStream::connect(path) {

@@ -15,23 +15,25 @@ use lowlat_shm::{ChannelConfig, Layout, ServerConfig, ShmChannel};
 const RING: usize = 4096;
 const STALL: Duration = Duration::from_millis(50);
 
-/// Writes random bytes over every byte of the segment, half the time shaped like plausible
-/// indices and record headers so that the server's deeper checks get exercised too.
+/// Writes random bytes over the segment, half the time shaped like plausible indices and record
+/// headers (a stamp naming a nearby position, a small length, a known kind) so that the server's
+/// deeper checks get exercised too.
 fn scribble(ch: &ShmChannel, rng: &mut Rng) {
     for (base, len) in ch.segment().regions() {
-        let words = len / 4;
+        let words = len / 8;
         for _ in 0..words / 8 {
             let i = (rng.next() as usize) % words;
             let r = rng.next();
-            let v = match r % 4 {
-                0 => r as u32,
-                1 => ((r >> 8) as u32 % (2 * RING as u32)) & !7,
-                2 => 0x4c57_0001 + (r >> 16) as u32 % 3,
-                _ => (r >> 20) as u32 % 64,
+            let position = ((r >> 8) as u32 % (4 * RING as u32)) & !63;
+            let v: u64 = match r % 4 {
+                0 => r,
+                1 => u64::from(position),
+                2 => u64::from(!position) | ((r >> 40) % 200) << 32 | (1 + (r >> 16) % 3) << 62,
+                _ => (r >> 20) % 64,
             };
-            // SAFETY: `i < words`, so the 4-byte write lies inside this region of our own
+            // SAFETY: `i < words`, so the 8-byte write lies inside this region of our own
             // mapping (shared with the server, which must cope with any bytes there).
-            unsafe { std::ptr::write_volatile(base.cast::<u32>().add(i), v) };
+            unsafe { std::ptr::write_volatile(base.cast::<u64>().add(i), v) };
         }
     }
 }

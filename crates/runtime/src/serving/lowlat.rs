@@ -10,7 +10,7 @@ use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
 
 use super::{serve_loop, Context, Protocol};
 use crate::driver::{FrameHandler, ServerTransport};
-use crate::service::{self, CallContext, Route};
+use crate::service::{self, CallContext, Route, RouteCache};
 use crate::trace::{self, ServerTrace};
 use crate::workers::{Completions, Job};
 
@@ -32,6 +32,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
         deferred: None,
+        routes: RouteCache::default(),
     };
     serve_loop(t, endpoint, ctx);
 }
@@ -49,6 +50,8 @@ struct LowlatEndpoint<'c, A> {
     /// error, a result too large for the space): sent by `flush`, once the space is back, from
     /// the engine's buffer (no copy of a large result).
     deferred: Option<Finished>,
+    /// Each session's program, so that a call finds its procedure without a search.
+    routes: RouteCache,
 }
 
 /// A call run, not yet answered, with its trace times.
@@ -81,7 +84,15 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
         let received = now_ns();
         let engine = &mut self.engine;
         let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
-        let Some(call) = engine.handle(from, frame, Instant::now, out) else { return 0 };
+        // A call sent whole over a reliable channel is recognised by its header; anything else
+        // goes through the engine's general decode.
+        let call = match engine.take_whole_call(from, frame) {
+            Some(call) => call,
+            None => match engine.handle(from, frame, Instant::now, out) {
+                Some(call) => call,
+                None => return 0,
+            },
+        };
         let key = call.key;
         let dispatched = now_ns();
         let cctx = CallContext {
@@ -93,7 +104,7 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
         };
         // Bytes of the result the procedure wrote into `lent`, after room for the header.
         let mut placed = None;
-        let status = match ctx.services.route(call.program, call.version, call.proc_no) {
+        let status = match self.routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) if lent.len() >= HEADER_LEN => {
                 let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);

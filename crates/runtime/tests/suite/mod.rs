@@ -375,6 +375,9 @@ fn is_server_gone(e: &Error) -> bool {
 pub fn server_shut_down_during_calls(t: &'static Transport) {
     let Some(env) = Env::new(t) else { return };
     let (server, uri) = env.serve(ServerConfig::default());
+    // Threads that have had a call answered: the server goes once all of them have.
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = answered.clone();
     let callers = env.on_client(10, move || {
         let cfg = ClientConfig {
             deadline: Duration::from_secs(2),
@@ -385,6 +388,7 @@ pub fn server_shut_down_during_calls(t: &'static Transport) {
         (0..3u8)
             .map(|i| {
                 let c = client.clone();
+                let answered = seen.clone();
                 std::thread::spawn(move || {
                     let lab = Lab::new(&c);
                     let (mut ok, mut failed) = (0u32, 0u32);
@@ -395,6 +399,9 @@ pub fn server_shut_down_during_calls(t: &'static Transport) {
                             Ok(r) => {
                                 assert_eq!(r, msg);
                                 ok += 1;
+                                if ok == 1 {
+                                    answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                }
                             }
                             Err(e) => {
                                 assert!(is_server_gone(&e), "{e}");
@@ -407,7 +414,13 @@ pub fn server_shut_down_during_calls(t: &'static Transport) {
             })
             .collect::<Vec<_>>()
     });
-    std::thread::sleep(Duration::from_millis(50));
+    let end = Instant::now() + Duration::from_secs(10);
+    while answered.load(std::sync::atomic::Ordering::SeqCst) < callers.len() {
+        assert!(Instant::now() < end, "the calling threads were not all answered within 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Calls in flight now, more to come.
+    std::thread::sleep(Duration::from_millis(5));
     server.shutdown();
     for h in callers {
         let (ok, failed) = join(h, 20, "a calling thread");

@@ -1,19 +1,24 @@
-//! Measures this transport's floor on this machine, client pinned to CPU 0 and server to CPU 1:
-//! spinning-flag and futex baselines, then raw shm echo spinning and blocking, alone and beside
-//! 100 idle bindings. `cargo run --release -p lowlat-shm --example shm_floor [ROUNDS]`
+//! The shared-memory transport beside its baselines on this machine, caller pinned to CPU 0 and
+//! echoer to CPU 1, in threads of one process: the machine's floor (one message each way through
+//! cache lines, [`lowlat_shm::floor`]) and a futex ping-pong (both sides blocking), then the ring
+//! exchange spinning, adaptive and blocking, alone and beside 100 idle bindings, and what a
+//! binding costs to set up. `cargo run --release -p lowlat-shm --example shm_baselines [ROUNDS]`
+//! (the two-process figures are `lowlat pingpong`'s: `scripts/measure-shm.sh`).
 //!
-//! `shm_floor hold PATH N SECONDS` instead opens N bindings to the server at PATH and leaves them
-//! idle for SECONDS (to measure a server with idle bindings, e.g. `lowlat serve shm://PATH`).
+//! `shm_baselines futex ROUNDS` prints only the futex ping-pong.
 //!
-//! `shm_floor awake GAP_NS ROUNDS` calls an adaptive echo server every GAP_NS nanoseconds (inside
-//! its 5 µs spin budget) and counts the calls that found the binding asleep (armed): each pays a
-//! wake-up, and an honest server arms a binding only when it really was idle that long.
+//! `shm_baselines hold PATH N SECONDS` instead opens N bindings to the server at PATH and leaves
+//! them idle for SECONDS (to measure a server with idle bindings, e.g. `lowlat serve shm://PATH`).
+//!
+//! `shm_baselines awake GAP_NS ROUNDS` calls an adaptive echo server every GAP_NS nanoseconds
+//! (inside its 5 µs spin budget) and counts the calls that found the binding asleep (armed): each
+//! pays a wake-up, and an honest server arms a binding only when it really was idle that long.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lowlat_shm::{pingpong, ChannelConfig, ServerConfig, ShmChannel, ShmServer, SpinPolicy};
+use lowlat_shm::{floor, pingpong, ChannelConfig, ServerConfig, ShmChannel, ShmServer, SpinPolicy};
 
 fn pct(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
@@ -32,7 +37,7 @@ fn report(name: &str, mut v: Vec<Duration>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("hold") {
-        let usage = "usage: shm_floor hold PATH N SECONDS";
+        let usage = "usage: shm_baselines hold PATH N SECONDS";
         let path = args.get(2).expect(usage);
         let n: usize = args.get(3).and_then(|a| a.parse().ok()).expect(usage);
         let secs: u64 = args.get(4).and_then(|a| a.parse().ok()).expect(usage);
@@ -43,26 +48,49 @@ fn main() {
         return;
     }
     if args.get(1).map(String::as_str) == Some("awake") {
-        let usage = "usage: shm_floor awake GAP_NS ROUNDS";
+        let usage = "usage: shm_baselines awake GAP_NS ROUNDS";
         let gap = Duration::from_nanos(args.get(2).and_then(|a| a.parse().ok()).expect(usage));
         let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).expect(usage);
         awake(gap, rounds);
         return;
     }
-    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let cpus = (Some(0), Some(1));
-    report("flag ping-pong (both spinning)", pingpong::flag_pingpong(rounds, cpus).unwrap());
+    if args.get(1).map(String::as_str) == Some("futex") {
+        let rounds: usize = args.get(2).and_then(|a| a.parse().ok()).expect("usage: shm_baselines futex ROUNDS");
+        report("futex ping-pong (both blocking)", pingpong::futex_pingpong(rounds, cpus).unwrap());
+        return;
+    }
+    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let dir = std::env::temp_dir().join(format!("llshm-baselines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for size in [32, 1024] {
+        let path = dir.join(format!("floor-{size}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let echoer = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let _ = lowlat_transport::sys::pin_to_cpu(1);
+                floor::serve(&path, &stop).unwrap();
+            })
+        };
+        while !path.exists() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = lowlat_transport::sys::pin_to_cpu(0);
+        let v = floor::run(&path, size, rounds, Duration::from_secs(5)).unwrap();
+        report(&format!("floor {size} B (cache lines, both spinning)"), v);
+        stop.store(true, Ordering::SeqCst);
+        echoer.join().unwrap();
+    }
     report("futex ping-pong (both blocking)", pingpong::futex_pingpong(rounds / 4, cpus).unwrap());
 
-    let dir = std::env::temp_dir().join(format!("llshm-floor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s");
     for (name, spin, idle) in [
-        ("shm echo 32 B, spinning", SpinPolicy::Forever, 0),
-        ("shm echo 32 B, adaptive", SpinPolicy::Adaptive, 0),
-        ("shm echo 32 B, blocking", SpinPolicy::Block, 0),
-        ("shm echo 32 B, spinning, +100 idle bindings", SpinPolicy::Forever, 100),
-        ("shm echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
+        ("ring echo 32 B, spinning", SpinPolicy::Forever, 0),
+        ("ring echo 32 B, adaptive", SpinPolicy::Adaptive, 0),
+        ("ring echo 32 B, blocking", SpinPolicy::Block, 0),
+        ("ring echo 32 B, spinning, +100 idle bindings", SpinPolicy::Forever, 100),
+        ("ring echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
     ] {
         let server = EchoThread::start(&path, ServerConfig { spin, ..ServerConfig::default() });
         let _ = lowlat_transport::sys::pin_to_cpu(0);

@@ -226,7 +226,7 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 
 fn pin(cpu: Option<usize>) -> Result<(), String> {
     if let Some(c) = cpu {
-        lowlat_transport::sys::pin_to_cpu(c).map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
+        lowlat_sys::pin_to_cpu(c).map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
     }
     Ok(())
 }
@@ -304,7 +304,7 @@ fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolic
 
 /// The address of a datagram endpoint URI, and its scheme.
 fn datagram_addr(uri: &str) -> Result<(std::net::SocketAddr, &'static str), String> {
-    let endpoint: lowlat::Endpoint = uri.parse().map_err(|e: lowlat::Error| e.to_string())?;
+    let endpoint: lowlat::Endpoint = uri.parse().map_err(|e: lowlat_transport::UriError| e.to_string())?;
     let host_port = match &endpoint {
         lowlat::Endpoint::Udp { host_port } => host_port.clone(),
         lowlat::Endpoint::OncUdp { host, port: Some(p) } => format!("{host}:{p}"),
@@ -322,7 +322,7 @@ fn datagram_addr(uri: &str) -> Result<(std::net::SocketAddr, &'static str), Stri
 fn relay(listen: &str, target: &str, faults: lowlat_relay::Faults, json: bool) -> Result<(), String> {
     let (at, scheme) = datagram_addr(listen)?;
     let (to, _) = datagram_addr(target)?;
-    lowlat_transport::sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
     let relay = lowlat_relay::RelayThread::start(at, to, faults).map_err(|e| format!("{listen}: {e}"))?;
     println!("serving {scheme}://{}", relay.addr());
     println!(
@@ -330,7 +330,7 @@ fn relay(listen: &str, target: &str, faults: lowlat_relay::Faults, json: bool) -
         faults.drop, faults.dup, faults.reorder, faults.corrupt, faults.delay, faults.seed
     );
     println!("ready");
-    while lowlat_transport::sys::wait_termination(Duration::from_millis(200)).is_none() {}
+    while lowlat_sys::wait_termination(Duration::from_millis(200)).is_none() {}
     let report = relay.stop().map_err(|e| e.to_string())?;
     if json {
         let dir = |s: &lowlat_relay::Stats| {
@@ -373,7 +373,7 @@ fn main() -> ExitCode {
                 builder = builder.program(interface::trace_program());
             }
             // Before any serving thread starts, so that all of them inherit the mask.
-            if let Err(e) = lowlat_transport::sys::block_termination_signals() {
+            if let Err(e) = lowlat_sys::block_termination_signals() {
                 return fail(format!("cannot block termination signals: {e}"));
             }
             let server = match builder.serve(&uris) {
@@ -386,7 +386,7 @@ fn main() -> ExitCode {
             println!("ready");
             // SIGTERM, SIGINT or SIGHUP: stop cleanly (socket files removed, rpcbind told).
             loop {
-                if lowlat_transport::sys::wait_termination(Duration::from_millis(200)).is_some() {
+                if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
                     server.shutdown();
                     return ExitCode::SUCCESS;
                 }
@@ -459,7 +459,7 @@ fn main() -> ExitCode {
                     Ok(s) => s,
                     Err(e) => return fail(e),
                 };
-                if let Err(e) = lowlat_transport::sys::block_termination_signals() {
+                if let Err(e) = lowlat_sys::block_termination_signals() {
                     return fail(format!("cannot block termination signals: {e}"));
                 }
                 println!("serving {}", server.local_uri);
@@ -472,7 +472,7 @@ fn main() -> ExitCode {
                     std::thread::spawn(move || server.run(&stop))
                 };
                 while !echo.is_finished() {
-                    if lowlat_transport::sys::wait_termination(Duration::from_millis(200)).is_some() {
+                    if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
                         stop.store(true, Ordering::Relaxed);
                     }
                 }

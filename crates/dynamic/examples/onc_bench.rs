@@ -65,7 +65,7 @@ fn main() {
         }
         Some("call") if args.len() == 2 => {
             if let Some(c) = cpu {
-                lowlat_transport::sys::pin_to_cpu(c).unwrap();
+                lowlat_sys::pin_to_cpu(c).unwrap();
             }
             let uri = &args[1];
             let c = Client::connect_with(uri, PROG, 1, ClientConfig { spin, ..ClientConfig::default() }).unwrap();

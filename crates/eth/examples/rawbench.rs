@@ -15,7 +15,7 @@ use lowlat_eth::ladder;
 use lowlat_eth::pingpong::{self, RunConfig, Summary};
 use lowlat_eth::testhosts::TestHosts;
 use lowlat_eth::{EthConfig, XdpConfig};
-use lowlat_transport::sys::pin_to_cpu;
+use lowlat_sys::pin_to_cpu;
 use lowlat_transport::SpinPolicy;
 
 #[derive(Clone, Copy, Debug)]

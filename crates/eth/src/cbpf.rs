@@ -5,7 +5,7 @@
 //! peer), instead of every socket waking for every frame.
 
 use crate::frame::{Kind, HEADER_LEN};
-use crate::mac::Mac;
+use crate::Mac;
 
 /// Which frames a socket accepts (beyond being of lowlat's EtherType, which binding ensures).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

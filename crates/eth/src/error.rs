@@ -45,9 +45,6 @@ pub enum Error {
     #[error("receive buffer of {len} bytes is smaller than the {need}-byte maximum payload")]
     BufferTooSmall { len: usize, need: usize },
 
-    #[error("invalid MAC address {0:?}: expected six hexadecimal pairs separated by ':'")]
-    BadMac(String),
-
     #[error("invalid endpoint {uri:?}: {why}")]
     BadUri { uri: String, why: &'static str },
 

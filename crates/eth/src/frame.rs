@@ -13,7 +13,7 @@
 //! frame that is short, of another EtherType, of an unknown kind, or whose checksum is wrong is
 //! rejected with a [`Reject`] reason, which the sockets count.
 
-use crate::mac::Mac;
+use crate::Mac;
 
 /// lowlat's EtherType: IEEE 802 "local experimental EtherType 1", free for private protocols.
 pub const ETHERTYPE: u16 = 0x88B5;

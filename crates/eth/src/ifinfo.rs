@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
-use crate::mac::Mac;
+use crate::Mac;
 
 /// An interface as seen from the calling thread's network namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]

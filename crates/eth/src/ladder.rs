@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lowlat_transport::sys::pin_to_cpu;
+use lowlat_sys::pin_to_cpu;
 
 use crate::error::{Error, Result};
 use crate::frame::Kind;

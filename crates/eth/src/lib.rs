@@ -14,26 +14,28 @@
 //!   the driver), and measurements across [`testhosts`] (two namespaces joined by veth).
 //! - [`fault`]: an XDP program that corrupts frames, to exercise checksums and retransmission.
 
+#[allow(unsafe_code)] // the bpf(2) system call
 pub mod bpf;
 pub mod cbpf;
 pub mod error;
 pub mod fault;
 pub mod frame;
+#[allow(unsafe_code)] // interface ioctls
 pub mod ifinfo;
 pub mod ladder;
-pub mod mac;
+#[allow(unsafe_code)] // AF_PACKET and its ring shared with the kernel
 pub mod packet;
 pub mod pingpong;
 pub mod shared;
 pub mod socket;
+#[allow(unsafe_code)] // setns(2) and kill(2) of the watcher
 pub mod testhosts;
-pub mod uri;
+#[allow(unsafe_code)] // AF_XDP and its rings shared with the kernel
 pub mod xdp;
 
 pub use cbpf::Filter;
 pub use error::{Error, Result};
-pub use mac::Mac;
+pub use lowlat_transport::Mac;
 pub use packet::{EthConfig, EthSocket};
 pub use socket::{FrameSocket, OpenOptions};
-pub use uri::{Endpoint, Scheme};
 pub use xdp::{XdpConfig, XdpSocket};

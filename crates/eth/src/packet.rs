@@ -15,7 +15,7 @@ use crate::cbpf::{self, Filter};
 use crate::error::{Error, Result};
 use crate::frame::{self, discovery, Kind, Reject, CRC_LEN, HEADER_LEN};
 use crate::ifinfo::IfInfo;
-use crate::mac::Mac;
+use crate::Mac;
 
 // linux/if_packet.h, kept here so as not to depend on which libc version exports them.
 const PACKET_RX_RING: libc::c_int = 5;
@@ -96,28 +96,11 @@ pub struct EthSocket {
     stats: Stats,
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points at a live T of the size passed; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            val as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 pub(crate) fn attach_filter(fd: RawFd, f: &Filter) -> io::Result<()> {
     let mut prog = cbpf::compile(f);
     let fprog = libc::sock_fprog { len: prog.len() as libc::c_ushort, filter: prog.as_mut_ptr() };
     // The kernel copies the program during the call; `prog` outlives it.
-    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+    lowlat_sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
 }
 
 /// Maximum lowlat payload per frame on an interface of this MTU.
@@ -158,9 +141,9 @@ impl EthSocket {
         let raw = fd.as_raw_fd();
         // Without this the socket would also see every frame it sends. Kernels before 4.20 lack
         // the option; there the receive path drops our own frames by source MAC instead.
-        let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        let _ = lowlat_sys::setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         // lowlat does its own pacing; the qdisc layer only adds latency.
-        let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
+        let _ = lowlat_sys::setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
         if !cfg.filter.is_empty() {
             attach_filter(raw, &cfg.filter).map_err(|e| Error::io("attaching the slot filter", e))?;
         }
@@ -329,7 +312,7 @@ impl EthSocket {
 
     /// Blocks until a frame may be ready or `timeout` passes.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<()> {
-        lowlat_transport::sys::poll_readable(&[self.fd.as_raw_fd()], timeout)
+        lowlat_sys::poll_readable(&[self.fd.as_raw_fd()], timeout)
             .map(|_| ())
             .map_err(|e| Error::io("waiting for a frame", e))
     }
@@ -337,7 +320,7 @@ impl EthSocket {
     /// Finds the server on this link: broadcasts a discovery request up to `tries` times,
     /// waiting `interval` for an answer after each. DATA frames arriving meanwhile are dropped.
     pub fn discover(&mut self, tries: u32, interval: Duration) -> Result<Mac> {
-        let nonce = discovery_nonce();
+        let nonce = discovery_nonce()?;
         let msg = discovery::encode(discovery::REQUEST, nonce);
         let mut reply = [0u8; discovery::LEN];
         for _ in 0..tries {
@@ -369,9 +352,9 @@ impl EthSocket {
     }
 }
 
-pub(crate) fn discovery_nonce() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    (t.as_nanos() as u64) ^ ((std::process::id() as u64) << 40) ^ (&t as *const _ as u64)
+/// A discovery question's nonce: only answers carrying it are believed.
+pub(crate) fn discovery_nonce() -> Result<u64> {
+    lowlat_sys::random::u64().map_err(|e| Error::io("drawing a discovery nonce", e))
 }
 
 /// One recv(2) into `buf`; calls `consume` with the frame. False when nothing is queued.
@@ -422,7 +405,7 @@ struct TpacketReq {
 
 impl RxRing {
     fn new(fd: RawFd, mtu: u32) -> Result<RxRing> {
-        setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2)
+        lowlat_sys::setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2)
             .map_err(|e| Error::io("selecting TPACKET_V2", e))?;
         // Room for the tpacket header, sockaddr_ll, alignment and the frame.
         let frame_size = (mtu as usize + frame::ETH_HEADER_LEN + 128).next_power_of_two().max(2048);
@@ -435,7 +418,7 @@ impl RxRing {
             frame_size: frame_size as u32,
             frame_nr: (block_nr * per_block) as u32,
         };
-        setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)
+        lowlat_sys::setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)
             .map_err(|e| Error::io("creating the PACKET_MMAP ring", e))?;
         let map_len = block_size * block_nr;
         // SAFETY: mapping the ring the kernel just created for this socket, at offset 0, with

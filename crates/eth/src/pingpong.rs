@@ -11,8 +11,8 @@ use crate::bpf::{self, Link, Program, XdpMode};
 use crate::error::{Error, Result};
 use crate::frame::Kind;
 use crate::ifinfo::IfInfo;
-use crate::mac::Mac;
 use crate::socket::FrameSocket;
+use crate::Mac;
 
 /// lowlat's echo program attached to an interface: PING frames are answered by the driver.
 /// Dropping it detaches the program.

@@ -16,15 +16,15 @@
 //! per drain; the alternative, one socket per slot, is not possible on one queue.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::frame::Kind;
-use crate::mac::Mac;
 use crate::xdp::{XdpConfig, XdpSocket};
+use crate::Mac;
 
 /// lowlat's header magic and the offset of its slot field.
 const MAGIC: &[u8; 2] = b"Ll";
@@ -58,7 +58,7 @@ pub struct SharedXdp {
     fd: RawFd,
     /// Wakes the poller when a frame was routed to a mailbox (the ring it polls may be empty
     /// by then, so the socket alone would not wake it).
-    doorbell: OwnedFd,
+    doorbell: lowlat_sys::EventFd,
     mac: Mac,
     max_payload: usize,
     next_id: AtomicU64,
@@ -77,25 +77,10 @@ type Key = (u64, String);
 /// Sockets already open in this process.
 static OPEN: Mutex<Vec<(Key, Weak<SharedXdp>)>> = Mutex::new(Vec::new());
 
-fn netns_id() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
-}
-
-fn eventfd() -> Result<OwnedFd> {
-    // SAFETY: plain eventfd(2); the result is checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(Error::io("creating an eventfd", std::io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 impl SharedXdp {
     pub fn new(sock: XdpSocket) -> Result<Arc<SharedXdp>> {
         Ok(Arc::new(SharedXdp {
-            doorbell: eventfd()?,
+            doorbell: lowlat_sys::EventFd::new().map_err(|e| Error::io("creating an eventfd", e))?,
             fd: sock.raw_fd(),
             mac: sock.mac(),
             max_payload: sock.max_payload(),
@@ -108,23 +93,10 @@ impl SharedXdp {
         }))
     }
 
-    fn ring_doorbell(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter (EAGAIN) means
-        // the poller is already due to wake, so the result is ignored.
-        unsafe { libc::write(self.doorbell.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
-    }
-
-    fn clear_doorbell(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64; non-blocking, EAGAIN when not rung.
-        unsafe { libc::read(self.doorbell.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
-    }
-
     /// The process's shared socket on `iface` (in the calling thread's namespace), opened with
     /// `cfg` if none is open yet.
     pub fn get_or_open(iface: &str, cfg: XdpConfig) -> Result<Arc<SharedXdp>> {
-        let key = (netns_id(), iface.to_string());
+        let key = (lowlat_sys::process::net_namespace_id(), iface.to_string());
         let mut open = lock(&OPEN);
         open.retain(|(_, w)| w.strong_count() > 0);
         if let Some(s) = open.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
@@ -267,7 +239,7 @@ impl XdpHandle {
         if routed {
             let b = lock(&sh.boxes);
             if b.poller {
-                sh.ring_doorbell();
+                sh.doorbell.ring();
             }
             sh.cond.notify_all();
         }
@@ -285,10 +257,10 @@ impl XdpHandle {
         if !b.poller {
             b.poller = true;
             drop(b);
-            let r = lowlat_transport::sys::poll_readable(&[sh.fd, sh.doorbell.as_raw_fd()], timeout);
+            let r = lowlat_sys::poll_readable(&[sh.fd, sh.doorbell.as_raw_fd()], timeout);
             let mut b = lock(&sh.boxes);
             b.poller = false;
-            sh.clear_doorbell();
+            sh.doorbell.drain();
             drop(b);
             // Others may now poll, or find what this thread is about to route to them.
             sh.cond.notify_all();

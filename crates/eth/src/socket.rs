@@ -8,10 +8,10 @@ use lowlat_transport::Spinner;
 use crate::error::{Error, Result};
 use crate::frame::Kind;
 use crate::ifinfo::IfInfo;
-use crate::mac::Mac;
 use crate::packet::{EthConfig, EthSocket, Stats};
-use crate::uri::{Endpoint, Scheme};
 use crate::xdp::{XdpConfig, XdpSocket};
+use crate::Mac;
+use lowlat_transport::Endpoint;
 
 /// A socket that sends and receives lowlat frames on one link.
 pub trait FrameSocket: Send {
@@ -44,11 +44,7 @@ pub trait FrameSocket: Send {
         spinner.wait(
             deadline,
             || self.try_recv_from(buf),
-            |t| {
-                lowlat_transport::sys::poll_readable(&[fd], t)
-                    .map(|_| ())
-                    .map_err(|e| Error::io("waiting for a frame", e))
-            },
+            |t| lowlat_sys::poll_readable(&[fd], t).map(|_| ()).map_err(|e| Error::io("waiting for a frame", e)),
         )
     }
 }
@@ -123,21 +119,29 @@ impl Default for OpenOptions {
     }
 }
 
-/// Opens the socket an endpoint names (in the calling thread's network namespace).
+/// Opens the socket an `eth://` or `xdp://` endpoint names (in the calling thread's network
+/// namespace).
 pub fn open(ep: &Endpoint, o: OpenOptions) -> Result<Box<dyn FrameSocket>> {
-    Ok(match ep.scheme {
-        Scheme::Eth => Box::new(EthSocket::open(
-            &ep.iface,
+    let Some((iface, _)) = ep.ethernet() else {
+        return Err(Error::BadUri {
+            uri: ep.to_string(),
+            why: "expected eth://IFACE[/PEER-MAC] or xdp://IFACE[/PEER-MAC]",
+        });
+    };
+    Ok(if matches!(ep, Endpoint::Xdp { .. }) {
+        Box::new(XdpSocket::open(
+            iface,
+            XdpConfig { checksum: o.checksum, answer_discovery: o.answer_discovery, ..XdpConfig::default() },
+        )?)
+    } else {
+        Box::new(EthSocket::open(
+            iface,
             EthConfig {
                 checksum: o.checksum,
                 rx_ring: o.rx_ring,
                 answer_discovery: o.answer_discovery,
                 ..EthConfig::default()
             },
-        )?),
-        Scheme::Xdp => Box::new(XdpSocket::open(
-            &ep.iface,
-            XdpConfig { checksum: o.checksum, answer_discovery: o.answer_discovery, ..XdpConfig::default() },
-        )?),
+        )?)
     })
 }

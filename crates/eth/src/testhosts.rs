@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::ifinfo::IfInfo;
-use crate::mac::Mac;
+use crate::Mac;
 
 const NS_PREFIX: &str = "lowlat-";
 const IF_PREFIX: &str = "ll";

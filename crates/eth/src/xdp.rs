@@ -21,8 +21,8 @@ use crate::bpf::{self, Link, Program, XdpMode, XskMap};
 use crate::error::{Error, Result};
 use crate::frame::{self, discovery, Kind, CRC_LEN, HEADER_LEN};
 use crate::ifinfo::IfInfo;
-use crate::mac::Mac;
 use crate::packet::{check_mtu, discovery_nonce, max_payload_for, Stats};
+use crate::Mac;
 
 /// Frames in the UMEM; half for receiving, half for sending.
 pub const NUM_FRAMES: u32 = 256;
@@ -202,23 +202,6 @@ struct Xsk {
     zero_copy: bool,
 }
 
-fn setsockopt<T>(fd: RawFd, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points at a live T of the size passed; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            opt,
-            val as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 impl Xsk {
     fn create(info: &IfInfo, queue: u32, zero_copy: bool) -> Result<Xsk> {
         // SAFETY: plain socket(2); checked.
@@ -254,9 +237,11 @@ impl Xsk {
             tx_metadata_len: 0,
         };
         let op = "registering the UMEM";
-        setsockopt(raw, XDP_UMEM_REG, &reg).map_err(|e| Error::os(op, "CAP_NET_RAW", &info.name, e))?;
+        lowlat_sys::setsockopt(raw, libc::SOL_XDP, XDP_UMEM_REG, &reg)
+            .map_err(|e| Error::os(op, "CAP_NET_RAW", &info.name, e))?;
         for opt in [XDP_UMEM_FILL_RING, XDP_UMEM_COMPLETION_RING, XDP_RX_RING, XDP_TX_RING] {
-            setsockopt(raw, opt, &RING_SIZE).map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
+            lowlat_sys::setsockopt(raw, libc::SOL_XDP, opt, &RING_SIZE)
+                .map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
         }
         // SAFETY: plain data; zeroed is valid.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
@@ -589,14 +574,14 @@ impl XdpSocket {
 
     /// Blocks until a frame may be ready or `timeout` passes.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<()> {
-        lowlat_transport::sys::poll_readable(&[self.raw_fd()], timeout)
+        lowlat_sys::poll_readable(&[self.raw_fd()], timeout)
             .map(|_| ())
             .map_err(|e| Error::io("waiting for a frame", e))
     }
 
     /// Finds the server: as [`crate::EthSocket::discover`].
     pub fn discover(&mut self, tries: u32, interval: Duration) -> Result<Mac> {
-        let nonce = discovery_nonce();
+        let nonce = discovery_nonce()?;
         let msg = discovery::encode(discovery::REQUEST, nonce);
         for _ in 0..tries {
             self.send_kind(Mac::BROADCAST, Kind::Discover, &msg, &[])?;

@@ -99,8 +99,8 @@ fn gone_after_the_process_is_killed() {
         }
     });
     let names = rx.recv_timeout(Duration::from_secs(10));
-    // SAFETY: kill(2) on our own child's PID, not yet reaped, so not reused.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    // Our own child's PID, not yet reaped, so not reused.
+    lowlat_sys::kill(pid).unwrap();
     child.wait().unwrap();
     let names = names.expect("child did not report its test hosts");
     // The watcher notices the death and removes everything; give it a bounded moment.

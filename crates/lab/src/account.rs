@@ -219,7 +219,7 @@ pub fn account(
     let srv = spawn_server(exe, &["serve", bind_uri, "--trace", "--spin-us", &spin_s], place)?;
     let uri = srv.uris.first().cloned().ok_or("the server printed no URI")?;
     if let Some(c) = place.client_cpu {
-        let _ = lowlat_transport::sys::pin_to_cpu(c);
+        let _ = lowlat_sys::pin_to_cpu(c);
     }
     let warmup = (calls / 10).max(200);
     // An untraced run first: the measured total the prediction is checked against.

@@ -115,7 +115,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
             let spec = spec.clone();
             std::thread::spawn(move || -> ThreadRun {
                 if let Some(cpu) = spec.cpu {
-                    let _ = lowlat_transport::sys::pin_to_cpu(cpu);
+                    let _ = lowlat_sys::pin_to_cpu(cpu);
                 }
                 let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
                 let mut out = Vec::with_capacity(spec.size);

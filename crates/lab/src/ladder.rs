@@ -34,7 +34,7 @@ pub struct Placement {
 impl Placement {
     /// Server on CPU 1 and client on CPU 0 when there are two CPUs; unpinned otherwise.
     pub fn detect() -> Placement {
-        if lowlat_transport::sys::available_cpus() >= 2 {
+        if lowlat_sys::available_cpus() >= 2 {
             Placement { server_cpu: Some(1), client_cpu: Some(0) }
         } else {
             Placement { server_cpu: None, client_cpu: None }
@@ -82,7 +82,7 @@ pub fn rung(
         procs::spawn(exe, &server_args(&["serve"], &bind, spin, place.server_cpu), ready).map_err(|e| e.to_string())?;
     let rpc_uri = rpc_srv.uris.first().cloned().ok_or("server printed no URI")?;
     if let Some(c) = place.client_cpu {
-        let _ = lowlat_transport::sys::pin_to_cpu(c);
+        let _ = lowlat_sys::pin_to_cpu(c);
     }
     let warmup = (calls / 10).max(100);
     let (raw, _) = bench::run_raw(&pp_uri, size, calls, warmup, spin, Default::default()).map_err(|e| e.to_string())?;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use lowlat::Endpoint;
-use lowlat_transport::sys::poll_readable;
+use lowlat_sys::poll_readable;
 use lowlat_transport::tcp::{TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::{SpinPolicy, Spinner};
@@ -26,7 +26,7 @@ use crate::stats::new_histogram;
 #[derive(Debug, thiserror::Error)]
 pub enum PingPongError {
     #[error(transparent)]
-    Uri(#[from] lowlat::Error),
+    Uri(#[from] lowlat_transport::UriError),
     #[error("{op}: {source}")]
     Io { op: String, source: io::Error },
     #[error("no answer within {0:?}: is `lowlat pingpong --serve` running there?")]
@@ -40,9 +40,9 @@ pub enum PingPongError {
 }
 
 /// The raw-Ethernet endpoint `uri` names, if it is one.
-fn eth_endpoint(uri: &str) -> Result<Option<lowlat_eth::Endpoint>, PingPongError> {
+fn eth_endpoint(uri: &str) -> Result<Option<Endpoint>, PingPongError> {
     if uri.starts_with("eth://") || uri.starts_with("xdp://") {
-        Ok(Some(uri.parse()?))
+        Ok(Some(uri.parse::<Endpoint>()?))
     } else {
         Ok(None)
     }
@@ -52,7 +52,7 @@ fn eth_endpoint(uri: &str) -> Result<Option<lowlat_eth::Endpoint>, PingPongError
 /// user-level echo server, or with `floor` PING frames to the XDP echo program. Without a MAC in
 /// the URI the server is found by discovery (the XDP floor does not answer it: give the MAC).
 fn eth_run(
-    ep: &lowlat_eth::Endpoint,
+    ep: &Endpoint,
     size: usize,
     calls: u64,
     warmup: u64,
@@ -61,7 +61,7 @@ fn eth_run(
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
     let opts = lowlat_eth::OpenOptions { rx_ring: true, checksum: eth.checksum, ..Default::default() };
     let mut sock = lowlat_eth::socket::open(ep, opts)?;
-    let peer = match ep.peer {
+    let peer = match ep.ethernet().and_then(|(_, peer)| peer) {
         Some(m) => m,
         None => sock.discover(20, Duration::from_millis(50))?,
     };
@@ -125,7 +125,7 @@ impl PingPongServer {
         if let Some(ep) = eth_endpoint(uri)? {
             let opts = lowlat_eth::OpenOptions { rx_ring: true, answer_discovery: true, checksum };
             let mut sock = lowlat_eth::socket::open(&ep, opts)?;
-            let local_uri = format!("{}://{}/{}", uri.split("://").next().unwrap_or("eth"), ep.iface, sock.mac());
+            let local_uri = format!("{}://{}/{}", ep.scheme(), sock.iface().name, sock.mac());
             return Ok(PingPongServer {
                 local_uri,
                 run: Box::new(move |stop| {
@@ -214,11 +214,11 @@ impl PingPongServer {
     /// program attached to the interface, which answers PING frames in the driver's receive path
     /// (no user-level server runs; the program stays attached until `stop` is set).
     pub fn bind_floor(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
-        if let Some(ep) = eth_endpoint(uri)? {
-            let floor = lowlat_eth::pingpong::Floor::attach(&ep.iface, None)?;
-            let mac = lowlat_eth::ifinfo::IfInfo::get(&ep.iface)?.mac;
+        if let Some((iface, _)) = eth_endpoint(uri)?.as_ref().and_then(Endpoint::ethernet) {
+            let floor = lowlat_eth::pingpong::Floor::attach(iface, None)?;
+            let mac = lowlat_eth::ifinfo::IfInfo::get(iface)?.mac;
             return Ok(PingPongServer {
-                local_uri: format!("xdp://{}/{mac}", ep.iface),
+                local_uri: format!("xdp://{iface}/{mac}"),
                 run: Box::new(move |stop| {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(10));

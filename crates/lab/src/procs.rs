@@ -72,7 +72,7 @@ impl ServerProcess {
     /// Asks the process to stop (SIGTERM), waits for it (killing it after `timeout`), and
     /// returns the lines it printed since `ready` (or the last `next_line`).
     pub fn stop(mut self, timeout: Duration) -> Vec<String> {
-        let _ = lowlat_transport::sys::terminate(self.child.id());
+        let _ = lowlat_sys::terminate(self.child.id());
         let deadline = std::time::Instant::now() + timeout;
         while std::time::Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(5));
@@ -102,7 +102,7 @@ impl Drop for ServerProcess {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
-        if lowlat_transport::sys::terminate(self.child.id()).is_ok() {
+        if lowlat_sys::terminate(self.child.id()).is_ok() {
             let deadline = std::time::Instant::now() + Duration::from_secs(2);
             while std::time::Instant::now() < deadline {
                 if matches!(self.child.try_wait(), Ok(Some(_))) {

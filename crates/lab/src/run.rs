@@ -115,7 +115,7 @@ impl Lab {
 
     fn pin_client(&self) {
         if let Some(c) = self.place.client_cpu {
-            let _ = lowlat_transport::sys::pin_to_cpu(c);
+            let _ = lowlat_sys::pin_to_cpu(c);
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lowlat_transport::sys::poll_set;
+use lowlat_sys::poll_set;
 
 use crate::faults::{Faults, Injector, Stats};
 

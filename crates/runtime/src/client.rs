@@ -251,17 +251,6 @@ impl std::fmt::Debug for Lowlat {
     }
 }
 
-fn nonce() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: writes at most 8 bytes into a live 8-byte buffer.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    if n == 8 {
-        u64::from_ne_bytes(b)
-    } else {
-        Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64
-    }
-}
-
 fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
     let uri = uri.to_string();
     match e {
@@ -305,7 +294,7 @@ fn bind(
         max_frame: chan.max_frame().min(u32::MAX as usize) as u32,
         slots: cfg.slots.max(1),
         window: cfg.window.clamp(2, lowlat_proto::MAX_WINDOW),
-        nonce: nonce(),
+        nonce: crate::server::random_seed()?,
     };
     let now = Instant::now();
     let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout);

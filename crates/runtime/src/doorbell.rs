@@ -2,7 +2,7 @@
 //! stop flag.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -10,27 +10,19 @@ use crate::Error;
 
 /// Wakes a serving thread from another thread.
 pub(crate) struct Doorbell {
-    fd: OwnedFd,
+    bell: lowlat_sys::EventFd,
     /// Set before ringing, so the serving thread's spin loop notices without a system call.
     attention: AtomicBool,
 }
 
 impl Doorbell {
     pub fn new() -> io::Result<Doorbell> {
-        // SAFETY: plain system call; the result is checked before use.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
-        Ok(Doorbell { fd: unsafe { OwnedFd::from_raw_fd(fd) }, attention: AtomicBool::new(false) })
+        Ok(Doorbell { bell: lowlat_sys::EventFd::new()?, attention: AtomicBool::new(false) })
     }
 
     pub fn ring(&self) {
         self.attention.store(true, Ordering::Release);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
-        let _ = unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        self.bell.ring();
     }
 
     /// Whether it rang since the last call (and quiets it).
@@ -40,14 +32,12 @@ impl Doorbell {
         if !self.attention.load(Ordering::Relaxed) || !self.attention.swap(false, Ordering::Acquire) {
             return false;
         }
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd we own.
-        let _ = unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        self.bell.drain();
         true
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.bell.as_raw_fd()
     }
 }
 

@@ -104,3 +104,9 @@ impl Error {
         }
     }
 }
+
+impl From<lowlat_transport::UriError> for Error {
+    fn from(e: lowlat_transport::UriError) -> Error {
+        Error::InvalidUri { uri: e.uri, reason: e.reason }
+    }
+}

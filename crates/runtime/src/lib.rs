@@ -34,12 +34,10 @@ mod doorbell;
 mod driver;
 mod error;
 mod onc_client;
-mod random;
 mod server;
 mod service;
 mod serving;
 pub mod trace;
-mod uri;
 mod workers;
 
 pub use client::Client;
@@ -53,9 +51,9 @@ pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
 pub use lowlat_proto::{ByteOrder, Execution, Session};
 pub use lowlat_transport::SpinPolicy;
+pub use lowlat_transport::{Endpoint, Mac};
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};
-pub use uri::{parse_mac, Endpoint};
 
 /// A result that did not have the expected shape: the simplest decoding error, for hand-written
 /// stubs (generated code has its own, richer ones).

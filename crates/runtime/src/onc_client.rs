@@ -98,15 +98,15 @@ impl OncClient {
         let now = Instant::now();
         let slots = (0..cfg.slots.max(1))
             .map(|_| {
-                let engine_cfg = ClientSlotConfig { seed: crate::random::seed(), ..engine_cfg };
-                Mutex::new(Slot {
+                let engine_cfg = ClientSlotConfig { seed: crate::server::random_seed()?, ..engine_cfg };
+                Ok(Mutex::new(Slot {
                     engine: ClientSlot::new(program, version, &cred, engine_cfg, now),
                     chan: None,
                     buf: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
-                })
+                }))
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         let c = OncClient { uri: uri.to_string(), program, version, cfg, target, tcp, slots };
         // Open the first channel now, so a server that is not there shows at connect time (TCP).
         let mut s0 = c.slots[0].lock().unwrap_or_else(|p| p.into_inner());

@@ -53,6 +53,7 @@ impl ServerBuilder {
                 config: self.config.clone(),
                 shared: shared.clone(),
                 workers: queue.clone(),
+                seed: random_seed()?,
             };
             let handle = serving::start(transport, format!("lowlat-{}", endpoint.scheme()), ctx)?;
             server.endpoints.push((local, shared, Some(handle)));
@@ -109,4 +110,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop_all();
     }
+}
+
+/// 64 random bits from the kernel, for an engine's seed.
+pub(crate) fn random_seed() -> Result<u64, Error> {
+    lowlat_sys::random::u64().map_err(|e| Error::io("draw a random seed", e))
 }

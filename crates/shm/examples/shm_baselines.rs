@@ -69,14 +69,14 @@ fn main() {
         let echoer = {
             let (path, stop) = (path.clone(), stop.clone());
             std::thread::spawn(move || {
-                let _ = lowlat_transport::sys::pin_to_cpu(1);
+                let _ = lowlat_sys::pin_to_cpu(1);
                 floor::serve(&path, &stop).unwrap();
             })
         };
         while !path.exists() {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let _ = lowlat_transport::sys::pin_to_cpu(0);
+        let _ = lowlat_sys::pin_to_cpu(0);
         let v = floor::run(&path, size, rounds, Duration::from_secs(5)).unwrap();
         report(&format!("floor {size} B (cache lines, both spinning)"), v);
         stop.store(true, Ordering::SeqCst);
@@ -93,7 +93,7 @@ fn main() {
         ("ring echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
     ] {
         let server = EchoThread::start(&path, ServerConfig { spin, ..ServerConfig::default() });
-        let _ = lowlat_transport::sys::pin_to_cpu(0);
+        let _ = lowlat_sys::pin_to_cpu(0);
         let idle: Vec<ShmChannel> =
             (0..idle).map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap()).collect();
         let n = if spin == SpinPolicy::Block { rounds / 4 } else { rounds };
@@ -151,7 +151,7 @@ fn awake(gap: Duration, rounds: usize) {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s");
     let server = EchoThread::start(&path, ServerConfig::default());
-    let _ = lowlat_transport::sys::pin_to_cpu(0);
+    let _ = lowlat_sys::pin_to_cpu(0);
     let mut ch =
         ShmChannel::connect(&path, ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() }).unwrap();
     let calls = ch.segment().call();
@@ -185,7 +185,7 @@ impl EchoThread {
         let mut server = ShmServer::bind(path, config).unwrap();
         let s2 = stop.clone();
         let thread = std::thread::spawn(move || {
-            let _ = lowlat_transport::sys::pin_to_cpu(1);
+            let _ = lowlat_sys::pin_to_cpu(1);
             server.run(&mut pingpong::echo, &s2).unwrap();
         });
         EchoThread { stop, thread }

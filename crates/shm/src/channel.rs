@@ -12,7 +12,7 @@ use lowlat_transport::{SpinPolicy, Spinner};
 use crate::error::{io_err, ShmError};
 use crate::ring::{record_len, Consumer, Producer, RingError, Wake};
 use crate::segment::{Hello, Segment, Status, HELLO_LEN};
-use crate::sys;
+use lowlat_sys as sys;
 
 /// A blocked waiter wakes at least this often to check that the peer is still alive: a dead
 /// peer's futex never fires, so this bounds how late its death is noticed.

@@ -28,30 +28,10 @@ pub enum ShmError {
     Timeout { op: &'static str },
     #[error("shm: binding unusable after an earlier failure: {0}")]
     Broken(String),
-    #[error("shm: invalid URI {uri:?}: expected shm://PATH")]
-    BadUri { uri: String },
     #[error("shm reply: the client left no room in its result ring for {waited_ms} ms")]
     Stalled { waited_ms: u64 },
 }
 
 pub(crate) fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ShmError {
     move |source| ShmError::Io { op, source }
-}
-
-/// Parses `shm://PATH` into PATH.
-pub fn parse_uri(uri: &str) -> Result<PathBuf, ShmError> {
-    match uri.strip_prefix("shm://") {
-        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
-        _ => Err(ShmError::BadUri { uri: uri.to_string() }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn parses_uris() {
-        assert_eq!(super::parse_uri("shm:///tmp/x").unwrap().to_str(), Some("/tmp/x"));
-        assert!(super::parse_uri("shm://").is_err());
-        assert!(super::parse_uri("udp://x").is_err());
-    }
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{io_err, ShmError};
-use crate::sys::{self, Mapping};
+use lowlat_sys::{self as sys, Mapping};
 
 /// The largest message of a floor exchange.
 pub const MAX_FLOOR_MESSAGE: usize = 64 << 10;
@@ -191,8 +191,7 @@ pub fn serve(path: &Path, stop: &AtomicBool) -> Result<(), ShmError> {
                     let _ = echo_client(sock, stop);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let _ =
-                        lowlat_transport::sys::poll_readable(&[listener.as_raw_fd()], Some(Duration::from_millis(50)));
+                    let _ = lowlat_sys::poll_readable(&[listener.as_raw_fd()], Some(Duration::from_millis(50)));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ShmError::Io { op: "accept", source: e }),

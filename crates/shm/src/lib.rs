@@ -12,15 +12,17 @@
 
 pub mod channel;
 pub mod error;
+#[allow(unsafe_code)] // shared memory: the floor's mailboxes
 pub mod floor;
 pub mod pingpong;
+#[allow(unsafe_code)] // shared memory: the rings
 pub mod ring;
+#[allow(unsafe_code)] // shared memory: the segment's layout
 pub mod segment;
 pub mod server;
-pub mod sys;
 
 pub use channel::{ChannelConfig, ShmChannel};
-pub use error::{parse_uri, ShmError};
+pub use error::ShmError;
 pub use lowlat_transport::SpinPolicy;
 pub use ring::RingError;
 pub use segment::Layout;

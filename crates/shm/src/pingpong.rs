@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{ChannelConfig, ShmChannel};
 use crate::error::ShmError;
 use crate::server::{BindingId, Reply, ServerConfig, ShmServer};
-use crate::sys;
+use lowlat_sys as sys;
 
 /// The echo handler: the reply is the request, copied from one ring into the other.
 pub fn echo(_: BindingId, request: &[u8], reply: Reply<'_>) {
@@ -59,7 +59,7 @@ pub fn run(
 fn pin(cpu: Option<usize>) {
     if let Some(c) = cpu {
         // Best effort: on a machine without that CPU the numbers are just less stable.
-        let _ = lowlat_transport::sys::pin_to_cpu(c);
+        let _ = lowlat_sys::pin_to_cpu(c);
     }
 }
 

@@ -50,7 +50,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::sys;
+use lowlat_sys as sys;
 
 /// Bytes in a record header.
 pub const RECORD_HEADER: usize = 8;
@@ -320,7 +320,7 @@ impl Producer {
         if ctl.consumer_sleeping.v.load(Ordering::SeqCst) != 0 {
             match self.wake {
                 Wake::Futex => sys::futex_wake(self.ring.stamp_futex(published)),
-                Wake::Doorbell(fd) => sys::eventfd_ring(fd),
+                Wake::Doorbell(fd) => sys::ring_fd(fd),
             }
         }
     }

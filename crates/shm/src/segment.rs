@@ -1,6 +1,6 @@
 //! One binding's shared segment: a sealed memfd holding the control blocks of the call ring and
 //! the result ring on the first page, then the two data areas. Each process maps the data areas
-//! twice back to back (see [`crate::sys::Mapping`]), so records never need splitting at the wrap.
+//! twice back to back (see [`lowlat_sys::Mapping`]), so records never need splitting at the wrap.
 //!
 //! The layout travels in the handshake ([`Hello`]), never read back from the shared pages, so
 //! a peer cannot change it after the fact.
@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use crate::ring::{RingControl, RingRef, CONTROL_SIZE, MAX_RING, MIN_RING};
-use crate::sys::{self, Mapping};
+use lowlat_sys::{self as sys, Mapping};
 
 /// The system page size.
 pub fn page_size() -> usize {

@@ -13,7 +13,7 @@
 //! of these can stop the thread from serving the other bindings for longer than `stall_limit`.
 
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use lowlat_transport::{SpinPolicy, Spinner};
 use crate::error::{io_err, ShmError};
 use crate::ring::{record_len, Consumer, Producer, RingError, Wake};
 use crate::segment::{Hello, Layout, Segment, Status};
-use crate::sys::{self, Epoll};
+use lowlat_sys::{self as sys, Epoll};
 
 /// Who may bind. A peer is allowed when its uid or its primary gid is listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,8 +37,7 @@ pub struct PeerPolicy {
 impl PeerPolicy {
     /// Only the server's own effective user (the default).
     pub fn same_user() -> PeerPolicy {
-        // SAFETY: geteuid cannot fail and has no memory effects.
-        PeerPolicy { uids: vec![unsafe { libc::geteuid() }], gids: vec![] }
+        PeerPolicy { uids: vec![sys::effective_uid()], gids: vec![] }
     }
 
     pub fn allows(&self, uid: u32, gid: u32) -> bool {
@@ -240,7 +239,7 @@ struct Binding {
     called_since_check: bool,
     peer: PeerCred,
     sock: UnixStream,
-    doorbell: OwnedFd,
+    doorbell: sys::EventFd,
     _seg: Segment,
 }
 
@@ -661,7 +660,7 @@ impl ShmServer {
                     let Some(b) = self.binding_mut(id) else {
                         continue;
                     };
-                    sys::eventfd_drain(b.doorbell.as_raw_fd());
+                    b.doorbell.drain();
                     if b.armed {
                         b.sleeping_flag().store(0, Ordering::SeqCst);
                         b.armed = false;
@@ -721,7 +720,7 @@ impl ShmServer {
         let Ok((seg, memfd)) = Segment::create(self.config.layout) else {
             return;
         };
-        let Ok(doorbell) = sys::eventfd() else { return };
+        let Ok(doorbell) = sys::EventFd::new() else { return };
         if sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[memfd.as_raw_fd(), doorbell.as_raw_fd()]).is_err()
             || sock.set_nonblocking(true).is_err()
         {
@@ -868,18 +867,9 @@ pub(crate) fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)
         let tmp = dir.join("s");
         let listener = UnixListener::bind(&tmp).map_err(io_err("bind"))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io_err("chmod socket"))?;
-        let from =
-            std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes()).map_err(|_| in_use("path contains NUL"))?;
-        let to =
-            std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| in_use("path contains NUL"))?;
-        // SAFETY: both are valid NUL-terminated paths; RENAME_NOREPLACE fails rather than
-        // replacing whatever may have appeared at `path` since the check above.
-        let r = unsafe {
-            libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE)
-        };
-        if r != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EEXIST) {
+        // Into place without replacing whatever may have appeared at `path` since the check above.
+        if let Err(e) = sys::fs::rename_noreplace(&tmp, path) {
+            if e.kind() == io::ErrorKind::AlreadyExists {
                 return Err(in_use("something appeared there while binding"));
             }
             return Err(ShmError::Io { op: "rename socket into place", source: e });

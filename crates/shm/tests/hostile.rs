@@ -15,9 +15,10 @@ use lowlat_shm::{ChannelConfig, Layout, ServerConfig, ShmChannel};
 const RING: usize = 4096;
 const STALL: Duration = Duration::from_millis(50);
 
-/// Writes random bytes over the segment, half the time shaped like plausible indices and record
+/// Writes random bytes over the segment (shared memory: the one unsafe operation of this test), half the time shaped like plausible indices and record
 /// headers (a stamp naming a nearby position, a small length, a known kind) so that the server's
 /// deeper checks get exercised too.
+#[allow(unsafe_code)]
 fn scribble(ch: &ShmChannel, rng: &mut Rng) {
     for (base, len) in ch.segment().regions() {
         let words = len / 8;

@@ -115,8 +115,7 @@ fn socket_path_rules() {
 fn disallowed_uid_is_refused_by_policy() {
     let dir = Scratch::new("refuse");
     let path = dir.path("s");
-    // SAFETY: plain getter.
-    let me = unsafe { libc::geteuid() };
+    let me = lowlat_sys::effective_uid();
     let cfg = ServerConfig {
         policy: PeerPolicy { uids: vec![me.wrapping_add(4242)], gids: vec![] },
         ..ServerConfig::default()
@@ -133,8 +132,7 @@ fn disallowed_uid_is_refused_by_policy() {
 
 #[test]
 fn another_uid_is_refused() {
-    // SAFETY: plain getter.
-    if unsafe { libc::geteuid() } != 0 {
+    if lowlat_sys::effective_uid() != 0 {
         eprintln!("another_uid_is_refused: needs root to run a client as another user; skipped");
         return;
     }
@@ -233,16 +231,7 @@ fn idle_server_sleeps() {
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
         server.run(&mut lowlat_shm::pingpong::echo, &s2).unwrap();
-        // SAFETY: `ru` is a plain struct filled by getrusage for the calling thread.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-        Duration::from_micros(
-            (ru.ru_utime.tv_sec * 1_000_000
-                + ru.ru_utime.tv_usec
-                + ru.ru_stime.tv_sec * 1_000_000
-                + ru.ru_stime.tv_usec) as u64,
-        )
+        lowlat_sys::process::thread_cpu_time()
     });
     let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     for _ in 0..100 {

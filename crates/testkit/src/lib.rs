@@ -74,8 +74,9 @@ impl Default for CountingAlloc {
     }
 }
 
-// SAFETY: forwards every request to the system allocator unchanged, with the caller's own
-// arguments, so `System`'s guarantees are the caller's; the counting touches only atomics.
+#[allow(unsafe_code)] // a global allocator is unsafe to implement
+                      // SAFETY: forwards every request to the system allocator unchanged, with the caller's own
+                      // arguments, so `System`'s guarantees are the caller's; the counting touches only atomics.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         self.note();

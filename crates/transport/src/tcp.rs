@@ -232,17 +232,8 @@ impl<F: Framing> AsRawFd for TcpChannel<F> {
 }
 
 fn poll_writable(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
-    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: one live pollfd, count 1.
-    let r = unsafe { libc::poll(&mut p, 1, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
+    let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+    lowlat_sys::poll_set(&mut p, timeout).map(|_| ())
 }
 
 /// Identifies one connection of a [`TcpEndpoint`] (never reused while the endpoint lives).
@@ -279,7 +270,7 @@ const WAKER_TOKEN: u64 = u64::MAX - 1;
 pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     listener: TcpListener,
     local: SocketAddr,
-    epoll: RawFd,
+    epoll: lowlat_sys::Epoll,
     /// Each new connection reads with a copy of this.
     framing: F,
     conns: Vec<Option<Conn<F>>>,
@@ -309,11 +300,7 @@ impl<F: Framing> TcpEndpoint<F> {
             TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
-        // SAFETY: plain system call; the result is checked.
-        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epoll < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let epoll = lowlat_sys::Epoll::new()?;
         let ep = TcpEndpoint {
             listener,
             local,
@@ -328,7 +315,7 @@ impl<F: Framing> TcpEndpoint<F> {
             closed: Vec::new(),
             max_queued: 2 * max_frame + (1 << 20),
         };
-        ep.ctl(libc::EPOLL_CTL_ADD, ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
+        ep.epoll.add(ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
         Ok(ep)
     }
 
@@ -338,16 +325,7 @@ impl<F: Framing> TcpEndpoint<F> {
 
     /// Adds a descriptor whose readability should wake `block` (a shutdown or work doorbell).
     pub fn watch(&self, fd: RawFd) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, WAKER_TOKEN)
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: `ev` is live for the call; the epoll fd is owned by self.
-        if unsafe { libc::epoll_ctl(self.epoll, op, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.epoll.add(fd, libc::EPOLLIN as u32, WAKER_TOKEN)
     }
 
     /// The address of a connection's peer.
@@ -382,10 +360,7 @@ impl<F: Framing> TcpEndpoint<F> {
                         queued: Vec::new(),
                         peer,
                     });
-                    if self
-                        .ctl(libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64)
-                        .is_err()
-                    {
+                    if self.epoll.add(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
                         self.conns[index] = None;
                     }
                 }
@@ -399,7 +374,7 @@ impl<F: Framing> TcpEndpoint<F> {
 
     fn close(&mut self, index: usize) {
         if let Some(c) = self.conns[index].take() {
-            let _ = self.ctl(libc::EPOLL_CTL_DEL, c.sock.as_raw_fd(), 0, 0);
+            self.epoll.delete(c.sock.as_raw_fd());
             self.closed.push(ConnId { index: index as u32, generation: c.generation });
         }
         if self.cursor == Some(index) {
@@ -407,17 +382,8 @@ impl<F: Framing> TcpEndpoint<F> {
         }
     }
 
-    fn fetch_ready(&mut self, timeout_ms: i32) -> io::Result<()> {
-        // SAFETY: `ready` has `len` initialised entries the kernel may overwrite.
-        let n = unsafe { libc::epoll_wait(self.epoll, self.ready.as_mut_ptr(), self.ready.len() as i32, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(());
-            }
-            return Err(e);
-        }
-        self.ready_len = n as usize;
+    fn fetch_ready(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.ready_len = self.epoll.wait(&mut self.ready, timeout)?.len();
         self.ready_at = 0;
         Ok(())
     }
@@ -456,7 +422,7 @@ impl<F: Framing> TcpEndpoint<F> {
                 continue;
             }
             if self.ready_at == self.ready_len {
-                self.fetch_ready(0)?;
+                self.fetch_ready(Some(Duration::ZERO))?;
                 if self.ready_len == 0 {
                     return Ok(None);
                 }
@@ -488,8 +454,7 @@ impl<F: Framing> TcpEndpoint<F> {
         if self.ready_at < self.ready_len || self.cursor.is_some() || !self.closed.is_empty() {
             return Ok(());
         }
-        let ms = timeout.map_or(-1, |t| t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32);
-        self.fetch_ready(ms)
+        self.fetch_ready(timeout)
     }
 
     /// Sends one frame (as one fragment) to a connection; queues what the socket cannot take now. A vanished
@@ -518,8 +483,7 @@ impl<F: Framing> TcpEndpoint<F> {
             self.close(index);
             return;
         }
-        let _ =
-            self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
+        let _ = self.epoll.modify(fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
     }
 
     fn flush(&mut self, index: usize) {
@@ -538,7 +502,7 @@ impl<F: Framing> TcpEndpoint<F> {
             }
         }
         let fd = c.sock.as_raw_fd();
-        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64);
+        let _ = self.epoll.modify(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64);
     }
 }
 
@@ -553,16 +517,9 @@ fn queue_rest(q: &mut Vec<u8>, prefix: &[u8; PREFIX], head: &[u8], body: &[u8], 
     }
 }
 
-impl<F: Framing> Drop for TcpEndpoint<F> {
-    fn drop(&mut self) {
-        // SAFETY: the epoll fd is owned by this endpoint and closed once.
-        unsafe { libc::close(self.epoll) };
-    }
-}
-
 impl<F: Framing> AsRawFd for TcpEndpoint<F> {
     fn as_raw_fd(&self) -> RawFd {
-        self.epoll
+        self.epoll.as_raw_fd()
     }
 }
 
@@ -589,7 +546,7 @@ mod tests {
                 return Ok(());
             }
             assert!(Instant::now() < deadline, "no frame");
-            crate::sys::wait_readable(ch, Some(Duration::from_millis(50)))?;
+            lowlat_sys::wait_readable(ch, Some(Duration::from_millis(50)))?;
         }
     }
 

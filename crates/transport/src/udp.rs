@@ -307,11 +307,11 @@ mod tests {
         assert!(client.max_datagram() >= 1472);
         client.send(b"head", b"body").unwrap();
         let mut buf = [0u8; 64];
-        crate::sys::wait_readable(&server, Some(Duration::from_secs(5))).unwrap();
+        lowlat_sys::wait_readable(&server, Some(Duration::from_secs(5))).unwrap();
         let (n, from) = server.try_recv_from(&mut buf).unwrap().unwrap();
         assert_eq!(&buf[..n], b"headbody");
         server.send_to(&from, b"re", b"ply").unwrap();
-        crate::sys::wait_readable(&client, Some(Duration::from_secs(5))).unwrap();
+        lowlat_sys::wait_readable(&client, Some(Duration::from_secs(5))).unwrap();
         assert_eq!(client.try_recv(&mut buf).unwrap(), Some(5));
         assert_eq!(&buf[..5], b"reply");
         assert_eq!(client.try_recv(&mut buf).unwrap(), None);
@@ -319,7 +319,7 @@ mod tests {
         let body: Vec<u8> = (0..SMALL_FRAME * 2).map(|i| i as u8).collect();
         client.send(b"head", &body).unwrap();
         let mut big = [0u8; SMALL_FRAME * 3];
-        crate::sys::wait_readable(&server, Some(Duration::from_secs(5))).unwrap();
+        lowlat_sys::wait_readable(&server, Some(Duration::from_secs(5))).unwrap();
         let (n, _) = server.try_recv_from(&mut big).unwrap().unwrap();
         assert_eq!(n, 4 + body.len());
         assert_eq!(&big[..4], b"head");
@@ -335,7 +335,7 @@ mod tests {
         let client = UdpChannel::connect(server.local_addr()).unwrap().with_checksum(true);
         assert_eq!(server.max_datagram(), MAX_DATAGRAM - CRC_LEN);
         let mut buf = vec![0u8; MAX_DATAGRAM];
-        let wait = |fd: &dyn AsRawFd| crate::sys::poll_readable(&[fd.as_raw_fd()], Some(Duration::from_secs(5)));
+        let wait = |fd: &dyn AsRawFd| lowlat_sys::poll_readable(&[fd.as_raw_fd()], Some(Duration::from_secs(5)));
         for n in [0usize, 1, SMALL_FRAME - 8 - CRC_LEN, SMALL_FRAME - 8 - CRC_LEN + 1, 5000] {
             let body: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
             client.send(b"headhead", &body).unwrap();
@@ -371,7 +371,7 @@ mod tests {
         };
         let client = UdpChannel::connect(port).unwrap();
         client.send(b"x", b"").unwrap();
-        crate::sys::wait_readable(&client, Some(Duration::from_secs(5))).unwrap();
+        lowlat_sys::wait_readable(&client, Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 8];
         let e = client.try_recv(&mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);

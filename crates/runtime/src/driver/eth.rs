@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
-use lowlat_transport::sys::poll_readable;
+use lowlat_sys::poll_readable;
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
 use crate::{ClientConfig, Error, ServerConfig};
@@ -51,21 +51,16 @@ pub(super) fn to_io(e: lowlat_eth::Error) -> io::Error {
 /// Servers found by discovery, by (network namespace, interface), for the sibling channels.
 static DISCOVERED: Mutex<Vec<((u64, String), Mac)>> = Mutex::new(Vec::new());
 
-pub(super) fn netns_id() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
-}
-
 /// The server's MAC: given, found earlier on this interface, or discovered now with `find`.
 pub(super) fn peer_mac(
     iface: &str,
-    given: Option<[u8; 6]>,
+    given: Option<Mac>,
     find: impl FnOnce() -> Result<Mac, lowlat_eth::Error>,
 ) -> Result<Mac, lowlat_eth::Error> {
     if let Some(m) = given {
-        return Ok(Mac(m));
+        return Ok(m);
     }
-    let key = (netns_id(), iface.to_string());
+    let key = (lowlat_sys::process::net_namespace_id(), iface.to_string());
     let mut found = DISCOVERED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, m)) = found.iter().find(|(k, _)| *k == key) {
         return Ok(*m);
@@ -88,7 +83,7 @@ pub(crate) struct EthClient {
 }
 
 impl EthClient {
-    pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<EthClient, Error> {
+    pub fn connect(uri: &str, iface: &str, peer: Option<Mac>, cfg: &ClientConfig) -> Result<EthClient, Error> {
         let err = |e| eth_error(uri, "eth", e);
         let mut sock =
             EthSocket::open(iface, EthConfig { checksum: cfg.checksum, ..EthConfig::default() }).map_err(err)?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
 use lowlat_proto::HEADER_LEN;
-use lowlat_transport::sys::poll_readable;
+use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, PREFIX};
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use lowlat_transport::sys::poll_readable;
+use lowlat_sys::poll_readable;
 use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};

@@ -23,7 +23,7 @@ pub(crate) struct XdpClient {
 }
 
 impl XdpClient {
-    pub fn connect(uri: &str, iface: &str, peer: Option<[u8; 6]>, cfg: &ClientConfig) -> Result<XdpClient, Error> {
+    pub fn connect(uri: &str, iface: &str, peer: Option<Mac>, cfg: &ClientConfig) -> Result<XdpClient, Error> {
         let err = |e| eth_error(uri, "xdp", e);
         let shared =
             SharedXdp::get_or_open(iface, XdpConfig { checksum: cfg.checksum, ..XdpConfig::default() }).map_err(err)?;

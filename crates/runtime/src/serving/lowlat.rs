@@ -24,7 +24,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         max_frame: t.max_frame().min(u32::MAX as usize) as u32,
         window: lowlat_proto::MAX_WINDOW,
         session_idle: ctx.config.session_idle,
-        seed: crate::random::seed(),
+        seed: ctx.seed,
     };
     let endpoint = LowlatEndpoint {
         engine: ServerEngine::new(engine_cfg),

@@ -31,6 +31,9 @@ pub(crate) struct Context {
     pub config: ServerConfig,
     pub shared: Arc<EndpointShared>,
     pub workers: SyncSender<Job>,
+    /// The seed of the endpoint engine's randomness (session tokens, cache hashing), from the
+    /// kernel.
+    pub seed: u64,
 }
 
 /// A protocol as the serving loop drives it: frames in (as a [`FrameHandler`]), the results the
@@ -83,7 +86,7 @@ enum Ready<A> {
 /// The serving loop of one endpoint: receive, run, reply; spin, then block.
 pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut protocol: P, ctx: &Context) {
     if let Some(cpu) = ctx.config.pin_cpu {
-        let _ = lowlat_transport::sys::pin_to_cpu(cpu);
+        let _ = lowlat_sys::pin_to_cpu(cpu);
     }
     let mut buf: Vec<u8> = Vec::with_capacity(t.max_frame().min(1 << 20));
     let mut spinner = Spinner::new(ctx.config.spin);

@@ -38,7 +38,7 @@ where
         allowed_uids: cfg.onc_allowed_uids.clone(),
         duplicate_cache: if datagrams { cfg.onc_drc_entries } else { 0 },
         max_reply: if datagrams { MAX_DATAGRAM } else { usize::MAX },
-        seed: crate::random::seed(),
+        seed: ctx.seed,
     };
     let endpoint = OncEndpoint {
         engine: ServerEngine::new(engine_cfg),

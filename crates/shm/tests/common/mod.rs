@@ -134,8 +134,8 @@ pub fn child(entry: &str, role: &str) -> Command {
 
 /// Kills a child by its PID (SIGKILL) and reaps it.
 pub fn kill9(child: &mut Child) {
-    // SAFETY: signalling a child we spawned and have not reaped: its PID cannot be reused yet.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    // A child we spawned and have not reaped: its PID cannot be reused yet.
+    let _ = lowlat_sys::kill(child.id());
     let _ = child.wait();
 }
 

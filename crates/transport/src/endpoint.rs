@@ -1,11 +1,18 @@
-//! Endpoint URIs: `udp://HOST:PORT`, `tcp://HOST:PORT`, `shm://PATH`, `eth://IFACE[/PEER-MAC]`,
-//! `xdp://IFACE[/PEER-MAC]`, `onc+udp://HOST[:PORT]`, `onc+tcp://HOST[:PORT]`.
+//! Endpoint URIs, parsed in one place for every scheme: `udp://HOST:PORT`, `tcp://HOST:PORT`,
+//! `shm://PATH`, `eth://IFACE[/PEER-MAC]`, `xdp://IFACE[/PEER-MAC]`, `onc+udp://HOST[:PORT]`,
+//! `onc+tcp://HOST[:PORT]`; and Ethernet (MAC) addresses.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::Error;
+/// A URI that does not name an endpoint, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid endpoint {uri:?}: {reason}")]
+pub struct UriError {
+    pub uri: String,
+    pub reason: String,
+}
 
 /// A parsed endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,8 +20,8 @@ pub enum Endpoint {
     Udp { host_port: String },
     Tcp { host_port: String },
     Shm { path: PathBuf },
-    Eth { iface: String, peer: Option<[u8; 6]> },
-    Xdp { iface: String, peer: Option<[u8; 6]> },
+    Eth { iface: String, peer: Option<Mac> },
+    Xdp { iface: String, peer: Option<Mac> },
     OncUdp { host: String, port: Option<u16> },
     OncTcp { host: String, port: Option<u16> },
 }
@@ -32,27 +39,63 @@ impl Endpoint {
             Endpoint::OncTcp { .. } => "onc+tcp",
         }
     }
-}
 
-fn invalid(uri: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidUri { uri: uri.to_string(), reason: reason.into() }
-}
-
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in mac.iter_mut() {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
+    /// The interface and the peer (if given) of an `eth://` or `xdp://` endpoint.
+    pub fn ethernet(&self) -> Option<(&str, Option<Mac>)> {
+        match self {
+            Endpoint::Eth { iface, peer } | Endpoint::Xdp { iface, peer } => Some((iface, *peer)),
+            _ => None,
         }
-        *b = u8::from_str_radix(p, 16).ok()?;
     }
-    parts.next().is_none().then_some(mac)
 }
 
-fn host_port(uri: &str, rest: &str) -> Result<String, Error> {
+/// A 48-bit Ethernet address, written `02:00:00:00:00:0a` (or with `-` between the bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Mac(pub [u8; 6]);
+
+impl Mac {
+    pub const BROADCAST: Mac = Mac([0xff; 6]);
+}
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
+/// A string that is not a MAC address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a MAC address like 02:00:00:00:00:01")]
+pub struct BadMac(pub String);
+
+impl FromStr for Mac {
+    type Err = BadMac;
+    fn from_str(s: &str) -> Result<Self, BadMac> {
+        let bad = || BadMac(s.to_string());
+        // One separator throughout: `:` or `-`.
+        let sep = if s.contains('-') { '-' } else { ':' };
+        let mut out = [0u8; 6];
+        let mut parts = s.split(sep);
+        for b in out.iter_mut() {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(Mac(out))
+    }
+}
+
+fn invalid(uri: &str, reason: impl Into<String>) -> UriError {
+    UriError { uri: uri.to_string(), reason: reason.into() }
+}
+
+fn host_port(uri: &str, rest: &str) -> Result<String, UriError> {
     let Some((host, port)) = rest.rsplit_once(':') else {
         return Err(invalid(uri, "expected HOST:PORT, e.g. udp://127.0.0.1:7000"));
     };
@@ -63,7 +106,7 @@ fn host_port(uri: &str, rest: &str) -> Result<String, Error> {
     Ok(rest.to_string())
 }
 
-fn iface_peer(uri: &str, rest: &str) -> Result<(String, Option<[u8; 6]>), Error> {
+fn iface_peer(uri: &str, rest: &str) -> Result<(String, Option<Mac>), UriError> {
     let (iface, peer) = match rest.split_once('/') {
         Some((i, p)) => (i, Some(p)),
         None => (rest, None),
@@ -73,14 +116,12 @@ fn iface_peer(uri: &str, rest: &str) -> Result<(String, Option<[u8; 6]>), Error>
     }
     let peer = match peer {
         None | Some("") => None,
-        Some(p) => Some(
-            parse_mac(p).ok_or_else(|| invalid(uri, format!("{p:?} is not a MAC address like 02:00:00:00:00:01")))?,
-        ),
+        Some(p) => Some(p.parse::<Mac>().map_err(|e| invalid(uri, e.to_string()))?),
     };
     Ok((iface.to_string(), peer))
 }
 
-fn onc(uri: &str, rest: &str) -> Result<(String, Option<u16>), Error> {
+fn onc(uri: &str, rest: &str) -> Result<(String, Option<u16>), UriError> {
     if rest.is_empty() {
         return Err(invalid(uri, "the host is empty"));
     }
@@ -103,8 +144,8 @@ fn onc(uri: &str, rest: &str) -> Result<(String, Option<u16>), Error> {
 }
 
 impl FromStr for Endpoint {
-    type Err = Error;
-    fn from_str(uri: &str) -> Result<Endpoint, Error> {
+    type Err = UriError;
+    fn from_str(uri: &str) -> Result<Endpoint, UriError> {
         let Some((scheme, rest)) = uri.split_once("://") else {
             return Err(invalid(uri, "expected SCHEME://..., one of udp, tcp, shm, eth, xdp, onc+udp, onc+tcp"));
         };
@@ -143,10 +184,6 @@ impl FromStr for Endpoint {
     }
 }
 
-fn fmt_mac(f: &mut fmt::Formatter<'_>, m: &[u8; 6]) -> fmt::Result {
-    write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-}
-
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://", self.scheme())?;
@@ -155,18 +192,17 @@ impl fmt::Display for Endpoint {
             Endpoint::Shm { path } => write!(f, "{}", path.display()),
             Endpoint::Eth { iface, peer } | Endpoint::Xdp { iface, peer } => {
                 f.write_str(iface)?;
-                if let Some(m) = peer {
-                    f.write_str("/")?;
-                    fmt_mac(f, m)?;
+                match peer {
+                    Some(m) => write!(f, "/{m}"),
+                    None => Ok(()),
                 }
-                Ok(())
             }
             Endpoint::OncUdp { host, port } | Endpoint::OncTcp { host, port } => {
                 f.write_str(host)?;
-                if let Some(p) = port {
-                    write!(f, ":{p}")?;
+                match port {
+                    Some(p) => write!(f, ":{p}"),
+                    None => Ok(()),
                 }
-                Ok(())
             }
         }
     }
@@ -207,6 +243,21 @@ mod tests {
         ] {
             let e = uri.parse::<Endpoint>().unwrap_err().to_string();
             assert!(e.contains(needle), "{uri}: {e}");
+        }
+    }
+
+    /// Both separators are accepted (one per address), and every malformed address refused.
+    #[test]
+    fn mac_addresses_parse_and_print() {
+        let m: Mac = "02:AB:cd:00:01:ff".parse().unwrap();
+        assert_eq!(m.0, [2, 0xab, 0xcd, 0, 1, 0xff]);
+        assert_eq!(m.to_string(), "02:ab:cd:00:01:ff");
+        assert_eq!("02-ab-cd-00-01-ff".parse::<Mac>().unwrap(), m);
+        assert_eq!("eth://v0/02-ab-cd-00-01-ff".parse::<Endpoint>().unwrap().to_string(), "eth://v0/02:ab:cd:00:01:ff");
+        for bad in
+            ["", "02:ab:cd:00:01", "02:ab:cd:00:01:ff:00", "0g:ab:cd:00:01:ff", "2:ab:cd:00:01:ff", "02:ab-cd:00:01:ff"]
+        {
+            assert!(bad.parse::<Mac>().is_err(), "{bad}");
         }
     }
 }

@@ -1,44 +1,8 @@
-//! Thin, safe wrappers over the few system calls the transports share.
+//! The process and its threads: CPU placement, termination signals taken synchronously, and
+//! stopping another process.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
-
-/// Blocks until one of `fds` is readable (or hung up / in error) or `timeout` passes.
-/// Returns the number of ready descriptors (0 on timeout). Microsecond precision (ppoll).
-pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<usize> {
-    const MAX: usize = 8;
-    assert!(fds.len() <= MAX, "poll_readable: at most {MAX} descriptors");
-    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; MAX];
-    for (p, &fd) in pfds.iter_mut().zip(fds) {
-        p.fd = fd;
-        p.events = libc::POLLIN;
-    }
-    poll_set(&mut pfds[..fds.len()], timeout)
-}
-
-/// Polls `pfds` (their `revents` then tell what is ready) until one is ready or `timeout`
-/// passes. Returns the number of ready descriptors; 0 on timeout or when a signal interrupts.
-pub fn poll_set(pfds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` is a live, initialised slice of pollfd structs for the whole call; `tsp` is
-    // null or points at a live timespec; a null sigmask leaves the signal mask unchanged.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
-    }
-    Ok(n as usize)
-}
-
-/// Blocks until `fd` is readable or `timeout` passes.
-pub fn wait_readable(fd: &impl AsRawFd, timeout: Option<Duration>) -> io::Result<()> {
-    poll_readable(&[fd.as_raw_fd()], timeout).map(|_| ())
-}
 
 /// Pins the calling thread to one CPU. Errors when the CPU does not exist or is not allowed.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
@@ -60,6 +24,13 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// The number of CPUs this process may run on.
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// An identifier of the calling thread's network namespace (the inode of its namespace file),
+/// 0 if it cannot be read: sockets opened in different namespaces must not be shared.
+pub fn net_namespace_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
 }
 
 /// The signals that ask a server to stop: SIGTERM, SIGINT and SIGHUP.
@@ -101,14 +72,31 @@ pub fn wait_termination(timeout: Duration) -> Option<i32> {
     (r > 0).then_some(r)
 }
 
-/// Asks process `pid` to stop (SIGTERM).
-pub fn terminate(pid: u32) -> io::Result<()> {
+/// Kills process `pid` at once (SIGKILL), as a crash would end it.
+pub fn kill(pid: u32) -> io::Result<()> {
+    signal(pid, libc::SIGKILL)
+}
+
+/// CPU time the calling thread has used.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec; the thread CPU clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid too large"))?;
     // SAFETY: kill(2) with a positive pid and a valid signal number has no memory effects.
-    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+    if unsafe { libc::kill(pid, sig) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Asks process `pid` to stop (SIGTERM).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    signal(pid, libc::SIGTERM)
 }
 
 #[cfg(test)]
@@ -129,16 +117,6 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(got, Some(libc::SIGHUP));
-    }
-
-    #[test]
-    fn poll_times_out_then_sees_data() {
-        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
-        let t = std::time::Instant::now();
-        assert_eq!(poll_readable(&[a.as_raw_fd()], Some(Duration::from_millis(2))).unwrap(), 0);
-        assert!(t.elapsed() >= Duration::from_millis(2));
-        b.send(b"x").unwrap();
-        assert_eq!(poll_readable(&[a.as_raw_fd()], Some(Duration::from_secs(5))).unwrap(), 1);
     }
 
     #[test]

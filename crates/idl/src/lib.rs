@@ -22,6 +22,7 @@ mod diag;
 mod lexer;
 pub mod model;
 mod parser;
+mod c;
 mod rust;
 
 use std::path::Path;
@@ -36,6 +37,8 @@ pub use rust::Options;
 pub enum Lang {
     /// Rust stubs for lowlat's runtime.
     Rust,
+    /// C stubs over liblowlat: a header and a source file.
+    C,
 }
 
 impl std::str::FromStr for Lang {
@@ -43,6 +46,7 @@ impl std::str::FromStr for Lang {
     fn from_str(s: &str) -> Result<Self, IdlError> {
         match s {
             "rust" | "rs" => Ok(Lang::Rust),
+            "c" => Ok(Lang::C),
             other => Err(IdlError::UnsupportedLanguage(other.to_string())),
         }
     }
@@ -73,6 +77,14 @@ pub fn generate(model: &Model, lang: Lang, opts: &Options) -> Result<Vec<Generat
         Lang::Rust => {
             let contents = rust::generate(model, opts).map_err(IdlError::Invalid)?;
             Ok(vec![GeneratedFile { name: format!("{}.rs", file_stem(&model.source.name)), contents }])
+        }
+        Lang::C => {
+            let stem = file_stem(&model.source.name);
+            let files = c::generate(model, &stem, opts).map_err(IdlError::Invalid)?;
+            Ok(vec![
+                GeneratedFile { name: format!("{stem}.h"), contents: files.header },
+                GeneratedFile { name: format!("{stem}.c"), contents: files.source },
+            ])
         }
     }
 }

@@ -180,7 +180,10 @@ pub unsafe extern "C" fn lowlat_server_add_procedure(
                 _ => Err(ProcError::SystemError),
             }
         };
-        let i = match s.programs.iter().position(|p| p.number() == program && p.version() == version && p.is_xdr() == xdr)
+        let i = match s
+            .programs
+            .iter()
+            .position(|p| p.number() == program && p.version() == version && p.is_xdr() == xdr)
         {
             Some(i) => i,
             None => {
@@ -236,7 +239,11 @@ pub unsafe extern "C" fn lowlat_server_set_spin(server: *mut lowlat_server, spin
 /// `server` is NULL or a live server; `uris` points to `n` pointers, each NULL or a
 /// NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn lowlat_server_serve(server: *mut lowlat_server, uris: *const *const c_char, n: usize) -> c_int {
+pub unsafe extern "C" fn lowlat_server_serve(
+    server: *mut lowlat_server,
+    uris: *const *const c_char,
+    n: usize,
+) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         let s = unsafe { idle(server)? };

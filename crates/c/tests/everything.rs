@@ -89,11 +89,16 @@ fn call_everything(uri: &str) {
     // The C procedure's failure and the C dispatcher's refusal of bad arguments reach the caller.
     let e = c.greet("fail").unwrap_err();
     assert!(matches!(e, lowlat::Error::ServerError { .. }), "{uri}: GREET(fail): {e}");
-    let garbage = c.client().call(everything_v1::ADD, |b| Ok::<_, lowlat::DecodeError>(b.push(1)), |_| Ok(()));
+    let one_byte = |b: &mut Vec<u8>| {
+        b.push(1);
+        Ok::<_, lowlat::DecodeError>(())
+    };
+    let garbage = c.client().call(everything_v1::ADD, one_byte, |_| Ok(()));
     assert!(matches!(garbage, Err(lowlat::Error::GarbageArgs { .. })), "{uri}: ADD(1 byte): {garbage:?}");
     let v2 = EverythingV2Client::connect(uri).unwrap();
     v2.ping().unwrap();
-    let list = Node { value: 1, next: Some(Box::new(Node { value: 2, next: Some(Box::new(Node { value: 3, next: None })) })) };
+    let list =
+        Node { value: 1, next: Some(Box::new(Node { value: 2, next: Some(Box::new(Node { value: 3, next: None })) })) };
     assert_eq!(v2.reverse(&list).unwrap(), interop::reverse(&list), "{uri}: REVERSE");
 }
 

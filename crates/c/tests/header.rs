@@ -8,8 +8,11 @@ use std::path::PathBuf;
 fn lowlat_h_is_up_to_date() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
-    let bindings =
-        cbindgen::Builder::new().with_crate(&dir).with_config(config).generate().expect("cbindgen generates the header");
+    let bindings = cbindgen::Builder::new()
+        .with_crate(&dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen generates the header");
     let mut made = Vec::new();
     bindings.write(&mut made);
     let made = String::from_utf8(made).expect("the header is UTF-8");

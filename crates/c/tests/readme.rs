@@ -39,10 +39,8 @@ fn the_readme_c_example_builds_with_pkg_config_and_prints_minus_two() {
     {
         return;
     }
-    let server = lowlat::Server::builder()
-        .program(lowlat_lab::interface::program())
-        .serve(&["udp://127.0.0.1:0"])
-        .unwrap();
+    let server =
+        lowlat::Server::builder().program(lowlat_lab::interface::program()).serve(&["udp://127.0.0.1:0"]).unwrap();
     let uri = server.local_uris()[0].clone();
     let dir = tempfile::tempdir().unwrap();
     let files = lowlat_idl::compile_file(support::root().join("idl/lab.x"), lowlat_idl::Lang::C).unwrap();

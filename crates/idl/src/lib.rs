@@ -17,12 +17,12 @@
 #![warn(missing_docs)]
 
 pub mod ast;
+mod c;
 mod check;
 mod diag;
 mod lexer;
 pub mod model;
 mod parser;
-mod c;
 mod rust;
 
 use std::path::Path;

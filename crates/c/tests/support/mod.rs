@@ -23,7 +23,8 @@ pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(Path::parent).expect("tests run from target/PROFILE/deps").to_path_buf();
+        let profile_dir =
+            exe.parent().and_then(Path::parent).expect("tests run from target/PROFILE/deps").to_path_buf();
         let target = profile_dir.parent().expect("a target directory").to_path_buf();
         let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") => "dev".to_string(),

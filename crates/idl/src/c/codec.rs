@@ -37,8 +37,12 @@ impl Gen<'_> {
             Type::Double => self.c(format!("lowlat_put_f64(w, {lv});")),
             Type::Bool => self.c(format!("lowlat_put_bool(w, {lv});")),
             Type::Enum(id) => self.c(format!("if ({}_encode(w, {lv})) return -1;", self.names.enums[id.index()])),
-            Type::Struct(id) => self.c(format!("if ({}_encode(w, {})) return -1;", self.names.structs[id.index()], addr(lv))),
-            Type::Union(id) => self.c(format!("if ({}_encode(w, {})) return -1;", self.names.unions[id.index()], addr(lv))),
+            Type::Struct(id) => {
+                self.c(format!("if ({}_encode(w, {})) return -1;", self.names.structs[id.index()], addr(lv)))
+            }
+            Type::Union(id) => {
+                self.c(format!("if ({}_encode(w, {})) return -1;", self.names.unions[id.index()], addr(lv)))
+            }
             Type::FixedOpaque(n) => self.c(format!("lowlat_put_opaque_fixed(w, {lv}, {});", n.value)),
             Type::VarOpaque(m) => {
                 self.c(format!("if (lowlat_put_opaque(w, {lv}.val, {lv}.len, {}u, {w})) return -1;", max_len(*m)))
@@ -80,14 +84,19 @@ impl Gen<'_> {
             Type::Float => self.c(get("f32")),
             Type::Double => self.c(get("f64")),
             Type::Bool => self.c(get("bool")),
-            Type::Enum(id) => self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.enums[id.index()], addr(lv))),
-            Type::Struct(id) => self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.structs[id.index()], addr(lv))),
-            Type::Union(id) => self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.unions[id.index()], addr(lv))),
+            Type::Enum(id) => {
+                self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.enums[id.index()], addr(lv)))
+            }
+            Type::Struct(id) => {
+                self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.structs[id.index()], addr(lv)))
+            }
+            Type::Union(id) => {
+                self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.unions[id.index()], addr(lv)))
+            }
             Type::FixedOpaque(n) => self.c(format!("if (lowlat_get_opaque_fixed(r, {lv}, {})) goto fail;", n.value)),
-            Type::VarOpaque(m) => self.c(format!(
-                "if (lowlat_get_opaque(r, {}u, {w}, &{lv}.len, &{lv}.val)) goto fail;",
-                max_len(*m)
-            )),
+            Type::VarOpaque(m) => {
+                self.c(format!("if (lowlat_get_opaque(r, {}u, {w}, &{lv}.len, &{lv}.val)) goto fail;", max_len(*m)))
+            }
             Type::String(m) => self.c(format!("if (lowlat_get_string(r, {}u, {w}, &{lv})) goto fail;", max_len(*m))),
             Type::FixedArray(e, n) => {
                 let i = format!("i{depth}");
@@ -182,7 +191,7 @@ impl Gen<'_> {
                 Some(mem) => c_name(&mem.name),
                 None => c.value.to_string(),
             },
-            Discriminant::Bool => (c.value != 0).then_some("1").unwrap_or("0").into(),
+            Discriminant::Bool => if c.value != 0 { "1" } else { "0" }.into(),
             Discriminant::UInt => format!("{}u", c.value),
             Discriminant::Int => match &c.name {
                 Some(n) => c_name(n),

@@ -116,7 +116,11 @@ impl Gen<'_> {
             self.h("");
             for c in &m.consts {
                 let v = if c.value < 0 { format!("({})", c.value) } else { c.value.to_string() };
-                let suffix = if c.value > i64::from(i32::MAX).into() || c.value < i64::from(i32::MIN).into() { "LL" } else { "" };
+                let suffix = if c.value > i64::from(i32::MAX).into() || c.value < i64::from(i32::MIN).into() {
+                    "LL"
+                } else {
+                    ""
+                };
                 self.h(format!("#define {} {v}{suffix}", names::c_name(&c.name)));
             }
         }
@@ -127,7 +131,10 @@ impl Gen<'_> {
             let protos: Vec<String> = match *item {
                 Item::Enum(id) => {
                     let n = &self.names.enums[id.index()];
-                    vec![format!("int {n}_encode(lowlat_writer *w, {n} v);"), format!("int {n}_decode(lowlat_reader *r, {n} *v);")]
+                    vec![
+                        format!("int {n}_encode(lowlat_writer *w, {n} v);"),
+                        format!("int {n}_decode(lowlat_reader *r, {n} *v);"),
+                    ]
                 }
                 Item::Struct(id) => self.protos(&self.names.structs[id.index()].clone(), self.owns.structs[id.index()]),
                 Item::Union(id) => self.protos(&self.names.unions[id.index()].clone(), self.owns.unions[id.index()]),
@@ -161,8 +168,10 @@ impl Gen<'_> {
     }
 
     fn protos(&self, n: &str, owns: bool) -> Vec<String> {
-        let mut v =
-            vec![format!("int {n}_encode(lowlat_writer *w, const {n} *v);"), format!("int {n}_decode(lowlat_reader *r, {n} *v);")];
+        let mut v = vec![
+            format!("int {n}_encode(lowlat_writer *w, const {n} *v);"),
+            format!("int {n}_decode(lowlat_reader *r, {n} *v);"),
+        ];
         if owns {
             v.push(format!("void {n}_free({n} *v);"));
         }

@@ -15,14 +15,15 @@ use crate::model::Model;
 use crate::rust::names::words;
 
 const KEYWORDS: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
-    "true", "false", "NULL", "asm", "typeof",
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
+    "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof",
+    "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false",
+    "NULL", "asm", "typeof",
 ];
 
 /// Locals and parameters of generated functions that `.x` names must not shadow.
-const LOCALS: &[&str] = &["client", "options", "result", "args", "codec", "server", "service", "user", "call", "status"];
+const LOCALS: &[&str] =
+    &["client", "options", "result", "args", "codec", "server", "service", "user", "call", "status"];
 
 /// A `.x` name as a C identifier: itself, or with `_` after it when it is a C keyword.
 pub fn c_name(s: &str) -> String {
@@ -170,7 +171,8 @@ pub fn plan(m: &Model, owns: &super::types::Owns) -> Result<Names, Vec<Diagnosti
         let disc = c_name(&u.discriminant.name);
         let member = format!("{}_u", u.name);
         if disc == member {
-            let d = m.diag(u.discriminant.pos, format!("union {}: the discriminant cannot be called `{member}`", u.name));
+            let d =
+                m.diag(u.discriminant.pos, format!("union {}: the discriminant cannot be called `{member}`", u.name));
             p.diags.push(d);
         }
         n.unions.push(name);
@@ -200,7 +202,13 @@ pub fn plan(m: &Model, owns: &super::types::Owns) -> Result<Names, Vec<Diagnosti
                     .map(|a| {
                         let c = param_name(&a.name);
                         if let Some(other) = seen.insert(c.clone(), a.name.clone()) {
-                            let d = m.diag(pr.pos, format!("procedure {}: arguments '{}' and '{other}' both become `{c}`", pr.name, a.name));
+                            let d = m.diag(
+                                pr.pos,
+                                format!(
+                                    "procedure {}: arguments '{}' and '{other}' both become `{c}`",
+                                    pr.name, a.name
+                                ),
+                            );
                             p.diags.push(d);
                         }
                         c

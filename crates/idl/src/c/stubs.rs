@@ -64,7 +64,10 @@ impl Gen<'_> {
         let v = &prog.versions[vi];
         let vn = self.names.versions[pid.index()][vi].clone();
         self.h("");
-        self.h(format!("/* ---- program {} ({:#x}), version {} ({}) ---- */", prog.name, prog.number, v.name, v.number));
+        self.h(format!(
+            "/* ---- program {} ({:#x}), version {} ({}) ---- */",
+            prog.name, prog.number, v.name, v.number
+        ));
         self.h("");
         if vi == 0 {
             self.h(format!("#define {} {:#x}u", self.names.programs[pid.index()], prog.number));
@@ -141,13 +144,20 @@ impl Gen<'_> {
             self.dispatch(pr, &vn);
         }
         self.c("");
-        self.open_c(format!("int {}_register(lowlat_server *server, const {}_service *service) {{", vn.prefix, vn.prefix));
+        self.open_c(format!(
+            "int {}_register(lowlat_server *server, const {}_service *service) {{",
+            vn.prefix, vn.prefix
+        ));
         self.c("int rc;");
         self.c("if (service == NULL) return LOWLAT_E_INVALID_ARGUMENT;");
         let prog = self.names.programs[pid.index()].clone();
         for pr in &procs {
             let flags = if self.opts.long_running.contains(&pr.p.name) { "LOWLAT_PROCEDURE_LONG_RUNNING" } else { "0" };
-            let xflags = if flags == "0" { "LOWLAT_PROCEDURE_XDR".to_string() } else { format!("LOWLAT_PROCEDURE_XDR | {flags}") };
+            let xflags = if flags == "0" {
+                "LOWLAT_PROCEDURE_XDR".to_string()
+            } else {
+                format!("LOWLAT_PROCEDURE_XDR | {flags}")
+            };
             self.open_c(format!("if (service->{} != NULL) {{", pr.n.member));
             for (f, which) in [(flags.to_string(), "native"), (xflags, "xdr")] {
                 self.c(format!(
@@ -270,11 +280,9 @@ impl Gen<'_> {
                 max_len(*m),
                 lit(what)
             )),
-            (Type::String(m), true) => self.c(format!(
-                "if (lowlat_get_body_string(r, {}u, {}, &{lv})) goto fail;",
-                max_len(*m),
-                lit(what)
-            )),
+            (Type::String(m), true) => {
+                self.c(format!("if (lowlat_get_body_string(r, {}u, {}, &{lv})) goto fail;", max_len(*m), lit(what)))
+            }
             _ => self.dec(t, lv, what, 0),
         }
     }
@@ -296,7 +304,8 @@ impl Gen<'_> {
             None => ("lowlat_decode_nothing".to_string(), "NULL"),
         };
         self.c(format!("lowlat_call_codec codec = {{ {encode}, {args_ptr}, {decode}, {result}, {{0}} }};"));
-        let decode_fn = if pr.p.result.is_some() { "result != NULL ? lowlat_call_decode : NULL" } else { "lowlat_call_decode" };
+        let decode_fn =
+            if pr.p.result.is_some() { "result != NULL ? lowlat_call_decode : NULL" } else { "lowlat_call_decode" };
         self.c(format!(
             "return lowlat_client_invoke(client, {}, options, lowlat_call_encode, &codec, {decode_fn}, &codec);",
             pr.n.konst

@@ -151,7 +151,12 @@ impl Gen<'_> {
             Item::Union(id) => {
                 let u = &m[id];
                 needs_of(&u.discriminant.ty, true, &mut needs);
-                for f in u.arms.iter().filter_map(|a| a.field.as_ref()).chain(u.default.as_ref().and_then(|d| d.field.as_ref())) {
+                for f in u
+                    .arms
+                    .iter()
+                    .filter_map(|a| a.field.as_ref())
+                    .chain(u.default.as_ref().and_then(|d| d.field.as_ref()))
+                {
                     needs_of(&f.ty, true, &mut needs);
                 }
             }
@@ -218,19 +223,39 @@ impl Gen<'_> {
                     let u = &m[id];
                     let name = self.names.unions[id.index()].clone();
                     let (disc, member) = self.names.union_members[id.index()].clone();
-                    self.h(format!("/* union {} switch ({} {}): `{disc}` says which arm `{member}` holds */", u.name, m.spelling(&u.discriminant.ty), u.discriminant.name));
+                    self.h(format!(
+                        "/* union {} switch ({} {}): `{disc}` says which arm `{member}` holds */",
+                        u.name,
+                        m.spelling(&u.discriminant.ty),
+                        u.discriminant.name
+                    ));
                     self.h(format!("struct {name} {{"));
                     self.h(format!("    {};", self.decl(&u.discriminant.ty, &disc)));
                     let arms: Vec<_> = u
                         .arms
                         .iter()
-                        .filter_map(|a| a.field.as_ref().map(|f| (f, a.cases.iter().map(|c| format!("case {}:", self.case_label(u, c))).collect::<Vec<_>>().join(" "))))
+                        .filter_map(|a| {
+                            a.field.as_ref().map(|f| {
+                                (
+                                    f,
+                                    a.cases
+                                        .iter()
+                                        .map(|c| format!("case {}:", self.case_label(u, c)))
+                                        .collect::<Vec<_>>()
+                                        .join(" "),
+                                )
+                            })
+                        })
                         .chain(u.default.as_ref().and_then(|d| d.field.as_ref()).map(|f| (f, "default:".to_string())))
                         .collect();
                     if !arms.is_empty() {
                         self.h("    union {");
                         for (f, label) in arms {
-                            self.h(format!("        {}; /* {label} {} */", self.decl(&f.ty, &super::names::c_name(&f.name)), m.spelling(&f.ty)));
+                            self.h(format!(
+                                "        {}; /* {label} {} */",
+                                self.decl(&f.ty, &super::names::c_name(&f.name)),
+                                m.spelling(&f.ty)
+                            ));
                         }
                         self.h(format!("    }} {member};"));
                     }

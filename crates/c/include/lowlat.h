@@ -300,9 +300,9 @@ int lowlat_client_call_deadline(const lowlat_client *client,
                                 uint64_t deadline_ns);
 
 // Calls procedure `proc`: `encode` (NULL: no arguments) appends the arguments to the call's
-// send buffer, and `decode` (NULL: the result is ignored) reads the result where it lies, each
-// told the binding's encoding. `options` is NULL or the call's options. What generated client
-// functions call.
+// send buffer, and `decode` (NULL: the procedure has no result, and a non-empty one is an
+// error) reads the result where it lies, each told the binding's encoding. `options` is NULL or
+// the call's options. What generated client functions call.
 //
 // An encoder's message fails the call with `LOWLAT_E_ENCODE` (nothing is sent), a decoder's
 // with `LOWLAT_E_DECODE` (the procedure has run); `lowlat_last_error` then includes what

@@ -243,9 +243,9 @@ unsafe fn call(
 }
 
 /// Calls procedure `proc`: `encode` (NULL: no arguments) appends the arguments to the call's
-/// send buffer, and `decode` (NULL: the result is ignored) reads the result where it lies, each
-/// told the binding's encoding. `options` is NULL or the call's options. What generated client
-/// functions call.
+/// send buffer, and `decode` (NULL: the procedure has no result, and a non-empty one is an
+/// error) reads the result where it lies, each told the binding's encoding. `options` is NULL or
+/// the call's options. What generated client functions call.
 ///
 /// An encoder's message fails the call with `LOWLAT_E_ENCODE` (nothing is sent), a decoder's
 /// with `LOWLAT_E_DECODE` (the procedure has run); `lowlat_last_error` then includes what
@@ -269,7 +269,8 @@ pub unsafe extern "C" fn lowlat_client_invoke(
         // SAFETY: the caller's contract, as stated above.
         let (client, options) = unsafe { (ffi::handle(client, "client")?, options.as_ref().copied()) };
         let client = &client.inner;
-        let enc = encoding(client);
+        // Asked only of a binding whose call has arguments or a result to code.
+        let enc = || encoding(client);
         let options = options.unwrap_or_default().to_rust();
         client.call_with(
             proc,
@@ -279,23 +280,28 @@ pub unsafe extern "C" fn lowlat_client_invoke(
                 let mut out = OutBuf::from(buf);
                 // SAFETY: `encode` has lowlat_encode_fn's contract (the caller's promise); the
                 // buffer is lent for this call only.
-                let why = unsafe { encode(encode_ctx, lend(&mut out), enc) };
-                // SAFETY: an encoder returns NULL or a string valid until now.
-                match unsafe { ffi::message(why, "the encoder failed") } {
-                    None => Ok(()),
-                    Some(m) => Err(CodecMessage(m)),
+                let why = unsafe { encode(encode_ctx, lend(&mut out), enc()) };
+                if why.is_null() {
+                    return Ok(());
                 }
+                // SAFETY: an encoder returns NULL or a string valid until now.
+                Err(CodecMessage(unsafe { ffi::message(why, "the encoder failed") }))
             },
             |body| {
-                let Some(decode) = decode else { return Ok(()) };
+                let Some(decode) = decode else {
+                    return match body.len() {
+                        0 => Ok(()),
+                        n => Err(CodecMessage(format!("expected no result, got {n} bytes"))),
+                    };
+                };
                 // SAFETY: `decode` has lowlat_decode_fn's contract (the caller's promise); `body`
                 // is readable for the callback's duration.
-                let why = unsafe { decode(decode_ctx, body.as_ptr(), body.len(), enc) };
-                // SAFETY: a decoder returns NULL or a string valid until now.
-                match unsafe { ffi::message(why, "the decoder failed") } {
-                    None => Ok(()),
-                    Some(m) => Err(CodecMessage(m)),
+                let why = unsafe { decode(decode_ctx, body.as_ptr(), body.len(), enc()) };
+                if why.is_null() {
+                    return Ok(());
                 }
+                // SAFETY: a decoder returns NULL or a string valid until now.
+                Err(CodecMessage(unsafe { ffi::message(why, "the decoder failed") }))
             },
         )?;
         Ok(LOWLAT_OK)

@@ -166,6 +166,7 @@ thread_local! {
 }
 
 /// Records `f` as this thread's last error and returns its code.
+#[cold]
 pub(crate) fn record(f: Failure) -> c_int {
     let message = CString::new(f.message.replace('\0', "\\0")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = LastError { message, may_have_executed: f.may_have_executed });
@@ -174,10 +175,16 @@ pub(crate) fn record(f: Failure) -> c_int {
 
 /// Runs the body of an exported function: its failure, or a panic, becomes a code and this
 /// thread's last error; no panic leaves the function.
+#[inline]
 pub(crate) fn guard(body: impl FnOnce() -> Result<c_int, Failure>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(code)) => code,
-        Ok(Err(f)) => record(f),
+    // The failure is recorded inside, so only a code leaves the unwinding boundary (cheaper to
+    // move out than the whole result, on the path of every call).
+    let run = || match body() {
+        Ok(code) => code,
+        Err(f) => record(f),
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(code) => code,
         Err(panic) => record(panicked(panic)),
     }
 }

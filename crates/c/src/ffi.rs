@@ -56,15 +56,17 @@ pub(crate) unsafe fn handle_mut<'a, T>(p: *mut T, what: &str) -> Result<&'a mut 
     unsafe { p.as_mut() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
 }
 
-/// The message a C encoder or decoder returned (NULL: success), copied.
+/// The message a C encoder or decoder returned, copied (`otherwise` if it is empty).
 ///
 /// # Safety
-/// `p` is NULL or points to a NUL-terminated string valid until this returns.
-pub(crate) unsafe fn message(p: *const c_char, otherwise: &str) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: not NULL, and the caller promises a NUL-terminated string.
+/// `p` is not NULL and points to a NUL-terminated string valid until this returns.
+#[cold]
+pub(crate) unsafe fn message(p: *const c_char, otherwise: &str) -> String {
+    // SAFETY: the caller's contract.
     let m = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    Some(if m.is_empty() { otherwise.to_string() } else { m })
+    if m.is_empty() {
+        otherwise.to_string()
+    } else {
+        m
+    }
 }

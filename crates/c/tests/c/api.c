@@ -150,6 +150,8 @@ int main(int argc, char **argv) {
     uint8_t kept[8] = {0};
     rc = lowlat_client_invoke(c, ECHO, NULL, put_hello, NULL, keep, kept);
     CHECK(rc == LOWLAT_OK && memcmp(kept, "hello", 5) == 0, "invoke ECHO: %s", lowlat_error_name(rc));
+    expect("a result where none was expected", lowlat_client_invoke(c, ECHO, NULL, put_hello, NULL, NULL, NULL),
+           LOWLAT_E_DECODE, "expected no result, got 5 bytes", 1);
     expect("encoder refuses", lowlat_client_invoke(c, ECHO, NULL, refuse, "point.x: too big", NULL, NULL),
            LOWLAT_E_ENCODE, "encoding the arguments of procedure 1: point.x: too big", 0);
 

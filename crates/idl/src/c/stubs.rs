@@ -287,27 +287,39 @@ impl Gen<'_> {
         }
     }
 
+    /// A client function: its arguments and result lent to `lowlat_client_invoke` with their
+    /// codecs (none for no arguments; a procedure without a result passes no decoder, so lowlat
+    /// refuses a non-empty one).
     fn client_function(&mut self, pr: &Proc<'_>) {
         let f = pr.n.function.clone();
         let args = pr.args();
         self.c("");
         self.open_c(format!("{} {{", self.client_signature(pr)));
-        let (encode, args_ptr) = if args.is_empty() {
-            ("lowlat_encode_nothing".to_string(), "NULL".to_string())
+        if args.is_empty() && pr.p.result.is_none() {
+            self.c(format!("return lowlat_client_invoke(client, {}, options, NULL, NULL, NULL, NULL);", pr.n.konst));
+            self.close_c("}");
+            return;
+        }
+        // Only the fields used are set: `why` is written on failure only.
+        self.c("lowlat_call_codec codec;");
+        let encode = if args.is_empty() {
+            "NULL"
         } else {
             let names: Vec<&str> = args.iter().map(|(n, _)| n.as_str()).collect();
             self.c(format!("struct {f}_call args = {{ {} }};", names.join(", ")));
-            (format!("{f}_encode_args"), "&args".into())
+            self.c(format!("codec.encode = {f}_encode_args;"));
+            self.c("codec.args = &args;");
+            "lowlat_call_encode"
         };
-        let (decode, result) = match &pr.p.result {
-            Some(_) => (format!("{f}_decode_result"), "result"),
-            None => ("lowlat_decode_nothing".to_string(), "NULL"),
+        let decode = if pr.p.result.is_some() {
+            self.c(format!("codec.decode = {f}_decode_result;"));
+            self.c("codec.result = result;");
+            "result != NULL ? lowlat_call_decode : lowlat_call_ignore"
+        } else {
+            "NULL"
         };
-        self.c(format!("lowlat_call_codec codec = {{ {encode}, {args_ptr}, {decode}, {result}, {{0}} }};"));
-        let decode_fn =
-            if pr.p.result.is_some() { "result != NULL ? lowlat_call_decode : NULL" } else { "lowlat_call_decode" };
         self.c(format!(
-            "return lowlat_client_invoke(client, {}, options, lowlat_call_encode, &codec, {decode_fn}, &codec);",
+            "return lowlat_client_invoke(client, {}, options, {encode}, &codec, {decode}, &codec);",
             pr.n.konst
         ));
         self.close_c("}");

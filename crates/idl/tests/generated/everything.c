@@ -638,8 +638,7 @@ void everything_free(everything *v) {
 /* ---- version EVERYTHING_V1 ---- */
 
 int everything_v1_ping(const lowlat_client *client, const lowlat_call_options *options) {
-    lowlat_call_codec codec = { lowlat_encode_nothing, NULL, lowlat_decode_nothing, NULL, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_PING, options, lowlat_call_encode, &codec, lowlat_call_decode, &codec);
+    return lowlat_client_invoke(client, EVERYTHING_V1_PING, options, NULL, NULL, NULL, NULL);
 }
 
 static int everything_v1_ping_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -708,9 +707,13 @@ fail:
 }
 
 int everything_v1_roundtrip(const lowlat_client *client, const lowlat_call_options *options, const everything *arg, everything *result) {
+    lowlat_call_codec codec;
     struct everything_v1_roundtrip_call args = { arg };
-    lowlat_call_codec codec = { everything_v1_roundtrip_encode_args, &args, everything_v1_roundtrip_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_ROUNDTRIP, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v1_roundtrip_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v1_roundtrip_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V1_ROUNDTRIP, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v1_roundtrip_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -785,9 +788,13 @@ fail:
 }
 
 int everything_v1_add(const lowlat_client *client, const lowlat_call_options *options, int32_t arg1, int32_t arg2, int32_t *result) {
+    lowlat_call_codec codec;
     struct everything_v1_add_call args = { arg1, arg2 };
-    lowlat_call_codec codec = { everything_v1_add_encode_args, &args, everything_v1_add_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_ADD, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v1_add_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v1_add_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V1_ADD, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v1_add_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -873,9 +880,13 @@ fail:
 }
 
 int everything_v1_concat(const lowlat_client *client, const lowlat_call_options *options, const blob *a, const blob *b, blob *result) {
+    lowlat_call_codec codec;
     struct everything_v1_concat_call args = { a, b };
-    lowlat_call_codec codec = { everything_v1_concat_encode_args, &args, everything_v1_concat_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_CONCAT, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v1_concat_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v1_concat_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V1_CONCAT, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v1_concat_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -956,9 +967,13 @@ fail:
 }
 
 int everything_v1_greet(const lowlat_client *client, const lowlat_call_options *options, const char *who, text *result) {
+    lowlat_call_codec codec;
     struct everything_v1_greet_call args = { who };
-    lowlat_call_codec codec = { everything_v1_greet_encode_args, &args, everything_v1_greet_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_GREET, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v1_greet_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v1_greet_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V1_GREET, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v1_greet_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -1041,9 +1056,13 @@ fail:
 }
 
 int everything_v1_lookup(const lowlat_client *client, const lowlat_call_options *options, const char *key, color hint, result *result) {
+    lowlat_call_codec codec;
     struct everything_v1_lookup_call args = { key, hint };
-    lowlat_call_codec codec = { everything_v1_lookup_encode_args, &args, everything_v1_lookup_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V1_LOOKUP, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v1_lookup_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v1_lookup_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V1_LOOKUP, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v1_lookup_serve(const everything_v1_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -1116,8 +1135,7 @@ int everything_v1_register(lowlat_server *server, const everything_v1_service *s
 /* ---- version EVERYTHING_V2 ---- */
 
 int everything_v2_ping(const lowlat_client *client, const lowlat_call_options *options) {
-    lowlat_call_codec codec = { lowlat_encode_nothing, NULL, lowlat_decode_nothing, NULL, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V2_PING, options, lowlat_call_encode, &codec, lowlat_call_decode, &codec);
+    return lowlat_client_invoke(client, EVERYTHING_V2_PING, options, NULL, NULL, NULL, NULL);
 }
 
 static int everything_v2_ping_serve(const everything_v2_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -1186,9 +1204,13 @@ fail:
 }
 
 int everything_v2_reverse(const lowlat_client *client, const lowlat_call_options *options, const node *arg, node *result) {
+    lowlat_call_codec codec;
     struct everything_v2_reverse_call args = { arg };
-    lowlat_call_codec codec = { everything_v2_reverse_encode_args, &args, everything_v2_reverse_decode_result, result, {0} };
-    return lowlat_client_invoke(client, EVERYTHING_V2_REVERSE, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = everything_v2_reverse_encode_args;
+    codec.args = &args;
+    codec.decode = everything_v2_reverse_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, EVERYTHING_V2_REVERSE, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int everything_v2_reverse_serve(const everything_v2_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {

@@ -11,8 +11,7 @@ void lab_buf_free(lab_buf *v) {
 /* ---- version LAB_VERS ---- */
 
 int lab_vers_null(const lowlat_client *client, const lowlat_call_options *options) {
-    lowlat_call_codec codec = { lowlat_encode_nothing, NULL, lowlat_decode_nothing, NULL, {0} };
-    return lowlat_client_invoke(client, LAB_VERS_NULL, options, lowlat_call_encode, &codec, lowlat_call_decode, &codec);
+    return lowlat_client_invoke(client, LAB_VERS_NULL, options, NULL, NULL, NULL, NULL);
 }
 
 static int lab_vers_null_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -79,9 +78,13 @@ fail:
 }
 
 int lab_vers_minus(const lowlat_client *client, const lowlat_call_options *options, int32_t a, int32_t b, int32_t *result) {
+    lowlat_call_codec codec;
     struct lab_vers_minus_call args = { a, b };
-    lowlat_call_codec codec = { lab_vers_minus_encode_args, &args, lab_vers_minus_decode_result, result, {0} };
-    return lowlat_client_invoke(client, LAB_VERS_MINUS, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = lab_vers_minus_encode_args;
+    codec.args = &args;
+    codec.decode = lab_vers_minus_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, LAB_VERS_MINUS, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int lab_vers_minus_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -140,9 +143,11 @@ fail:
 }
 
 int lab_vers_maxarg(const lowlat_client *client, const lowlat_call_options *options, const lab_buf *data) {
+    lowlat_call_codec codec;
     struct lab_vers_maxarg_call args = { data };
-    lowlat_call_codec codec = { lab_vers_maxarg_encode_args, &args, lowlat_decode_nothing, NULL, {0} };
-    return lowlat_client_invoke(client, LAB_VERS_MAXARG, options, lowlat_call_encode, &codec, lowlat_call_decode, &codec);
+    codec.encode = lab_vers_maxarg_encode_args;
+    codec.args = &args;
+    return lowlat_client_invoke(client, LAB_VERS_MAXARG, options, lowlat_call_encode, &codec, NULL, &codec);
 }
 
 static int lab_vers_maxarg_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -210,9 +215,13 @@ fail:
 }
 
 int lab_vers_maxresult(const lowlat_client *client, const lowlat_call_options *options, uint32_t n, lab_buf *result) {
+    lowlat_call_codec codec;
     struct lab_vers_maxresult_call args = { n };
-    lowlat_call_codec codec = { lab_vers_maxresult_encode_args, &args, lab_vers_maxresult_decode_result, result, {0} };
-    return lowlat_client_invoke(client, LAB_VERS_MAXRESULT, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = lab_vers_maxresult_encode_args;
+    codec.args = &args;
+    codec.decode = lab_vers_maxresult_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, LAB_VERS_MAXRESULT, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int lab_vers_maxresult_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
@@ -294,9 +303,13 @@ fail:
 }
 
 int lab_vers_echo(const lowlat_client *client, const lowlat_call_options *options, const lab_buf *data, lab_buf *result) {
+    lowlat_call_codec codec;
     struct lab_vers_echo_call args = { data };
-    lowlat_call_codec codec = { lab_vers_echo_encode_args, &args, lab_vers_echo_decode_result, result, {0} };
-    return lowlat_client_invoke(client, LAB_VERS_ECHO, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : NULL, &codec);
+    codec.encode = lab_vers_echo_encode_args;
+    codec.args = &args;
+    codec.decode = lab_vers_echo_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, LAB_VERS_ECHO, options, lowlat_call_encode, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
 }
 
 static int lab_vers_echo_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {

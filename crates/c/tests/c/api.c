@@ -19,16 +19,7 @@
 #define FAIL 3u
 #define MINUS 4u
 
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, " [%s]\n", lowlat_last_error());               \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 /* The call failed with `code`, a message containing `text`, and may or may not have run. */
 static void expect(const char *what, int rc, int code, const char *text, int may_have_executed) {

@@ -8,7 +8,7 @@
 
 use super::names::c_name;
 use super::Gen;
-use crate::model::{max_len, Case, Discriminant, EnumId, StructId, Type, Union, UnionId};
+use crate::model::{max_len, Case, Discriminant, EnumId, Field, StructId, Type, Union, UnionId};
 
 /// The address of the value `lv` names (`&v->x`; `p` for `(*p)`).
 pub fn addr(lv: &str) -> String {
@@ -253,7 +253,7 @@ impl Gen<'_> {
         let s = &m[id];
         let name = self.names.structs[id.index()].clone();
         let fields = self.names.fields[id.index()].clone();
-        let what = |f: &crate::model::Field| format!("{}.{}: {}", s.name, f.name, m.spelling(&f.ty));
+        let what = |f: &Field| format!("{}.{}: {}", s.name, f.name, m.spelling(&f.ty));
         self.c("");
         self.open_c(format!("int {name}_encode(lowlat_writer *w, const {name} *v) {{"));
         for (f, c) in s.fields.iter().zip(&fields) {
@@ -281,21 +281,50 @@ impl Gen<'_> {
         }
     }
 
+    /// A `switch` over a union's discriminant: `arm` writes the statements of each arm with data
+    /// (the member's lvalue, its field), `no_arm` the `default:` of a union without a default
+    /// arm.
+    fn union_switch(&mut self, id: UnionId, mut arm: impl FnMut(&mut Self, &str, &Field), no_arm: &[String]) {
+        let m = self.m;
+        let u = &m[id];
+        let (disc, member) = self.names.union_members[id.index()].clone();
+        let lv = |f: &Field| format!("v->{member}.{}", c_name(&f.name));
+        self.open_c(match u.switch {
+            Discriminant::Bool => format!("switch ((int)v->{disc}) {{"),
+            _ => format!("switch (v->{disc}) {{"),
+        });
+        for a in &u.arms {
+            let labels: Vec<String> = a.cases.iter().map(|c| format!("case {}:", self.case_label(u, c))).collect();
+            self.c(labels.join(" "));
+            self.indent += 1;
+            if let Some(f) = &a.field {
+                arm(self, &lv(f), f);
+            }
+            self.c("break;");
+            self.indent -= 1;
+        }
+        self.c("default:");
+        self.indent += 1;
+        match u.default.as_ref().map(|d| d.field.as_ref()) {
+            Some(Some(f)) => {
+                arm(self, &lv(f), f);
+                self.c("break;");
+            }
+            Some(None) => self.c("break;"),
+            None => no_arm.iter().for_each(|l| self.c(l)),
+        }
+        self.indent -= 1;
+        self.close_c("}");
+    }
+
     pub(super) fn union_codecs(&mut self, id: UnionId) {
         let m = self.m;
         let u = &m[id];
         let name = self.names.unions[id.index()].clone();
-        let (disc, member) = self.names.union_members[id.index()].clone();
-        let what = |f: &crate::model::Field| format!("{}.{}: {}", u.name, f.name, m.spelling(&f.ty));
-        let arm_lv = |f: &crate::model::Field| format!("v->{member}.{}", c_name(&f.name));
-        let switch = match u.switch {
-            Discriminant::Bool => format!("switch ((int)v->{disc}) {{"),
-            _ => format!("switch (v->{disc}) {{"),
-        };
-        let as_ll = format!("(long long)v->{disc}");
-        let default_field = u.default.as_ref().map(|d| d.field.as_ref());
+        let disc = self.names.union_members[id.index()].0.clone();
+        let what = |f: &Field| format!("{}.{}: {}", u.name, f.name, m.spelling(&f.ty));
+        let (type_name, as_ll) = (lit(&u.name), format!("(long long)v->{disc}"));
 
-        // Encoder.
         self.c("");
         self.open_c(format!("int {name}_encode(lowlat_writer *w, const {name} *v) {{"));
         match u.switch {
@@ -306,33 +335,11 @@ impl Gen<'_> {
                 self.c(format!("if ({}_encode(w, v->{disc})) return -1;", self.names.enums[e.index()]))
             }
         }
-        self.open_c(switch.clone());
-        for arm in &u.arms {
-            let labels: Vec<String> = arm.cases.iter().map(|c| format!("case {}:", self.case_label(u, c))).collect();
-            self.c(labels.join(" "));
-            self.indent += 1;
-            if let Some(f) = &arm.field {
-                self.enc(&f.ty, &arm_lv(f), &what(f), 0);
-            }
-            self.c("break;");
-            self.indent -= 1;
-        }
-        self.c("default:");
-        self.indent += 1;
-        match default_field {
-            Some(Some(f)) => {
-                self.enc(&f.ty, &arm_lv(f), &what(f), 0);
-                self.c("break;");
-            }
-            Some(None) => self.c("break;"),
-            None => self.c(format!("return lowlat_bad_discriminant_w(w, {}, {as_ll});", lit(&u.name))),
-        }
-        self.indent -= 1;
-        self.close_c("}");
+        let no_arm = [format!("return lowlat_bad_discriminant_w(w, {type_name}, {as_ll});")];
+        self.union_switch(id, |g, lv, f| g.enc(&f.ty, lv, &what(f), 0), &no_arm);
         self.c("return 0;");
         self.close_c("}");
 
-        // Decoder.
         self.c("");
         self.open_c(format!("int {name}_decode(lowlat_reader *r, {name} *v) {{"));
         self.c("memset(v, 0, sizeof *v);");
@@ -347,32 +354,8 @@ impl Gen<'_> {
                 self.c(format!("if ({}_decode(r, &v->{disc})) goto fail;", self.names.enums[e.index()]))
             }
         }
-        self.open_c(switch.clone());
-        for arm in &u.arms {
-            let labels: Vec<String> = arm.cases.iter().map(|c| format!("case {}:", self.case_label(u, c))).collect();
-            self.c(labels.join(" "));
-            self.indent += 1;
-            if let Some(f) = &arm.field {
-                self.dec(&f.ty, &arm_lv(f), &what(f), 0);
-            }
-            self.c("break;");
-            self.indent -= 1;
-        }
-        self.c("default:");
-        self.indent += 1;
-        match default_field {
-            Some(Some(f)) => {
-                self.dec(&f.ty, &arm_lv(f), &what(f), 0);
-                self.c("break;");
-            }
-            Some(None) => self.c("break;"),
-            None => {
-                self.c(format!("lowlat_bad_discriminant_r(r, {}, {as_ll}, offset);", lit(&u.name)));
-                self.c("goto fail;");
-            }
-        }
-        self.indent -= 1;
-        self.close_c("}");
+        let no_arm = [format!("lowlat_bad_discriminant_r(r, {type_name}, {as_ll}, offset);"), "goto fail;".into()];
+        self.union_switch(id, |g, lv, f| g.dec(&f.ty, lv, &what(f), 0), &no_arm);
         let owns = self.owns.unions[id.index()];
         self.dec_tail(owns.then_some(format!("{name}_free")).as_deref());
         self.close_c("}");
@@ -382,26 +365,7 @@ impl Gen<'_> {
             self.c("");
             self.open_c(format!("void {name}_free({name} *v) {{"));
             self.c("if (v == NULL) return;");
-            self.open_c(switch);
-            for arm in &u.arms {
-                let labels: Vec<String> =
-                    arm.cases.iter().map(|c| format!("case {}:", self.case_label(u, c))).collect();
-                self.c(labels.join(" "));
-                self.indent += 1;
-                if let Some(f) = &arm.field {
-                    self.free(&f.ty, &arm_lv(f), 0);
-                }
-                self.c("break;");
-                self.indent -= 1;
-            }
-            self.c("default:");
-            self.indent += 1;
-            if let Some(Some(f)) = default_field {
-                self.free(&f.ty, &arm_lv(f), 0);
-            }
-            self.c("break;");
-            self.indent -= 1;
-            self.close_c("}");
+            self.union_switch(id, |g, lv, f| g.free(&f.ty, lv, 0), &["break;".into()]);
             self.close_c("}");
         }
     }

@@ -88,7 +88,7 @@ pub unsafe extern "C" fn lowlat_client_connect_with(
         let (uri, options) = unsafe { (ffi::str_arg(uri, "uri")?, options.as_ref().copied().unwrap_or_default()) };
         let inner = Client::connect_with(uri, program, version, options.config()?)?;
         *out = Box::into_raw(Box::new(lowlat_client { inner }));
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn lowlat_client_free(client: *mut lowlat_client) {
             // SAFETY: the caller gives back a client made by Box::into_raw, freed only here.
             drop(unsafe { Box::from_raw(client) });
         }
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
 }
 
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn lowlat_client_max_message(client: *const lowlat_client)
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         max = unsafe { ffi::handle(client, "client")? }.inner.max_message();
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
     max
 }
@@ -228,7 +228,7 @@ unsafe fn call(
         match copied {
             Ok(n) => {
                 set_len(n);
-                Ok(LOWLAT_OK)
+                Ok(LOWLAT_OK.code())
             }
             Err(e) => {
                 if let runtime::Error::Decode { source, .. } = &e {
@@ -304,6 +304,6 @@ pub unsafe extern "C" fn lowlat_client_invoke(
                 Err(CodecMessage(unsafe { ffi::message(why, "the decoder failed") }))
             },
         )?;
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }

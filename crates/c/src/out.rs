@@ -39,7 +39,7 @@ pub unsafe extern "C" fn lowlat_out_append(out: *mut lowlat_out, bytes: *const u
         // SAFETY: the caller's contract, as stated above.
         let (out, bytes) = unsafe { (buffer(out)?, ffi::bytes_arg(bytes, len, "bytes")?) };
         out.extend_from_slice(bytes);
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn lowlat_out_grow(out: *mut lowlat_out, n: usize) -> *mut
         let end = start.checked_add(n).ok_or_else(|| Failure::invalid(format!("growing by {n} bytes overflows")))?;
         out.resize(end, 0);
         at = out[start..].as_mut_ptr();
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
     at
 }
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn lowlat_out_len(out: *mut lowlat_out) -> usize {
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         len = unsafe { buffer(out)? }.len();
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
     len
 }
@@ -87,6 +87,6 @@ pub unsafe extern "C" fn lowlat_out_truncate(out: *mut lowlat_out, len: usize) -
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         unsafe { buffer(out)? }.truncate(len);
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }

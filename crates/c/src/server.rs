@@ -109,7 +109,7 @@ pub unsafe extern "C" fn lowlat_server_new(out: *mut *mut lowlat_server) -> c_in
         let server =
             lowlat_server { programs: Vec::new(), config: ServerConfig::default(), running: None, uris: Vec::new() };
         *out = Box::into_raw(Box::new(server));
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn lowlat_server_add_procedure(
         } else {
             p.procedure(proc, name, handler)
         };
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn lowlat_server_set_onc_register(server: *mut lowlat_serv
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         unsafe { idle(server)? }.config.onc_register = register;
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn lowlat_server_set_spin(server: *mut lowlat_server, spin
         // SAFETY: the caller's contract, as stated above.
         let s = unsafe { idle(server)? };
         s.config.spin = spin_policy(spin, spin_us)?;
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -265,7 +265,7 @@ pub unsafe extern "C" fn lowlat_server_serve(
         let running = builder.serve(&list)?;
         s.uris = running.local_uris().into_iter().map(|u| CString::new(u).unwrap_or_default()).collect();
         s.running = Some(running);
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -279,7 +279,7 @@ pub unsafe extern "C" fn lowlat_server_uri_count(server: *const lowlat_server) -
     guard(|| {
         // SAFETY: the caller's contract, as stated above.
         n = unsafe { ffi::handle(server, "server")? }.uris.len();
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
     n
 }
@@ -296,7 +296,7 @@ pub unsafe extern "C" fn lowlat_server_uri(server: *const lowlat_server, i: usiz
         // SAFETY: the caller's contract, as stated above.
         let s = unsafe { ffi::handle(server, "server")? };
         uri = s.uris.get(i).map_or(std::ptr::null(), |u| u.as_ptr());
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
     uri
 }
@@ -315,7 +315,7 @@ pub unsafe extern "C" fn lowlat_server_stop(server: *mut lowlat_server) -> c_int
             r.shutdown();
         }
         s.uris.clear();
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     })
 }
 
@@ -331,6 +331,6 @@ pub unsafe extern "C" fn lowlat_server_free(server: *mut lowlat_server) {
             // dropping it stops it.
             drop(unsafe { Box::from_raw(server) });
         }
-        Ok(LOWLAT_OK)
+        Ok(LOWLAT_OK.code())
     });
 }

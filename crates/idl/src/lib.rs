@@ -7,11 +7,14 @@
 //! Stages stay apart: [`parse`] (text to [`ast::Spec`]), [`check`] (names, constants, unions,
 //! recursion), [`Model::resolve`] (every name resolved: the one model of the interface that
 //! every generator and `lowlat-dynamic` read), [`generate`] (a pure function from a model to
-//! files). [`compile_file`] runs them all for `lowlat gen FILE.x --lang rust --out DIR`;
+//! files: Rust, or C over liblowlat). [`compile_file`] runs them all for
+//! `lowlat gen FILE.x --lang rust|c --out DIR`;
 //! [`Model::from_source`] runs the first three.
 //!
 //! The Rust code generated (module and item names, and how each `.x` construct maps to Rust) is
-//! documented on `lowlat-build`'s front page, where users of generated code look.
+//! documented on `lowlat-build`'s front page, where users of generated code look; the C code's
+//! mapping is in the `c` generator's `types` module, and each generated header states the
+//! ownership of every pointer it declares.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -18,6 +18,14 @@ pub fn addr(lv: &str) -> String {
     }
 }
 
+/// The member `field` of the value `lv` names (`v->x.len`; `p->len` for `(*p)`).
+pub fn dot(lv: &str, field: &str) -> String {
+    match lv.strip_prefix("(*").and_then(|x| x.strip_suffix(')')) {
+        Some(inner) if !inner.contains(['(', ')']) => format!("{inner}->{field}"),
+        _ => format!("{lv}.{field}"),
+    }
+}
+
 /// A C string literal of `s`.
 pub fn lit(s: &str) -> String {
     format!("{s:?}")
@@ -45,7 +53,12 @@ impl Gen<'_> {
             }
             Type::FixedOpaque(n) => self.c(format!("lowlat_put_opaque_fixed(w, {lv}, {});", n.value)),
             Type::VarOpaque(m) => {
-                self.c(format!("if (lowlat_put_opaque(w, {lv}.val, {lv}.len, {}u, {w})) return -1;", max_len(*m)))
+                self.c(format!(
+                "if (lowlat_put_opaque(w, {}, {}, {}u, {w})) return -1;",
+                dot(lv, "val"),
+                dot(lv, "len"),
+                max_len(*m)
+            ))
             }
             Type::String(m) => self.c(format!("if (lowlat_put_string(w, {lv}, {}u, {w})) return -1;", max_len(*m))),
             Type::FixedArray(e, n) => {
@@ -56,9 +69,10 @@ impl Gen<'_> {
             }
             Type::VarArray(e, m) => {
                 let i = format!("i{depth}");
-                self.c(format!("if (lowlat_put_count(w, {lv}.len, {lv}.val, {}u, {w})) return -1;", max_len(*m)));
-                self.open_c(format!("for (uint32_t {i} = 0; {i} < {lv}.len; {i}++) {{"));
-                self.enc(e, &format!("{lv}.val[{i}]"), &format!("{what}[]"), depth + 1);
+                let (len, val) = (dot(lv, "len"), dot(lv, "val"));
+                self.c(format!("if (lowlat_put_count(w, {len}, {val}, {}u, {w})) return -1;", max_len(*m)));
+                self.open_c(format!("for (uint32_t {i} = 0; {i} < {len}; {i}++) {{"));
+                self.enc(e, &format!("{val}[{i}]"), &format!("{what}[]"), depth + 1);
                 self.close_c("}");
             }
             Type::Optional(e) => {
@@ -74,7 +88,7 @@ impl Gen<'_> {
     /// `fail`.
     pub(super) fn dec(&mut self, ty: &Type, lv: &str, what: &str, depth: usize) {
         let w = lit(what);
-        let get = |f: &str| format!("if (lowlat_get_{f}(r, &{lv})) goto fail;");
+        let get = |f: &str| format!("if (lowlat_get_{f}(r, {})) goto fail;", addr(lv));
         match ty {
             Type::Typedef(_, t) => self.dec(t, lv, what, depth),
             Type::Int => self.c(get("i32")),
@@ -94,10 +108,15 @@ impl Gen<'_> {
                 self.c(format!("if ({}_decode(r, {})) goto fail;", self.names.unions[id.index()], addr(lv)))
             }
             Type::FixedOpaque(n) => self.c(format!("if (lowlat_get_opaque_fixed(r, {lv}, {})) goto fail;", n.value)),
-            Type::VarOpaque(m) => {
-                self.c(format!("if (lowlat_get_opaque(r, {}u, {w}, &{lv}.len, &{lv}.val)) goto fail;", max_len(*m)))
+            Type::VarOpaque(m) => self.c(format!(
+                "if (lowlat_get_opaque(r, {}u, {w}, &{}, &{})) goto fail;",
+                max_len(*m),
+                dot(lv, "len"),
+                dot(lv, "val")
+            )),
+            Type::String(m) => {
+                self.c(format!("if (lowlat_get_string(r, {}u, {w}, {})) goto fail;", max_len(*m), addr(lv)))
             }
-            Type::String(m) => self.c(format!("if (lowlat_get_string(r, {}u, {w}, &{lv})) goto fail;", max_len(*m))),
             Type::FixedArray(e, n) => {
                 let i = format!("i{depth}");
                 self.open_c(format!("for (size_t {i} = 0; {i} < {}; {i}++) {{", n.value));
@@ -109,14 +128,15 @@ impl Gen<'_> {
                 self.open_c("{");
                 self.c(format!("uint32_t {n};"));
                 self.c(format!("void *{p};"));
+                let (len, val) = (dot(lv, "len"), dot(lv, "val"));
                 self.c(format!(
-                    "if (lowlat_get_count(r, {}u, {w}, &{n}) || lowlat_alloc_array(r, {n}, sizeof *{lv}.val, &{p})) goto fail;",
+                    "if (lowlat_get_count(r, {}u, {w}, &{n}) || lowlat_alloc_array(r, {n}, sizeof *{val}, &{p})) goto fail;",
                     max_len(*m)
                 ));
-                self.c(format!("{lv}.val = {p};"));
-                self.c(format!("{lv}.len = {n};"));
+                self.c(format!("{val} = {p};"));
+                self.c(format!("{len} = {n};"));
                 self.open_c(format!("for (uint32_t {i} = 0; {i} < {n}; {i}++) {{"));
-                self.dec(e, &format!("{lv}.val[{i}]"), &format!("{what}[]"), depth + 1);
+                self.dec(e, &format!("{val}[{i}]"), &format!("{what}[]"), depth + 1);
                 self.close_c("}");
                 self.close_c("}");
             }
@@ -148,9 +168,10 @@ impl Gen<'_> {
             Type::Struct(id) => self.c(format!("{}_free({});", self.names.structs[id.index()], addr(lv))),
             Type::Union(id) => self.c(format!("{}_free({});", self.names.unions[id.index()], addr(lv))),
             Type::VarOpaque(_) => {
-                self.c(format!("free({lv}.val);"));
-                self.c(format!("{lv}.val = NULL;"));
-                self.c(format!("{lv}.len = 0;"));
+                let (len, val) = (dot(lv, "len"), dot(lv, "val"));
+                self.c(format!("free({val});"));
+                self.c(format!("{val} = NULL;"));
+                self.c(format!("{len} = 0;"));
             }
             Type::String(_) => {
                 self.c(format!("free({lv});"));
@@ -163,15 +184,16 @@ impl Gen<'_> {
                 self.close_c("}");
             }
             Type::VarArray(e, _) => {
+                let (len, val) = (dot(lv, "len"), dot(lv, "val"));
                 if self.owns.ty(e) {
                     let i = format!("i{depth}");
-                    self.open_c(format!("for (uint32_t {i} = 0; {i} < {lv}.len; {i}++) {{"));
-                    self.free(e, &format!("{lv}.val[{i}]"), depth + 1);
+                    self.open_c(format!("for (uint32_t {i} = 0; {i} < {len}; {i}++) {{"));
+                    self.free(e, &format!("{val}[{i}]"), depth + 1);
                     self.close_c("}");
                 }
-                self.c(format!("free({lv}.val);"));
-                self.c(format!("{lv}.val = NULL;"));
-                self.c(format!("{lv}.len = 0;"));
+                self.c(format!("free({val});"));
+                self.c(format!("{val} = NULL;"));
+                self.c(format!("{len} = 0;"));
             }
             Type::Optional(e) => {
                 self.open_c(format!("if ({lv} != NULL) {{"));

@@ -25,6 +25,13 @@ const KEYWORDS: &[&str] = &[
 const LOCALS: &[&str] =
     &["client", "options", "result", "args", "codec", "server", "service", "user", "call", "status"];
 
+/// Parameters and locals of generated functions that a type named alike would be hidden by
+/// (`int T_decode(lowlat_reader *r, T *v)` cannot name a type `r`).
+const TYPE_CLASHES: &[&str] = &[
+    "r", "w", "v", "x", "value", "offset", "client", "options", "server", "service", "user", "call", "args", "codec",
+    "status", "s", "body", "len", "out", "encoding", "why", "rc",
+];
+
 /// A `.x` name as a C identifier: itself, or with `_` after it when it is a C keyword.
 pub fn c_name(s: &str) -> String {
     if KEYWORDS.contains(&s) {
@@ -117,6 +124,10 @@ impl Planner<'_> {
     /// A type's name and its codec functions (`_free` only where it owns memory).
     fn take_type(&mut self, name: &str, who: &str, pos: Pos, functions: bool, free: bool) {
         self.take(name, who, pos);
+        if TYPE_CLASHES.contains(&name) {
+            let d = self.m.diag(pos, format!("{who}: `{name}` names a variable of the generated C code; rename the type"));
+            self.diags.push(d);
+        }
         if functions {
             for f in ["encode", "decode"] {
                 self.take(&format!("{name}_{f}"), &format!("the {f}r of {who}"), pos);
@@ -240,5 +251,19 @@ mod tests {
         assert_eq!(lower("DEFAULT"), "default_");
         assert_eq!(upper("ping"), "PING");
         assert_eq!(param_name("result"), "result_");
+    }
+
+    #[test]
+    fn clashes_are_reported_with_both_names() {
+        let m = crate::Model::from_source(&crate::Source::new(
+            "clash.x",
+            "struct point { int x; };\nconst point_encode = 1;\ntypedef int r;\n".into(),
+        ))
+        .unwrap();
+        let owns = crate::c::types::Owns::new(&m);
+        let diags = plan(&m, &owns).unwrap_err();
+        let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        assert!(text.iter().any(|t| t.contains("the encoder of struct 'point' and constant 'point_encode'")), "{text:?}");
+        assert!(text.iter().any(|t| t.contains("`r` names a variable of the generated C code")), "{text:?}");
     }
 }

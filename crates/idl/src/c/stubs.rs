@@ -6,7 +6,7 @@
 //! encoding a procedure whose only argument (or whose result) is opaque data or a string sends
 //! it as the whole body, without a length (as the Rust stubs do).
 
-use super::codec::lit;
+use super::codec::{addr, dot, lit};
 use super::names::{ProcNames, VersionNames};
 use super::types::{is_scalar, is_string};
 use super::Gen;
@@ -261,7 +261,9 @@ impl Gen<'_> {
     fn enc_value(&mut self, t: &Type, lv: &str, what: &str, body: bool) {
         match (t.resolved(), body) {
             (Type::VarOpaque(m), true) => self.c(format!(
-                "if (lowlat_put_body_opaque(w, {lv}.val, {lv}.len, {}u, {})) return -1;",
+                "if (lowlat_put_body_opaque(w, {}, {}, {}u, {})) return -1;",
+                dot(lv, "val"),
+                dot(lv, "len"),
                 max_len(*m),
                 lit(what)
             )),
@@ -276,13 +278,18 @@ impl Gen<'_> {
     fn dec_value(&mut self, t: &Type, lv: &str, what: &str, body: bool) {
         match (t.resolved(), body) {
             (Type::VarOpaque(m), true) => self.c(format!(
-                "if (lowlat_get_body_opaque(r, {}u, {}, &{lv}.len, &{lv}.val)) goto fail;",
+                "if (lowlat_get_body_opaque(r, {}u, {}, &{}, &{})) goto fail;",
                 max_len(*m),
-                lit(what)
+                lit(what),
+                dot(lv, "len"),
+                dot(lv, "val")
             )),
-            (Type::String(m), true) => {
-                self.c(format!("if (lowlat_get_body_string(r, {}u, {}, &{lv})) goto fail;", max_len(*m), lit(what)))
-            }
+            (Type::String(m), true) => self.c(format!(
+                "if (lowlat_get_body_string(r, {}u, {}, {})) goto fail;",
+                max_len(*m),
+                lit(what),
+                addr(lv)
+            )),
             _ => self.dec(t, lv, what, 0),
         }
     }

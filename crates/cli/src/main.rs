@@ -201,7 +201,7 @@ enum Cmd {
     Gen {
         /// The .x file.
         file: PathBuf,
-        /// Target language (rust).
+        /// Target language: rust, or c (a .h and a .c over liblowlat).
         #[arg(long, default_value = "rust")]
         lang: String,
         /// Directory to write the generated files into (created if missing).

@@ -165,7 +165,7 @@ fn server_killed_mid_call_gives_a_clear_error_within_the_deadline() {
 }
 
 #[test]
-fn gen_writes_rust_stubs_and_reports_errors_with_position() {
+fn gen_writes_rust_and_c_stubs_and_reports_errors_with_position() {
     let dir = std::env::temp_dir().join(format!("lowlat-gen-{}", std::process::id()));
     let x = concat!(env!("CARGO_MANIFEST_DIR"), "/../../idl/lab.x");
     let (ok, out, err) = lowlat(&["gen", x, "--lang", "rust", "--out", dir.to_str().unwrap()]);
@@ -173,6 +173,11 @@ fn gen_writes_rust_stubs_and_reports_errors_with_position() {
     assert!(out.contains("wrote"), "{out}");
     let text = std::fs::read_to_string(dir.join("lab.rs")).unwrap();
     assert!(text.contains("pub mod lab_vers") && text.contains("@generated"), "{}", &text[..200]);
+    let (ok, out, err) = lowlat(&["gen", x, "--lang", "c", "--out", dir.to_str().unwrap()]);
+    assert!(ok && out.contains("lab.h") && out.contains("lab.c"), "{out}{err}");
+    let header = std::fs::read_to_string(dir.join("lab.h")).unwrap();
+    assert!(header.contains("int lab_vers_minus(const lowlat_client *client"), "{header}");
+    assert!(std::fs::read_to_string(dir.join("lab.c")).unwrap().contains("#include \"lab.h\""));
     let bad = dir.join("bad.x");
     std::fs::write(&bad, "struct s { int a; \n").unwrap();
     let (ok, _, err) = lowlat(&["gen", bad.to_str().unwrap(), "--out", dir.to_str().unwrap()]);

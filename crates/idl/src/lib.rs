@@ -7,16 +7,20 @@
 //! Stages stay apart: [`parse`] (text to [`ast::Spec`]), [`check`] (names, constants, unions,
 //! recursion), [`Model::resolve`] (every name resolved: the one model of the interface that
 //! every generator and `lowlat-dynamic` read), [`generate`] (a pure function from a model to
-//! files). [`compile_file`] runs them all for `lowlat gen FILE.x --lang rust --out DIR`;
+//! files: Rust, or C over liblowlat). [`compile_file`] runs them all for
+//! `lowlat gen FILE.x --lang rust|c --out DIR`;
 //! [`Model::from_source`] runs the first three.
 //!
 //! The Rust code generated (module and item names, and how each `.x` construct maps to Rust) is
-//! documented on `lowlat-build`'s front page, where users of generated code look.
+//! documented on `lowlat-build`'s front page, where users of generated code look; the C code's
+//! mapping is in the `c` generator's `types` module, and each generated header states the
+//! ownership of every pointer it declares.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod ast;
+mod c;
 mod check;
 mod diag;
 mod lexer;
@@ -36,6 +40,8 @@ pub use rust::Options;
 pub enum Lang {
     /// Rust stubs for lowlat's runtime.
     Rust,
+    /// C stubs over liblowlat: a header and a source file.
+    C,
 }
 
 impl std::str::FromStr for Lang {
@@ -43,6 +49,7 @@ impl std::str::FromStr for Lang {
     fn from_str(s: &str) -> Result<Self, IdlError> {
         match s {
             "rust" | "rs" => Ok(Lang::Rust),
+            "c" => Ok(Lang::C),
             other => Err(IdlError::UnsupportedLanguage(other.to_string())),
         }
     }
@@ -73,6 +80,14 @@ pub fn generate(model: &Model, lang: Lang, opts: &Options) -> Result<Vec<Generat
         Lang::Rust => {
             let contents = rust::generate(model, opts).map_err(IdlError::Invalid)?;
             Ok(vec![GeneratedFile { name: format!("{}.rs", file_stem(&model.source.name)), contents }])
+        }
+        Lang::C => {
+            let stem = file_stem(&model.source.name);
+            let files = c::generate(model, &stem, opts).map_err(IdlError::Invalid)?;
+            Ok(vec![
+                GeneratedFile { name: format!("{stem}.h"), contents: files.header },
+                GeneratedFile { name: format!("{stem}.c"), contents: files.source },
+            ])
         }
     }
 }

@@ -10,22 +10,30 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn check(x: &str, out: &str, opts: &Options) {
+/// Compares what `lang` makes of `x` with the checked-in files `outs` (in the order generated).
+fn check_files(x: &str, lang: Lang, outs: &[&str], opts: &Options) {
     let path = root().join(x);
     let text = std::fs::read_to_string(&path).unwrap();
-    let files = compile_str(&Source::new(x.rsplit('/').next().unwrap(), text), Lang::Rust, opts)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/generated").join(out);
-    if std::env::var_os("LOWLAT_BLESS").is_some() {
-        std::fs::write(&golden, &files[0].contents).unwrap();
-        return;
+    let files =
+        compile_str(&Source::new(x.rsplit('/').next().unwrap(), text), lang, opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(files.len(), outs.len());
+    for (file, out) in files.iter().zip(outs) {
+        let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/generated").join(out);
+        if std::env::var_os("LOWLAT_BLESS").is_some() {
+            std::fs::write(&golden, &file.contents).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_default();
+        assert!(
+            want == file.contents,
+            "{} is stale: run `LOWLAT_BLESS=1 cargo test -p lowlat-idl --test golden`",
+            golden.display()
+        );
     }
-    let want = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        want == files[0].contents,
-        "{} is stale: run `LOWLAT_BLESS=1 cargo test -p lowlat-idl --test golden`",
-        golden.display()
-    );
+}
+
+fn check(x: &str, out: &str, opts: &Options) {
+    check_files(x, Lang::Rust, &[out], opts);
 }
 
 /// Client and server, with the codec named by its own crate.
@@ -47,4 +55,15 @@ fn lab_with_runtime_is_up_to_date() {
 fn lab_types_only_is_up_to_date() {
     let opts = Options { runtime_path: None, ..with_runtime() };
     check("idl/lab.x", "lab_codec.rs", &opts);
+}
+
+/// The C stubs (crates/c's tests compile them with gcc -Werror and run them).
+#[test]
+fn everything_in_c_is_up_to_date() {
+    check_files("idl/examples/everything.x", Lang::C, &["everything.h", "everything.c"], &Options::default());
+}
+
+#[test]
+fn lab_in_c_is_up_to_date() {
+    check_files("idl/lab.x", Lang::C, &["lab.h", "lab.c"], &Options::default());
 }

@@ -58,9 +58,10 @@ pub fn run(cmd: &mut Command) {
 
 /// Builds tests/c/everything_peer.c against rpcgen's output in `dir`.
 pub fn build_peer(dir: &Path) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    std::fs::copy(root.join("../../idl/examples/everything.x"), dir.join("everything.x")).unwrap();
-    std::fs::copy(root.join("tests/c/everything_peer.c"), dir.join("everything_peer.c")).unwrap();
+    // The workspace's root, from whichever crate's tests include this module.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::copy(root.join("idl/examples/everything.x"), dir.join("everything.x")).unwrap();
+    std::fs::copy(root.join("crates/dynamic/tests/c/everything_peer.c"), dir.join("everything_peer.c")).unwrap();
     for (flag, out) in
         [("-h", "everything.h"), ("-c", "everything_xdr.c"), ("-l", "everything_clnt.c"), ("-m", "everything_svc.c")]
     {

@@ -7,7 +7,7 @@
 //! fully qualified names, and needs no `use` at the include site.
 
 mod codec;
-mod names;
+pub(crate) mod names;
 mod stubs;
 mod types;
 

@@ -25,7 +25,7 @@ const KEYWORDS: &[&str] = &[
 ];
 const NOT_RAW: &[&str] = &["self", "Self", "super", "crate"];
 
-fn words(s: &str) -> Vec<String> {
+pub(crate) fn words(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let chars: Vec<char> = s.chars().collect();

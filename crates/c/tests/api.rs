@@ -1,0 +1,65 @@
+//! liblowlat's interface from C (tests/c/api.c) against a Rust server over udp, tcp and shm:
+//! results copied out, the documented codes and messages for bad input (NULL pointers, bad
+//! UTF-8, an unknown procedure, a server that is not running, an oversized argument, a result
+//! buffer too small, a missed deadline) and one client shared by several threads.
+
+extern crate runtime as lowlat;
+
+mod support;
+
+use std::time::Duration;
+
+use lowlat::{ProcError, Program, Server};
+
+/// Program 0x20000099 as api.c expects it.
+fn serve(uri: &str) -> Server {
+    let program = Program::new(0x2000_0099, 1)
+        .procedure(1, "ECHO", |_, args, reply| {
+            reply.extend_from_slice(args);
+            Ok(())
+        })
+        .procedure(2, "SLOW", |_, _, _| {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(())
+        })
+        .procedure(3, "FAIL", |_, _, _| Err(ProcError::SystemError))
+        .procedure(4, "MINUS", |_, args, reply| {
+            let (a, b) = args.split_at_checked(4).ok_or(ProcError::GarbageArgs)?;
+            let a = i32::from_ne_bytes(a.try_into().map_err(|_| ProcError::GarbageArgs)?);
+            let b = i32::from_ne_bytes(b.try_into().map_err(|_| ProcError::GarbageArgs)?);
+            reply.extend_from_slice(&(a - b).to_ne_bytes());
+            Ok(())
+        });
+    Server::builder().program(program).serve(&[uri]).unwrap()
+}
+
+fn api_against(live: &str, dead: &str) {
+    if support::skip("api", support::missing_gcc()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = support::gcc(dir.path(), &["api.c"], "api", &[]);
+    let server = serve(live);
+    let uri = server.local_uris()[0].clone();
+    let (code, out, err) =
+        support::run_bounded(std::process::Command::new(&prog).args([&uri, dead]), Duration::from_secs(60));
+    server.shutdown();
+    assert_eq!(code, Some(0), "api {uri} {dead}:\n{out}{err}");
+    assert_eq!(out, "ok\n");
+}
+
+#[test]
+fn api_over_udp() {
+    api_against("udp://127.0.0.1:0", &format!("udp://127.0.0.1:{}", support::dead_port()));
+}
+
+#[test]
+fn api_over_tcp() {
+    api_against("tcp://127.0.0.1:0", &format!("tcp://127.0.0.1:{}", support::dead_port()));
+}
+
+#[test]
+fn api_over_shm() {
+    let dir = tempfile::tempdir().unwrap();
+    api_against(&support::shm_uri(dir.path(), "live.sock"), &support::shm_uri(dir.path(), "nobody.sock"));
+}

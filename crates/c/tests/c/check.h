@@ -1,0 +1,20 @@
+/* The C tests' checks: a failed one says where, what, and this thread's last lowlat error. */
+#ifndef LOWLAT_TEST_CHECK_H
+#define LOWLAT_TEST_CHECK_H
+
+#include <stdio.h>
+
+#include "lowlat.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            failures++;                                                    \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, " [last error: %s]\n", lowlat_last_error());  \
+        }                                                                  \
+    } while (0)
+
+#endif

@@ -5,6 +5,7 @@
 //! (Firefly's and eRPC's model: no hand-off, which would cost 3-20 µs); one marked long-running
 //! runs on the server's worker pool instead, so it cannot hold up other callers.
 
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -39,7 +40,9 @@ pub type Handler = dyn Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), Pr
 
 #[derive(Clone)]
 pub(crate) struct Procedure {
-    pub name: &'static str,
+    /// Its name: `&'static str` from generated code, owned when read from an interface at run
+    /// time (`lowlat-dynamic`'s servers).
+    pub name: Cow<'static, str>,
     pub handler: Arc<Handler>,
     pub long_running: bool,
 }
@@ -57,7 +60,7 @@ pub struct Program {
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<_> =
-            self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p.name))).collect();
+            self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, &*p.name))).collect();
         f.debug_struct("Program")
             .field("program", &self.program)
             .field("version", &self.version)
@@ -92,7 +95,7 @@ impl Program {
         self.version
     }
 
-    fn add(mut self, proc_no: u32, name: &'static str, long_running: bool, handler: Arc<Handler>) -> Program {
+    fn add(mut self, proc_no: u32, name: Cow<'static, str>, long_running: bool, handler: Arc<Handler>) -> Program {
         let i = proc_no as usize;
         assert!(i < 1 << 16, "procedure numbers above 65535 are not supported");
         if self.procs.len() <= i {
@@ -106,20 +109,20 @@ impl Program {
     pub fn procedure(
         self,
         proc_no: u32,
-        name: &'static str,
+        name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name, false, Arc::new(handler))
+        self.add(proc_no, name.into(), false, Arc::new(handler))
     }
 
     /// Adds a procedure run on the worker pool (for calls that take long or block).
     pub fn long_running(
         self,
         proc_no: u32,
-        name: &'static str,
+        name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name, true, Arc::new(handler))
+        self.add(proc_no, name.into(), true, Arc::new(handler))
     }
 
     /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
@@ -137,8 +140,8 @@ impl Program {
     }
 
     /// The procedures, as (number, name, long-running).
-    pub fn procedures(&self) -> impl Iterator<Item = (u32, &'static str, bool)> + '_ {
-        self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, p.name, p.long_running)))
+    pub fn procedures(&self) -> impl Iterator<Item = (u32, &str, bool)> + '_ {
+        self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, &*p.name, p.long_running)))
     }
 }
 

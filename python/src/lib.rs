@@ -90,6 +90,11 @@ fn run_bench<'py>(
         Some(s) => s.to_string().parse().map_err(|e| PyValueError::new_err(format!("spin: {e}")))?,
         None => SpinPolicy::Adaptive,
     };
+    if lowlat_lab::interface::procedure_number(proc).is_none_or(|p| p > lowlat_lab::interface::ECHO) {
+        return Err(PyValueError::new_err(format!(
+            "unknown lab procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"
+        )));
+    }
     if threads == 0 {
         return Err(PyValueError::new_err("threads: at least one"));
     }

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use lowlat_dynamic::value::{Build, Given};
+use lowlat_dynamic::value::{Build, Entries, Given};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -81,7 +81,7 @@ impl Given for PyValue<'_> {
         Some(Ok(t.iter().map(PyValue).collect()))
     }
 
-    fn entries(&self) -> Option<Result<Vec<(Cow<'_, str>, Self)>, String>> {
+    fn entries(&self) -> Option<Result<Entries<'_, Self>, String>> {
         let d = self.0.cast::<PyDict>().ok()?;
         Some(
             d.iter()

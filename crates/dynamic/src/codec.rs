@@ -9,7 +9,7 @@ use lowlat_codec::{ByteOrder, NativeReader, NativeWriter, Sink, XdrReader, XdrWr
 use lowlat_idl::model::{max_len, Arg, Discriminant, Field, Selected, Type, Union};
 use lowlat_idl::Model;
 
-use crate::value::{Build, Given};
+use crate::value::{Build, Entries, Given};
 use crate::Error;
 
 /// Optional data nested deeper than this is refused (a linked list of 10,000 nodes is fine).
@@ -156,7 +156,7 @@ fn integer<V: Given>(v: &V, path: &str, what: &str, name: &str, wide: bool, lo: 
 }
 
 /// The entries of a struct or union value (`name`: the type's).
-fn entries<'v, V: Given>(v: &'v V, path: &str, name: &str) -> Result<Vec<(Cow<'v, str>, V)>, Error> {
+fn entries<'v, V: Given>(v: &'v V, path: &str, name: &str) -> Result<Entries<'v, V>, Error> {
     match v.entries() {
         Some(r) => r.map_err(|reason| bad(path, reason)),
         None => Err(bad(path, format!("expected {} ({name}), got {}", V::RECORD, v.kind()))),
@@ -171,7 +171,7 @@ fn elements<V: Given>(v: &V, path: &str) -> Result<Vec<V>, Error> {
 }
 
 /// Takes the entry `name` out of `entries`.
-fn take<V>(entries: &mut Vec<(Cow<'_, str>, V)>, name: &str, path: &str) -> Result<V, Error> {
+fn take<V>(entries: &mut Entries<'_, V>, name: &str, path: &str) -> Result<V, Error> {
     match entries.iter().position(|(k, _)| k == name) {
         Some(i) => Ok(entries.swap_remove(i).1),
         None => Err(bad(path, format!("missing field {name:?}"))),

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use base64::Engine;
 use serde_json::{Map, Number, Value as Json};
 
-use crate::value::{Build, Given};
+use crate::value::{Build, Entries, Given};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -68,7 +68,7 @@ impl Given for &Json {
         self.as_array().map(|a| Ok(a.iter().collect()))
     }
 
-    fn entries(&self) -> Option<Result<Vec<(Cow<'_, str>, Self)>, String>> {
+    fn entries(&self) -> Option<Result<Entries<'_, Self>, String>> {
         self.as_object().map(|o| Ok(o.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), v)).collect()))
     }
 }

@@ -9,6 +9,9 @@
 
 use std::borrow::Cow;
 
+/// A struct or union value's entries: (name, value).
+pub type Entries<'v, V> = Vec<(Cow<'v, str>, V)>;
+
 /// A host value given for a `.x` type. Each accessor answers `None` when the value is not of
 /// that kind; the codec then reports "expected ..., got [`kind`](Given::kind)" with the path.
 pub trait Given: Sized {
@@ -46,7 +49,7 @@ pub trait Given: Sized {
     fn elements(&self) -> Option<Result<Vec<Self>, String>>;
 
     /// The entries of a struct or union value, by name.
-    fn entries(&self) -> Option<Result<Vec<(Cow<'_, str>, Self)>, String>>;
+    fn entries(&self) -> Option<Result<Entries<'_, Self>, String>>;
 }
 
 /// Builds host values from decoded data. `Err` only when the host itself fails (it could not

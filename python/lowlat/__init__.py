@@ -19,34 +19,11 @@ release the GIL while they wait.
 
 import atexit
 
+from . import errors
 from ._lowlat import Client, Server, _stop_all_servers, bench, load_results
-from .errors import (
-    BadArgumentsError,
-    BindError,
-    ConnectionLostError,
-    Error,
-    InterfaceError,
-    ServerError,
-    ServerNotRunningError,
-    TimeoutError,
-    UnknownProcedureError,
-)
+from .errors import *  # noqa: F403 (the exception classes, listed in errors.__all__)
 
 # A server's threads take the GIL to run procedures: stop them before the interpreter goes.
 atexit.register(_stop_all_servers)
 
-__all__ = [
-    "Client",
-    "Server",
-    "bench",
-    "load_results",
-    "Error",
-    "InterfaceError",
-    "BindError",
-    "ServerNotRunningError",
-    "TimeoutError",
-    "ConnectionLostError",
-    "UnknownProcedureError",
-    "BadArgumentsError",
-    "ServerError",
-]
+__all__ = ["Client", "Server", "bench", "load_results", *errors.__all__]

@@ -39,6 +39,8 @@ class Server:
     """A server of one version of one program of a ``.x`` interface, its procedures Python
     functions. A procedure runs on the thread that received the call (one per endpoint), holding
     the GIL; one that raises is logged on the ``lowlat`` logger and answered as a server error.
+    A server serves until :meth:`stop` (or the interpreter exits), referenced or not, as a
+    running thread does. Use it as a context manager to stop it on leaving the block.
     """
 
     def __init__(self, idl: _Path, program: Optional[_Choice] = None, version: Optional[_Choice] = None) -> None: ...

@@ -143,4 +143,16 @@ mod tests {
             None => panic!("serving hung after the only URI failed"),
         }
     }
+
+    /// Names given at run time are kept once per distinct name, however many programs use them.
+    #[test]
+    fn owned_procedure_names_are_kept_once_each() {
+        let names = |p: &Program| p.procedures().map(|(_, n, _)| n).collect::<Vec<&'static str>>();
+        let a = names(&Program::new(1, 1).procedure(0, String::from("PING"), |_, _, _| Ok(())));
+        let b = names(&Program::new(2, 1).long_running(3, "PING".to_string(), |_, _, _| Ok(())));
+        assert_eq!((a[0], b[0]), ("PING", "PING"));
+        assert!(std::ptr::eq(a[0], b[0]), "one copy of a name");
+        let literal = "PONG";
+        assert!(std::ptr::eq(names(&Program::new(3, 1).procedure(1, literal, |_, _, _| Ok(())))[0], literal));
+    }
 }

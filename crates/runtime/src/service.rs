@@ -6,8 +6,9 @@
 //! runs on the server's worker pool instead, so it cannot hold up other callers.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use lowlat_codec::OutBuf;
 use lowlat_proto::{ByteOrder, ErrorCode, ProgramVersions, Status};
@@ -40,9 +41,7 @@ pub type Handler = dyn Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), Pr
 
 #[derive(Clone)]
 pub(crate) struct Procedure {
-    /// Its name: `&'static str` from generated code, owned when read from an interface at run
-    /// time (`lowlat-dynamic`'s servers).
-    pub name: Cow<'static, str>,
+    pub name: &'static str,
     pub handler: Arc<Handler>,
     pub long_running: bool,
 }
@@ -60,7 +59,7 @@ pub struct Program {
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<_> =
-            self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, &*p.name))).collect();
+            self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p.name))).collect();
         f.debug_struct("Program")
             .field("program", &self.program)
             .field("version", &self.version)
@@ -95,7 +94,7 @@ impl Program {
         self.version
     }
 
-    fn add(mut self, proc_no: u32, name: Cow<'static, str>, long_running: bool, handler: Arc<Handler>) -> Program {
+    fn add(mut self, proc_no: u32, name: &'static str, long_running: bool, handler: Arc<Handler>) -> Program {
         let i = proc_no as usize;
         assert!(i < 1 << 16, "procedure numbers above 65535 are not supported");
         if self.procs.len() <= i {
@@ -112,7 +111,7 @@ impl Program {
         name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name.into(), false, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), false, Arc::new(handler))
     }
 
     /// Adds a procedure run on the worker pool (for calls that take long or block).
@@ -122,7 +121,7 @@ impl Program {
         name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name.into(), true, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), true, Arc::new(handler))
     }
 
     /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
@@ -140,8 +139,30 @@ impl Program {
     }
 
     /// The procedures, as (number, name, long-running).
-    pub fn procedures(&self) -> impl Iterator<Item = (u32, &str, bool)> + '_ {
-        self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, &*p.name, p.long_running)))
+    pub fn procedures(&self) -> impl Iterator<Item = (u32, &'static str, bool)> + '_ {
+        self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, p.name, p.long_running)))
+    }
+}
+
+/// A procedure name that lives as long as the process. Generated code names procedures with
+/// literals; a program built at run time from an interface (`lowlat-dynamic`, the Python
+/// package) has owned names, kept here once each: a process serves finitely many distinct names,
+/// so what is kept is bounded by them, not by how many programs are built.
+fn intern(name: Cow<'static, str>) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    match name {
+        Cow::Borrowed(s) => s,
+        Cow::Owned(s) => {
+            let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+            match names.get(s.as_str()) {
+                Some(kept) => kept,
+                None => {
+                    let kept: &'static str = Box::leak(s.into_boxed_str());
+                    names.insert(kept);
+                    kept
+                }
+            }
+        }
     }
 }
 

@@ -52,7 +52,8 @@ class Server:
         """Serves on every URI; returns them with real ports where 0 was asked for.
         ``register``: announce ONC RPC endpoints to rpcbind, if it runs."""
     def stop(self) -> None:
-        """Stops serving, waiting for calls in progress."""
+        """Stops serving, waiting for calls in progress (so not from inside a procedure of this
+        server); registering and serving again is allowed."""
     @property
     def serving(self) -> bool: ...
     def __enter__(self) -> "Server": ...

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need, runs every crate's tests (optimised as
 # release, thin-linked: the protocol simulations and transport tests run many thousands of
-# calls), then every fuzz target briefly (scripts/fuzz.sh; LOWLAT_FUZZ_SECONDS, default 20).
+# calls), then the Python package's tests (pytest, in the virtual environment scripts/deps/python.sh
+# installs the package into), then every fuzz target briefly (scripts/fuzz.sh;
+# LOWLAT_FUZZ_SECONDS, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export LOWLAT_REQUIRE_PEERS=1 LOWLAT_REQUIRE_CHROMIUM=1
 cargo test --workspace --profile test-release -- --test-threads=2 "$@"
+target/venv/bin/python -m pytest python/tests -q
 scripts/fuzz.sh --seconds "${LOWLAT_FUZZ_SECONDS:-20}"

@@ -19,16 +19,22 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-mod value;
+mod codec;
+mod json;
+pub mod value;
 
 use std::path::Path;
+use std::sync::Arc;
 
-use lowlat::Client;
-use lowlat_idl::model::{Procedure, Program};
+use lowlat::{CallContext, Client, OutBuf, ProcError, Program};
+use lowlat_codec::{ByteOrder, Sink};
+use lowlat_idl::model::Procedure;
 use lowlat_idl::{Model, Source};
 use serde_json::Value as Json;
 
-use value::Codec;
+use codec::Codec;
+pub use json::JsonBuild;
+use value::{Build, Given};
 
 /// What went wrong loading an interface, finding a procedure or converting a value.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +55,8 @@ pub enum Error {
     Decode { path: String, reason: String },
     #[error("{0}")]
     Call(#[from] lowlat::Error),
+    #[error("{0}")]
+    Selection(String),
 }
 
 /// A procedure found by name, with its program and version numbers.
@@ -91,7 +99,7 @@ impl Interface {
     }
 
     /// Every program, with its versions and procedures.
-    pub fn programs(&self) -> &[Program] {
+    pub fn programs(&self) -> &[lowlat_idl::model::Program] {
         &self.model.programs
     }
 
@@ -155,50 +163,128 @@ impl Interface {
         }
     }
 
+    /// Chooses a version of a program: `program` and `version` by name (case-insensitive) or
+    /// number (decimal or `0x` hexadecimal); either may be left out when the interface has only
+    /// one (the error lists the choices otherwise).
+    pub fn select(&self, program: Option<&str>, version: Option<&str>) -> Result<Selected, Error> {
+        let named = |asked: &str, name: &str, number: u32| {
+            asked.eq_ignore_ascii_case(name) || parse_number(asked) == Some(number)
+        };
+        let list = |items: Vec<String>| items.join(", ");
+        let programs = self.programs();
+        let p = match program {
+            Some(asked) => programs.iter().find(|p| named(asked, &p.name, p.number)).ok_or_else(|| {
+                Error::Selection(format!(
+                    "no program {asked:?} in the interface; it has: {}",
+                    list(programs.iter().map(|p| format!("{} ({:#x})", p.name, p.number)).collect())
+                ))
+            })?,
+            None => match programs {
+                [one] => one,
+                [] => return Err(Error::Selection("the interface defines no program".into())),
+                _ => {
+                    return Err(Error::Selection(format!(
+                        "the interface has several programs; say which: {}",
+                        list(programs.iter().map(|p| format!("{} ({:#x})", p.name, p.number)).collect())
+                    )))
+                }
+            },
+        };
+        let versions = || list(p.versions.iter().map(|v| format!("{} ({})", v.name, v.number)).collect());
+        let v = match version {
+            Some(asked) => p.versions.iter().find(|v| named(asked, &v.name, v.number)).ok_or_else(|| {
+                Error::Selection(format!("{} has no version {asked:?}; it has: {}", p.name, versions()))
+            })?,
+            None => match p.versions.as_slice() {
+                [one] => one,
+                _ => {
+                    return Err(Error::Selection(format!("{} has several versions; say which: {}", p.name, versions())))
+                }
+            },
+        };
+        let procedures = v
+            .procedures
+            .iter()
+            .map(|pr| Target {
+                program: p.number,
+                version: v.number,
+                program_name: p.name.clone(),
+                version_name: v.name.clone(),
+                proc: pr.clone(),
+            })
+            .collect();
+        Ok(Selected { program: p.number, version: v.number, name: format!("{}.{}", p.name, v.name), procedures })
+    }
+
     /// Encodes `arg` for `t`'s procedure: XDR when `order` is `None`, else lowlat's native
-    /// encoding in that byte order (the server's).
-    pub fn encode_args(
-        &self,
-        t: &Target,
-        arg: &Json,
-        order: Option<lowlat_codec::ByteOrder>,
-    ) -> Result<Vec<u8>, Error> {
+    /// encoding in that byte order (the server's). `arg`: `&serde_json::Value`, or any host's
+    /// value (`value::Given`).
+    pub fn encode_args<V: Given>(&self, t: &Target, arg: V, order: Option<ByteOrder>) -> Result<Vec<u8>, Error> {
         let mut out = Vec::new();
-        self.codec().encode_args(&t.proc.args, arg, &mut out, order)?;
+        self.codec().encode_args(&t.proc.args, &arg, &mut out, order)?;
         Ok(out)
     }
 
-    /// Decodes `t`'s result from a body.
-    pub fn decode_result(
+    /// Decodes `t`'s result from a body, as JSON.
+    pub fn decode_result(&self, t: &Target, body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
+        self.decode_result_with(t, body, order, &mut JsonBuild)
+    }
+
+    /// Decodes `t`'s result from a body, as values `b` builds.
+    pub fn decode_result_with<B: Build>(
         &self,
         t: &Target,
         body: &[u8],
-        order: Option<lowlat_codec::ByteOrder>,
-    ) -> Result<Json, Error> {
-        self.codec().decode_result(t.proc.result.as_ref(), body, order)
+        order: Option<ByteOrder>,
+        b: &mut B,
+    ) -> Result<B::Value, Error> {
+        self.codec().decode_result(t.proc.result.as_ref(), body, order, b)
     }
 
-    /// Decodes `t`'s arguments from a body (what a server sees), as the JSON `encode_args` takes.
-    pub fn decode_args(&self, t: &Target, body: &[u8], order: Option<lowlat_codec::ByteOrder>) -> Result<Json, Error> {
-        self.codec().decode_args(&t.proc.args, body, order)
+    /// Decodes `t`'s arguments from a body (what a server sees), as the JSON `encode_args` takes:
+    /// `null` for none, the value for one, an object keyed by name for several.
+    pub fn decode_args(&self, t: &Target, body: &[u8], order: Option<ByteOrder>) -> Result<Json, Error> {
+        let mut values = self.decode_args_with(t, body, order, &mut JsonBuild)?;
+        Ok(match t.proc.args.as_slice() {
+            [] => Json::Null,
+            [_] => values.remove(0),
+            args => Json::Object(args.iter().map(|a| a.name.clone()).zip(values).collect()),
+        })
+    }
+
+    /// Decodes `t`'s arguments from a body, one value per argument, as values `b` builds.
+    pub fn decode_args_with<B: Build>(
+        &self,
+        t: &Target,
+        body: &[u8],
+        order: Option<ByteOrder>,
+        b: &mut B,
+    ) -> Result<Vec<B::Value>, Error> {
+        self.codec().decode_args(&t.proc.args, body, order, b)
     }
 
     /// Encodes a result (as a server would).
-    pub fn encode_result(
+    pub fn encode_result<V: Given>(&self, t: &Target, v: V, order: Option<ByteOrder>) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::new();
+        self.encode_result_into(t, v, &mut out, order)?;
+        Ok(out)
+    }
+
+    /// Appends an encoded result to `out` (a procedure's reply buffer).
+    pub fn encode_result_into<V: Given, S: Sink + ?Sized>(
         &self,
         t: &Target,
-        v: &Json,
-        order: Option<lowlat_codec::ByteOrder>,
-    ) -> Result<Vec<u8>, Error> {
-        let mut out = Vec::new();
-        self.codec().encode_result(t.proc.result.as_ref(), v, &mut out, order)?;
-        Ok(out)
+        v: V,
+        out: &mut S,
+        order: Option<ByteOrder>,
+    ) -> Result<(), Error> {
+        self.codec().encode_result(t.proc.result.as_ref(), &v, out, order)
     }
 
     /// One call of `t` through `client` (bound to `t.program` and `t.version`): XDR bodies over
     /// ONC RPC, native ones over lowlat's transports.
     pub fn call(&self, client: &Client, t: &Target, arg: &Json) -> Result<Json, Error> {
-        let order = (!client.is_onc()).then(|| codec_order(client.server_byte_order()));
+        let order = body_order(client);
         let args = self.encode_args(t, arg, order)?;
         let mut result: Option<Result<Json, Error>> = None;
         client.call(
@@ -213,6 +299,71 @@ impl Interface {
             },
         )?;
         result.unwrap_or(Ok(Json::Null))
+    }
+
+    /// The two programs that serve `procs` (procedures of one version of this interface, each
+    /// with its handler and whether it is long-running): native bodies for lowlat's own
+    /// transports and XDR bodies for ONC RPC callers, so a server of both answers on every
+    /// scheme. A handler is told the encoding of the bodies it gets (`None`: XDR; else native,
+    /// in this machine's order).
+    pub fn server_programs(&self, program: u32, version: u32, procs: &[(Target, Arc<Handler>, bool)]) -> [Program; 2] {
+        let build = |order: Option<ByteOrder>| {
+            let mut p = Program::new(program, version);
+            if order.is_none() {
+                p = p.xdr();
+            }
+            for (t, handler, long_running) in procs {
+                let handler = handler.clone();
+                let run =
+                    move |ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>| handler(ctx, order, args, reply);
+                let name = t.proc.name.clone();
+                p = if *long_running {
+                    p.long_running(t.proc.number, name, run)
+                } else {
+                    p.procedure(t.proc.number, name, run)
+                };
+            }
+            p
+        };
+        [build(Some(ByteOrder::host())), build(None)]
+    }
+}
+
+/// What a server built by [`Interface::server_programs`] runs for a call of one procedure: the call's
+/// context, the encoding of its bodies (`None`: XDR), the argument body and the reply buffer.
+pub type Handler =
+    dyn Fn(&CallContext, Option<ByteOrder>, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync;
+
+/// A version of a program, chosen by [`Interface::select`], with its procedures.
+#[derive(Clone, Debug)]
+pub struct Selected {
+    pub program: u32,
+    pub version: u32,
+    /// `PROGRAM.VERSION`, by name.
+    pub name: String,
+    pub procedures: Vec<Target>,
+}
+
+impl Selected {
+    /// The procedure named `name` (case-insensitive).
+    pub fn find(&self, name: &str) -> Result<&Target, Error> {
+        self.procedures.iter().find(|t| t.proc.name.eq_ignore_ascii_case(name)).ok_or_else(|| Error::UnknownProcedure {
+            name: name.to_string(),
+            known: self.procedures.iter().map(|t| t.proc.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// The encoding of bodies on `client`'s binding: XDR (`None`) over ONC RPC, else native in the
+/// server's byte order.
+pub fn body_order(client: &Client) -> Option<ByteOrder> {
+    (!client.is_onc()).then(|| codec_order(client.server_byte_order()))
+}
+
+fn parse_number(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
     }
 }
 

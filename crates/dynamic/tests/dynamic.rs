@@ -238,3 +238,29 @@ fn dynamic_client_over_lowlat_udp_and_onc_from_one_server() {
     }
     server.shutdown();
 }
+
+#[test]
+fn select_chooses_a_version_by_name_or_number_and_lists_the_choices() {
+    let i = interface();
+    for (program, version) in
+        [(None, Some("2")), (Some("EVERYTHING_PROG"), Some("everything_v2")), (Some("0x20004C4D"), Some("2"))]
+    {
+        let v = i.select(program, version).unwrap();
+        assert_eq!((v.program, v.version, v.name.as_str()), (0x2000_4C4D, 2, "EVERYTHING_PROG.EVERYTHING_V2"));
+        assert_eq!(v.find("reverse").unwrap().proc.number, 1, "names are case-insensitive");
+    }
+    let err = |p: Option<&str>, v: Option<&str>| i.select(p, v).unwrap_err().to_string();
+    assert_eq!(
+        err(None, None),
+        "EVERYTHING_PROG has several versions; say which: EVERYTHING_V1 (1), EVERYTHING_V2 (2)"
+    );
+    assert_eq!(
+        err(Some("NOPE"), Some("1")),
+        "no program \"NOPE\" in the interface; it has: EVERYTHING_PROG (0x20004c4d)"
+    );
+    assert!(err(None, Some("3")).starts_with("EVERYTHING_PROG has no version \"3\""));
+    let v1 = i.select(None, Some("1")).unwrap();
+    assert!(matches!(v1.find("REVERSE"), Err(lowlat_dynamic::Error::UnknownProcedure { .. })));
+    let lab = Interface::load(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/lab.x")).unwrap();
+    assert_eq!(lab.select(None, None).unwrap().name, "LAB_PROG.LAB_VERS", "the only program and version");
+}

@@ -40,8 +40,10 @@ impl ServerBuilder {
     pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
         let services = Arc::new(self.services);
         let workers = Workers::start(self.config.workers, self.config.worker_queue);
-        let queue = workers.queue.clone();
         let mut server = Server { endpoints: Vec::new(), workers: Some(workers) };
+        // Declared after `server`, so dropped before it when a URI fails: the workers end only
+        // once every sender of their queue is gone, and dropping the server waits for them.
+        let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
         for uri in uris {
             let uri = uri.as_ref();
             let endpoint: Endpoint = uri.parse()?;
@@ -115,4 +117,48 @@ impl Drop for Server {
 /// 64 random bits from the kernel, for an engine's seed.
 pub(crate) fn random_seed() -> Result<u64, Error> {
     lowlat_sys::random::u64().map_err(|e| Error::io("draw a random seed", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Serves `uris` on another thread; the outcome, or `None` if serving has not returned
+    /// within 10 s.
+    fn serve_bounded(uris: &'static [&'static str]) -> Option<Result<Server, Error>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(Server::builder().serve(uris));
+        });
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    #[test]
+    fn a_uri_that_cannot_be_served_fails_serving_at_once() {
+        match serve_bounded(&["udp://127.0.0.1:0", "carrier-pigeon://roof"]) {
+            Some(Err(Error::InvalidUri { uri, .. })) => assert_eq!(uri, "carrier-pigeon://roof"),
+            Some(Ok(_)) => panic!("served a URI that is not one"),
+            Some(Err(e)) => panic!("wrong error: {e}"),
+            None => panic!("serving hung after a URI failed"),
+        }
+        match serve_bounded(&["not a uri"]) {
+            Some(r) => assert!(r.is_err()),
+            None => panic!("serving hung after the only URI failed"),
+        }
+    }
+
+    /// Names given at run time are kept once per distinct name, however many programs use them.
+    #[test]
+    fn owned_procedure_names_are_kept_once_each() {
+        let names = |p: &Program| p.procedures().map(|(_, n, _)| n).collect::<Vec<&'static str>>();
+        let a = names(&Program::new(1, 1).procedure(0, String::from("PING"), |_, _, _| Ok(())));
+        let b = names(&Program::new(2, 1).long_running(3, "PING".to_string(), |_, _, _| Ok(())));
+        assert_eq!((a[0], b[0]), ("PING", "PING"));
+        assert!(std::ptr::eq(a[0], b[0]), "one copy of a name");
+        let literal = "PONG";
+        assert!(std::ptr::eq(names(&Program::new(3, 1).procedure(1, literal, |_, _, _| Ok(())))[0], literal));
+    }
 }

@@ -5,8 +5,10 @@
 //! (Firefly's and eRPC's model: no hand-off, which would cost 3-20 µs); one marked long-running
 //! runs on the server's worker pool instead, so it cannot hold up other callers.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use lowlat_codec::OutBuf;
 use lowlat_proto::{ByteOrder, CallKey, ErrorCode, ProgramVersions, Status};
@@ -106,20 +108,20 @@ impl Program {
     pub fn procedure(
         self,
         proc_no: u32,
-        name: &'static str,
+        name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name, false, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), false, Arc::new(handler))
     }
 
     /// Adds a procedure run on the worker pool (for calls that take long or block).
     pub fn long_running(
         self,
         proc_no: u32,
-        name: &'static str,
+        name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, name, true, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), true, Arc::new(handler))
     }
 
     /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
@@ -139,6 +141,28 @@ impl Program {
     /// The procedures, as (number, name, long-running).
     pub fn procedures(&self) -> impl Iterator<Item = (u32, &'static str, bool)> + '_ {
         self.procs.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as u32, p.name, p.long_running)))
+    }
+}
+
+/// A procedure name that lives as long as the process. Generated code names procedures with
+/// literals; a program built at run time from an interface (`lowlat-dynamic`, the Python
+/// package) has owned names, kept here once each: a process serves finitely many distinct names,
+/// so what is kept is bounded by them, not by how many programs are built.
+fn intern(name: Cow<'static, str>) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    match name {
+        Cow::Borrowed(s) => s,
+        Cow::Owned(s) => {
+            let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+            match names.get(s.as_str()) {
+                Some(kept) => kept,
+                None => {
+                    let kept: &'static str = Box::leak(s.into_boxed_str());
+                    names.insert(kept);
+                    kept
+                }
+            }
+        }
     }
 }
 

@@ -44,7 +44,8 @@ mod workers;
 
 pub use client::Client;
 pub use config::{CallOptions, ClientConfig, ServerConfig};
-pub use error::Error;
+pub use doorbell::Drained;
+pub use error::{CallSite, Error};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
 pub use lowlat_codec::OutBuf;

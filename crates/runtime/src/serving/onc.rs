@@ -12,6 +12,7 @@ use std::hash::Hash;
 use std::net::SocketAddr;
 use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lowlat_onc::engine::{CallKey, ServerEngine, ServerEngineConfig};
 pub(crate) use lowlat_onc::rpcbind::Netid;
@@ -20,7 +21,8 @@ use lowlat_onc::AcceptStatus;
 use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
 
-use super::{serve_loop, Context, Protocol};
+use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
+use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
 use crate::workers::{Completions, Job};
@@ -45,6 +47,10 @@ where
         ctx,
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
+        log: ReasonLog::default(),
+        in_pool: Vec::new(),
+        refusing: false,
+        drained: Drained::default(),
     };
     serve_loop(t, endpoint, ctx);
 }
@@ -52,9 +58,61 @@ where
 struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
-    completions: Arc<Completions<CallKey<A>>>,
+    /// Finished by the workers, with each call's context (to log a failure's reason).
+    completions: Arc<Completions<(CallKey<A>, CallContext)>>,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<(CallKey<A>, Status, Vec<u8>)>,
+    finished: Vec<((CallKey<A>, CallContext), Status, Vec<u8>)>,
+    log: ReasonLog,
+    /// The calls on the worker pool, not yet answered.
+    in_pool: Vec<(CallKey<A>, CallContext)>,
+    /// The server is stopping: new calls are answered, not run.
+    refusing: bool,
+    drained: Drained,
+}
+
+/// Where the reasons of failed calls go over ONC RPC, which cannot carry them: the server's
+/// standard error, at most [`ReasonLog::PER_SECOND`] lines a second (a peer sending garbage
+/// must not make the serving thread wait on a terminal), the rest counted.
+#[derive(Default)]
+struct ReasonLog {
+    window: Option<Instant>,
+    written: u32,
+    dropped: u64,
+}
+
+impl ReasonLog {
+    const PER_SECOND: u32 = 10;
+
+    #[cold]
+    #[inline(never)]
+    fn note(&mut self, call: &CallContext, status: Status, reason: &[u8]) {
+        if reason.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if self.window.is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1)) {
+            if self.dropped > 0 {
+                eprintln!("lowlat: {} more reasons of failed ONC RPC calls not shown", self.dropped);
+            }
+            *self = ReasonLog { window: Some(now), written: 0, dropped: 0 };
+        }
+        if self.written >= Self::PER_SECOND {
+            self.dropped += 1;
+            return;
+        }
+        self.written += 1;
+        let what = match status {
+            Status::Error(ErrorCode::GarbageArgs) => "could not decode the arguments of",
+            _ => "failed:",
+        };
+        eprintln!(
+            "lowlat: ONC RPC {what} procedure {} of program {:#x} version {}: {}",
+            call.proc_no,
+            call.program,
+            call.version,
+            String::from_utf8_lossy(reason)
+        );
+    }
 }
 
 /// The ONC RPC status of a procedure's outcome.
@@ -80,13 +138,27 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
             auth: call.auth,
         };
         let status = match self.ctx.services.xdr_route(call.program, call.version, call.procedure) {
+            _ if self.refusing => {
+                self.drained.refused += 1;
+                self.log.note(&ctx, Status::Error(ErrorCode::Busy), STOPPING_REASON.as_bytes());
+                Status::Error(ErrorCode::Busy)
+            }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) => service::run(p, &ctx, call.args, &mut call.results.into()),
+            Route::Inline(p) => {
+                let status = service::run(p, &ctx, call.args, &mut (&mut *call.results).into());
+                if status != Status::Ok {
+                    self.log.note(&ctx, status, call.results);
+                }
+                status
+            }
             Route::Worker(p) => {
-                let job =
-                    Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to: self.completions.reply_to(key) };
+                let reply_to = self.completions.reply_to((key, ctx));
+                let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
                 match self.ctx.workers.try_send(job) {
-                    Ok(()) => return 0,
+                    Ok(()) => {
+                        self.in_pool.push((key, ctx));
+                        return 0;
+                    }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
                 }
             }
@@ -101,10 +173,39 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
 impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         self.completions.take(&mut self.finished);
-        for (key, status, result) in self.finished.drain(..) {
+        for ((key, ctx), status, result) in self.finished.drain(..) {
+            if let Some(i) = self.in_pool.iter().position(|(k, _)| *k == key) {
+                self.in_pool.swap_remove(i);
+                self.drained.completed += u64::from(self.refusing);
+            }
+            if status != Status::Ok {
+                self.log.note(&ctx, status, &result);
+            }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
             self.engine.finish_with(key, accept_status(status), &result, out);
         }
+    }
+
+    fn refuse_new_calls(&mut self) {
+        self.refusing = true;
+    }
+
+    fn in_pool(&self) -> usize {
+        self.in_pool.len()
+    }
+
+    fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
+        let n = self.in_pool.len() as u64;
+        for (key, ctx) in std::mem::take(&mut self.in_pool) {
+            let status = Status::Error(ErrorCode::ServerError);
+            self.log.note(&ctx, status, ABANDONED_REASON.as_bytes());
+            self.engine.finish_with(key, accept_status(status), &[], out);
+        }
+        n
+    }
+
+    fn drained(&self) -> Drained {
+        self.drained
     }
 }
 

@@ -52,7 +52,7 @@ pub use lowlat_codec::OutBuf;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
-pub use lowlat_proto::{ByteOrder, Execution, Session};
+pub use lowlat_proto::{ByteOrder, Execution, Session, MAX_ERROR_MESSAGE};
 pub use lowlat_transport::SpinPolicy;
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};

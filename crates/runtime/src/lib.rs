@@ -53,6 +53,7 @@ pub use lowlat_codec::OutBuf;
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
 pub use lowlat_proto::{ByteOrder, Execution, Session, MAX_ERROR_MESSAGE};
+pub use lowlat_transport::sys::block_termination_signals;
 pub use lowlat_transport::SpinPolicy;
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};

@@ -105,9 +105,11 @@ impl Server {
     /// The signals are taken synchronously, so no handler runs anywhere: lowlat's own threads
     /// never take them, and this call blocks them in the calling thread. Call it from the main
     /// thread of a program whose other threads block them too (threads inherit the mask of the
-    /// thread that starts them: block them first, with
-    /// [`lowlat_transport::sys::block_termination_signals`], if `main` starts threads before
-    /// serving), or a signal sent to the process may end it at once instead.
+    /// thread that starts them: block them first, with [`block_termination_signals`], if `main`
+    /// starts threads before serving), or a signal sent to the process may end it at once
+    /// instead.
+    ///
+    /// [`block_termination_signals`]: crate::block_termination_signals
     pub fn wait_for_signal(self) -> Result<Drained, Error> {
         lowlat_transport::sys::block_termination_signals()
             .map_err(|e| Error::io("block termination signals", e))?;

@@ -235,6 +235,16 @@ pub(crate) enum Route<'a> {
     Missing,
 }
 
+impl Route<'_> {
+    /// The name of the procedure the call goes to, when there is one.
+    pub fn name(&self) -> Option<&'static str> {
+        match self {
+            Route::Inline(p) | Route::Worker(p) => Some(p.name),
+            Route::Missing => None,
+        }
+    }
+}
+
 impl Services {
     pub fn add(&mut self, p: Program) {
         self.programs.retain(|q| !(q.program == p.program && q.version == p.version && q.xdr == p.xdr));

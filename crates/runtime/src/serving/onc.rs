@@ -26,6 +26,7 @@ use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
 use crate::workers::{Completions, Job};
+use crate::CallSite;
 
 /// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context, netid: Netid)
@@ -44,6 +45,7 @@ where
     };
     let endpoint = OncEndpoint {
         engine: ServerEngine::new(engine_cfg),
+        uri: t.local_uri().into(),
         ctx,
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
@@ -58,16 +60,25 @@ where
 struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
-    /// Finished by the workers, with each call's context (to log a failure's reason).
-    completions: Arc<Completions<(CallKey<A>, CallContext)>>,
+    /// The endpoint, as the log names it.
+    uri: Arc<str>,
+    /// Finished by the workers, with what each call was (to log a failure's reason).
+    completions: Arc<Completions<(CallKey<A>, Called)>>,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<((CallKey<A>, CallContext), Status, Vec<u8>)>,
+    finished: Vec<((CallKey<A>, Called), Status, Vec<u8>)>,
     log: ReasonLog,
     /// The calls on the worker pool, not yet answered.
-    in_pool: Vec<(CallKey<A>, CallContext)>,
+    in_pool: Vec<(CallKey<A>, Called)>,
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
     drained: Drained,
+}
+
+/// A call as the log names it: its context and its procedure's name.
+#[derive(Clone, Copy)]
+struct Called {
+    ctx: CallContext,
+    name: Option<&'static str>,
 }
 
 /// Where the reasons of failed calls go over ONC RPC, which cannot carry them: the server's
@@ -83,9 +94,10 @@ struct ReasonLog {
 impl ReasonLog {
     const PER_SECOND: u32 = 10;
 
+    /// Logs why the call `c` at `uri` failed with `status`, when there is a reason.
     #[cold]
     #[inline(never)]
-    fn note(&mut self, call: &CallContext, status: Status, reason: &[u8]) {
+    fn note(&mut self, uri: &Arc<str>, c: Called, status: Status, reason: &[u8]) {
         if reason.is_empty() {
             return;
         }
@@ -101,17 +113,19 @@ impl ReasonLog {
             return;
         }
         self.written += 1;
-        let what = match status {
-            Status::Error(ErrorCode::GarbageArgs) => "could not decode the arguments of",
-            _ => "failed:",
+        let site = CallSite {
+            uri: uri.clone(),
+            program: c.ctx.program,
+            version: c.ctx.version,
+            proc_no: c.ctx.proc_no,
+            name: c.name.map(Arc::from),
         };
-        eprintln!(
-            "lowlat: ONC RPC {what} procedure {} of program {:#x} version {}: {}",
-            call.proc_no,
-            call.program,
-            call.version,
-            String::from_utf8_lossy(reason)
-        );
+        let what = match status {
+            Status::Error(ErrorCode::GarbageArgs) => ": could not decode the arguments",
+            Status::Error(ErrorCode::Busy) => " was not run",
+            _ => " failed",
+        };
+        eprintln!("lowlat: {site}{what}: {}", String::from_utf8_lossy(reason));
     }
 }
 
@@ -137,26 +151,29 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
             client_order: ByteOrder::Big,
             auth: call.auth,
         };
-        let status = match self.ctx.services.xdr_route(call.program, call.version, call.procedure) {
+        let route = self.ctx.services.xdr_route(call.program, call.version, call.procedure);
+        let called = Called { ctx, name: route.name() };
+        let status = match route {
             _ if self.refusing => {
                 self.drained.refused += 1;
-                self.log.note(&ctx, Status::Error(ErrorCode::Busy), STOPPING_REASON.as_bytes());
-                Status::Error(ErrorCode::Busy)
+                let status = Status::Error(ErrorCode::Busy);
+                self.log.note(&self.uri, called, status, STOPPING_REASON.as_bytes());
+                status
             }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) => {
                 let status = service::run(p, &ctx, call.args, &mut (&mut *call.results).into());
                 if status != Status::Ok {
-                    self.log.note(&ctx, status, call.results);
+                    self.log.note(&self.uri, called, status, call.results);
                 }
                 status
             }
             Route::Worker(p) => {
-                let reply_to = self.completions.reply_to((key, ctx));
+                let reply_to = self.completions.reply_to((key, called));
                 let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
                 match self.ctx.workers.try_send(job) {
                     Ok(()) => {
-                        self.in_pool.push((key, ctx));
+                        self.in_pool.push((key, called));
                         return 0;
                     }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
@@ -173,13 +190,13 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
 impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         self.completions.take(&mut self.finished);
-        for ((key, ctx), status, result) in self.finished.drain(..) {
+        for ((key, called), status, result) in self.finished.drain(..) {
             if let Some(i) = self.in_pool.iter().position(|(k, _)| *k == key) {
                 self.in_pool.swap_remove(i);
                 self.drained.completed += u64::from(self.refusing);
             }
             if status != Status::Ok {
-                self.log.note(&ctx, status, &result);
+                self.log.note(&self.uri, called, status, &result);
             }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
             self.engine.finish_with(key, accept_status(status), &result, out);
@@ -196,9 +213,9 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
         let n = self.in_pool.len() as u64;
-        for (key, ctx) in std::mem::take(&mut self.in_pool) {
+        for (key, called) in std::mem::take(&mut self.in_pool) {
             let status = Status::Error(ErrorCode::ServerError);
-            self.log.note(&ctx, status, ABANDONED_REASON.as_bytes());
+            self.log.note(&self.uri, called, status, ABANDONED_REASON.as_bytes());
             self.engine.finish_with(key, accept_status(status), &[], out);
         }
         n

@@ -1,4 +1,4 @@
-//! A bound client slot fed whatever comes back (results, errors, fragment acknowledgements,
+//! A bound client slot fed whatever comes back (results, errors with reasons, fragment acknowledgements,
 //! "working" answers, stale and forged frames), each optionally given the live call's token,
 //! slot and call number so the fuzzer reaches every branch, with timers firing as time moves
 //! on. The slot never panics, completes each call at most once, and hands out results no
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use lowlat_proto::wire::{ByteOrder, Header};
-use lowlat_proto::{ClientConfig, ClientSlot, Outcome, Session, HEADER_LEN};
+use lowlat_proto::{ClientConfig, ClientSlot, Outcome, Session, HEADER_LEN, MAX_ERROR_MESSAGE};
 
 const MAX_MESSAGE: u32 = 16 << 10;
 
@@ -51,6 +51,13 @@ fuzz_target!(|data: &[u8]| {
             match slot.handle(&frame, || now, &mut sent) {
                 Some(Outcome::Reply(b)) => Some(b.len()),
                 Some(Outcome::Failed(_)) => Some(0),
+                Some(Outcome::Remote { message, .. }) => {
+                    // A reason is handed on as text only once checked (a `&str` is UTF-8).
+                    if let Ok(m) = message {
+                        assert!(m.len() <= MAX_ERROR_MESSAGE);
+                    }
+                    Some(0)
+                }
                 None => None,
             }
         };

@@ -2,14 +2,15 @@
 //! one reliable session), then the input is a sequence of frames from four peers, each
 //! optionally given a live session's token (so the fuzzer reaches calls, fragments,
 //! acknowledgements and probes), with time moving on. The engine never panics, never holds more
-//! sessions than allowed, and keeps its buffers within sessions x slots x message size.
+//! sessions than allowed, keeps its buffers within sessions x slots x message size, and sends
+//! every failed call's reason (here: whatever bytes the fuzzer gives) as bounded UTF-8.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use lowlat_proto::wire::{BindRequest, ByteOrder, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
-use lowlat_proto::{ProgramVersions, ServerConfig, ServerEngine, Status, HEADER_LEN};
+use lowlat_proto::wire::{BindRequest, ByteOrder, ErrorMessage, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
+use lowlat_proto::{ErrorCode, ProgramVersions, ServerConfig, ServerEngine, Status, HEADER_LEN};
 
 const MAX_SESSIONS: usize = 4;
 const MAX_SLOTS: u16 = 4;
@@ -67,7 +68,11 @@ fuzz_target!(|data: &[u8]| {
         }
         now += Duration::from_millis((op >> 2) as u64 % 8);
         let mut out = |_: &u8, h: &[u8; HEADER_LEN], b: &[u8]| {
-            assert!(Header::parse(h).is_ok(), "the engine sends well-formed headers");
+            let (h, _) = Header::parse(h).expect("the engine sends well-formed headers");
+            if h.kind == Kind::Error {
+                assert!(ErrorMessage::parse(b).is_ok(), "an error's reason is bounded UTF-8");
+                assert_eq!(h.total_len as usize, b.len());
+            }
             sent += b.len();
         };
         if let Some(call) = engine.handle(peer, &frame, || now, &mut out) {
@@ -83,6 +88,9 @@ fuzz_target!(|data: &[u8]| {
                     if engine.finish_placed(key, Status::Ok, n.min(64)).is_none() {
                         engine.finish(key, Status::Ok, &mut out);
                     }
+                }
+                2 if op & 0x20 != 0 => {
+                    engine.finish_with(key, Status::Error(ErrorCode::ServerError), &frame, &mut out);
                 }
                 2 => {
                     engine.finish_with(key, Status::Ok, &frame, &mut out);

@@ -1,9 +1,9 @@
-//! lowlat's frame header and the payloads of binds and fragment acknowledgements: whatever
-//! arrives, parsing never panics, and what parses emits the same bytes back.
+//! lowlat's frame header and the payloads of binds, fragment acknowledgements and errors:
+//! whatever arrives, parsing never panics, and what parses emits the same bytes back.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lowlat_proto::wire::{BindGrant, BindRefusal, BindRequest, Header};
+use lowlat_proto::wire::{BindGrant, BindRefusal, BindRequest, ErrorMessage, Header, MAX_ERROR_MESSAGE};
 use lowlat_proto::HEADER_LEN;
 
 fuzz_target!(|data: &[u8]| {
@@ -23,5 +23,13 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(r) = BindRefusal::parse(body) {
         assert_eq!(BindRefusal::parse(&r.emit()), Ok(r));
+    }
+    match ErrorMessage::parse(body) {
+        Ok(m) => assert_eq!(ErrorMessage::fit(m.as_bytes(), usize::MAX), m),
+        Err(_) => {
+            // What a server would send for these bytes instead: a bounded UTF-8 prefix.
+            let fitted = ErrorMessage::fit(body, usize::MAX);
+            assert!(fitted.as_bytes().len() <= MAX_ERROR_MESSAGE && body.starts_with(fitted.as_bytes()));
+        }
     }
 });

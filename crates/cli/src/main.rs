@@ -384,15 +384,11 @@ fn main() -> ExitCode {
                 println!("serving {u}");
             }
             println!("ready");
-            // SIGTERM, SIGINT or SIGHUP: stop cleanly (socket files removed, rpcbind told).
-            loop {
-                if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
-                    server.shutdown();
-                    return ExitCode::SUCCESS;
-                }
-                if server.is_finished() {
-                    return fail("every serving thread stopped");
-                }
+            // SIGTERM, SIGINT or SIGHUP: stop gracefully (calls in progress answered, socket
+            // files removed, rpcbind told).
+            match server.wait_for_signal() {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
             }
         }
         Cmd::Call { uri, proc, args, idl, list, timeout_ms, spin_us } => {

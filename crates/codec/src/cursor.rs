@@ -72,15 +72,16 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Collects `N` decoded items into an array without requiring `T: Default + Copy`.
+/// Collects `N` decoded items into an array without requiring `T: Default + Copy`; an item's
+/// error says which element it was.
 pub(crate) fn collect_array<T, R, const N: usize>(
     r: &mut R,
     mut item: impl FnMut(&mut R) -> Result<T, DecodeError>,
     offset: usize,
 ) -> Result<[T; N], DecodeError> {
     let mut v = Vec::with_capacity(N);
-    for _ in 0..N {
-        v.push(item(r)?);
+    for i in 0..N {
+        v.push(item(r).map_err(|e| e.at_index(i))?);
     }
     // The vector holds exactly N items here, so the conversion cannot fail; the error only keeps
     // the function total without a panic path.

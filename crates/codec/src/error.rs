@@ -135,15 +135,118 @@ pub enum DecodeError {
         /// Where the next level starts.
         offset: usize,
     },
+    /// An error inside a value, with the way to it from the value decoded: `result.items[3].name`.
+    /// Generated decoders add the path as the error passes up through each argument, field and
+    /// element ([`XdrReader::field`](crate::XdrReader::field),
+    /// [`XdrReader::element`](crate::XdrReader::element)); of the readers' own errors, only those
+    /// of `get_array` carry one (the element's index).
+    #[error("{path}: {cause}")]
+    At {
+        /// Where, from the outermost value in.
+        path: FieldPath,
+        /// What went wrong there (never itself an `At`).
+        cause: Box<DecodeError>,
+    },
 }
 
-/// Either half, for callers (such as `lowlat::Client::call`) that take one error type for both.
+impl DecodeError {
+    /// This error, found inside the field (or argument) `name`. Only ever called once decoding
+    /// has failed, so a successful decode never pays for the path.
+    #[cold]
+    #[inline(never)]
+    pub fn in_field(self, name: &'static str) -> DecodeError {
+        self.within(Segment::Field(name))
+    }
+
+    /// This error, found inside element `index` of an array.
+    #[cold]
+    #[inline(never)]
+    pub fn at_index(self, index: usize) -> DecodeError {
+        self.within(Segment::Index(index))
+    }
+
+    fn within(self, outer: Segment) -> DecodeError {
+        match self {
+            DecodeError::At { mut path, cause } => {
+                path.inner_first.push(outer);
+                DecodeError::At { path, cause }
+            }
+            cause => DecodeError::At { path: FieldPath { inner_first: vec![outer] }, cause: Box::new(cause) },
+        }
+    }
+
+    /// What went wrong, without the path.
+    pub fn cause(&self) -> &DecodeError {
+        match self {
+            DecodeError::At { cause, .. } => cause,
+            e => e,
+        }
+    }
+
+    /// Where it went wrong, when a generated decoder said.
+    pub fn path(&self) -> Option<&FieldPath> {
+        match self {
+            DecodeError::At { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// One step of a [`FieldPath`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segment {
+    /// A struct field, a union arm's field or a procedure's argument (`result` for its result).
+    Field(&'static str),
+    /// An element of an array.
+    Index(usize),
+}
+
+/// The way from a decoded value to the item inside it that failed, written `result.items[3].name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath {
+    /// Built as the error passes outwards, so the innermost step comes first.
+    inner_first: Vec<Segment>,
+}
+
+/// Steps shown at either end of a path longer than twice this (a hostile linked list nests a
+/// thousand levels); the middle is counted, not shown.
+const SHOWN_AT_EACH_END: usize = 8;
+
+impl FieldPath {
+    /// The steps, from the outermost value in.
+    pub fn segments(&self) -> impl Iterator<Item = Segment> + '_ {
+        self.inner_first.iter().rev().copied()
+    }
+}
+
+impl std::fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.inner_first.len();
+        for (i, s) in self.segments().enumerate() {
+            if n > 2 * SHOWN_AT_EACH_END && i >= SHOWN_AT_EACH_END && i < n - SHOWN_AT_EACH_END {
+                if i == SHOWN_AT_EACH_END {
+                    write!(f, "[...{} more...]", n - 2 * SHOWN_AT_EACH_END)?;
+                }
+                continue;
+            }
+            match s {
+                Segment::Field(name) if i == 0 => f.write_str(name)?,
+                Segment::Field(name) => write!(f, ".{name}")?,
+                Segment::Index(k) => write!(f, "[{k}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Either half, for callers (such as `lowlat::Client::call`) that take one error type for both
+/// and say themselves which half failed ("encoding the arguments", "decoding the result").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// Encoding failed.
-    #[error("encode: {0}")]
+    #[error(transparent)]
     Encode(#[from] EncodeError),
     /// Decoding failed.
-    #[error("decode: {0}")]
+    #[error(transparent)]
     Decode(#[from] DecodeError),
 }

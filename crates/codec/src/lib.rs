@@ -38,7 +38,7 @@ mod out;
 mod xdr;
 
 pub use cursor::DEFAULT_MAX_DEPTH;
-pub use error::{DecodeError, EncodeError, Error};
+pub use error::{DecodeError, EncodeError, Error, FieldPath, Segment};
 pub use native::{from_native, to_native, ByteOrder, Native, NativeReader, NativeWriter};
 pub use out::{OutBuf, Sink};
 pub use xdr::{from_xdr, to_xdr, xdr_pad, Xdr, XdrReader, XdrWriter};

@@ -298,7 +298,29 @@ impl<'a> NativeReader<'a> {
         let bytes = self.get_body_opaque(max, what)?;
         std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8 { what, offset })
     }
-    /// A fixed-length array of `N` items.
+    /// Reads the field (or argument) `name` with `item`; an error says it was there:
+    /// `r.field("name", |r| r.get_string(16, "string<16>"))` fails with
+    /// `name: string<16> got 20 bytes ...`. Costs nothing until decoding fails.
+    #[inline(always)]
+    pub fn field<T>(
+        &mut self,
+        name: &'static str,
+        item: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        item(self).map_err(|e| e.in_field(name))
+    }
+
+    /// Reads element `index` of an array with `item`; an error says which element it was.
+    #[inline(always)]
+    pub fn element<T>(
+        &mut self,
+        index: usize,
+        item: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        item(self).map_err(|e| e.at_index(index))
+    }
+
+    /// A fixed-length array of `N` items (an item's error says which element it was).
     pub fn get_array<T, const N: usize>(
         &mut self,
         item: impl FnMut(&mut Self) -> Result<T, DecodeError>,

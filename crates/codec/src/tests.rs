@@ -66,6 +66,48 @@ fn errors_name_the_declaration_and_the_offset() {
     assert_eq!(e.to_string(), "1 bytes left over after the value ended at offset 4");
 }
 
+/// Where a decoding error happened, as generated decoders report it: the path from the value
+/// decoded to the item that failed, written as a Rust programmer would reach it.
+#[test]
+fn decode_errors_name_the_path_to_the_failed_item() {
+    // result { items<> of { name: string<4> } }, the fourth item's name 6 bytes long.
+    let mut b = Vec::new();
+    let mut w = XdrWriter::new(&mut b);
+    w.put_u32(4);
+    for name in ["a", "bb", "ccc", "dddddd"] {
+        w.put_string(name, u32::MAX, "string<>").unwrap();
+    }
+    let mut r = XdrReader::new(&b);
+    let e = r
+        .field("result", |r| {
+            let n = r.get_count(8, "item<8>")?;
+            (0..n)
+                .map(|i| r.element(i, |r| r.field("name", |r| r.get_string(4, "string<4>").map(str::to_owned))))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap_err();
+    assert_eq!(e.to_string(), "result[3].name: string<4> got 6 bytes (at offset 28)");
+    assert!(matches!(e.cause(), DecodeError::TooLong { got: 6, max: 4, .. }), "{e}");
+    let path: Vec<Segment> = e.path().unwrap().segments().collect();
+    assert_eq!(path, [Segment::Field("result"), Segment::Index(3), Segment::Field("name")]);
+
+    // A fixed array's reader says which element failed by itself.
+    let e = XdrReader::new(&[0, 0, 0, 1, 0, 0, 0, 7]).get_array::<bool, 2>(|r| r.get_bool()).unwrap_err();
+    assert_eq!(e.to_string(), "[1]: bool at offset 4 is 7, not 0 or 1");
+    assert_eq!(e.in_field("flags").to_string(), "flags[1]: bool at offset 4 is 7, not 0 or 1");
+
+    // A path a thousand levels deep (a hostile linked list) shows its two ends.
+    let mut e = DecodeError::TooDeep { max_depth: 1000, offset: 4000 };
+    for _ in 0..1000 {
+        e = e.in_field("next");
+    }
+    let shown = e.in_field("result").to_string();
+    assert!(shown.starts_with("result.next.next.next"), "{shown}");
+    assert!(shown.contains(".next[...985 more...].next."), "{shown}");
+    assert!(shown.ends_with("next.next: optional data nested deeper than 1000 levels (at offset 4000)"), "{shown}");
+    assert!(shown.len() < 300, "{shown}");
+}
+
 #[test]
 fn hostile_counts_fail_before_allocating() {
     let bytes = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];

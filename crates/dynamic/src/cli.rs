@@ -22,6 +22,8 @@ pub fn run(idl: &Path, uri: Option<&str>, proc: Option<&str>, json: &str, cfg: C
         serde_json::from_str(json).map_err(|e| format!("the argument is not JSON: {e}"))?
     };
     let c = Client::connect_with(uri, t.program, t.version, cfg).map_err(|e| e.to_string())?;
+    // Its errors name the procedure as the interface does.
+    let c = c.name_procedures(&[(t.proc.number, t.proc.name.as_str())]);
     let r = i.call(&c, &t, &arg).map_err(|e| e.to_string())?;
     Ok(format!("{}\n", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?))
 }

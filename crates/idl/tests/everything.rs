@@ -160,7 +160,20 @@ fn declared_maximums_are_enforced_on_decode() {
     x.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 9]);
     x.extend_from_slice(&[0; 12]);
     let e = from_xdr::<Inner>(&x).unwrap_err();
-    assert_eq!(e.to_string(), "inner.tag: opaque<8> got 9 bytes (at offset 12)");
+    assert_eq!(e.to_string(), "tag: opaque<8> got 9 bytes (at offset 12)");
+    assert!(matches!(e.cause(), DecodeError::TooLong { max: 8, got: 9, offset: 12, .. }), "{e}");
+
+    // Deeper in: the path says which element of which field. A batch of two inners, the
+    // second's tag too long: id (8 bytes), count (4), the first inner (16), then the second.
+    let mut b = vec![0u8; 8];
+    b.extend_from_slice(&[0, 0, 0, 2]);
+    b.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0]);
+    b.extend_from_slice(&x);
+    let e = from_xdr::<Batch>(&b).unwrap_err();
+    assert_eq!(e.to_string(), "items[1].tag: opaque<8> got 9 bytes (at offset 40)");
+    // The same in the native encoding (no padding, four-byte lengths and counts in the order given).
+    let e = from_native::<Batch>(&b, ByteOrder::Big).unwrap_err();
+    assert!(e.to_string().starts_with("items[1].tag: opaque<8> got 9 bytes"), "{e}");
 }
 
 #[test]
@@ -211,7 +224,9 @@ fn hostile_linked_list_stops_at_the_depth_limit() {
         x.extend_from_slice(&[0, 0, 0, 1]);
     }
     let e = from_xdr::<Node>(&x).unwrap_err();
-    assert!(matches!(e, DecodeError::TooDeep { max_depth: 1000, .. }), "{e}");
+    assert!(matches!(e.cause(), DecodeError::TooDeep { max_depth: 1000, .. }), "{e}");
+    assert_eq!(e.path().unwrap().segments().count(), 1001, "each level, to the one refused, says it was a `next`");
+    assert!(e.to_string().starts_with("next.next.next"), "{e}");
 }
 
 #[test]

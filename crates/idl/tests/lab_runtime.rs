@@ -68,20 +68,55 @@ fn exercise(uri: &str) {
     assert_eq!(out, pattern(1440));
     c.maxresult_into(7, &mut out).unwrap();
     assert_eq!(out, pattern(7));
-    // A wrong argument body is the server's GarbageArgs, through the untyped client.
+    // A wrong argument body is the server's GarbageArgs, through the untyped client, and the
+    // generated stub says which argument it could not decode, and why.
     let e = c
         .client()
         .call::<(), lowlat_codec::Error>(
             lab_vers::MINUS,
             |b| {
-                b.extend_from_slice(&[1, 2, 3]);
+                b.extend_from_slice(&[1, 2, 3, 4]);
                 Ok(())
             },
             |_| Ok(()),
         )
         .unwrap_err();
-    assert!(e.to_string().to_lowercase().contains("argument"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{uri}: MINUS (program 0x20004c4c version 1, procedure 1): the server could not decode the \
+             arguments: argument `b`: truncated: needed 4 bytes at offset 4, have 0"
+        )
+    );
+    assert!(!e.may_have_executed());
     drop(c);
+    server.shutdown();
+}
+
+/// A result that does not decode is reported by the generated client with the path to what
+/// failed, the endpoint and the procedure by name.
+#[test]
+fn a_result_that_does_not_decode_is_named_by_its_path() {
+    let server = lowlat::Server::builder()
+        .program(lowlat::Program::new(lab_vers::PROGRAM, lab_vers::VERSION).procedure(
+            lab_vers::MINUS,
+            "MINUS",
+            |_, _, reply| {
+                reply.extend_from_slice(&[7, 7]);
+                Ok(())
+            },
+        ))
+        .serve(&["udp://127.0.0.1:0"])
+        .unwrap();
+    let uri = server.local_uris()[0].clone();
+    let e = LabVersClient::connect(&uri).unwrap().minus(1, 2).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{uri}: MINUS (program 0x20004c4c version 1, procedure 1): decoding the result: result: truncated: \
+             needed 4 bytes at offset 0, have 2"
+        )
+    );
     server.shutdown();
 }
 
@@ -135,7 +170,7 @@ fn a_per_call_deadline_cuts_a_slow_call_short_on_every_scheme() {
         let c = LabVersClient::connect(&uri).unwrap();
         let short = c.with(CallOptions::new().deadline(Duration::from_millis(20)));
         let e = short.null().unwrap_err();
-        assert!(matches!(e, lowlat::Error::Timeout { proc_no: lab_vers::NULL, .. }), "{uri}: {e}");
+        assert!(matches!(&e, lowlat::Error::Timeout { call, .. } if call.proc_no == lab_vers::NULL), "{uri}: {e}");
         // The options are per call: the same client, with the binding's 10 s deadline, waits the
         // slow call out, and so does a per-call deadline longer than the call.
         c.null().unwrap_or_else(|e| panic!("{uri}: {e}"));

@@ -98,7 +98,7 @@ impl LabClient {
         self.stub.maxresult_into(n, out)?;
         if out.len() != n as usize {
             return Err(Error::Decode {
-                proc_no: MAXRESULT,
+                call: self.client().call_site(MAXRESULT),
                 source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", out.len())),
             });
         }

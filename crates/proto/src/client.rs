@@ -15,8 +15,8 @@ use std::time::Instant;
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
-    PROTOCOL_VERSION,
+    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
+    WireError, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION,
 };
 use crate::MAX_WINDOW;
 
@@ -199,13 +199,11 @@ impl core::fmt::Display for Execution {
     }
 }
 
-/// Why a call failed in the engine.
+/// Why a call failed in the engine (the server's own errors are [`Outcome::Remote`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallError {
     /// The per-call deadline passed.
     Timeout { after: Duration, execution: Execution },
-    /// The server answered with an error.
-    Remote(ErrorCode),
     /// The server does not know the session. `restarted`: its generation changed.
     /// `retry_safe`: the call was refused on its first transmission by the same server
     /// incarnation, so it never ran and may be sent again on a new session.
@@ -221,6 +219,9 @@ pub enum Outcome<'a> {
     Reply(&'a [u8]),
     /// The call failed.
     Failed(CallError),
+    /// The server answered with an error, and why in its own words (`Ok("")` when it gave no
+    /// reason; an `Err` when the reason it sent was malformed: too long, or not UTF-8).
+    Remote { code: ErrorCode, message: Result<&'a str, WireError> },
 }
 
 /// One call slot of a bound client.
@@ -478,20 +479,20 @@ impl ClientSlot {
             }
             Kind::Error => {
                 let code = ErrorCode::from_u32(h.proc_or_code);
-                let err = if code == ErrorCode::UnknownSession {
+                let outcome = if code == ErrorCode::UnknownSession {
                     let restarted = h.offset as u16 != self.session.generation;
                     // Refused on its first transmission, the call never ran here. Nor did it
                     // run on an earlier incarnation of the server: over a reliable session
                     // the connection it went on was opened to this one; over datagrams only if
                     // the server was the same one throughout.
                     let retry_safe = self.retries == 0 && (!restarted || self.session.reliable);
-                    CallError::SessionLost { restarted, retry_safe }
+                    Outcome::Failed(CallError::SessionLost { restarted, retry_safe })
                 } else {
-                    CallError::Remote(code)
+                    Outcome::Remote { code, message: ErrorMessage::parse(body).map(|m| m.0) }
                 };
                 self.finish(now);
                 self.ack_due = None; // errors are not kept for acknowledgement on the server
-                Some(Outcome::Failed(err))
+                Some(outcome)
             }
             Kind::Working => {
                 self.heard = true;

@@ -21,7 +21,9 @@ pub mod wire;
 
 pub use client::{BindError, Binder, CallError, ClientConfig, ClientSlot, Execution, Outcome, Session};
 pub use server::{CallKey, IncomingCall, ProgramVersions, ServerConfig, ServerEngine, ServerStats, Status};
-pub use wire::{ByteOrder, ErrorCode, Header, Kind, Refusal, WholeCall, HEADER_LEN};
+pub use wire::{
+    ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal, WholeCall, WireError, HEADER_LEN, MAX_ERROR_MESSAGE,
+};
 
 /// Largest number of fragments in flight (one acknowledgement bitmap's worth).
 pub const MAX_WINDOW: u16 = 64;

@@ -15,15 +15,17 @@
 //! [`ServerEngine::finish`]. Over a reliable channel, offer each frame to
 //! [`ServerEngine::take_whole_call`] first: it takes the common case, a call sent whole, without
 //! decoding it. A procedure run elsewhere (a worker pool) copies the arguments,
-//! and its result comes back through [`ServerEngine::finish_with`].
+//! and its result comes back through [`ServerEngine::finish_with`]. A call that fails is
+//! finished with [`Status::Error`] and, in place of the result, the reason in UTF-8 (or
+//! nothing): it goes to the client in the `Error` frame ([`ErrorMessage`], cut to fit one frame).
 
 use core::time::Duration;
 use std::time::Instant;
 
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, Header, Kind, Refusal, BIND_RELIABLE, HEADER_LEN,
-    PROTOCOL_VERSION,
+    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
+    BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION,
 };
 use crate::MAX_WINDOW;
 
@@ -108,6 +110,8 @@ pub struct IncomingCall<'a> {
 pub enum Status {
     /// The result is in the reply buffer (or given to `finish_with`).
     Ok,
+    /// The call failed; the reply buffer (or what is given to `finish_with`) holds the reason in
+    /// UTF-8, or nothing.
     Error(ErrorCode),
 }
 
@@ -540,12 +544,12 @@ impl<A: Copy + Eq> ServerEngine<A> {
         let slot = &mut sess.slots[i];
         // A result larger than the session allows is refused, as an oversized call is.
         let status = match status {
-            Status::Ok if slot.result.len() > max_message => Status::Error(ErrorCode::TooLarge),
+            Status::Ok if slot.result.len() > max_message => {
+                slot.result.clear();
+                Status::Error(ErrorCode::TooLarge)
+            }
             s => s,
         };
-        if let Status::Error(_) = status {
-            slot.result.clear();
-        }
         slot.phase = Phase::Done(status);
         if reliable && status == Status::Ok && slot.result.len() <= frag as usize {
             // A reliable session's fragment is as large as its messages: the result goes in one
@@ -718,9 +722,12 @@ fn send_result<A>(
     match slot.phase {
         Phase::Done(Status::Error(code)) => {
             let Some(peer) = slot.peer.as_ref() else { return };
+            // The reason, as much of it as one frame carries.
+            let message = ErrorMessage::fit(&slot.result, frag_size as usize);
             let mut h = base_header(Kind::Error, token, slot_no, slot);
             h.proc_or_code = code.to_u32();
-            out(peer, &h.to_bytes(), &[]);
+            h.total_len = message.as_bytes().len() as u32;
+            out(peer, &h.to_bytes(), message.as_bytes());
         }
         Phase::Done(Status::Ok) => {
             slot.tx.reset(slot.result.len() as u32, frag_size, window as u32);

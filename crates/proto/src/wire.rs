@@ -51,7 +51,8 @@ pub enum Kind {
     Ack,
     /// Server: the call arrived and is still running; keep waiting.
     Working,
-    /// Server: the call failed (code in the proc field: [`ErrorCode`]).
+    /// Server: the call failed (code in the proc field: [`ErrorCode`]; body: an
+    /// [`ErrorMessage`], empty when the server gives no reason).
     Error,
     /// Fragment acknowledgement (cumulative count in `offset`, bitmap of the next 64 in the body).
     FragAck,
@@ -150,6 +151,10 @@ pub enum WireError {
     BadMagic { found: [u8; 2] },
     #[error("{what} payload of {len} bytes is shorter than its {need} bytes")]
     ShortPayload { what: &'static str, len: usize, need: usize },
+    #[error("error message of {len} bytes is longer than the {MAX_ERROR_MESSAGE} an error frame may carry")]
+    MessageTooLong { len: usize },
+    #[error("error message is not UTF-8 (from byte {valid_up_to} on)")]
+    MessageNotUtf8 { valid_up_to: usize },
 }
 
 /// The fixed header, as plain fields.
@@ -322,6 +327,45 @@ pub struct WholeCall {
     pub token: u64,
     pub call_no: u32,
     pub proc_no: u32,
+}
+
+/// Longest [`ErrorMessage`] an `Error` frame carries, in bytes: a reason fits one frame of any
+/// transport (a UDP datagram holds 1440 bytes of body), so an error never needs fragments.
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+
+/// The body of an `Error` frame: why the call failed, in the server's words (what the procedure
+/// said, or which argument could not be decoded and where). UTF-8, at most
+/// [`MAX_ERROR_MESSAGE`] bytes; empty when the server says nothing more than the code (and from
+/// servers older than the message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorMessage<'a>(pub &'a str);
+
+impl<'a> ErrorMessage<'a> {
+    /// The message of an `Error` frame's body, checked: not longer than the limit, and UTF-8.
+    pub fn parse(body: &'a [u8]) -> Result<ErrorMessage<'a>, WireError> {
+        if body.len() > MAX_ERROR_MESSAGE {
+            return Err(WireError::MessageTooLong { len: body.len() });
+        }
+        match core::str::from_utf8(body) {
+            Ok(s) => Ok(ErrorMessage(s)),
+            Err(e) => Err(WireError::MessageNotUtf8 { valid_up_to: e.valid_up_to() }),
+        }
+    }
+
+    /// The message to send for `text`: its longest UTF-8 prefix of at most `max` bytes (and
+    /// never more than [`MAX_ERROR_MESSAGE`]), cut between characters.
+    pub fn fit(text: &'a [u8], max: usize) -> ErrorMessage<'a> {
+        let cut = &text[..text.len().min(max).min(MAX_ERROR_MESSAGE)];
+        match core::str::from_utf8(cut) {
+            Ok(s) => ErrorMessage(s),
+            Err(e) => ErrorMessage(core::str::from_utf8(&cut[..e.valid_up_to()]).unwrap_or_default()),
+        }
+    }
+
+    /// The bytes of the frame's body.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// Byte order of a peer's message bodies.
@@ -582,6 +626,24 @@ mod tests {
         assert_eq!(Header::parse(&b).unwrap().0.kind, Kind::Unknown(200));
         assert_eq!(ErrorCode::from_u32(77), ErrorCode::Unknown(77));
         assert_eq!(BindRefusal::parse(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap().0, Refusal::Unknown(9));
+    }
+
+    #[test]
+    fn error_messages_are_bounded_utf8() {
+        assert_eq!(ErrorMessage::parse(b""), Ok(ErrorMessage("")));
+        let text = "insufficient funds: 3 < 5";
+        assert_eq!(ErrorMessage::parse(text.as_bytes()), Ok(ErrorMessage(text)));
+        assert_eq!(ErrorMessage::parse(&[b'a', 0xc3, 0x28]), Err(WireError::MessageNotUtf8 { valid_up_to: 1 }));
+        let long = vec![b'x'; MAX_ERROR_MESSAGE + 1];
+        assert_eq!(ErrorMessage::parse(&long), Err(WireError::MessageTooLong { len: MAX_ERROR_MESSAGE + 1 }));
+        assert!(ErrorMessage::parse(&long[1..]).is_ok(), "exactly the limit");
+        // Cut to fit, between characters: "é" is two bytes.
+        assert_eq!(ErrorMessage::fit("café au lait".as_bytes(), 4), ErrorMessage("caf"));
+        assert_eq!(ErrorMessage::fit("café".as_bytes(), 5), ErrorMessage("café"));
+        assert_eq!(ErrorMessage::fit(&long, usize::MAX).0.len(), MAX_ERROR_MESSAGE);
+        assert_eq!(ErrorMessage::fit(&[0xff, b'a'], 10), ErrorMessage(""), "never sends what is not UTF-8");
+        let e = WireError::MessageTooLong { len: 2000 }.to_string();
+        assert!(e.contains("2000 bytes") && e.contains("1024"), "{e}");
     }
 
     #[test]

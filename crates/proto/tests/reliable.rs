@@ -130,8 +130,60 @@ fn other_frames_are_left_to_handle() {
     assert_eq!(slot.take_whole_result(&replies[0]), None);
     assert_eq!(
         slot.handle(&replies[0], Instant::now, nothing_sent),
-        Some(Outcome::Failed(CallError::Remote(ErrorCode::UnknownProcedure)))
+        Some(Outcome::Remote { code: ErrorCode::UnknownProcedure, message: Ok("") })
     );
+}
+
+/// A procedure's reason for failing reaches the caller intact, on either kind of session; one
+/// too long for a frame is cut between characters; a malformed one is reported as such, never
+/// taken for text.
+#[test]
+fn an_errors_reason_reaches_the_client() {
+    for reliable in [true, false] {
+        let (mut server, mut slot) = bound(reliable);
+        let now = Instant::now();
+        let mut fail = |slot: &mut ClientSlot, code: ErrorCode, reason: &[u8]| -> Frames {
+            let mut calls = Frames::new();
+            slot.args_buf().clear();
+            slot.start(5, now, now + Duration::from_secs(1), &mut |h, b| calls.push(frame(h, b))).unwrap();
+            let mut replies = Frames::new();
+            let call = server.handle(PEER, &calls[0], || now, &mut |_, h, b| replies.push(frame(h, b))).unwrap();
+            let key = call.key;
+            call.reply.extend_from_slice(reason);
+            server.finish(key, Status::Error(code), &mut |_, h, b| replies.push(frame(h, b)));
+            replies
+        };
+        let replies = fail(&mut slot, ErrorCode::ServerError, "insufficient funds: 3 < 5 €".as_bytes());
+        let nothing = &mut |_: &[u8; HEADER_LEN], _: &[u8]| {};
+        assert_eq!(
+            slot.handle(&replies[0], Instant::now, nothing),
+            Some(Outcome::Remote { code: ErrorCode::ServerError, message: Ok("insufficient funds: 3 < 5 €") }),
+            "reliable {reliable}"
+        );
+        // Longer than an error frame carries: cut to the limit, between characters.
+        let long = "é".repeat(MAX_ERROR_MESSAGE);
+        let replies = fail(&mut slot, ErrorCode::GarbageArgs, long.as_bytes());
+        let (h, body) = Header::parse(&replies[0]).unwrap();
+        assert_eq!((h.kind, h.total_len as usize), (Kind::Error, body.len()));
+        assert_eq!(body, &long.as_bytes()[..MAX_ERROR_MESSAGE]);
+        match slot.handle(&replies[0], Instant::now, nothing) {
+            Some(Outcome::Remote { code: ErrorCode::GarbageArgs, message: Ok(m) }) => {
+                assert_eq!(m, "é".repeat(MAX_ERROR_MESSAGE / 2))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A peer's reason that is not UTF-8 is reported as malformed.
+        let mut replies = fail(&mut slot, ErrorCode::ServerError, b"ok");
+        replies[0].truncate(HEADER_LEN);
+        replies[0].extend_from_slice(&[0x6f, 0xff]);
+        assert_eq!(
+            slot.handle(&replies[0], Instant::now, nothing),
+            Some(Outcome::Remote {
+                code: ErrorCode::ServerError,
+                message: Err(wire::WireError::MessageNotUtf8 { valid_up_to: 1 })
+            })
+        );
+    }
 }
 
 #[test]

@@ -255,6 +255,7 @@ fn run_workload(seed: u64, faults: Faults, calls_per_slot: usize, slots: u16, bi
                             tally.ok += 1;
                         }
                         Some(Outcome::Failed(e)) => panic!("call failed unexpectedly: {e:?}"),
+                        Some(e @ Outcome::Remote { .. }) => panic!("the server refused a call: {e:?}"),
                         None => {}
                     }
                 }
@@ -355,6 +356,7 @@ fn restarted_server_and_expired_session_are_told_apart() {
                     let now = sim.now;
                     match c.handle(&frame, || now, &mut |_, _| {}) {
                         Some(Outcome::Failed(e)) => return Some(e),
+                        Some(e @ Outcome::Remote { .. }) => panic!("the server refused the call: {e:?}"),
                         Some(Outcome::Reply(_)) => return None,
                         None => {}
                     }

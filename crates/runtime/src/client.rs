@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 
 use lowlat_proto::wire::{BindRequest, PROTOCOL_VERSION};
 use lowlat_proto::{
-    BindError, Binder, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, Outcome, Refusal, Session, HEADER_LEN,
+    BindError, Binder, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, Outcome, Refusal, Session, WireError,
+    HEADER_LEN,
 };
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel, SlotChannel};
 use crate::onc_client::OncClient;
 use crate::trace::{self, ClientTrace};
-use crate::{CallOptions, ClientConfig, Endpoint, Error};
+use crate::{CallOptions, CallSite, ClientConfig, Endpoint, Error};
 
 struct Slot {
     index: u16,
@@ -55,7 +56,7 @@ struct SlotIo<'a> {
 }
 
 struct Shared {
-    uri: String,
+    uri: Arc<str>,
     endpoint: Endpoint,
     program: u32,
     version: u32,
@@ -82,8 +83,14 @@ struct Shared {
 ///
 /// Speaks lowlat's own protocol, or ONC RPC v2 for `onc+udp://` and `onc+tcp://` endpoints
 /// (bodies are then XDR: use the generated `*_xdr` codecs).
+///
+/// Every call error names the endpoint and the procedure ([`CallSite`]), by name once the
+/// client has been told names ([`name_procedures`](Self::name_procedures); generated clients
+/// do so).
 pub struct Client {
     kind: Kind,
+    /// Procedure names by number, for errors.
+    names: Arc<[(u32, Arc<str>)]>,
 }
 
 enum Kind {
@@ -115,7 +122,25 @@ impl Client {
             }
             _ => Kind::Lowlat(Lowlat::connect_with(uri, endpoint, program, version, cfg)?),
         };
-        Ok(Client { kind })
+        Ok(Client { kind, names: Arc::new([]) })
+    }
+
+    /// This client, naming procedures in its errors from `names` (number, name as the
+    /// interface definition has it): `MINUS (program 0x20004c4c version 1, procedure 1)`
+    /// rather than `procedure 1 of program 0x20004c4c version 1`. Generated modules have the
+    /// table (`PROCEDURES`), and their clients pass it.
+    pub fn name_procedures(mut self, names: &[(u32, &str)]) -> Client {
+        self.names = names.iter().map(|&(n, name)| (n, Arc::from(name))).collect();
+        self
+    }
+
+    /// Where a call of `proc_no` goes, as errors name it: for the errors of hand-written stubs.
+    pub fn call_site(&self, proc_no: u32) -> CallSite {
+        let site = match &self.kind {
+            Kind::Lowlat(c) => c.site(proc_no),
+            Kind::Onc(c) => c.site(proc_no),
+        };
+        CallSite { name: self.names.iter().find(|(n, _)| *n == proc_no).map(|(_, name)| name.clone()), ..site }
     }
 
     pub fn uri(&self) -> &str {
@@ -161,10 +186,11 @@ impl Client {
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
-        match &self.kind {
+        let r = match &self.kind {
             Kind::Lowlat(c) => c.call(proc_no, encode, decode),
             Kind::Onc(c) => c.call_timeout(proc_no, c.deadline(), encode, decode),
-        }
+        };
+        r.map_err(|e| e.named(&self.names))
     }
 
     /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
@@ -175,10 +201,11 @@ impl Client {
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
-        match &self.kind {
+        let r = match &self.kind {
             Kind::Lowlat(c) => c.call_timeout(proc_no, timeout, encode, decode),
             Kind::Onc(c) => c.call_timeout(proc_no, timeout, encode, decode),
-        }
+        };
+        r.map_err(|e| e.named(&self.names))
     }
 
     /// One call with per-call `options` (what they leave unset comes from the binding's
@@ -372,7 +399,7 @@ impl Lowlat {
         }
         let reliable = session.reliable;
         let shared = Arc::new(Shared {
-            uri: uri.to_string(),
+            uri: uri.into(),
             endpoint,
             program,
             version,
@@ -440,7 +467,7 @@ impl Lowlat {
         let mut guard = self.acquire(&mut clock, proc_no)?;
         self.prepare(&mut guard)?;
         let engine = guard.engine.as_mut().expect("prepared");
-        encode(engine.args_buf()).map_err(|e| Error::Encode { proc_no, source: Box::new(e) })?;
+        encode(engine.args_buf()).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         if trace {
             marks.encoded = trace::now_ns();
         }
@@ -571,7 +598,8 @@ impl Lowlat {
             let now = Instant::now();
             let deadline = clock.fix().1;
             if now >= deadline {
-                return Err(Error::Timeout { proc_no, after: Duration::ZERO, execution: Execution::NotSent });
+                let call = self.site(proc_no);
+                return Err(Error::Timeout { call, after: Duration::ZERO, execution: Execution::NotSent });
             }
             self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             let g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -713,7 +741,7 @@ impl Lowlat {
                     // by its header alone (the engine declines on any other session).
                     if let Some(body) = engine.take_whole_result(chan.received(buf, n)) {
                         let decode = decode.take().expect("one reply per call");
-                        return decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) });
+                        return decode(body).map_err(|e| self.decode_error(proc_no, e));
                     }
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.
@@ -724,9 +752,10 @@ impl Lowlat {
                     let outcome = match engine.handle(chan.received(buf, n), arrived, &mut out) {
                         Some(Outcome::Reply(body)) => {
                             let decode = decode.take().expect("one reply per call");
-                            Some(decode(body).map_err(|e| Error::Decode { proc_no, source: Box::new(e) }))
+                            Some(decode(body).map_err(|e| self.decode_error(proc_no, e)))
                         }
                         Some(Outcome::Failed(e)) => Some(Err(self.call_error(proc_no, e))),
+                        Some(Outcome::Remote { code, message }) => Some(Err(self.remote_error(proc_no, code, message))),
                         None => None,
                     };
                     if !outbox.is_empty() {
@@ -756,30 +785,55 @@ impl Lowlat {
         }
     }
 
-    fn lost(&self, proc_no: u32, execution: Execution, source: std::io::Error) -> Error {
-        Error::ConnectionLost { uri: self.shared.uri.clone(), proc_no, execution, source }
+    /// Where a call of `proc_no` goes, as errors name it (without the procedure's name, which
+    /// [`Client`] adds).
+    #[cold]
+    fn site(&self, proc_no: u32) -> CallSite {
+        let s = &self.shared;
+        CallSite { uri: s.uri.clone(), program: s.program, version: s.version, proc_no, name: None }
     }
 
+    #[cold]
+    fn lost(&self, proc_no: u32, execution: Execution, source: std::io::Error) -> Error {
+        Error::ConnectionLost { call: self.site(proc_no), execution, source }
+    }
+
+    #[cold]
+    fn decode_error<E: std::error::Error + Send + Sync + 'static>(&self, proc_no: u32, e: E) -> Error {
+        Error::Decode { call: self.site(proc_no), source: Box::new(e) }
+    }
+
+    #[cold]
     fn call_error(&self, proc_no: u32, e: CallError) -> Error {
+        let call = self.site(proc_no);
         match e {
-            CallError::Timeout { after, execution } => Error::Timeout { proc_no, after, execution },
-            CallError::TooLarge { size, max } => Error::TooLarge { size, max: max as usize },
-            CallError::SessionLost { restarted: true, retry_safe: false } => Error::ServerRestarted { proc_no },
+            CallError::Timeout { after, execution } => Error::Timeout { call, after, execution },
+            CallError::TooLarge { size, max } => Error::TooLarge { call, size: Some(size), max: max as usize },
+            CallError::SessionLost { restarted: true, retry_safe: false } => Error::ServerRestarted { call },
             CallError::SessionLost { retry_safe, .. } => Error::SessionLost {
-                proc_no,
+                call,
                 execution: if retry_safe { Execution::NotSent } else { Execution::Unknown },
             },
-            CallError::Remote(code) => match code {
-                ErrorCode::UnknownProcedure => {
-                    Error::UnknownProcedure { program: self.shared.program, version: self.shared.version, proc_no }
-                }
-                ErrorCode::GarbageArgs => Error::GarbageArgs { proc_no },
-                ErrorCode::ServerError => Error::ServerError { proc_no },
-                ErrorCode::Busy => Error::Busy { proc_no },
-                ErrorCode::TooLarge => Error::TooLarge { size: 0, max: self.session().max_message as usize },
-                ErrorCode::UnknownSession => Error::SessionLost { proc_no, execution: Execution::Unknown },
-                ErrorCode::Unknown(code) => Error::UnknownRemoteError { code },
-            },
+        }
+    }
+
+    /// The server's own error, with its reason when it gave one.
+    #[cold]
+    fn remote_error(&self, proc_no: u32, code: ErrorCode, message: Result<&str, WireError>) -> Error {
+        let call = self.site(proc_no);
+        let message = match message {
+            Ok("") => None,
+            Ok(m) => Some(m.to_string()),
+            Err(e) => Some(format!("(the server's reason was unreadable: {e})")),
+        };
+        match code {
+            ErrorCode::UnknownProcedure => Error::UnknownProcedure { call },
+            ErrorCode::GarbageArgs => Error::GarbageArgs { call, detail: message },
+            ErrorCode::ServerError => Error::ServerError { call, message },
+            ErrorCode::Busy => Error::Busy { call, message },
+            ErrorCode::TooLarge => Error::TooLarge { call, size: None, max: self.session().max_message as usize },
+            ErrorCode::UnknownSession => Error::SessionLost { call, execution: Execution::Unknown },
+            ErrorCode::Unknown(code) => Error::UnknownRemoteError { call, code, message },
         }
     }
 }

@@ -114,6 +114,10 @@ pub struct ServerConfig {
     /// frame, sent and required (both ends must agree: a frame without a valid one is dropped,
     /// and the sender's retransmission recovers). ONC RPC never carries one.
     pub checksum: bool,
+    /// How long a graceful stop ([`Server::shutdown`](crate::Server::shutdown), a dropped
+    /// server) waits for the calls in progress to finish before answering the rest "may have
+    /// executed".
+    pub drain_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +137,7 @@ impl Default for ServerConfig {
             onc_register: true,
             onc_drc_entries: 1024,
             checksum: true,
+            drain_timeout: Duration::from_secs(5),
         }
     }
 }

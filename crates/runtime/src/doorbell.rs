@@ -1,10 +1,10 @@
-//! How other threads reach a serving thread: its doorbell (an eventfd it also waits on) and its
-//! stop flag.
+//! How other threads reach a serving thread: its doorbell (an eventfd it also waits on), its stop
+//! and drain flags, and what its drain did.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::Error;
 
@@ -44,18 +44,64 @@ impl Doorbell {
 /// State shared between one serving thread and the outside world.
 pub(crate) struct EndpointShared {
     pub doorbell: Doorbell,
-    pub stop: AtomicBool,
+    /// [`RUNNING`], [`DRAINING`] or [`STOPPING`]: one load per turn of the serving loop.
+    pub state: AtomicU8,
+    /// What the serving thread's drain did, written as it ends.
+    pub drained: Mutex<Drained>,
+}
+
+/// Serving.
+pub(crate) const RUNNING: u8 = 0;
+/// Stopping gracefully: no new call runs, the ones in progress finish, then the thread ends.
+pub(crate) const DRAINING: u8 = 1;
+/// Stopping now: the calls still on the worker pool are answered "may have executed", and the
+/// thread ends.
+pub(crate) const STOPPING: u8 = 2;
+
+/// What a graceful stop did ([`Server::shutdown`](crate::Server::shutdown)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Calls in progress when the stop began that finished and were answered.
+    pub completed: u64,
+    /// Calls that arrived during the stop: answered, without running them, that the server is
+    /// stopping (`Error::Busy` over lowlat's protocol, SYSTEM_ERR over ONC RPC).
+    pub refused: u64,
+    /// Calls still running when the stop's time ran out: answered that they may have executed
+    /// (`Error::ServerError`), and their results, if they come, are dropped.
+    pub abandoned: u64,
+    /// Threads (serving or worker) still inside a procedure when the stop's time ran out: left
+    /// to finish on their own, holding what they hold until they do.
+    pub threads_left: u64,
+}
+
+impl Drained {
+    pub(crate) fn add(&mut self, o: Drained) {
+        self.completed += o.completed;
+        self.refused += o.refused;
+        self.abandoned += o.abandoned;
+        self.threads_left += o.threads_left;
+    }
 }
 
 impl EndpointShared {
     pub fn new() -> Result<Arc<EndpointShared>, Error> {
         let doorbell = Doorbell::new().map_err(|e| Error::io("create eventfd", e))?;
-        Ok(Arc::new(EndpointShared { doorbell, stop: AtomicBool::new(false) }))
+        Ok(Arc::new(EndpointShared {
+            doorbell,
+            state: AtomicU8::new(RUNNING),
+            drained: Mutex::new(Drained::default()),
+        }))
     }
 
-    /// Asks the serving thread to stop, and wakes it.
+    /// Asks the serving thread to stop now, and wakes it.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
+        self.state.store(STOPPING, Ordering::Release);
+        self.doorbell.ring();
+    }
+
+    /// Asks the serving thread to stop once the calls in progress are done, and wakes it.
+    pub fn drain(&self) {
+        let _ = self.state.compare_exchange(RUNNING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
         self.doorbell.ring();
     }
 }

@@ -42,14 +42,16 @@ mod workers;
 
 pub use client::Client;
 pub use config::{CallOptions, ClientConfig, ServerConfig};
-pub use error::Error;
+pub use doorbell::Drained;
+pub use error::{CallSite, Error};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
 pub use lowlat_codec::OutBuf;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
-pub use lowlat_proto::{ByteOrder, Execution, Session};
+pub use lowlat_proto::{ByteOrder, Execution, Session, MAX_ERROR_MESSAGE};
+pub use lowlat_sys::block_termination_signals;
 pub use lowlat_transport::SpinPolicy;
 pub use lowlat_transport::{Endpoint, Mac};
 pub use server::{Server, ServerBuilder};

@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lowlat_onc::engine::{CallError, ClientSlot, ClientSlotConfig, Outcome};
@@ -22,7 +22,7 @@ use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel};
-use crate::{ClientConfig, Endpoint, Error};
+use crate::{CallSite, ClientConfig, Endpoint, Error};
 
 struct Slot {
     engine: ClientSlot,
@@ -32,7 +32,7 @@ struct Slot {
 }
 
 pub(crate) struct OncClient {
-    uri: String,
+    uri: Arc<str>,
     program: u32,
     version: u32,
     cfg: ClientConfig,
@@ -107,7 +107,7 @@ impl OncClient {
                 }))
             })
             .collect::<Result<_, Error>>()?;
-        let c = OncClient { uri: uri.to_string(), program, version, cfg, target, tcp, slots };
+        let c = OncClient { uri: uri.into(), program, version, cfg, target, tcp, slots };
         // Open the first channel now, so a server that is not there shows at connect time (TCP).
         let mut s0 = c.slots[0].lock().unwrap_or_else(|p| p.into_inner());
         s0.chan = Some(driver::open_onc_channel(c.target, c.tcp, &c.uri, &c.cfg)?);
@@ -171,7 +171,7 @@ impl OncClient {
         let deadline = now + timeout;
         let mut guard = self.acquire();
         let Slot { engine, chan, buf, spinner } = &mut *guard;
-        encode(engine.args_buf()).map_err(|e| Error::Encode { proc_no, source: Box::new(e) })?;
+        encode(engine.args_buf()).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         if chan.is_none() {
             *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
         }
@@ -221,7 +221,7 @@ impl OncClient {
             match got {
                 Ok(Some(n)) => match engine.handle(chan.received(buf, n)) {
                     Some(Outcome::Reply(results)) => {
-                        return decode(results).map_err(|e| Error::Decode { proc_no, source: Box::new(e) })
+                        return decode(results).map_err(|e| Error::Decode { call: self.site(proc_no), source: Box::new(e) })
                     }
                     Some(Outcome::Failed(e)) => return Err(self.call_error(proc_no, e)),
                     None => {}
@@ -249,17 +249,26 @@ impl OncClient {
         }
     }
 
-    fn lost(&self, proc_no: u32, source: io::Error) -> Error {
-        Error::ConnectionLost { uri: self.uri.clone(), proc_no, execution: Execution::Unknown, source }
+    /// Where a call of `proc_no` goes, as errors name it.
+    #[cold]
+    pub fn site(&self, proc_no: u32) -> CallSite {
+        CallSite { uri: self.uri.clone(), program: self.program, version: self.version, proc_no, name: None }
     }
 
+    #[cold]
+    fn lost(&self, proc_no: u32, source: io::Error) -> Error {
+        Error::ConnectionLost { call: self.site(proc_no), execution: Execution::Unknown, source }
+    }
+
+    #[cold]
     fn call_error(&self, proc_no: u32, e: CallError) -> Error {
-        let uri = self.uri.clone();
+        let call = self.site(proc_no);
+        let uri = self.uri.to_string();
         let (program, version) = (self.program, self.version);
         match e {
-            CallError::TooLarge { size, max } => Error::TooLarge { size, max },
+            CallError::TooLarge { size, max } => Error::TooLarge { call, size: Some(size), max },
             CallError::Timeout { after, sent } => {
-                Error::Timeout { proc_no, after, execution: if sent { Execution::Unknown } else { Execution::NotSent } }
+                Error::Timeout { call, after, execution: if sent { Execution::Unknown } else { Execution::NotSent } }
             }
             CallError::Refused { may_have_executed: false } => Error::ServerNotRunning {
                 uri,
@@ -269,12 +278,12 @@ impl OncClient {
                 ),
             },
             CallError::Refused { may_have_executed: true } => Error::ConnectionLost {
-                uri,
-                proc_no,
+                call,
                 execution: Execution::Unknown,
                 source: io::Error::new(io::ErrorKind::ConnectionRefused, format!("{} refused a datagram", self.target)),
             },
-            CallError::Malformed(e) => Error::MalformedReply { uri, proc_no, detail: e.to_string() },
+            CallError::Malformed(e) => Error::MalformedReply { call, detail: e.to_string() },
+            // ONC RPC carries no reason with an error: over it, a server's message stays in its log.
             CallError::Rejected(body) => match body {
                 ReplyBody::Accepted(s) => match s {
                     AcceptStatus::Success => unreachable!("the engine returns SUCCESS as a reply"),
@@ -282,12 +291,12 @@ impl OncClient {
                     AcceptStatus::ProgMismatch { low, high } => {
                         Error::VersionMismatch { uri, program, requested: version, low, high }
                     }
-                    AcceptStatus::ProcUnavail => Error::UnknownProcedure { program, version, proc_no },
-                    AcceptStatus::GarbageArgs => Error::GarbageArgs { proc_no },
-                    AcceptStatus::SystemErr => Error::ServerError { proc_no },
+                    AcceptStatus::ProcUnavail => Error::UnknownProcedure { call },
+                    AcceptStatus::GarbageArgs => Error::GarbageArgs { call, detail: None },
+                    AcceptStatus::SystemErr => Error::ServerError { call, message: None },
                 },
-                ReplyBody::Denied(RejectStatus::RpcMismatch { low, high }) => Error::RpcMismatch { uri, low, high },
-                ReplyBody::Denied(RejectStatus::AuthError(reason)) => Error::AuthError { uri, proc_no, reason },
+                ReplyBody::Denied(RejectStatus::RpcMismatch { low, high }) => Error::RpcMismatch { call, low, high },
+                ReplyBody::Denied(RejectStatus::AuthError(reason)) => Error::AuthError { call, reason },
             },
         }
     }

@@ -1,21 +1,38 @@
 //! The server: one thread per endpoint (`crate::serving`) runs a protocol's engine over the
 //! endpoint's transport (`crate::driver`) and, by default, the procedures themselves; long-running
 //! procedures go to a worker pool shared by the endpoints (`crate::workers`).
+//!
+//! A server stops gracefully ([`Server::shutdown`], [`Server::wait_for_signal`], and when it is
+//! dropped): each endpoint runs no new call (it answers that the server is stopping), finishes
+//! the calls in progress, its worker pool's too, and ends; what is still running when the stop's
+//! time runs out is answered "may have executed" and left to finish on its own.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crate::doorbell::EndpointShared;
+use crate::doorbell::{Drained, EndpointShared};
 use crate::driver;
 use crate::service::Services;
 use crate::serving::{self, Context};
-use crate::workers::Workers;
+use crate::workers::{self, Workers};
 use crate::{Endpoint, Error, Program, ServerConfig};
 
-/// A running server. Dropping it stops it.
+/// How long a stop whose time ran out waits for the threads to answer what they hold and end.
+const STOP_GRACE: Duration = Duration::from_millis(100);
+
+/// A running server. Dropping it stops it, as [`shutdown`](Self::shutdown) does.
 pub struct Server {
-    endpoints: Vec<(String, Arc<EndpointShared>, Option<JoinHandle<()>>)>,
+    endpoints: Vec<Served>,
     workers: Option<Workers>,
+    drain_timeout: Duration,
+}
+
+/// One endpoint being served.
+struct Served {
+    uri: String,
+    shared: Arc<EndpointShared>,
+    thread: Option<JoinHandle<()>>,
 }
 
 /// Collects programs and settings, then serves them on URIs.
@@ -40,7 +57,7 @@ impl ServerBuilder {
     pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
         let services = Arc::new(self.services);
         let workers = Workers::start(self.config.workers, self.config.worker_queue);
-        let mut server = Server { endpoints: Vec::new(), workers: Some(workers) };
+        let mut server = Server { endpoints: Vec::new(), workers: Some(workers), drain_timeout: self.config.drain_timeout };
         // Declared after `server`, so dropped before it when a URI fails: the workers end only
         // once every sender of their queue is gone, and dropping the server waits for them.
         let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
@@ -57,8 +74,8 @@ impl ServerBuilder {
                 workers: queue.clone(),
                 seed: random_seed()?,
             };
-            let handle = serving::start(transport, format!("lowlat-{}", endpoint.scheme()), ctx)?;
-            server.endpoints.push((local, shared, Some(handle)));
+            let thread = serving::start(transport, format!("lowlat-{}", endpoint.scheme()), ctx)?;
+            server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
         }
         Ok(server)
     }
@@ -71,46 +88,98 @@ impl Server {
 
     /// The URIs served, with real port numbers where 0 was asked for.
     pub fn local_uris(&self) -> Vec<String> {
-        self.endpoints.iter().map(|e| e.0.clone()).collect()
+        self.endpoints.iter().map(|e| e.uri.clone()).collect()
     }
 
     /// Serves until the process ends.
     pub fn wait(mut self) {
         for e in self.endpoints.iter_mut() {
-            if let Some(h) = e.2.take() {
+            if let Some(h) = e.thread.take() {
                 let _ = h.join();
+            }
+        }
+    }
+
+    /// Serves until this process is asked to stop (SIGTERM, SIGINT or SIGHUP), then stops
+    /// gracefully, as [`shutdown`](Self::shutdown) does, and says what the stop did. Fails if
+    /// every serving thread ends first (a transport failed).
+    ///
+    /// The signals are taken synchronously, so no handler runs anywhere: lowlat's own threads
+    /// never take them, and this call blocks them in the calling thread. Call it from the main
+    /// thread of a program whose other threads block them too (threads inherit the mask of the
+    /// thread that starts them: block them first, with [`block_termination_signals`], if `main`
+    /// starts threads before serving), or a signal sent to the process may end it at once
+    /// instead.
+    ///
+    /// [`block_termination_signals`]: crate::block_termination_signals
+    pub fn wait_for_signal(self) -> Result<Drained, Error> {
+        lowlat_sys::block_termination_signals()
+            .map_err(|e| Error::io("block termination signals", e))?;
+        loop {
+            if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
+                return Ok(self.shutdown());
+            }
+            if self.is_finished() {
+                let e = std::io::Error::other("every serving thread stopped");
+                return Err(Error::io("serving", e));
             }
         }
     }
 
     /// Whether every serving thread has ended (a fatal error stopped it).
     pub fn is_finished(&self) -> bool {
-        self.endpoints.iter().all(|e| e.2.as_ref().is_none_or(|h| h.is_finished()))
+        self.endpoints.iter().all(|e| e.thread.as_ref().is_none_or(|h| h.is_finished()))
     }
 
-    /// Stops serving and waits for the threads to finish.
-    pub fn shutdown(mut self) {
-        self.stop_all();
+    /// Stops gracefully within the server's
+    /// [`ServerConfig::drain_timeout`](crate::ServerConfig::drain_timeout): runs no new call
+    /// (each is answered that the server is stopping: [`Error::Busy`](crate::Error::Busy) over
+    /// lowlat's protocol, never executed), finishes and answers every call in progress (the
+    /// worker pool's too), and ends. Calls still running when the time runs out are answered
+    /// that they may have executed. Returns what the stop did.
+    pub fn shutdown(mut self) -> Drained {
+        let bound = self.drain_timeout;
+        self.stop_within(bound)
     }
 
-    fn stop_all(&mut self) {
+    /// [`shutdown`](Self::shutdown) within `bound` rather than the configured time.
+    pub fn shutdown_within(mut self, bound: Duration) -> Drained {
+        self.stop_within(bound)
+    }
+
+    fn stop_within(&mut self, bound: Duration) -> Drained {
+        let Some(workers) = self.workers.take() else { return Drained::default() };
+        let deadline = Instant::now() + bound;
         for e in &self.endpoints {
-            e.1.stop();
+            e.shared.drain();
         }
-        for e in self.endpoints.iter_mut() {
-            if let Some(h) = e.2.take() {
-                let _ = h.join();
+        for e in &self.endpoints {
+            while e.thread.as_ref().is_some_and(|h| !h.is_finished()) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
-        if let Some(w) = self.workers.take() {
-            w.stop();
+        // Out of time: the endpoints still draining answer what the pool holds and end.
+        let out_of_time = self.endpoints.iter().any(|e| e.thread.as_ref().is_some_and(|h| !h.is_finished()));
+        if out_of_time {
+            for e in &self.endpoints {
+                e.shared.stop();
+            }
         }
+        let grace = Instant::now() + STOP_GRACE;
+        let threads = self.endpoints.iter_mut().filter_map(|e| e.thread.take()).collect();
+        let mut drained = Drained { threads_left: workers::join_by(threads, grace), ..Drained::default() };
+        drained.threads_left += workers.stop(out_of_time, grace.max(deadline));
+        for e in &self.endpoints {
+            drained.add(*e.shared.drained.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        drained
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop_all();
+        let bound = self.drain_timeout;
+        self.stop_within(bound);
     }
 }
 

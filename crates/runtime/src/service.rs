@@ -3,7 +3,9 @@
 //! A procedure is a function from its argument bytes (a view into the receive buffer) to result
 //! bytes appended to the reply buffer. By default it runs on the thread that received the call
 //! (Firefly's and eRPC's model: no hand-off, which would cost 3-20 µs); one marked long-running
-//! runs on the server's worker pool instead, so it cannot hold up other callers.
+//! (when the program is built, or at run time: [`Program::mark_long_running`],
+//! [`Program::long_running_all`]) runs on the server's worker pool instead, so it cannot hold up
+//! other callers.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -13,8 +15,13 @@ use std::sync::{Arc, Mutex};
 use lowlat_codec::OutBuf;
 use lowlat_proto::{ByteOrder, CallKey, ErrorCode, ProgramVersions, Status};
 
-/// Why a procedure failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a procedure failed. The variants with a message send it to the caller over lowlat's
+/// protocol ([`Error::GarbageArgs`](crate::Error::GarbageArgs)'s `detail`,
+/// [`Error::ServerError`](crate::Error::ServerError)'s `message`; at most
+/// [`MAX_ERROR_MESSAGE`](lowlat_proto::MAX_ERROR_MESSAGE) bytes of it, cut between characters).
+/// ONC RPC has no place for a message: there the caller gets GARBAGE_ARGS or SYSTEM_ERR, and the
+/// server writes the message to its standard error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProcError {
     /// The arguments could not be decoded.
     #[error("the arguments could not be decoded")]
@@ -22,6 +29,49 @@ pub enum ProcError {
     /// The procedure failed for a reason of its own.
     #[error("the procedure failed")]
     SystemError,
+    /// The arguments could not be decoded, and what was wrong with them: generated stubs say
+    /// which argument and where ([`ProcError::bad_args`]).
+    #[error("the arguments could not be decoded: {0}")]
+    BadArgs(String),
+    /// The procedure failed, and why, in words for the caller ([`ProcError::failed`]).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ProcError {
+    /// The procedure failed for the reason `message`, which the caller reads (over lowlat's
+    /// protocol): `Err(ProcError::failed(format!("no account {id}")))`.
+    pub fn failed(message: impl Into<String>) -> ProcError {
+        ProcError::Failed(message.into())
+    }
+
+    /// The arguments could not be decoded: what generated stubs answer with the decoder's
+    /// error, whose path starts at the argument (`argument `p.items[3].name`: string<16> got 20
+    /// bytes ...`).
+    #[cold]
+    pub fn bad_args(e: lowlat_codec::DecodeError) -> ProcError {
+        ProcError::BadArgs(match e.path() {
+            Some(path) => format!("argument `{path}`: {}", e.cause()),
+            None => e.to_string(),
+        })
+    }
+
+    /// The result could not be encoded (a value beyond a bound the interface declares): what
+    /// generated stubs answer with the encoder's error.
+    #[cold]
+    pub fn bad_result(e: lowlat_codec::EncodeError) -> ProcError {
+        ProcError::Failed(format!("the result could not be encoded: {e}"))
+    }
+
+    /// The code the caller gets, and the message that goes with it (empty: none).
+    fn code_and_message(&self) -> (ErrorCode, &str) {
+        match self {
+            ProcError::GarbageArgs => (ErrorCode::GarbageArgs, ""),
+            ProcError::SystemError => (ErrorCode::ServerError, ""),
+            ProcError::BadArgs(m) => (ErrorCode::GarbageArgs, m),
+            ProcError::Failed(m) => (ErrorCode::ServerError, m),
+        }
+    }
 }
 
 /// What a procedure knows about the call it is serving.
@@ -124,6 +174,36 @@ impl Program {
         self.add(proc_no, intern(name.into()), true, Arc::new(handler))
     }
 
+    /// Runs every procedure of the program on the server's worker pool: for a program whose
+    /// procedures take long or block (a procedure otherwise runs on the thread that received
+    /// its call, holding up the calls behind it on that endpoint).
+    /// `lab_vers::program(server).long_running_all()`.
+    pub fn long_running_all(mut self) -> Program {
+        for p in self.procs.iter_mut().flatten() {
+            p.long_running = true;
+        }
+        self
+    }
+
+    /// Runs the procedure named `name` (as the interface definition names it, e.g. `"SLEEP"`)
+    /// on the server's worker pool, at run time: `lab_vers::program(server)
+    /// .mark_long_running("SLEEP")?`. Fails, naming the procedures there are, when the program
+    /// has none of that name.
+    pub fn mark_long_running(mut self, name: &str) -> Result<Program, crate::Error> {
+        match self.procs.iter_mut().flatten().find(|p| p.name == name) {
+            Some(p) => {
+                p.long_running = true;
+                Ok(self)
+            }
+            None => Err(crate::Error::NoSuchProcedure {
+                program: self.program,
+                version: self.version,
+                name: name.to_string(),
+                known: self.procedures().map(|(_, n, _)| n).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
     /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
     pub fn invoke(
         &self,
@@ -177,6 +257,16 @@ pub(crate) enum Route<'a> {
     Inline(&'a Procedure),
     Worker(&'a Procedure),
     Missing,
+}
+
+impl Route<'_> {
+    /// The name of the procedure the call goes to, when there is one.
+    pub fn name(&self) -> Option<&'static str> {
+        match self {
+            Route::Inline(p) | Route::Worker(p) => Some(p.name),
+            Route::Missing => None,
+        }
+    }
 }
 
 impl Services {
@@ -273,13 +363,23 @@ impl RouteCache {
     }
 }
 
-/// Runs a procedure, turning its failure or panic into a status for the client.
+/// Runs a procedure, turning its failure or panic into a status for the client; on failure
+/// `reply` holds, instead of a result, the reason for the caller (or nothing), as the protocol
+/// engines take it.
 pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>) -> Status {
     match catch_unwind(AssertUnwindSafe(|| (proc.handler)(ctx, args, reply))) {
         Ok(Ok(())) => Status::Ok,
-        Ok(Err(ProcError::GarbageArgs)) => Status::Error(ErrorCode::GarbageArgs),
-        Ok(Err(ProcError::SystemError)) | Err(_) => Status::Error(ErrorCode::ServerError),
+        Ok(Err(e)) => failed(reply, e.code_and_message()),
+        Err(_) => failed(reply, (ErrorCode::ServerError, "the procedure panicked")),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn failed(reply: &mut OutBuf<'_>, (code, message): (ErrorCode, &str)) -> Status {
+    reply.clear();
+    reply.extend_from_slice(message.as_bytes());
+    Status::Error(code)
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! job's result goes back to the serving thread that took the call through that endpoint's
 //! [`Completions`], which ring its doorbell.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use lowlat_proto::Status;
 
@@ -54,12 +56,16 @@ impl<K: Send + 'static> Completions<K> {
 pub(crate) struct Workers {
     pub queue: SyncSender<Job>,
     threads: Vec<JoinHandle<()>>,
+    /// Jobs still queued are dropped, not run: their calls were answered "may have executed"
+    /// when a stop's time ran out.
+    cancelled: Arc<AtomicBool>,
 }
 
 impl Workers {
     pub fn start(n: usize, depth: usize) -> Workers {
         let (tx, rx) = sync_channel::<Job>(depth.max(1));
         let rx = Arc::new(Mutex::new(rx));
+        let cancelled = Arc::new(AtomicBool::new(false));
         let n = n.max(1);
         // Each thread is under way before the server is: a thread's own start-up (which
         // allocates) then never falls among the calls it serves.
@@ -68,15 +74,21 @@ impl Workers {
             .map(|i| {
                 let rx: Arc<Mutex<Receiver<Job>>> = rx.clone();
                 let started = started.clone();
+                let cancelled = cancelled.clone();
                 std::thread::Builder::new()
                     .name(format!("lowlat-worker-{i}"))
                     .spawn(move || {
+                        // Termination signals are the application's to take, never a worker's.
+                        let _ = lowlat_sys::block_termination_signals();
                         started.wait();
                         loop {
                             let job = match rx.lock().map(|r| r.recv()) {
                                 Ok(Ok(job)) => job,
                                 _ => return,
                             };
+                            if cancelled.load(Ordering::Acquire) {
+                                continue;
+                            }
                             let mut reply = Vec::new();
                             let status = service::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
                             (job.reply_to)(status, reply);
@@ -86,14 +98,31 @@ impl Workers {
             })
             .collect();
         started.wait();
-        Workers { queue: tx, threads }
+        Workers { queue: tx, threads, cancelled }
     }
 
-    /// Closes the queue and waits for the threads to finish the jobs they hold.
-    pub fn stop(self) {
+    /// Closes the queue, runs no job still queued if `cancel`, and waits until `deadline` for
+    /// the threads to finish; returns how many were still inside a procedure then (left to
+    /// finish on their own).
+    pub fn stop(self, cancel: bool, deadline: Instant) -> u64 {
+        self.cancelled.store(cancel, Ordering::Release);
         drop(self.queue);
-        for t in self.threads {
+        join_by(self.threads, deadline)
+    }
+}
+
+/// Joins the threads that finish by `deadline`; returns how many did not (they are detached).
+pub(crate) fn join_by(threads: Vec<JoinHandle<()>>, deadline: Instant) -> u64 {
+    let mut left = 0;
+    for t in threads {
+        while !t.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if t.is_finished() {
             let _ = t.join();
+        } else {
+            left += 1;
         }
     }
+    left
 }

@@ -137,7 +137,7 @@ fn large_messages_and_record_fragments_over_tcp() {
     let cfg = ClientConfig { max_message: 1000, ..ClientConfig::default() };
     let small = Client::connect_with(&tcp, PROG, 2, cfg).unwrap();
     let e = small.call(5, put(&[3; 1001]), |r| Ok(r.len())).unwrap_err();
-    assert!(matches!(e, Error::TooLarge { size: 1001, max: 1000 }), "{e}");
+    assert!(matches!(e, Error::TooLarge { size: Some(1001), max: 1000, .. }), "{e}");
     assert!(!e.may_have_executed());
     assert_eq!(small.call(5, put(&[3; 1000]), |r| Ok(r.len())).unwrap(), 1000);
     server.shutdown();
@@ -154,7 +154,7 @@ fn udp_size_limits_are_errors_not_silence() {
     assert!(!e.may_have_executed());
     // A result no datagram can carry: SYSTEM_ERR, not silence.
     let e = c.call(7, nothing, |r| Ok(r.len())).unwrap_err();
-    assert!(matches!(e, Error::ServerError { proc_no: 7 }), "{e}");
+    assert!(matches!(&e, Error::ServerError { call, .. } if call.proc_no == 7), "{e}");
     // Over TCP the same result arrives.
     let tcp = server.local_uris().into_iter().find(|u| u.starts_with("onc+tcp")).unwrap();
     let n = Client::connect(&tcp, PROG, 2).unwrap().call(7, nothing, |r| Ok(r.len())).unwrap();
@@ -179,13 +179,13 @@ fn every_accepted_status_is_recognised() {
         let c = Client::connect(&uri, PROG, 2).unwrap();
         // PROC_UNAVAIL
         let e = c.call(99, nothing, |_| Ok(())).unwrap_err();
-        assert!(matches!(e, Error::UnknownProcedure { proc_no: 99, .. }), "{uri}: {e}");
+        assert!(matches!(&e, Error::UnknownProcedure { call } if call.proc_no == 99), "{uri}: {e}");
         // GARBAGE_ARGS: INC with two bytes
         let e = c.call(1, put(&[1, 2]), |_| Ok(())).unwrap_err();
-        assert!(matches!(e, Error::GarbageArgs { proc_no: 1 }), "{uri}: {e}");
+        assert!(matches!(&e, Error::GarbageArgs { call, .. } if call.proc_no == 1), "{uri}: {e}");
         // SYSTEM_ERR
         let e = c.call(3, nothing, |_| Ok(())).unwrap_err();
-        assert!(matches!(e, Error::ServerError { proc_no: 3 }), "{uri}: {e}");
+        assert!(matches!(&e, Error::ServerError { call, .. } if call.proc_no == 3), "{uri}: {e}");
         // And the binding still works.
         assert_eq!(inc(&c, 1).unwrap(), 2);
     }

@@ -141,7 +141,9 @@ impl Gen<'_> {
         }
     }
 
-    /// An expression of the owned type, read from the reader `r` (it uses `?`).
+    /// An expression of the owned type, read from the reader `r` (it uses `?`). `what` is the
+    /// item's `.x` spelling, for errors; where it lies comes with the error's path (`r.field`,
+    /// `r.element`), added by the field, argument or array around it.
     fn dec(&self, ty: &Type, what: &str, e: Enc, depth: usize) -> String {
         let cp = self.cp();
         match ty {
@@ -160,32 +162,42 @@ impl Gen<'_> {
             Type::VarOpaque(m) => format!("r.get_opaque_var({}, {what:?})?.to_vec()", max_len(*m)),
             Type::String(m) => format!("r.get_string({}, {what:?})?.to_owned()", max_len(*m)),
             Type::FixedArray(el, n) => {
-                let inner = self.dec(el, &format!("{what}[]"), e, depth + 1);
+                let inner = self.dec(el, &self.m.spelling(el), e, depth + 1);
                 match zero(el) {
                     // Arrays of plain numbers fill in place: no allocation.
                     Some(z) => {
-                        let (a, x) = (format!("a{depth}"), format!("x{depth}"));
+                        let (a, i, x) = (format!("a{depth}"), format!("i{depth}"), format!("x{depth}"));
                         format!(
-                            "{{ let mut {a} = [{z}; {}]; for {x} in {a}.iter_mut() {{ *{x} = {inner}; }} {a} }}",
-                            n.value
+                            "{{ let mut {a} = [{z}; {}]; for ({i}, {x}) in {a}.iter_mut().enumerate() {{ *{x} = r.element({i}, {})?; }} {a} }}",
+                            n.value,
+                            closure_arg(&inner)
                         )
                     }
+                    // The reader says which element failed.
                     None => format!("r.get_array::<_, {}>({})?", n.value, closure_arg(&inner)),
                 }
             }
             Type::VarArray(el, m) => {
-                let inner = self.dec(el, &format!("{what}[]"), e, depth + 1);
-                let (n, v) = (format!("n{depth}"), format!("v{depth}"));
+                let inner = self.dec(el, &self.m.spelling(el), e, depth + 1);
+                let (n, v, i) = (format!("n{depth}"), format!("v{depth}"), format!("i{depth}"));
                 format!(
-                    "{{ let {n} = r.get_count({}, {what:?})?; let mut {v} = ::std::vec::Vec::with_capacity({n}); for _ in 0..{n} {{ {v}.push({inner}); }} {v} }}",
-                    max_len(*m)
+                    "{{ let {n} = r.get_count({}, {what:?})?; let mut {v} = ::std::vec::Vec::with_capacity({n}); for {i} in 0..{n} {{ {v}.push(r.element({i}, {})?); }} {v} }}",
+                    max_len(*m),
+                    closure_arg(&inner)
                 )
             }
             Type::Optional(el) => {
-                let inner = self.dec(el, &format!("{what}*"), e, depth + 1);
+                let inner = self.dec(el, &self.m.spelling(el), e, depth + 1);
                 format!("r.get_optional({})?", closure_arg(&inner))
             }
         }
+    }
+
+    /// An expression reading the field, argument or union arm `name` (its `.x` name) of type
+    /// `ty`, whose errors then say they happened there.
+    fn dec_field(&self, name: &str, ty: &Type, e: Enc) -> String {
+        let inner = self.dec(ty, &self.m.spelling(ty), e, 0);
+        format!("r.field({name:?}, {})?", closure_arg(&inner))
     }
 
     fn impl_open(&mut self, e: Enc, rust: &str) {
@@ -250,8 +262,7 @@ impl Gen<'_> {
             self.dec_fn_open(e);
             self.open("Ok(Self {");
             for (f, name) in s.fields.iter().zip(&fields) {
-                let what = format!("{}.{}: {}", s.name, f.name, m.spelling(&f.ty));
-                let d = self.dec(&f.ty, &what, e, 0);
+                let d = self.dec_field(&f.name, &f.ty, e);
                 self.line(format!("{name}: {d},"));
             }
             self.close("})");
@@ -370,8 +381,7 @@ impl Gen<'_> {
                 let pats: Vec<String> = arm.cases.iter().map(|c| self.case_pat(u.switch, c)).collect();
                 match (names, &arm.field) {
                     (ArmNames::Data(v), Some(f)) => {
-                        let what = format!("{}.{}: {}", u.name, f.name, m.spelling(&f.ty));
-                        let dx = self.dec(&f.ty, &what, e, 0);
+                        let dx = self.dec_field(&f.name, &f.ty, e);
                         let with_d = if pats.len() > 1 { "d, " } else { "" };
                         self.line(format!("{} => Ok(Self::{v}({with_d}{dx})),", pats.join(" | ")));
                     }
@@ -386,8 +396,7 @@ impl Gen<'_> {
             if !all_covered {
                 match u.default.as_ref().map(|d| d.field.as_ref()) {
                     Some(Some(f)) => {
-                        let what = format!("{}.{}: {}", u.name, f.name, m.spelling(&f.ty));
-                        let dx = self.dec(&f.ty, &what, e, 0);
+                        let dx = self.dec_field(&f.name, &f.ty, e);
                         self.line(format!("_ => Ok(Self::Default(d, {dx})),"));
                     }
                     Some(None) => self.line("_ => Ok(Self::Default(d)),"),
@@ -432,7 +441,9 @@ impl Gen<'_> {
         let order_arg = if e == Enc::Native { ", order" } else { "" };
         let args: Vec<(String, Type)> = names.args.iter().cloned().zip(pr.args.iter().map(|a| a.ty.clone())).collect();
         let result: Vec<(String, Type)> = pr.result.iter().map(|t| ("result".to_string(), t.clone())).collect();
-        for (side, vals) in [("args", args), ("result", result)] {
+        // The `.x` names, which a decoding error's path starts from.
+        let arg_names: Vec<&str> = pr.args.iter().map(|a| a.name.as_str()).collect();
+        for (side, vals, xnames) in [("args", args, arg_names), ("result", result, vec!["result"])] {
             if vals.is_empty() {
                 continue;
             }
@@ -477,10 +488,9 @@ impl Gen<'_> {
                 names.method
             ));
             self.line(format!("let r = &mut {cp}::{}::new(body{order_arg});", e.reader()));
-            for (n, t) in &vals {
-                let what = format!("{label}: {}", self.m.spelling(t));
-                let d = self.view_dec(t, &what, e, body);
-                self.line(format!("let {n} = {d};"));
+            for ((n, t), x) in vals.iter().zip(&xnames) {
+                let d = self.view_dec(t, &self.m.spelling(t), e, body);
+                self.line(format!("let {n} = r.field({x:?}, {})?;", closure_arg(&d)));
             }
             self.line("r.finish()?;");
             let names: Vec<&str> = vals.iter().map(|(n, _)| n.as_str()).collect();

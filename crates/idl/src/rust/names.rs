@@ -301,7 +301,7 @@ pub fn plan(m: &Model, strip_enum_prefix: bool) -> Result<Names, Vec<Diagnostic>
             let module = top_level(&mut p, snake(&v.name), &v.name, v.pos);
             let stem = camel(&v.name);
             let mut consts: HashMap<String, String> = HashMap::new();
-            for reserved in ["PROGRAM", "VERSION"] {
+            for reserved in ["PROGRAM", "VERSION", "PROCEDURES"] {
                 consts.insert(reserved.into(), format!("the version's own `{reserved}`"));
             }
             let mut methods: HashMap<String, String> = HashMap::new();

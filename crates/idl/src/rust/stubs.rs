@@ -43,6 +43,9 @@ impl Gen<'_> {
             self.line(format!("/// Procedure `{}`.", m.signature(pr.p)));
             self.line(format!("pub const {}: u32 = {};", pr.n.konst, pr.p.number));
         }
+        self.line("/// Every procedure's number and `.x` name, for messages that name them.");
+        let table: Vec<String> = procs.iter().map(|pr| format!("({}, {:?})", pr.n.konst, pr.p.name)).collect();
+        self.line(format!("pub const PROCEDURES: &[(u32, &str)] = &[{}];", table.join(", ")));
         for pr in &procs {
             for e in Enc::BOTH {
                 self.proc_codecs(pr.p, &pr.n, e);
@@ -83,12 +86,12 @@ impl Gen<'_> {
         self.open(format!(
             "pub fn connect_with(uri: &str, config: {rt}::ClientConfig) -> ::std::result::Result<Self, {rt}::Error> {{"
         ));
-        self.line(format!("{rt}::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self {{ inner }})"));
+        self.line(format!("{rt}::Client::connect_with(uri, PROGRAM, VERSION, config).map(Self::from_client)"));
         self.close("}");
         self.line("");
-        self.line("/// Wraps a client already bound to this program version.");
+        self.line("/// Wraps a client already bound to this program version (its errors then name procedures).");
         self.open(format!("pub fn from_client(inner: {rt}::Client) -> Self {{"));
-        self.line("Self { inner }");
+        self.line("Self { inner: inner.name_procedures(PROCEDURES) }");
         self.close("}");
         self.line("");
         self.line("/// The untyped client underneath.");
@@ -260,12 +263,20 @@ impl Gen<'_> {
             self.line("/// Every procedure runs on the server's worker pool (registered long-running).");
         } else {
             self.line("/// A procedure runs on the thread that received its call (no hand-off: the fast path), so a");
-            self.line("/// slow one holds up the calls behind it on that endpoint; register it long-running");
-            self.line("/// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.");
+            self.line("/// slow one holds up the calls behind it on that endpoint. Mark it long-running to run it on");
+            self.line("/// the server's worker pool instead: at run time with `program(..).mark_long_running(\"NAME\")`");
+            self.line("/// (or `.long_running_all()`), or from `build.rs` with `lowlat_build::Builder::long_running`.");
             if !long.is_empty() {
                 self.line(format!("/// Registered long-running: `{}`.", long.join("`, `")));
             }
         }
+        self.line("///");
+        self.line(format!(
+            "/// A method fails with [`{rt}::ProcError`]: `ProcError::failed(message)` sends `message` to a"
+        ));
+        self.line("/// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets");
+        self.line("/// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the");
+        self.line("/// caller is told which argument and where.");
         self.open(format!("pub trait {}: ::std::marker::Send + ::std::marker::Sync + 'static {{", vn.service));
         for pr in procs {
             let mut params = vec!["&self".to_string(), format!("ctx: &{rt}::CallContext")];
@@ -349,11 +360,11 @@ impl Gen<'_> {
                 } else {
                     format!("{cp}::NativeReader::new(args, order)")
                 };
-                self.line(format!("{reader}.finish().map_err(|_| {rt}::ProcError::GarbageArgs)?;"));
+                self.line(format!("{reader}.finish().map_err({rt}::ProcError::bad_args)?;"));
             } else {
                 let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
                 self.line(format!(
-                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err(|_| {rt}::ProcError::GarbageArgs)?;",
+                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err({rt}::ProcError::bad_args)?;",
                     pr.n.method,
                     e.name()
                 ));
@@ -373,15 +384,21 @@ impl Gen<'_> {
                     }
                     self.line(format!("s.{}({}, reply)?;", pr.n.method, call_args.join(", ")));
                     let head = if xdr { " - 4" } else { "" };
+                    if xdr || max < u32::MAX {
+                        self.line(format!("let n = reply.len() - start{head};"));
+                    }
                     if max < u32::MAX {
-                        self.open(format!("if reply.len() - start{head} > {max} {{"));
+                        self.open(format!("if n > {max} {{"));
                         self.line("reply.truncate(start);");
-                        self.line(format!("return Err({rt}::ProcError::SystemError);"));
+                        self.line(format!(
+                            "return Err({rt}::ProcError::failed(format!(\"the result is {{n}} bytes, more than its maximum of {max}\")));"
+                        ));
                         self.close("}");
                     }
                     if xdr {
-                        self.line("let n = reply.len() - start - 4;");
-                        self.line(format!("let len = u32::try_from(n).map_err(|_| {rt}::ProcError::SystemError)?;"));
+                        self.line(format!(
+                            "let len = u32::try_from(n).map_err(|_| {rt}::ProcError::failed(\"the result is longer than XDR can carry\"))?;"
+                        ));
                         self.line("reply[start..start + 4].copy_from_slice(&len.to_be_bytes());");
                         self.line("reply.resize(reply.len() + (4 - n % 4) % 4, 0);");
                     }
@@ -391,7 +408,7 @@ impl Gen<'_> {
                     self.line(format!("let result = s.{}({})?;", pr.n.method, call_args.join(", ")));
                     let arg = if is_copy_scalar(t) { "result" } else { "&result" };
                     self.line(format!(
-                        "encode_{}_result_{}(reply{order_arg}, {arg}).map_err(|_| {rt}::ProcError::SystemError)",
+                        "encode_{}_result_{}(reply{order_arg}, {arg}).map_err({rt}::ProcError::bad_result)",
                         pr.n.method,
                         e.name()
                     ));

@@ -152,8 +152,8 @@ impl ::lowlat_codec::Xdr for Point {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            x: r.get_i32()?,
-            y: r.get_i32()?,
+            x: r.field("x", |r| r.get_i32())?,
+            y: r.field("y", |r| r.get_i32())?,
         })
     }
 }
@@ -166,8 +166,8 @@ impl ::lowlat_codec::Native for Point {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            x: r.get_i32()?,
-            y: r.get_i32()?,
+            x: r.field("x", |r| r.get_i32())?,
+            y: r.field("y", |r| r.get_i32())?,
         })
     }
 }
@@ -195,8 +195,8 @@ impl ::lowlat_codec::Xdr for Node {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            value: r.get_i32()?,
-            next: r.get_optional(<Node as ::lowlat_codec::Xdr>::decode_xdr)?,
+            value: r.field("value", |r| r.get_i32())?,
+            next: r.field("next", |r| r.get_optional(<Node as ::lowlat_codec::Xdr>::decode_xdr))?,
         })
     }
 }
@@ -215,8 +215,8 @@ impl ::lowlat_codec::Native for Node {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            value: r.get_i32()?,
-            next: r.get_optional(<Node as ::lowlat_codec::Native>::decode_native)?,
+            value: r.field("value", |r| r.get_i32())?,
+            next: r.field("next", |r| r.get_optional(<Node as ::lowlat_codec::Native>::decode_native))?,
         })
     }
 }
@@ -259,15 +259,15 @@ impl ::lowlat_codec::Xdr for Primitives {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            i: r.get_i32()?,
-            u: r.get_u32()?,
-            ushort_like: r.get_u32()?,
-            h: r.get_i64()?,
-            uh: r.get_u64()?,
-            f: r.get_f32()?,
-            d: r.get_f64()?,
-            b: r.get_bool()?,
-            c: <Color as ::lowlat_codec::Xdr>::decode_xdr(r)?,
+            i: r.field("i", |r| r.get_i32())?,
+            u: r.field("u", |r| r.get_u32())?,
+            ushort_like: r.field("ushort_like", |r| r.get_u32())?,
+            h: r.field("h", |r| r.get_i64())?,
+            uh: r.field("uh", |r| r.get_u64())?,
+            f: r.field("f", |r| r.get_f32())?,
+            d: r.field("d", |r| r.get_f64())?,
+            b: r.field("b", |r| r.get_bool())?,
+            c: r.field("c", <Color as ::lowlat_codec::Xdr>::decode_xdr)?,
         })
     }
 }
@@ -287,15 +287,15 @@ impl ::lowlat_codec::Native for Primitives {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            i: r.get_i32()?,
-            u: r.get_u32()?,
-            ushort_like: r.get_u32()?,
-            h: r.get_i64()?,
-            uh: r.get_u64()?,
-            f: r.get_f32()?,
-            d: r.get_f64()?,
-            b: r.get_bool()?,
-            c: <Color as ::lowlat_codec::Native>::decode_native(r)?,
+            i: r.field("i", |r| r.get_i32())?,
+            u: r.field("u", |r| r.get_u32())?,
+            ushort_like: r.field("ushort_like", |r| r.get_u32())?,
+            h: r.field("h", |r| r.get_i64())?,
+            uh: r.field("uh", |r| r.get_u64())?,
+            f: r.field("f", |r| r.get_f32())?,
+            d: r.field("d", |r| r.get_f64())?,
+            b: r.field("b", |r| r.get_bool())?,
+            c: r.field("c", <Color as ::lowlat_codec::Native>::decode_native)?,
         })
     }
 }
@@ -337,8 +337,8 @@ impl ::lowlat_codec::Xdr for Result {
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = <Color as ::lowlat_codec::Xdr>::decode_xdr(r)?;
         match d {
-            Color::Red => Ok(Self::Code(r.get_i32()?)),
-            Color::Green | Color::Blue => Ok(Self::Label(d, r.get_string(32, "result.label: string<32>")?.to_owned())),
+            Color::Red => Ok(Self::Code(r.field("code", |r| r.get_i32())?)),
+            Color::Green | Color::Blue => Ok(Self::Label(d, r.field("label", |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?)),
             _ => Ok(Self::Default(d)),
         }
     }
@@ -370,8 +370,8 @@ impl ::lowlat_codec::Native for Result {
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = <Color as ::lowlat_codec::Native>::decode_native(r)?;
         match d {
-            Color::Red => Ok(Self::Code(r.get_i32()?)),
-            Color::Green | Color::Blue => Ok(Self::Label(d, r.get_string(32, "result.label: string<32>")?.to_owned())),
+            Color::Red => Ok(Self::Code(r.field("code", |r| r.get_i32())?)),
+            Color::Green | Color::Blue => Ok(Self::Label(d, r.field("label", |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?)),
             _ => Ok(Self::Default(d)),
         }
     }
@@ -415,10 +415,10 @@ impl ::lowlat_codec::Xdr for ByInt {
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = r.get_i32()?;
         match d {
-            1 => Ok(Self::P(<Point as ::lowlat_codec::Xdr>::decode_xdr(r)?)),
+            1 => Ok(Self::P(r.field("p", <Point as ::lowlat_codec::Xdr>::decode_xdr)?)),
             2 => Ok(Self::V2),
-            -5 => Ok(Self::Big(r.get_i64()?)),
-            _ => Ok(Self::Default(d, r.get_opaque_var(8, "by_int.raw: opaque<8>")?.to_vec())),
+            -5 => Ok(Self::Big(r.field("big", |r| r.get_i64())?)),
+            _ => Ok(Self::Default(d, r.field("raw", |r| Ok(r.get_opaque_var(8, "opaque<8>")?.to_vec()))?)),
         }
     }
 }
@@ -448,10 +448,10 @@ impl ::lowlat_codec::Native for ByInt {
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = r.get_i32()?;
         match d {
-            1 => Ok(Self::P(<Point as ::lowlat_codec::Native>::decode_native(r)?)),
+            1 => Ok(Self::P(r.field("p", <Point as ::lowlat_codec::Native>::decode_native)?)),
             2 => Ok(Self::V2),
-            -5 => Ok(Self::Big(r.get_i64()?)),
-            _ => Ok(Self::Default(d, r.get_opaque_var(8, "by_int.raw: opaque<8>")?.to_vec())),
+            -5 => Ok(Self::Big(r.field("big", |r| r.get_i64())?)),
+            _ => Ok(Self::Default(d, r.field("raw", |r| Ok(r.get_opaque_var(8, "opaque<8>")?.to_vec()))?)),
         }
     }
 }
@@ -479,7 +479,7 @@ impl ::lowlat_codec::Xdr for MaybeText {
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = r.get_bool()?;
         match d {
-            true => Ok(Self::T(r.get_string(4294967295, "maybe_text.t: string<>")?.to_owned())),
+            true => Ok(Self::T(r.field("t", |r| Ok(r.get_string(4294967295, "string<>")?.to_owned()))?)),
             false => Ok(Self::False),
         }
     }
@@ -499,7 +499,7 @@ impl ::lowlat_codec::Native for MaybeText {
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         let d = r.get_bool()?;
         match d {
-            true => Ok(Self::T(r.get_string(4294967295, "maybe_text.t: string<>")?.to_owned())),
+            true => Ok(Self::T(r.field("t", |r| Ok(r.get_string(4294967295, "string<>")?.to_owned()))?)),
             false => Ok(Self::False),
         }
     }
@@ -535,8 +535,8 @@ impl ::lowlat_codec::Xdr for ByUint {
         let offset = r.pos();
         let d = r.get_u32()?;
         match d {
-            0 => Ok(Self::D(r.get_f64()?)),
-            7 => Ok(Self::Cs({ let n0 = r.get_count(4294967295, "by_uint.cs: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 })),
+            0 => Ok(Self::D(r.field("d", |r| r.get_f64())?)),
+            7 => Ok(Self::Cs(r.field("cs", |r| Ok({ let n0 = r.get_count(4294967295, "unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_u32())?); } v0 }))?)),
             _ => Err(::lowlat_codec::DecodeError::BadDiscriminant { type_name: "by_uint", value: i64::from(d), offset }),
         }
     }
@@ -563,8 +563,8 @@ impl ::lowlat_codec::Native for ByUint {
         let offset = r.pos();
         let d = r.get_u32()?;
         match d {
-            0 => Ok(Self::D(r.get_f64()?)),
-            7 => Ok(Self::Cs({ let n0 = r.get_count(4294967295, "by_uint.cs: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 })),
+            0 => Ok(Self::D(r.field("d", |r| r.get_f64())?)),
+            7 => Ok(Self::Cs(r.field("cs", |r| Ok({ let n0 = r.get_count(4294967295, "unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_u32())?); } v0 }))?)),
             _ => Err(::lowlat_codec::DecodeError::BadDiscriminant { type_name: "by_uint", value: i64::from(d), offset }),
         }
     }
@@ -590,9 +590,9 @@ impl ::lowlat_codec::Xdr for Inner {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            corner: <Point as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            kind: <Shape as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            tag: r.get_opaque_var(8, "inner.tag: opaque<8>")?.to_vec(),
+            corner: r.field("corner", <Point as ::lowlat_codec::Xdr>::decode_xdr)?,
+            kind: r.field("kind", <Shape as ::lowlat_codec::Xdr>::decode_xdr)?,
+            tag: r.field("tag", |r| Ok(r.get_opaque_var(8, "opaque<8>")?.to_vec()))?,
         })
     }
 }
@@ -606,9 +606,9 @@ impl ::lowlat_codec::Native for Inner {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            corner: <Point as ::lowlat_codec::Native>::decode_native(r)?,
-            kind: <Shape as ::lowlat_codec::Native>::decode_native(r)?,
-            tag: r.get_opaque_var(8, "inner.tag: opaque<8>")?.to_vec(),
+            corner: r.field("corner", <Point as ::lowlat_codec::Native>::decode_native)?,
+            kind: r.field("kind", <Shape as ::lowlat_codec::Native>::decode_native)?,
+            tag: r.field("tag", |r| Ok(r.get_opaque_var(8, "opaque<8>")?.to_vec()))?,
         })
     }
 }
@@ -633,8 +633,8 @@ impl ::lowlat_codec::Xdr for Batch {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            id: r.get_i64()?,
-            items: { let n0 = r.get_count(64, "batch.items: inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Xdr>::decode_xdr(r)?); } v0 },
+            id: r.field("id", |r| r.get_i64())?,
+            items: r.field("items", |r| Ok({ let n0 = r.get_count(64, "inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, <Inner as ::lowlat_codec::Xdr>::decode_xdr)?); } v0 }))?,
         })
     }
 }
@@ -650,8 +650,8 @@ impl ::lowlat_codec::Native for Batch {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            id: r.get_i64()?,
-            items: { let n0 = r.get_count(64, "batch.items: inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Native>::decode_native(r)?); } v0 },
+            id: r.field("id", |r| r.get_i64())?,
+            items: r.field("items", |r| Ok({ let n0 = r.get_count(64, "inner<64>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, <Inner as ::lowlat_codec::Native>::decode_native)?); } v0 }))?,
         })
     }
 }
@@ -757,26 +757,26 @@ impl ::lowlat_codec::Xdr for Everything {
     }
     fn decode_xdr(r: &mut ::lowlat_codec::XdrReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            prim: <Primitives as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            h: r.get_opaque_array::<16>()?,
-            data: r.get_opaque_var(4294967295, "everything.data: opaque<>")?.to_vec(),
-            fixed_bytes: r.get_opaque_array::<3>()?,
-            var_bytes: r.get_opaque_var(5, "everything.var_bytes: opaque<5>")?.to_vec(),
-            who: r.get_string(32, "everything.who: string<32>")?.to_owned(),
-            note: r.get_string(4294967295, "everything.note: string<>")?.to_owned(),
-            four: { let mut a0 = [0; 4]; for x0 in a0.iter_mut() { *x0 = r.get_i32()?; } a0 },
-            many: { let n0 = r.get_count(4294967295, "everything.many: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 },
-            corners: r.get_array::<_, 2>(<Point as ::lowlat_codec::Xdr>::decode_xdr)?,
-            inners: { let n0 = r.get_count(4, "everything.inners: inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Xdr>::decode_xdr(r)?); } v0 },
-            maybe_point: r.get_optional(<Point as ::lowlat_codec::Xdr>::decode_xdr)?,
-            list: r.get_optional(<Node as ::lowlat_codec::Xdr>::decode_xdr)?,
-            r: <Result as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            bi: <ByInt as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            mt: <MaybeText as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            bu: <ByUint as ::lowlat_codec::Xdr>::decode_xdr(r)?,
-            names: { let n0 = r.get_count(3, "everything.names: string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_string(32, "everything.names: string<32><3>[]")?.to_owned()); } v0 },
-            hypers: { let mut a0 = [0; 2]; for x0 in a0.iter_mut() { *x0 = r.get_i64()?; } a0 },
-            flags: { let n0 = r.get_count(4294967295, "everything.flags: bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_bool()?); } v0 },
+            prim: r.field("prim", <Primitives as ::lowlat_codec::Xdr>::decode_xdr)?,
+            h: r.field("h", |r| r.get_opaque_array::<16>())?,
+            data: r.field("data", |r| Ok(r.get_opaque_var(4294967295, "opaque<>")?.to_vec()))?,
+            fixed_bytes: r.field("fixed_bytes", |r| r.get_opaque_array::<3>())?,
+            var_bytes: r.field("var_bytes", |r| Ok(r.get_opaque_var(5, "opaque<5>")?.to_vec()))?,
+            who: r.field("who", |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?,
+            note: r.field("note", |r| Ok(r.get_string(4294967295, "string<>")?.to_owned()))?,
+            four: r.field("four", |r| Ok({ let mut a0 = [0; 4]; for (i0, x0) in a0.iter_mut().enumerate() { *x0 = r.element(i0, |r| r.get_i32())?; } a0 }))?,
+            many: r.field("many", |r| Ok({ let n0 = r.get_count(4294967295, "unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_u32())?); } v0 }))?,
+            corners: r.field("corners", |r| r.get_array::<_, 2>(<Point as ::lowlat_codec::Xdr>::decode_xdr))?,
+            inners: r.field("inners", |r| Ok({ let n0 = r.get_count(4, "inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, <Inner as ::lowlat_codec::Xdr>::decode_xdr)?); } v0 }))?,
+            maybe_point: r.field("maybe_point", |r| r.get_optional(<Point as ::lowlat_codec::Xdr>::decode_xdr))?,
+            list: r.field("list", |r| r.get_optional(<Node as ::lowlat_codec::Xdr>::decode_xdr))?,
+            r: r.field("r", <Result as ::lowlat_codec::Xdr>::decode_xdr)?,
+            bi: r.field("bi", <ByInt as ::lowlat_codec::Xdr>::decode_xdr)?,
+            mt: r.field("mt", <MaybeText as ::lowlat_codec::Xdr>::decode_xdr)?,
+            bu: r.field("bu", <ByUint as ::lowlat_codec::Xdr>::decode_xdr)?,
+            names: r.field("names", |r| Ok({ let n0 = r.get_count(3, "string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?); } v0 }))?,
+            hypers: r.field("hypers", |r| Ok({ let mut a0 = [0; 2]; for (i0, x0) in a0.iter_mut().enumerate() { *x0 = r.element(i0, |r| r.get_i64())?; } a0 }))?,
+            flags: r.field("flags", |r| Ok({ let n0 = r.get_count(4294967295, "bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_bool())?); } v0 }))?,
         })
     }
 }
@@ -837,26 +837,26 @@ impl ::lowlat_codec::Native for Everything {
     }
     fn decode_native(r: &mut ::lowlat_codec::NativeReader<'_>) -> ::std::result::Result<Self, ::lowlat_codec::DecodeError> {
         Ok(Self {
-            prim: <Primitives as ::lowlat_codec::Native>::decode_native(r)?,
-            h: r.get_opaque_array::<16>()?,
-            data: r.get_opaque_var(4294967295, "everything.data: opaque<>")?.to_vec(),
-            fixed_bytes: r.get_opaque_array::<3>()?,
-            var_bytes: r.get_opaque_var(5, "everything.var_bytes: opaque<5>")?.to_vec(),
-            who: r.get_string(32, "everything.who: string<32>")?.to_owned(),
-            note: r.get_string(4294967295, "everything.note: string<>")?.to_owned(),
-            four: { let mut a0 = [0; 4]; for x0 in a0.iter_mut() { *x0 = r.get_i32()?; } a0 },
-            many: { let n0 = r.get_count(4294967295, "everything.many: unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_u32()?); } v0 },
-            corners: r.get_array::<_, 2>(<Point as ::lowlat_codec::Native>::decode_native)?,
-            inners: { let n0 = r.get_count(4, "everything.inners: inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(<Inner as ::lowlat_codec::Native>::decode_native(r)?); } v0 },
-            maybe_point: r.get_optional(<Point as ::lowlat_codec::Native>::decode_native)?,
-            list: r.get_optional(<Node as ::lowlat_codec::Native>::decode_native)?,
-            r: <Result as ::lowlat_codec::Native>::decode_native(r)?,
-            bi: <ByInt as ::lowlat_codec::Native>::decode_native(r)?,
-            mt: <MaybeText as ::lowlat_codec::Native>::decode_native(r)?,
-            bu: <ByUint as ::lowlat_codec::Native>::decode_native(r)?,
-            names: { let n0 = r.get_count(3, "everything.names: string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_string(32, "everything.names: string<32><3>[]")?.to_owned()); } v0 },
-            hypers: { let mut a0 = [0; 2]; for x0 in a0.iter_mut() { *x0 = r.get_i64()?; } a0 },
-            flags: { let n0 = r.get_count(4294967295, "everything.flags: bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for _ in 0..n0 { v0.push(r.get_bool()?); } v0 },
+            prim: r.field("prim", <Primitives as ::lowlat_codec::Native>::decode_native)?,
+            h: r.field("h", |r| r.get_opaque_array::<16>())?,
+            data: r.field("data", |r| Ok(r.get_opaque_var(4294967295, "opaque<>")?.to_vec()))?,
+            fixed_bytes: r.field("fixed_bytes", |r| r.get_opaque_array::<3>())?,
+            var_bytes: r.field("var_bytes", |r| Ok(r.get_opaque_var(5, "opaque<5>")?.to_vec()))?,
+            who: r.field("who", |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?,
+            note: r.field("note", |r| Ok(r.get_string(4294967295, "string<>")?.to_owned()))?,
+            four: r.field("four", |r| Ok({ let mut a0 = [0; 4]; for (i0, x0) in a0.iter_mut().enumerate() { *x0 = r.element(i0, |r| r.get_i32())?; } a0 }))?,
+            many: r.field("many", |r| Ok({ let n0 = r.get_count(4294967295, "unsigned int<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_u32())?); } v0 }))?,
+            corners: r.field("corners", |r| r.get_array::<_, 2>(<Point as ::lowlat_codec::Native>::decode_native))?,
+            inners: r.field("inners", |r| Ok({ let n0 = r.get_count(4, "inner<4>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, <Inner as ::lowlat_codec::Native>::decode_native)?); } v0 }))?,
+            maybe_point: r.field("maybe_point", |r| r.get_optional(<Point as ::lowlat_codec::Native>::decode_native))?,
+            list: r.field("list", |r| r.get_optional(<Node as ::lowlat_codec::Native>::decode_native))?,
+            r: r.field("r", <Result as ::lowlat_codec::Native>::decode_native)?,
+            bi: r.field("bi", <ByInt as ::lowlat_codec::Native>::decode_native)?,
+            mt: r.field("mt", <MaybeText as ::lowlat_codec::Native>::decode_native)?,
+            bu: r.field("bu", <ByUint as ::lowlat_codec::Native>::decode_native)?,
+            names: r.field("names", |r| Ok({ let n0 = r.get_count(3, "string<32><3>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| Ok(r.get_string(32, "string<32>")?.to_owned()))?); } v0 }))?,
+            hypers: r.field("hypers", |r| Ok({ let mut a0 = [0; 2]; for (i0, x0) in a0.iter_mut().enumerate() { *x0 = r.element(i0, |r| r.get_i64())?; } a0 }))?,
+            flags: r.field("flags", |r| Ok({ let n0 = r.get_count(4294967295, "bool<>")?; let mut v0 = ::std::vec::Vec::with_capacity(n0); for i0 in 0..n0 { v0.push(r.element(i0, |r| r.get_bool())?); } v0 }))?,
         })
     }
 }
@@ -882,6 +882,8 @@ pub mod everything_v1 {
     pub const GREET: u32 = 4;
     /// Procedure `LOOKUP(string<32> key, color hint) -> result`.
     pub const LOOKUP: u32 = 5;
+    /// Every procedure's number and `.x` name, for messages that name them.
+    pub const PROCEDURES: &[(u32, &str)] = &[(PING, "PING"), (ROUNDTRIP, "ROUNDTRIP"), (ADD, "ADD"), (CONCAT, "CONCAT"), (GREET, "GREET"), (LOOKUP, "LOOKUP")];
 
     /// Appends the xdr encoding of `ROUNDTRIP`'s args.
     pub fn encode_roundtrip_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, arg: &super::Everything) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -893,7 +895,7 @@ pub mod everything_v1 {
     /// Decodes `ROUNDTRIP`'s args from a whole xdr message body.
     pub fn decode_roundtrip_args_xdr(body: &[u8]) -> ::std::result::Result<super::Everything, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let arg = <super::Everything as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let arg = r.field("arg", <super::Everything as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok(arg)
     }
@@ -908,7 +910,7 @@ pub mod everything_v1 {
     /// Decodes `ROUNDTRIP`'s result from a whole xdr message body.
     pub fn decode_roundtrip_result_xdr(body: &[u8]) -> ::std::result::Result<super::Everything, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = <super::Everything as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let result = r.field("result", <super::Everything as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok(result)
     }
@@ -923,7 +925,7 @@ pub mod everything_v1 {
     /// Decodes `ROUNDTRIP`'s args from a whole native message body.
     pub fn decode_roundtrip_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<super::Everything, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let arg = <super::Everything as ::lowlat_codec::Native>::decode_native(r)?;
+        let arg = r.field("arg", <super::Everything as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok(arg)
     }
@@ -938,7 +940,7 @@ pub mod everything_v1 {
     /// Decodes `ROUNDTRIP`'s result from a whole native message body.
     pub fn decode_roundtrip_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<super::Everything, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = <super::Everything as ::lowlat_codec::Native>::decode_native(r)?;
+        let result = r.field("result", <super::Everything as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok(result)
     }
@@ -954,8 +956,8 @@ pub mod everything_v1 {
     /// Decodes `ADD`'s args from a whole xdr message body.
     pub fn decode_add_args_xdr(body: &[u8]) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let arg1 = r.get_i32()?;
-        let arg2 = r.get_i32()?;
+        let arg1 = r.field("arg1", |r| r.get_i32())?;
+        let arg2 = r.field("arg2", |r| r.get_i32())?;
         r.finish()?;
         Ok((arg1, arg2))
     }
@@ -970,7 +972,7 @@ pub mod everything_v1 {
     /// Decodes `ADD`'s result from a whole xdr message body.
     pub fn decode_add_result_xdr(body: &[u8]) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -986,8 +988,8 @@ pub mod everything_v1 {
     /// Decodes `ADD`'s args from a whole native message body.
     pub fn decode_add_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let arg1 = r.get_i32()?;
-        let arg2 = r.get_i32()?;
+        let arg1 = r.field("arg1", |r| r.get_i32())?;
+        let arg2 = r.field("arg2", |r| r.get_i32())?;
         r.finish()?;
         Ok((arg1, arg2))
     }
@@ -1002,7 +1004,7 @@ pub mod everything_v1 {
     /// Decodes `ADD`'s result from a whole native message body.
     pub fn decode_add_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -1018,8 +1020,8 @@ pub mod everything_v1 {
     /// Decodes `CONCAT`'s args from a whole xdr message body.
     pub fn decode_concat_args_xdr(body: &[u8]) -> ::std::result::Result<(&[u8], &[u8]), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let a = r.get_opaque_var(4294967295, "CONCAT args: opaque<>")?;
-        let b = r.get_opaque_var(4294967295, "CONCAT args: opaque<>")?;
+        let a = r.field("a", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
+        let b = r.field("b", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok((a, b))
     }
@@ -1034,7 +1036,7 @@ pub mod everything_v1 {
     /// Decodes `CONCAT`'s result from a whole xdr message body.
     pub fn decode_concat_result_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_opaque_var(4294967295, "CONCAT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -1050,8 +1052,8 @@ pub mod everything_v1 {
     /// Decodes `CONCAT`'s args from a whole native message body.
     pub fn decode_concat_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<(&[u8], &[u8]), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let a = r.get_opaque_var(4294967295, "CONCAT args: opaque<>")?;
-        let b = r.get_opaque_var(4294967295, "CONCAT args: opaque<>")?;
+        let a = r.field("a", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
+        let b = r.field("b", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok((a, b))
     }
@@ -1066,7 +1068,7 @@ pub mod everything_v1 {
     /// Decodes `CONCAT`'s result from a whole native message body.
     pub fn decode_concat_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_opaque(4294967295, "CONCAT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -1081,7 +1083,7 @@ pub mod everything_v1 {
     /// Decodes `GREET`'s args from a whole xdr message body.
     pub fn decode_greet_args_xdr(body: &[u8]) -> ::std::result::Result<&str, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let who = r.get_string(4294967295, "GREET args: string<>")?;
+        let who = r.field("who", |r| r.get_string(4294967295, "string<>"))?;
         r.finish()?;
         Ok(who)
     }
@@ -1096,7 +1098,7 @@ pub mod everything_v1 {
     /// Decodes `GREET`'s result from a whole xdr message body.
     pub fn decode_greet_result_xdr(body: &[u8]) -> ::std::result::Result<&str, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_string(4294967295, "GREET result: string<>")?;
+        let result = r.field("result", |r| r.get_string(4294967295, "string<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -1111,7 +1113,7 @@ pub mod everything_v1 {
     /// Decodes `GREET`'s args from a whole native message body.
     pub fn decode_greet_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&str, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let who = r.get_body_string(4294967295, "GREET args: string<>")?;
+        let who = r.field("who", |r| r.get_body_string(4294967295, "string<>"))?;
         r.finish()?;
         Ok(who)
     }
@@ -1126,7 +1128,7 @@ pub mod everything_v1 {
     /// Decodes `GREET`'s result from a whole native message body.
     pub fn decode_greet_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&str, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_string(4294967295, "GREET result: string<>")?;
+        let result = r.field("result", |r| r.get_body_string(4294967295, "string<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -1142,8 +1144,8 @@ pub mod everything_v1 {
     /// Decodes `LOOKUP`'s args from a whole xdr message body.
     pub fn decode_lookup_args_xdr(body: &[u8]) -> ::std::result::Result<(&str, super::Color), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let key = r.get_string(32, "LOOKUP args: string<32>")?;
-        let hint = <super::Color as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let key = r.field("key", |r| r.get_string(32, "string<32>"))?;
+        let hint = r.field("hint", <super::Color as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok((key, hint))
     }
@@ -1158,7 +1160,7 @@ pub mod everything_v1 {
     /// Decodes `LOOKUP`'s result from a whole xdr message body.
     pub fn decode_lookup_result_xdr(body: &[u8]) -> ::std::result::Result<super::Result, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = <super::Result as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let result = r.field("result", <super::Result as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok(result)
     }
@@ -1174,8 +1176,8 @@ pub mod everything_v1 {
     /// Decodes `LOOKUP`'s args from a whole native message body.
     pub fn decode_lookup_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<(&str, super::Color), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let key = r.get_string(32, "LOOKUP args: string<32>")?;
-        let hint = <super::Color as ::lowlat_codec::Native>::decode_native(r)?;
+        let key = r.field("key", |r| r.get_string(32, "string<32>"))?;
+        let hint = r.field("hint", <super::Color as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok((key, hint))
     }
@@ -1190,7 +1192,7 @@ pub mod everything_v1 {
     /// Decodes `LOOKUP`'s result from a whole native message body.
     pub fn decode_lookup_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<super::Result, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = <super::Result as ::lowlat_codec::Native>::decode_native(r)?;
+        let result = r.field("result", <super::Result as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok(result)
     }
@@ -1211,12 +1213,12 @@ pub mod everything_v1 {
 
         /// Connects with `config`: spin policy, slots, the default deadline, ONC RPC credentials, ...
         pub fn connect_with(uri: &str, config: ::lowlat::ClientConfig) -> ::std::result::Result<Self, ::lowlat::Error> {
-            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self { inner })
+            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(Self::from_client)
         }
 
-        /// Wraps a client already bound to this program version.
+        /// Wraps a client already bound to this program version (its errors then name procedures).
         pub fn from_client(inner: ::lowlat::Client) -> Self {
-            Self { inner }
+            Self { inner: inner.name_procedures(PROCEDURES) }
         }
 
         /// The untyped client underneath.
@@ -1359,8 +1361,14 @@ pub mod everything_v1 {
     /// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.
     ///
     /// A procedure runs on the thread that received its call (no hand-off: the fast path), so a
-    /// slow one holds up the calls behind it on that endpoint; register it long-running
-    /// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.
+    /// slow one holds up the calls behind it on that endpoint. Mark it long-running to run it on
+    /// the server's worker pool instead: at run time with `program(..).mark_long_running("NAME")`
+    /// (or `.long_running_all()`), or from `build.rs` with `lowlat_build::Builder::long_running`.
+    ///
+    /// A method fails with [`::lowlat::ProcError`]: `ProcError::failed(message)` sends `message` to a
+    /// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets
+    /// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the
+    /// caller is told which argument and where.
     pub trait EverythingV1Service: ::std::marker::Send + ::std::marker::Sync + 'static {
         /// `PING(void) -> void`
         fn ping(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<(), ::lowlat::ProcError>;
@@ -1392,7 +1400,7 @@ pub mod everything_v1 {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.ping(ctx)
                 }
             })
@@ -1400,25 +1408,25 @@ pub mod everything_v1 {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let arg = decode_roundtrip_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let arg = decode_roundtrip_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.roundtrip(ctx, arg)?;
-                    encode_roundtrip_result_native(reply, order, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_roundtrip_result_native(reply, order, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(ADD, "ADD", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let (arg1, arg2) = decode_add_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (arg1, arg2) = decode_add_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.add(ctx, arg1, arg2)?;
-                    encode_add_result_native(reply, order, result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_add_result_native(reply, order, result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(CONCAT, "CONCAT", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let (a, b) = decode_concat_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (a, b) = decode_concat_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.concat(ctx, a, b, reply)?;
                     Ok(())
                 }
@@ -1427,18 +1435,18 @@ pub mod everything_v1 {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let who = decode_greet_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let who = decode_greet_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.greet(ctx, who)?;
-                    encode_greet_result_native(reply, order, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_greet_result_native(reply, order, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(LOOKUP, "LOOKUP", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let (key, hint) = decode_lookup_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (key, hint) = decode_lookup_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.lookup(ctx, key, hint)?;
-                    encode_lookup_result_native(reply, order, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_lookup_result_native(reply, order, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
     }
@@ -1450,35 +1458,35 @@ pub mod everything_v1 {
             .procedure(PING, "PING", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    ::lowlat_codec::XdrReader::new(args).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::XdrReader::new(args).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.ping(ctx)
                 }
             })
             .procedure(ROUNDTRIP, "ROUNDTRIP", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let arg = decode_roundtrip_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let arg = decode_roundtrip_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.roundtrip(ctx, arg)?;
-                    encode_roundtrip_result_xdr(reply, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_roundtrip_result_xdr(reply, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(ADD, "ADD", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let (arg1, arg2) = decode_add_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (arg1, arg2) = decode_add_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.add(ctx, arg1, arg2)?;
-                    encode_add_result_xdr(reply, result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_add_result_xdr(reply, result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(CONCAT, "CONCAT", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let (a, b) = decode_concat_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (a, b) = decode_concat_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let start = reply.len();
                     reply.extend_from_slice(&[0; 4]);
                     s.concat(ctx, a, b, reply)?;
                     let n = reply.len() - start - 4;
-                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::SystemError)?;
+                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::failed("the result is longer than XDR can carry"))?;
                     reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
                     reply.resize(reply.len() + (4 - n % 4) % 4, 0);
                     Ok(())
@@ -1487,17 +1495,17 @@ pub mod everything_v1 {
             .procedure(GREET, "GREET", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let who = decode_greet_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let who = decode_greet_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.greet(ctx, who)?;
-                    encode_greet_result_xdr(reply, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_greet_result_xdr(reply, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(LOOKUP, "LOOKUP", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let (key, hint) = decode_lookup_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (key, hint) = decode_lookup_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.lookup(ctx, key, hint)?;
-                    encode_lookup_result_xdr(reply, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_lookup_result_xdr(reply, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
     }
@@ -1516,6 +1524,8 @@ pub mod everything_v2 {
     pub const PING: u32 = 0;
     /// Procedure `REVERSE(node arg) -> node`.
     pub const REVERSE: u32 = 1;
+    /// Every procedure's number and `.x` name, for messages that name them.
+    pub const PROCEDURES: &[(u32, &str)] = &[(PING, "PING"), (REVERSE, "REVERSE")];
 
     /// Appends the xdr encoding of `REVERSE`'s args.
     pub fn encode_reverse_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, arg: &super::Node) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -1527,7 +1537,7 @@ pub mod everything_v2 {
     /// Decodes `REVERSE`'s args from a whole xdr message body.
     pub fn decode_reverse_args_xdr(body: &[u8]) -> ::std::result::Result<super::Node, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let arg = <super::Node as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let arg = r.field("arg", <super::Node as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok(arg)
     }
@@ -1542,7 +1552,7 @@ pub mod everything_v2 {
     /// Decodes `REVERSE`'s result from a whole xdr message body.
     pub fn decode_reverse_result_xdr(body: &[u8]) -> ::std::result::Result<super::Node, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = <super::Node as ::lowlat_codec::Xdr>::decode_xdr(r)?;
+        let result = r.field("result", <super::Node as ::lowlat_codec::Xdr>::decode_xdr)?;
         r.finish()?;
         Ok(result)
     }
@@ -1557,7 +1567,7 @@ pub mod everything_v2 {
     /// Decodes `REVERSE`'s args from a whole native message body.
     pub fn decode_reverse_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<super::Node, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let arg = <super::Node as ::lowlat_codec::Native>::decode_native(r)?;
+        let arg = r.field("arg", <super::Node as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok(arg)
     }
@@ -1572,7 +1582,7 @@ pub mod everything_v2 {
     /// Decodes `REVERSE`'s result from a whole native message body.
     pub fn decode_reverse_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<super::Node, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = <super::Node as ::lowlat_codec::Native>::decode_native(r)?;
+        let result = r.field("result", <super::Node as ::lowlat_codec::Native>::decode_native)?;
         r.finish()?;
         Ok(result)
     }
@@ -1593,12 +1603,12 @@ pub mod everything_v2 {
 
         /// Connects with `config`: spin policy, slots, the default deadline, ONC RPC credentials, ...
         pub fn connect_with(uri: &str, config: ::lowlat::ClientConfig) -> ::std::result::Result<Self, ::lowlat::Error> {
-            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self { inner })
+            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(Self::from_client)
         }
 
-        /// Wraps a client already bound to this program version.
+        /// Wraps a client already bound to this program version (its errors then name procedures).
         pub fn from_client(inner: ::lowlat::Client) -> Self {
-            Self { inner }
+            Self { inner: inner.name_procedures(PROCEDURES) }
         }
 
         /// The untyped client underneath.
@@ -1666,8 +1676,14 @@ pub mod everything_v2 {
     /// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.
     ///
     /// A procedure runs on the thread that received its call (no hand-off: the fast path), so a
-    /// slow one holds up the calls behind it on that endpoint; register it long-running
-    /// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.
+    /// slow one holds up the calls behind it on that endpoint. Mark it long-running to run it on
+    /// the server's worker pool instead: at run time with `program(..).mark_long_running("NAME")`
+    /// (or `.long_running_all()`), or from `build.rs` with `lowlat_build::Builder::long_running`.
+    ///
+    /// A method fails with [`::lowlat::ProcError`]: `ProcError::failed(message)` sends `message` to a
+    /// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets
+    /// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the
+    /// caller is told which argument and where.
     pub trait EverythingV2Service: ::std::marker::Send + ::std::marker::Sync + 'static {
         /// `PING(void) -> void`
         fn ping(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<(), ::lowlat::ProcError>;
@@ -1682,7 +1698,7 @@ pub mod everything_v2 {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.ping(ctx)
                 }
             })
@@ -1690,9 +1706,9 @@ pub mod everything_v2 {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let arg = decode_reverse_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let arg = decode_reverse_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.reverse(ctx, arg)?;
-                    encode_reverse_result_native(reply, order, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_reverse_result_native(reply, order, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
     }
@@ -1704,16 +1720,16 @@ pub mod everything_v2 {
             .procedure(PING, "PING", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    ::lowlat_codec::XdrReader::new(args).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::XdrReader::new(args).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.ping(ctx)
                 }
             })
             .procedure(REVERSE, "REVERSE", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let arg = decode_reverse_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let arg = decode_reverse_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.reverse(ctx, arg)?;
-                    encode_reverse_result_xdr(reply, &result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_reverse_result_xdr(reply, &result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
     }

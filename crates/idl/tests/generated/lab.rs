@@ -22,6 +22,8 @@ pub mod lab_vers {
     pub const MAXRESULT: u32 = 3;
     /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
+    /// Every procedure's number and `.x` name, for messages that name them.
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -34,8 +36,8 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s args from a whole xdr message body.
     pub fn decode_minus_args_xdr(body: &[u8]) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let a = r.get_i32()?;
-        let b = r.get_i32()?;
+        let a = r.field("a", |r| r.get_i32())?;
+        let b = r.field("b", |r| r.get_i32())?;
         r.finish()?;
         Ok((a, b))
     }
@@ -50,7 +52,7 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s result from a whole xdr message body.
     pub fn decode_minus_result_xdr(body: &[u8]) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -66,8 +68,8 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s args from a whole native message body.
     pub fn decode_minus_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let a = r.get_i32()?;
-        let b = r.get_i32()?;
+        let a = r.field("a", |r| r.get_i32())?;
+        let b = r.field("b", |r| r.get_i32())?;
         r.finish()?;
         Ok((a, b))
     }
@@ -82,7 +84,7 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s result from a whole native message body.
     pub fn decode_minus_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -97,7 +99,7 @@ pub mod lab_vers {
     /// Decodes `MAXARG`'s args from a whole xdr message body.
     pub fn decode_maxarg_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let data = r.get_opaque_var(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.field("data", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -112,7 +114,7 @@ pub mod lab_vers {
     /// Decodes `MAXARG`'s args from a whole native message body.
     pub fn decode_maxarg_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let data = r.get_body_opaque(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.field("data", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -127,7 +129,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s args from a whole xdr message body.
     pub fn decode_maxresult_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let n = r.get_u32()?;
+        let n = r.field("n", |r| r.get_u32())?;
         r.finish()?;
         Ok(n)
     }
@@ -142,7 +144,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s result from a whole xdr message body.
     pub fn decode_maxresult_result_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_opaque_var(4294967295, "MAXRESULT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -157,7 +159,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s args from a whole native message body.
     pub fn decode_maxresult_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let n = r.get_u32()?;
+        let n = r.field("n", |r| r.get_u32())?;
         r.finish()?;
         Ok(n)
     }
@@ -172,7 +174,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s result from a whole native message body.
     pub fn decode_maxresult_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_opaque(4294967295, "MAXRESULT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -187,7 +189,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s args from a whole xdr message body.
     pub fn decode_echo_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let data = r.get_opaque_var(4294967295, "ECHO args: opaque<>")?;
+        let data = r.field("data", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -202,7 +204,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s result from a whole xdr message body.
     pub fn decode_echo_result_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_opaque_var(4294967295, "ECHO result: opaque<>")?;
+        let result = r.field("result", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -217,7 +219,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s args from a whole native message body.
     pub fn decode_echo_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let data = r.get_body_opaque(4294967295, "ECHO args: opaque<>")?;
+        let data = r.field("data", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -232,7 +234,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s result from a whole native message body.
     pub fn decode_echo_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_opaque(4294967295, "ECHO result: opaque<>")?;
+        let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -253,12 +255,12 @@ pub mod lab_vers {
 
         /// Connects with `config`: spin policy, slots, the default deadline, ONC RPC credentials, ...
         pub fn connect_with(uri: &str, config: ::lowlat::ClientConfig) -> ::std::result::Result<Self, ::lowlat::Error> {
-            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(|inner| Self { inner })
+            ::lowlat::Client::connect_with(uri, PROGRAM, VERSION, config).map(Self::from_client)
         }
 
-        /// Wraps a client already bound to this program version.
+        /// Wraps a client already bound to this program version (its errors then name procedures).
         pub fn from_client(inner: ::lowlat::Client) -> Self {
-            Self { inner }
+            Self { inner: inner.name_procedures(PROCEDURES) }
         }
 
         /// The untyped client underneath.
@@ -401,8 +403,14 @@ pub mod lab_vers {
     /// [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC), from one implementation.
     ///
     /// A procedure runs on the thread that received its call (no hand-off: the fast path), so a
-    /// slow one holds up the calls behind it on that endpoint; register it long-running
-    /// (`lowlat_build::Builder::long_running`) to run it on the server's worker pool instead.
+    /// slow one holds up the calls behind it on that endpoint. Mark it long-running to run it on
+    /// the server's worker pool instead: at run time with `program(..).mark_long_running("NAME")`
+    /// (or `.long_running_all()`), or from `build.rs` with `lowlat_build::Builder::long_running`.
+    ///
+    /// A method fails with [`::lowlat::ProcError`]: `ProcError::failed(message)` sends `message` to a
+    /// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets
+    /// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the
+    /// caller is told which argument and where.
     pub trait LabVersService: ::std::marker::Send + ::std::marker::Sync + 'static {
         /// `NULL(void) -> void`
         fn null(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<(), ::lowlat::ProcError>;
@@ -433,7 +441,7 @@ pub mod lab_vers {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.null(ctx)
                 }
             })
@@ -441,16 +449,16 @@ pub mod lab_vers {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let (a, b) = decode_minus_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (a, b) = decode_minus_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.minus(ctx, a, b)?;
-                    encode_minus_result_native(reply, order, result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_minus_result_native(reply, order, result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(MAXARG, "MAXARG", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let data = decode_maxarg_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let data = decode_maxarg_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.maxarg(ctx, data)
                 }
             })
@@ -458,7 +466,7 @@ pub mod lab_vers {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let n = decode_maxresult_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let n = decode_maxresult_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.maxresult(ctx, n, reply)?;
                     Ok(())
                 }
@@ -467,7 +475,7 @@ pub mod lab_vers {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let order = ::lowlat_codec::ByteOrder::host();
-                    let data = decode_echo_args_native(args, order).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let data = decode_echo_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.echo(ctx, data, reply)?;
                     Ok(())
                 }
@@ -481,34 +489,34 @@ pub mod lab_vers {
             .procedure(NULL, "NULL", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    ::lowlat_codec::XdrReader::new(args).finish().map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    ::lowlat_codec::XdrReader::new(args).finish().map_err(::lowlat::ProcError::bad_args)?;
                     s.null(ctx)
                 }
             })
             .procedure(MINUS, "MINUS", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let (a, b) = decode_minus_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let (a, b) = decode_minus_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let result = s.minus(ctx, a, b)?;
-                    encode_minus_result_xdr(reply, result).map_err(|_| ::lowlat::ProcError::SystemError)
+                    encode_minus_result_xdr(reply, result).map_err(::lowlat::ProcError::bad_result)
                 }
             })
             .procedure(MAXARG, "MAXARG", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let data = decode_maxarg_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let data = decode_maxarg_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     s.maxarg(ctx, data)
                 }
             })
             .procedure(MAXRESULT, "MAXRESULT", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let n = decode_maxresult_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let n = decode_maxresult_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let start = reply.len();
                     reply.extend_from_slice(&[0; 4]);
                     s.maxresult(ctx, n, reply)?;
                     let n = reply.len() - start - 4;
-                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::SystemError)?;
+                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::failed("the result is longer than XDR can carry"))?;
                     reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
                     reply.resize(reply.len() + (4 - n % 4) % 4, 0);
                     Ok(())
@@ -517,12 +525,12 @@ pub mod lab_vers {
             .procedure(ECHO, "ECHO", {
                 let s = ::std::sync::Arc::clone(&server);
                 move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
-                    let data = decode_echo_args_xdr(args).map_err(|_| ::lowlat::ProcError::GarbageArgs)?;
+                    let data = decode_echo_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     let start = reply.len();
                     reply.extend_from_slice(&[0; 4]);
                     s.echo(ctx, data, reply)?;
                     let n = reply.len() - start - 4;
-                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::SystemError)?;
+                    let len = u32::try_from(n).map_err(|_| ::lowlat::ProcError::failed("the result is longer than XDR can carry"))?;
                     reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
                     reply.resize(reply.len() + (4 - n % 4) % 4, 0);
                     Ok(())

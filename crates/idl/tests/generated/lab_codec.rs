@@ -19,6 +19,8 @@ pub mod lab_vers {
     pub const MAXRESULT: u32 = 3;
     /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
+    /// Every procedure's number and `.x` name, for messages that name them.
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -31,8 +33,8 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s args from a whole xdr message body.
     pub fn decode_minus_args_xdr(body: &[u8]) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let a = r.get_i32()?;
-        let b = r.get_i32()?;
+        let a = r.field("a", |r| r.get_i32())?;
+        let b = r.field("b", |r| r.get_i32())?;
         r.finish()?;
         Ok((a, b))
     }
@@ -47,7 +49,7 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s result from a whole xdr message body.
     pub fn decode_minus_result_xdr(body: &[u8]) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -63,8 +65,8 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s args from a whole native message body.
     pub fn decode_minus_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<(i32, i32), ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let a = r.get_i32()?;
-        let b = r.get_i32()?;
+        let a = r.field("a", |r| r.get_i32())?;
+        let b = r.field("b", |r| r.get_i32())?;
         r.finish()?;
         Ok((a, b))
     }
@@ -79,7 +81,7 @@ pub mod lab_vers {
     /// Decodes `MINUS`'s result from a whole native message body.
     pub fn decode_minus_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<i32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_i32()?;
+        let result = r.field("result", |r| r.get_i32())?;
         r.finish()?;
         Ok(result)
     }
@@ -94,7 +96,7 @@ pub mod lab_vers {
     /// Decodes `MAXARG`'s args from a whole xdr message body.
     pub fn decode_maxarg_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let data = r.get_opaque_var(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.field("data", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -109,7 +111,7 @@ pub mod lab_vers {
     /// Decodes `MAXARG`'s args from a whole native message body.
     pub fn decode_maxarg_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let data = r.get_body_opaque(4294967295, "MAXARG args: opaque<>")?;
+        let data = r.field("data", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -124,7 +126,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s args from a whole xdr message body.
     pub fn decode_maxresult_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let n = r.get_u32()?;
+        let n = r.field("n", |r| r.get_u32())?;
         r.finish()?;
         Ok(n)
     }
@@ -139,7 +141,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s result from a whole xdr message body.
     pub fn decode_maxresult_result_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_opaque_var(4294967295, "MAXRESULT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -154,7 +156,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s args from a whole native message body.
     pub fn decode_maxresult_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let n = r.get_u32()?;
+        let n = r.field("n", |r| r.get_u32())?;
         r.finish()?;
         Ok(n)
     }
@@ -169,7 +171,7 @@ pub mod lab_vers {
     /// Decodes `MAXRESULT`'s result from a whole native message body.
     pub fn decode_maxresult_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_opaque(4294967295, "MAXRESULT result: opaque<>")?;
+        let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -184,7 +186,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s args from a whole xdr message body.
     pub fn decode_echo_args_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let data = r.get_opaque_var(4294967295, "ECHO args: opaque<>")?;
+        let data = r.field("data", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -199,7 +201,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s result from a whole xdr message body.
     pub fn decode_echo_result_xdr(body: &[u8]) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::XdrReader::new(body);
-        let result = r.get_opaque_var(4294967295, "ECHO result: opaque<>")?;
+        let result = r.field("result", |r| r.get_opaque_var(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }
@@ -214,7 +216,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s args from a whole native message body.
     pub fn decode_echo_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let data = r.get_body_opaque(4294967295, "ECHO args: opaque<>")?;
+        let data = r.field("data", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(data)
     }
@@ -229,7 +231,7 @@ pub mod lab_vers {
     /// Decodes `ECHO`'s result from a whole native message body.
     pub fn decode_echo_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<&[u8], ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
-        let result = r.get_body_opaque(4294967295, "ECHO result: opaque<>")?;
+        let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
     }

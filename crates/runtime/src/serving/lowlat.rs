@@ -8,7 +8,8 @@ use std::time::Instant;
 use lowlat_codec::OutBuf;
 use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
 
-use super::{serve_loop, Context, Protocol};
+use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
+use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route, RouteCache};
 use crate::trace::{self, ServerTrace};
@@ -33,6 +34,9 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         finished: Vec::new(),
         deferred: None,
         routes: RouteCache::default(),
+        in_pool: Vec::new(),
+        refusing: false,
+        drained: Drained::default(),
     };
     serve_loop(t, endpoint, ctx);
 }
@@ -52,6 +56,11 @@ struct LowlatEndpoint<'c, A> {
     deferred: Option<Finished>,
     /// Each session's program, so that a call finds its procedure without a search.
     routes: RouteCache,
+    /// The calls on the worker pool, not yet answered.
+    in_pool: Vec<CallKey>,
+    /// The server is stopping: new calls are answered, not run.
+    refusing: bool,
+    drained: Drained,
 }
 
 /// A call run, not yet answered, with its trace times.
@@ -105,6 +114,11 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
         // Bytes of the result the procedure wrote into `lent`, after room for the header.
         let mut placed = None;
         let status = match self.routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
+            _ if self.refusing => {
+                self.drained.refused += 1;
+                call.reply.extend_from_slice(STOPPING_REASON.as_bytes());
+                Status::Error(ErrorCode::Busy)
+            }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) if lent.len() >= HEADER_LEN => {
                 let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
@@ -121,7 +135,10 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
                     reply_to: self.completions.reply_to(key),
                 };
                 match ctx.workers.try_send(job) {
-                    Ok(()) => return 0,
+                    Ok(()) => {
+                        self.in_pool.push(key);
+                        return 0;
+                    }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
                 }
             }
@@ -163,8 +180,33 @@ impl<A: Copy + Eq + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
         self.completions.take(&mut self.finished);
         let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
         for (key, status, reply) in self.finished.drain(..) {
+            if let Some(i) = self.in_pool.iter().position(|k| *k == key) {
+                self.in_pool.swap_remove(i);
+                self.drained.completed += u64::from(self.refusing);
+            }
             self.engine.finish_with(key, status, &reply, out);
         }
+    }
+
+    fn refuse_new_calls(&mut self) {
+        self.refusing = true;
+    }
+
+    fn in_pool(&self) -> usize {
+        self.in_pool.len()
+    }
+
+    fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
+        let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
+        let n = self.in_pool.len() as u64;
+        for key in self.in_pool.drain(..) {
+            self.engine.finish_with(key, Status::Error(ErrorCode::ServerError), ABANDONED_REASON.as_bytes(), out);
+        }
+        n
+    }
+
+    fn drained(&self) -> Drained {
+        self.drained
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

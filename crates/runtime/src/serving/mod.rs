@@ -5,18 +5,19 @@
 //!
 //! The loop ([`serve_loop`]) is the same for every transport and protocol: spin, then block;
 //! hand each frame to the [`Protocol`]; send what the workers finished when the doorbell rings;
-//! run the protocol's timer. The protocols: lowlat's own ([`lowlat`]) and ONC RPC ([`onc`]).
+//! run the protocol's timer; drain, then end, when the server stops. The protocols: lowlat's own
+//! ([`lowlat`]) and ONC RPC ([`onc`]).
 
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lowlat_transport::Spinner;
 
-use crate::doorbell::EndpointShared;
+use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING};
 use crate::driver::{AnyServer, FrameHandler, Polled, ServerTransport};
 use crate::service::Services;
 use crate::workers::Job;
@@ -37,10 +38,19 @@ pub(crate) struct Context {
 }
 
 /// A protocol as the serving loop drives it: frames in (as a [`FrameHandler`]), the results the
-/// workers finished, a timer, and peers whose connections closed.
+/// workers finished, a timer, peers whose connections closed, and a graceful stop.
 pub(crate) trait Protocol<A>: FrameHandler<A> {
     /// Sends the results the workers finished (the doorbell rang).
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8]));
+    /// From now on, runs no new call: each is answered that the server is stopping.
+    fn refuse_new_calls(&mut self);
+    /// Calls on the worker pool, not yet answered.
+    fn in_pool(&self) -> usize;
+    /// Answers every call still on the worker pool that it may have executed (the stop's time
+    /// ran out); returns how many there were.
+    fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64;
+    /// What the drain did so far (calls completed since it began, calls refused).
+    fn drained(&self) -> Drained;
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     fn poll_timeout(&self) -> Option<Instant> {
         None
@@ -61,6 +71,9 @@ pub(crate) fn start(transport: AnyServer, thread: String, ctx: Context) -> Resul
     std::thread::Builder::new()
         .name(thread)
         .spawn(move || {
+            // Termination signals go to the application's threads, never to a serving one
+            // (`Server::wait_for_signal` takes them synchronously).
+            let _ = lowlat_sys::block_termination_signals();
             match transport {
                 AnyServer::Udp(t) => lowlat::serve(t, &ctx),
                 AnyServer::Tcp(t) => lowlat::serve(t, &ctx),
@@ -77,13 +90,25 @@ pub(crate) fn start(transport: AnyServer, thread: String, ctx: Context) -> Resul
         .map_err(|e| Error::io("spawn serving thread", e))
 }
 
+/// The reason a call that arrives while the server drains is not run.
+pub(crate) const STOPPING_REASON: &str = "the server is stopping";
+/// The reason given for a call still on the worker pool when a stop's time runs out.
+pub(crate) const ABANDONED_REASON: &str = "the server stopped before the call finished, so it may have executed";
+
 enum Ready<A> {
     Served,
     Closed(A),
     Doorbell,
 }
 
-/// The serving loop of one endpoint: receive, run, reply; spin, then block.
+/// How long a draining endpoint waits for a frame before it counts as quiet: with no call left
+/// on the worker pool, a quiet endpoint has drained.
+const DRAIN_QUIET: Duration = Duration::from_millis(2);
+
+/// The serving loop of one endpoint: receive, run, reply; spin, then block. Once asked to drain
+/// (`EndpointShared::drain`) it runs no new call, and ends when the worker pool holds none of
+/// its calls and nothing more arrives; asked to stop, it answers what the pool still holds and
+/// ends at once.
 pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut protocol: P, ctx: &Context) {
     if let Some(cpu) = ctx.config.pin_cpu {
         let _ = lowlat_sys::pin_to_cpu(cpu);
@@ -92,8 +117,32 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     let mut spinner = Spinner::new(ctx.config.spin);
     let shared = &ctx.shared;
     let doorbell = shared.doorbell.raw_fd();
-    while !shared.stop.load(Ordering::Acquire) {
+    let mut draining = false;
+    loop {
+        match shared.state.load(Ordering::Acquire) {
+            RUNNING => {}
+            DRAINING if draining => {}
+            DRAINING => {
+                draining = true;
+                protocol.refuse_new_calls();
+                // Answers the workers finished before the drain began go now.
+                protocol.complete(&mut |to, h, b| t.send(to, h, b));
+            }
+            _ => {
+                let abandoned = protocol.abandon(&mut |to, h, b| t.send(to, h, b));
+                let mut d = protocol.drained();
+                d.abandoned = abandoned;
+                end_drain(shared, d);
+                return;
+            }
+        }
         let timer = protocol.poll_timeout();
+        let timer = if draining {
+            let quiet = Instant::now() + DRAIN_QUIET;
+            Some(timer.map_or(quiet, |t| t.min(quiet)))
+        } else {
+            timer
+        };
         let mut io = (&mut t, &mut buf, &mut protocol);
         let got = spinner.wait_on(
             timer,
@@ -113,6 +162,10 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             Ok(Some(Ready::Served)) => {}
             Ok(Some(Ready::Closed(peer))) => protocol.forget_peer(&peer),
             Ok(Some(Ready::Doorbell)) => protocol.complete(&mut |to, h, b| t.send(to, h, b)),
+            Ok(None) if draining && protocol.in_pool() == 0 => {
+                end_drain(shared, protocol.drained());
+                return;
+            }
             Ok(None) => protocol.handle_timeout(Instant::now()),
             Err(e) => {
                 // The socket itself failed (not a peer): nothing to serve with any more.
@@ -121,4 +174,8 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             }
         }
     }
+}
+
+fn end_drain(shared: &EndpointShared, d: Drained) {
+    shared.drained.lock().unwrap_or_else(|p| p.into_inner()).add(d);
 }

@@ -12,6 +12,7 @@ use std::hash::Hash;
 use std::net::SocketAddr;
 use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lowlat_onc::engine::{CallKey, ServerEngine, ServerEngineConfig};
 pub(crate) use lowlat_onc::rpcbind::Netid;
@@ -20,10 +21,12 @@ use lowlat_onc::AcceptStatus;
 use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
 
-use super::{serve_loop, Context, Protocol};
+use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
+use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
 use crate::workers::{Completions, Job};
+use crate::CallSite;
 
 /// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context, netid: Netid)
@@ -42,9 +45,14 @@ where
     };
     let endpoint = OncEndpoint {
         engine: ServerEngine::new(engine_cfg),
+        uri: t.local_uri().into(),
         ctx,
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
+        log: ReasonLog::default(),
+        in_pool: Vec::new(),
+        refusing: false,
+        drained: Drained::default(),
     };
     serve_loop(t, endpoint, ctx);
 }
@@ -52,9 +60,73 @@ where
 struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
-    completions: Arc<Completions<CallKey<A>>>,
+    /// The endpoint, as the log names it.
+    uri: Arc<str>,
+    /// Finished by the workers, with what each call was (to log a failure's reason).
+    completions: Arc<Completions<(CallKey<A>, Called)>>,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<(CallKey<A>, Status, Vec<u8>)>,
+    finished: Vec<((CallKey<A>, Called), Status, Vec<u8>)>,
+    log: ReasonLog,
+    /// The calls on the worker pool, not yet answered.
+    in_pool: Vec<(CallKey<A>, Called)>,
+    /// The server is stopping: new calls are answered, not run.
+    refusing: bool,
+    drained: Drained,
+}
+
+/// A call as the log names it: its context and its procedure's name.
+#[derive(Clone, Copy)]
+struct Called {
+    ctx: CallContext,
+    name: Option<&'static str>,
+}
+
+/// Where the reasons of failed calls go over ONC RPC, which cannot carry them: the server's
+/// standard error, at most [`ReasonLog::PER_SECOND`] lines a second (a peer sending garbage
+/// must not make the serving thread wait on a terminal), the rest counted.
+#[derive(Default)]
+struct ReasonLog {
+    window: Option<Instant>,
+    written: u32,
+    dropped: u64,
+}
+
+impl ReasonLog {
+    const PER_SECOND: u32 = 10;
+
+    /// Logs why the call `c` at `uri` failed with `status`, when there is a reason.
+    #[cold]
+    #[inline(never)]
+    fn note(&mut self, uri: &Arc<str>, c: Called, status: Status, reason: &[u8]) {
+        if reason.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if self.window.is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1)) {
+            if self.dropped > 0 {
+                eprintln!("lowlat: {} more reasons of failed ONC RPC calls not shown", self.dropped);
+            }
+            *self = ReasonLog { window: Some(now), written: 0, dropped: 0 };
+        }
+        if self.written >= Self::PER_SECOND {
+            self.dropped += 1;
+            return;
+        }
+        self.written += 1;
+        let site = CallSite {
+            uri: uri.clone(),
+            program: c.ctx.program,
+            version: c.ctx.version,
+            proc_no: c.ctx.proc_no,
+            name: c.name.map(Arc::from),
+        };
+        let what = match status {
+            Status::Error(ErrorCode::GarbageArgs) => ": could not decode the arguments",
+            Status::Error(ErrorCode::Busy) => " was not run",
+            _ => " failed",
+        };
+        eprintln!("lowlat: {site}{what}: {}", String::from_utf8_lossy(reason));
+    }
 }
 
 /// The ONC RPC status of a procedure's outcome.
@@ -79,14 +151,31 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
             client_order: ByteOrder::Big,
             auth: call.auth,
         };
-        let status = match self.ctx.services.xdr_route(call.program, call.version, call.procedure) {
+        let route = self.ctx.services.xdr_route(call.program, call.version, call.procedure);
+        let called = Called { ctx, name: route.name() };
+        let status = match route {
+            _ if self.refusing => {
+                self.drained.refused += 1;
+                let status = Status::Error(ErrorCode::Busy);
+                self.log.note(&self.uri, called, status, STOPPING_REASON.as_bytes());
+                status
+            }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) => service::run(p, &ctx, call.args, &mut call.results.into()),
+            Route::Inline(p) => {
+                let status = service::run(p, &ctx, call.args, &mut (&mut *call.results).into());
+                if status != Status::Ok {
+                    self.log.note(&self.uri, called, status, call.results);
+                }
+                status
+            }
             Route::Worker(p) => {
-                let job =
-                    Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to: self.completions.reply_to(key) };
+                let reply_to = self.completions.reply_to((key, called));
+                let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
                 match self.ctx.workers.try_send(job) {
-                    Ok(()) => return 0,
+                    Ok(()) => {
+                        self.in_pool.push((key, called));
+                        return 0;
+                    }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
                 }
             }
@@ -101,10 +190,39 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
 impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         self.completions.take(&mut self.finished);
-        for (key, status, result) in self.finished.drain(..) {
+        for ((key, called), status, result) in self.finished.drain(..) {
+            if let Some(i) = self.in_pool.iter().position(|(k, _)| *k == key) {
+                self.in_pool.swap_remove(i);
+                self.drained.completed += u64::from(self.refusing);
+            }
+            if status != Status::Ok {
+                self.log.note(&self.uri, called, status, &result);
+            }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
             self.engine.finish_with(key, accept_status(status), &result, out);
         }
+    }
+
+    fn refuse_new_calls(&mut self) {
+        self.refusing = true;
+    }
+
+    fn in_pool(&self) -> usize {
+        self.in_pool.len()
+    }
+
+    fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
+        let n = self.in_pool.len() as u64;
+        for (key, called) in std::mem::take(&mut self.in_pool) {
+            let status = Status::Error(ErrorCode::ServerError);
+            self.log.note(&self.uri, called, status, ABANDONED_REASON.as_bytes());
+            self.engine.finish_with(key, accept_status(status), &[], out);
+        }
+        n
+    }
+
+    fn drained(&self) -> Drained {
+        self.drained
     }
 }
 

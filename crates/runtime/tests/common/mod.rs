@@ -140,21 +140,21 @@ impl<'a> Lab<'a> {
     }
 
     pub fn null(&self) -> Result<(), Error> {
-        bytes(NULL, self.c, &[]).and_then(|r| expect_len(NULL, &r, 0))
+        bytes(NULL, self.c, &[]).and_then(|r| expect_len(self.c, NULL, &r, 0))
     }
 
     pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
         let mut arg = self.enc.u32_to(a as u32).to_vec();
         arg.extend_from_slice(&self.enc.u32_to(b as u32));
         let r = bytes(MINUS, self.c, &arg)?;
-        expect_len(MINUS, &r, 4)?;
+        expect_len(self.c, MINUS, &r, 4)?;
         Ok(self.enc.u32_from([r[0], r[1], r[2], r[3]]) as i32)
     }
 
     pub fn maxarg(&self, data: &[u8]) -> Result<(), Error> {
         let mut arg = Vec::with_capacity(self.enc.opaque_len(data.len()));
         self.enc.put_opaque(data, &mut arg);
-        bytes(MAXARG, self.c, &arg).and_then(|r| expect_len(MAXARG, &r, 0))
+        bytes(MAXARG, self.c, &arg).and_then(|r| expect_len(self.c, MAXARG, &r, 0))
     }
 
     pub fn maxresult(&self, n: u32) -> Result<Vec<u8>, Error> {
@@ -172,7 +172,7 @@ impl<'a> Lab<'a> {
     fn opaque(&self, proc_no: u32, r: &[u8]) -> Result<Vec<u8>, Error> {
         match self.enc.get_opaque(r) {
             Some(d) => Ok(d.to_vec()),
-            None => Err(Error::Decode { proc_no, source: Box::new(DecodeError::new("opaque<>", r.len())) }),
+            None => Err(Error::Decode { call: self.c.call_site(proc_no), source: Box::new(DecodeError::new("opaque<>", r.len())) }),
         }
     }
 
@@ -192,11 +192,12 @@ impl<'a> Lab<'a> {
     }
 }
 
-fn expect_len(proc_no: u32, r: &[u8], n: usize) -> Result<(), Error> {
+fn expect_len(c: &Client, proc_no: u32, r: &[u8], n: usize) -> Result<(), Error> {
     if r.len() == n {
         Ok(())
     } else {
-        Err(Error::Decode { proc_no, source: Box::new(DecodeError::new("a result of the expected size", r.len())) })
+        let source = Box::new(DecodeError::new("a result of the expected size", r.len()));
+        Err(Error::Decode { call: c.call_site(proc_no), source })
     }
 }
 

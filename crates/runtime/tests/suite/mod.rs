@@ -22,6 +22,22 @@ pub const SLOW_FOR: Duration = Duration::from_millis(300);
 /// deadline the tests set.
 pub const DROWSY: u32 = 6;
 pub const DROWSY_FOR: Duration = Duration::from_millis(400);
+/// Fails with a reason of its own that says how many bytes it was given ([`refusal`]).
+pub const REFUSE: u32 = 7;
+/// Fails with a reason far longer than an error frame carries: [`RAMBLE_LEN`] bytes of `é`.
+pub const RAMBLE: u32 = 8;
+pub const RAMBLE_LEN: usize = 3000;
+/// Sleeps `SLEEPY_FOR` on the receiving thread (unless marked long-running at run time).
+pub const SLEEPY: u32 = 9;
+pub const SLEEPY_FOR: Duration = Duration::from_millis(500);
+/// Names of the procedures the suite's servers serve, for clients that name them in errors.
+pub const NAMES: &[(u32, &str)] =
+    &[(0, "NULL"), (MINUS, "MINUS"), (DROWSY, "DROWSY"), (REFUSE, "REFUSE"), (RAMBLE, "RAMBLE"), (SLEEPY, "SLEEPY")];
+
+/// What [`REFUSE`] says when given `n` bytes: not ASCII, to show it arrives as UTF-8 intact.
+pub fn refusal(n: usize) -> String {
+    format!("refusé: {n} bytes is not enough ✗")
+}
 
 /// A transport as the suite sees it.
 pub struct Transport {
@@ -116,6 +132,13 @@ impl Env {
                 std::thread::sleep(DROWSY_FOR);
                 Ok(())
             })
+            .procedure(REFUSE, "REFUSE", |_, a, _| Err(lowlat::ProcError::failed(refusal(a.len()))))
+            .procedure(RAMBLE, "RAMBLE", |_, _, _| Err(lowlat::ProcError::failed("é".repeat(RAMBLE_LEN / 2))))
+            .procedure(SLEEPY, "SLEEPY", |_, a, r| {
+                std::thread::sleep(SLEEPY_FOR);
+                r.extend_from_slice(a);
+                Ok(())
+            })
     }
 
     fn expand(&self, template: &str) -> String {
@@ -134,7 +157,18 @@ impl Env {
     /// Serves [`program`](Self::program) at [`listen_uri`](Self::listen_uri); returns the
     /// server and the URI its clients call.
     pub fn serve(&self, cfg: ServerConfig) -> (Server, String) {
-        let server = self.serve_at(&self.listen_uri(), cfg).expect("serving");
+        self.serve_program(self.program(), cfg)
+    }
+
+    /// Serves [`program`](Self::program) at `uri` (on the server's host).
+    pub fn serve_at(&self, uri: &str, cfg: ServerConfig) -> Result<Server, Error> {
+        self.serve_program_at(self.program(), uri, cfg)
+    }
+
+    /// Serves `program` where [`serve`](Self::serve) would; returns the server and the URI its
+    /// clients call.
+    pub fn serve_program(&self, program: Program, cfg: ServerConfig) -> (Server, String) {
+        let server = self.serve_program_at(program, &self.listen_uri(), cfg).expect("serving");
         let uri = match self.t.client {
             Some(c) => self.expand(c),
             None => server.local_uris()[0].clone(),
@@ -142,9 +176,7 @@ impl Env {
         (server, uri)
     }
 
-    /// Serves [`program`](Self::program) at `uri` (on the server's host).
-    pub fn serve_at(&self, uri: &str, cfg: ServerConfig) -> Result<Server, Error> {
-        let program = self.program();
+    fn serve_program_at(&self, program: Program, uri: &str, cfg: ServerConfig) -> Result<Server, Error> {
         let uri = uri.to_string();
         // Servers answer ONC RPC callers only as the test asks: never register with rpcbind.
         let cfg = ServerConfig { onc_register: false, ..cfg };
@@ -278,6 +310,143 @@ pub fn long_running_procedures_do_not_hold_up_others(t: &'static Transport) {
     server.shutdown();
 }
 
+/// A procedure marked long-running at run time (not only when its program was built) runs on
+/// the worker pool: a 500 ms call to it does not hold up a fast call on the same endpoint. A
+/// name the program does not have is a typed error naming those it has.
+pub fn long_running_marked_at_run_time(t: &'static Transport) {
+    let Some(env) = Env::new(t) else { return };
+    let e = env.program().mark_long_running("NO_SUCH").unwrap_err();
+    assert!(matches!(&e, Error::NoSuchProcedure { name, .. } if name == "NO_SUCH"), "{e}");
+    assert!(e.to_string().contains("SLEEPY"), "the error lists the procedures there are: {e}");
+    let program = env.program().mark_long_running("SLEEPY").unwrap();
+    assert!(program.procedures().any(|(n, name, long)| n == SLEEPY && name == "SLEEPY" && long));
+    let (server, uri) = env.serve_program(program, ServerConfig::default());
+    env.on_client(30, move || {
+        let client = Arc::new(Client::connect(&uri, PROG, 1).unwrap());
+        let c = client.clone();
+        let slow = std::thread::spawn(move || bytes(SLEEPY, &c, b"sleepy").unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let begun = Instant::now();
+        assert_eq!(Lab::new(&client).echo(b"fast").unwrap(), b"fast");
+        assert!(begun.elapsed() < SLEEPY_FOR / 2, "a fast call waited {:?} for a slow one", begun.elapsed());
+        assert_eq!(join(slow, 10, "the slow call"), b"sleepy");
+    });
+    server.shutdown();
+}
+
+/// A procedure's own reason for failing reaches the caller intact over lowlat's protocol (cut
+/// between characters to what an error frame carries); ONC RPC has no place for it, and says
+/// only SYSTEM_ERR. Every error of a call names its endpoint and its procedure (by name, once
+/// the client has been told names).
+pub fn errors_carry_the_reason_and_name_the_call(t: &'static Transport) {
+    let Some(env) = Env::new(t) else { return };
+    let (server, uri) = env.serve(ServerConfig::default());
+    let onc = t.caps.xdr;
+    env.on_client(30, move || {
+        let cfg = ClientConfig { max_message: 64 << 10, ..ClientConfig::default() };
+        let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap().name_procedures(NAMES);
+        let site = |n: u32, name: &str| format!("{uri}: {name} (program 0x20004c4c version 1, procedure {n})");
+
+        let e = bytes(REFUSE, &client, b"abc").unwrap_err();
+        let reason = if onc { None } else { Some(refusal(3)) };
+        assert!(matches!(&e, Error::ServerError { message, .. } if *message == reason), "{e}");
+        match &reason {
+            Some(r) => assert_eq!(e.to_string(), format!("{} failed on the server: {r}", site(REFUSE, "REFUSE"))),
+            None => assert_eq!(e.to_string(), format!("{} failed on the server", site(REFUSE, "REFUSE"))),
+        }
+        assert!(e.may_have_executed(), "it ran, and failed");
+
+        let e = bytes(RAMBLE, &client, &[]).unwrap_err();
+        match &e {
+            Error::ServerError { message: Some(m), .. } => {
+                assert_eq!(m.len(), lowlat::MAX_ERROR_MESSAGE, "cut to what a frame carries");
+                assert!(m.chars().all(|c| c == 'é'), "cut between characters");
+            }
+            Error::ServerError { message: None, .. } => assert!(onc, "{e}"),
+            _ => panic!("{e}"),
+        }
+
+        // Every kind of call error names the endpoint and the procedure.
+        let failed = |r: Result<Vec<u8>, Error>| r.err().expect("the call failed");
+        let mut errors = vec![
+            (REFUSE, failed(bytes(REFUSE, &client, &[]))),
+            (MINUS, failed(bytes(MINUS, &client, &[1, 2, 3]))),
+            (99, failed(bytes(99, &client, &[]))),
+            (4, failed(Lab::new(&client).echo(&vec![0; (64 << 10) + 1]))),
+        ];
+        let quick = lowlat::CallOptions::new().deadline(Duration::from_millis(50));
+        let e = client.call_with(DROWSY, &quick, |_| Ok::<_, lowlat::DecodeError>(()), |_| Ok(())).unwrap_err();
+        // The time it took, rounded to three digits: `50.3 ms`, never `50.312345ms`.
+        let shown = e.to_string();
+        let after = shown.split(" timed out after ").nth(1).expect("says how long it waited");
+        let (value, unit) = after.split_once(' ').unwrap();
+        assert!(value.len() <= 4 && unit.starts_with("ms: "), "{shown}");
+        errors.push((DROWSY, e));
+        for (n, e) in errors {
+            let name = NAMES.iter().find(|(k, _)| *k == n).map(|(_, name)| *name);
+            let want = match name {
+                Some(name) => site(n, name),
+                None => format!("{uri}: procedure {n} of program 0x20004c4c version 1"),
+            };
+            assert!(e.to_string().starts_with(&want), "{e}\n does not start with {want}");
+            let call = e.call().expect("a call's error says which call");
+            assert_eq!((&*call.uri, call.proc_no, call.name.as_deref()), (uri.as_str(), n, name));
+        }
+    });
+    server.shutdown();
+}
+
+/// A graceful stop with calls in flight: every call in progress (on the worker pool here)
+/// completes and is answered, calls made meanwhile get a typed error that says they did not
+/// run, and the stop ends; one whose time runs out answers what is still running "may have
+/// executed", at once, and nothing hangs.
+pub fn graceful_stop_with_calls_in_flight(t: &'static Transport) {
+    let Some(env) = Env::new(t) else { return };
+    let (server, uri) = env.serve(ServerConfig::default());
+    let cfg = ClientConfig { deadline: Duration::from_secs(3), bind_timeout: Duration::from_secs(1), ..Default::default() };
+    let client = {
+        let (uri, cfg) = (uri.clone(), cfg.clone());
+        Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, cfg).unwrap()))
+    };
+    let slow = |i: u8| {
+        let c = client.clone();
+        env.on_client(1, move || std::thread::spawn(move || bytes(SLOW_ECHO, &c, &[i; 10])))
+    };
+    let in_flight: Vec<_> = (0..3).map(slow).collect();
+    std::thread::sleep(SLOW_FOR / 3);
+    let begun = Instant::now();
+    let drained = server.shutdown();
+    let took = begun.elapsed();
+    for (i, h) in in_flight.into_iter().enumerate() {
+        assert_eq!(join(h, 10, "a call in flight").unwrap(), [i as u8; 10], "call {i} completed");
+    }
+    assert_eq!((drained.completed, drained.abandoned, drained.threads_left), (3, 0, 0), "{drained:?}");
+    assert!(took < SLOW_FOR + Duration::from_secs(1), "the stop took {took:?}");
+    // The server is gone: a new call fails with a typed error, within its deadline.
+    let c = client.clone();
+    let e = env.on_client(10, move || Lab::new(&c).echo(b"after").unwrap_err());
+    assert!(is_server_gone(&e), "{e}");
+
+    // Out of time: the call still running is answered at once, "may have executed".
+    let (server, uri) = env.serve(ServerConfig::default());
+    let c = Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, cfg).unwrap()));
+    let drowsy = {
+        let c = c.clone();
+        env.on_client(1, move || std::thread::spawn(move || (Instant::now(), bytes(DROWSY, &c, &[]))))
+    };
+    std::thread::sleep(DROWSY_FOR / 4);
+    let drained = server.shutdown_within(Duration::from_millis(20));
+    let (sent, r) = join(drowsy, 10, "the call cut short");
+    let e = r.unwrap_err();
+    assert!(matches!(e, Error::ServerError { .. }), "{e}");
+    assert!(e.may_have_executed(), "{e}");
+    if !t.caps.xdr {
+        assert!(e.to_string().ends_with("the server stopped before the call finished, so it may have executed"), "{e}");
+    }
+    assert!(sent.elapsed() < DROWSY_FOR, "answered when the stop's time ran out, not when the call ended");
+    assert_eq!((drained.abandoned, drained.threads_left), (1, 1), "{drained:?}");
+}
+
 /// An unknown procedure, program or version gets its own typed error (at bind or at the call),
 /// as do arguments the procedure cannot decode; the binding that asked goes on working.
 pub fn unknown_procedure_program_and_version(t: &'static Transport) {
@@ -287,11 +456,14 @@ pub fn unknown_procedure_program_and_version(t: &'static Transport) {
         let cfg = ClientConfig { bind_timeout: Duration::from_secs(2), ..ClientConfig::default() };
         let client = Client::connect_with(&uri, PROG, 1, cfg.clone()).unwrap();
         let e = bytes(99, &client, &[]).unwrap_err();
-        assert!(matches!(e, Error::UnknownProcedure { program: PROG, version: 1, proc_no: 99 }), "{e}");
+        assert!(
+            matches!(&e, Error::UnknownProcedure { call } if (call.program, call.version, call.proc_no) == (PROG, 1, 99)),
+            "{e}"
+        );
         assert!(!e.may_have_executed(), "{e}");
         assert_eq!(Lab::new(&client).echo(b"still").unwrap(), b"still");
         let e = bytes(MINUS, &client, &[1, 2, 3]).unwrap_err();
-        assert!(matches!(e, Error::GarbageArgs { proc_no: MINUS }), "{e}");
+        assert!(matches!(&e, Error::GarbageArgs { call, .. } if call.proc_no == MINUS), "{e}");
         assert_eq!(Lab::new(&client).minus(i32::MIN, 1).unwrap(), i32::MAX, "wraps like C");
 
         let first_call = |program: u32, version: u32| {
@@ -357,7 +529,8 @@ pub fn server_not_running_is_said_at_once(t: &'static Transport) {
     });
 }
 
-/// Whether `e` is one of the errors a call may end with when its server goes away.
+/// Whether `e` is one of the errors a call may end with when its server goes away (or, over
+/// lowlat's protocol, is going: a call that arrives while it stops is not run, and it says so).
 fn is_server_gone(e: &Error) -> bool {
     matches!(
         e,
@@ -367,7 +540,8 @@ fn is_server_gone(e: &Error) -> bool {
             | Error::SessionLost { .. }
             | Error::ServerRestarted { .. }
             | Error::BindTimeout { .. }
-    )
+    ) || matches!(e, Error::Busy { message: Some(m), .. } if m == "the server is stopping")
+        || matches!(e, Error::ServerError { message: None, call } if call.uri.starts_with("onc+"))
 }
 
 /// A server shut down while threads are calling: every call either completes correctly or fails
@@ -563,6 +737,18 @@ macro_rules! conformance {
             #[test]
             fn long_running_procedures_do_not_hold_up_others() {
                 suite::long_running_procedures_do_not_hold_up_others(&T)
+            }
+            #[test]
+            fn long_running_marked_at_run_time() {
+                suite::long_running_marked_at_run_time(&T)
+            }
+            #[test]
+            fn errors_carry_the_reason_and_name_the_call() {
+                suite::errors_carry_the_reason_and_name_the_call(&T)
+            }
+            #[test]
+            fn graceful_stop_with_calls_in_flight() {
+                suite::graceful_stop_with_calls_in_flight(&T)
             }
             #[test]
             fn unknown_procedure_program_and_version() {

@@ -1,0 +1,51 @@
+//! `inventory-server URI...`: serves the inventory on every URI given (lowlat's protocol on
+//! `udp://`, `tcp://`, `shm://`, ..., ONC RPC on `onc+udp://` and `onc+tcp://`), prints
+//! `serving URI` for each (with the port when 0 was asked for) and `ready`, and stops
+//! gracefully on SIGTERM, SIGINT or SIGHUP: calls in progress are finished and answered first.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lowlat::Server;
+use lowlat_example_inventory::{programs, Inventory};
+
+fn main() -> ExitCode {
+    // Before any thread starts (they inherit the mask), so a stop signal always finds
+    // `wait_for_signal` rather than ending the process at once.
+    if let Err(e) = lowlat::block_termination_signals() {
+        eprintln!("inventory-server: cannot block termination signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let uris: Vec<String> = std::env::args().skip(1).collect();
+    if uris.is_empty() {
+        eprintln!("usage: inventory-server URI...   (e.g. udp://127.0.0.1:7000 onc+udp://127.0.0.1:7001)");
+        return ExitCode::from(2);
+    }
+    match serve(&uris) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("inventory-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// ANCHOR: serve
+fn serve(uris: &[String]) -> Result<(), lowlat::Error> {
+    let inventory = Arc::new(Inventory::new(Duration::from_millis(300)));
+    let [native, xdr] = programs(inventory)?;
+    let server = Server::builder().program(native).program(xdr).serve(uris)?;
+    for uri in server.local_uris() {
+        println!("serving {uri}");
+    }
+    println!("ready");
+    // Until SIGTERM, SIGINT or SIGHUP; then no new call runs, and the ones in progress finish.
+    let stop = server.wait_for_signal()?;
+    println!(
+        "stopped: {} calls finished during the stop, {} refused, {} cut short",
+        stop.completed, stop.refused, stop.abandoned
+    );
+    Ok(())
+}
+// ANCHOR_END: serve

@@ -774,14 +774,14 @@ mod tests {
         slot.session.max_frame = HEADER_LEN as u32 + 100;
         slot.args_buf().extend_from_slice(&[7u8; 1000]);
         let mut sent: Vec<Vec<u8>> = Vec::new();
-        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         assert_eq!(sent.len(), 2, "the first window of 100-byte fragments");
         let mut ack = Header::parse(&sent[0]).unwrap().0;
         ack.kind = Kind::FragAck;
         ack.flags = 0;
         ack.offset = 2; // both received
         let ack = [&ack.to_bytes()[..], &0u64.to_le_bytes()].concat();
-        assert_eq!(slot.handle(&ack, Instant::now, &mut |h: &[u8], b: &[u8]| sent.push([&h[..], b].concat())), None);
+        assert_eq!(slot.handle(&ack, Instant::now, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())), None);
         let offsets: Vec<u32> = sent.iter().map(|f| Header::parse(f).unwrap().0.offset).collect();
         assert_eq!(offsets, [0, 100, 200, 300], "the acknowledgement let the next window go");
     }
@@ -794,7 +794,7 @@ mod tests {
         let mut slot = reliable_slot();
         let mut sent: Vec<Vec<u8>> = Vec::new();
         slot.args_buf().extend_from_slice(b"args");
-        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         // One frame, as the fragment sender would have sent it.
         let (h, body) = Header::parse(&sent[0]).unwrap();
         assert_eq!((h.kind, h.proc_or_code, h.total_len, h.offset, h.flags), (Kind::Call, 3, 4, 0, flags::REQ_ACK));
@@ -817,7 +817,7 @@ mod tests {
         assert_eq!(slot.handle(&reply, || t0, nothing_sent), None);
 
         slot.args_buf().clear();
-        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         let deadline = t0 + Duration::from_millis(10);
         slot.time_call(t0, deadline);
         assert_eq!(slot.poll_timeout(), Some(deadline), "no retransmission timer before the deadline");

@@ -120,7 +120,7 @@ fn a_first_bind_gets_a_cookie_and_leaves_no_state() {
     let now = Instant::now();
     let bind = frame(&Header { call_no: 5, ..Header::new(Kind::Bind) }.to_bytes(), &request(5).emit());
     for peer in 0..1000u16 {
-        let back = deliver(&mut s, peer, &[bind.clone()], now);
+        let back = deliver(&mut s, peer, std::slice::from_ref(&bind), now);
         assert_eq!(back.len(), 1);
         assert_eq!(kind(&back[0]), Kind::BindRetry);
         assert!(back[0].len() < bind.len(), "a retry is smaller than the bind it answers");

@@ -13,7 +13,7 @@ const PEER: u8 = 1;
 type Frames = Vec<Vec<u8>>;
 
 fn frame(h: &[u8], b: &[u8]) -> Vec<u8> {
-    [&h[..], b].concat()
+    [h, b].concat()
 }
 
 /// A server engine and a bound slot of a session with the given reliability.

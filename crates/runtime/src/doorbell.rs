@@ -1,11 +1,12 @@
-//! How other threads reach a serving thread: its doorbell (an eventfd it also waits on) and its
-//! stop flag.
+//! How other threads reach a serving thread: its doorbell (an eventfd it also waits on), its
+//! stop flag, and the board it publishes its counters on when asked.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::stats::StatsBoard;
 use crate::Error;
 
 /// Wakes a serving thread from another thread.
@@ -55,12 +56,21 @@ impl Doorbell {
 pub(crate) struct EndpointShared {
     pub doorbell: Doorbell,
     pub stop: AtomicBool,
+    pub stats: StatsBoard,
 }
 
 impl EndpointShared {
     pub fn new() -> Result<Arc<EndpointShared>, Error> {
         let doorbell = Doorbell::new().map_err(|e| Error::io("create eventfd", e))?;
-        Ok(Arc::new(EndpointShared { doorbell, stop: AtomicBool::new(false) }))
+        Ok(Arc::new(EndpointShared { doorbell, stop: AtomicBool::new(false), stats: StatsBoard::default() }))
+    }
+
+    /// The serving thread's counters: asks for a copy, rings, and waits up to `patience` for it
+    /// (the last copy published, if the thread is busy for longer).
+    pub fn stats(&self, patience: std::time::Duration) -> crate::EndpointStats {
+        let n = self.stats.ask();
+        self.doorbell.ring();
+        self.stats.wait(n, patience)
     }
 
     /// Asks the serving thread to stop, and wakes it.

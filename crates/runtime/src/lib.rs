@@ -38,23 +38,25 @@ mod random;
 mod server;
 mod service;
 mod serving;
+pub mod stats;
 pub mod trace;
 mod uri;
 mod workers;
 
 pub use client::Client;
-pub use config::{CallOptions, ClientConfig, ServerConfig};
-pub use error::Error;
+pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
+pub use error::{Error, KeyMismatch};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
 pub use lowlat_codec::OutBuf;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
-pub use lowlat_proto::{ByteOrder, Execution, Session};
-pub use lowlat_transport::SpinPolicy;
+pub use lowlat_proto::{ByteOrder, Execution, Psk, Session};
+pub use lowlat_transport::{Cidr, SpinPolicy};
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};
+pub use stats::{ClientStats, EndpointStats};
 pub use uri::{parse_mac, Endpoint};
 
 /// A result that did not have the expected shape: the simplest decoding error, for hand-written

@@ -10,7 +10,7 @@ use crate::driver;
 use crate::service::Services;
 use crate::serving::{self, Context};
 use crate::workers::Workers;
-use crate::{Endpoint, Error, Program, ServerConfig};
+use crate::{Endpoint, EndpointStats, Error, Program, ServerConfig};
 
 /// A running server. Dropping it stops it.
 pub struct Server {
@@ -69,6 +69,13 @@ impl Server {
     /// The URIs served, with real port numbers where 0 was asked for.
     pub fn local_uris(&self) -> Vec<String> {
         self.endpoints.iter().map(|e| e.0.clone()).collect()
+    }
+
+    /// Each endpoint's counters, with its URI (as [`local_uris`](Self::local_uris) gives it):
+    /// read from its serving thread, exact as of the moment it answers. A thread busy for over
+    /// a second in a procedure of its own gives the copy it published last.
+    pub fn stats(&self) -> Vec<(String, EndpointStats)> {
+        self.endpoints.iter().map(|e| (e.0.clone(), e.1.stats(std::time::Duration::from_secs(1)))).collect()
     }
 
     /// Serves until the process ends.

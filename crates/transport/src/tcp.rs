@@ -289,12 +289,7 @@ pub struct TcpLimits {
 
 impl Default for TcpLimits {
     fn default() -> Self {
-        TcpLimits {
-            max_connections: 4096,
-            max_per_source: 256,
-            establish_within: None,
-            allow: Vec::new(),
-        }
+        TcpLimits { max_connections: 4096, max_per_source: 256, establish_within: None, allow: Vec::new() }
     }
 }
 

@@ -11,20 +11,28 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
-use lowlat_proto::HEADER_LEN;
+use lowlat_proto::{Kind, HEADER_LEN, TAG_LEN};
 use lowlat_transport::sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
-use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, PREFIX};
+use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
 
-use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
-use crate::{ClientConfig, Error};
+use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use crate::stats::EndpointStats;
+use crate::{ClientConfig, Error, ServerConfig};
 
 /// Room for an ONC RPC reply's header (a verifier may take 400 bytes) beside a message of results.
 pub(crate) const ONC_HEADER_ROOM: usize = 512;
 
-/// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header).
+/// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header and,
+/// on a keyed session, the tag).
 pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
-    LengthPrefix::new(max_message + HEADER_LEN)
+    LengthPrefix::new(max_message + HEADER_LEN + TAG_LEN)
+}
+
+/// Whether the frame whose header is `head` grants a lowlat session: its connection is then
+/// established.
+pub(crate) fn lowlat_grant(head: &[u8]) -> bool {
+    head.len() >= HEADER_LEN && head[..2] == *b"Ll" && head[3] == Kind::BindOk.to_u8()
 }
 
 /// ONC RPC's record marking: records of at most `max_record` bytes read, sent in fragments of at
@@ -119,22 +127,42 @@ pub(crate) struct TcpServer<F: Framing> {
     max_frame: usize,
     /// The scheme clients use: `tcp` or `onc+tcp`.
     scheme: &'static str,
+    /// Whether a frame sent (its header) establishes the connection it goes on (a lowlat
+    /// grant; any ONC RPC reply).
+    establishes: fn(&[u8]) -> bool,
 }
 
 impl<F: Framing> TcpServer<F> {
-    /// Serves frames of at most `framing`'s maximum; `doorbell` wakes the serving thread.
+    /// Serves frames of at most `framing`'s maximum, within the limits of `cfg`; `doorbell`
+    /// wakes the serving thread. Any frame sent establishes a connection, unless
+    /// [`established_by`](Self::established_by) says otherwise.
     pub fn bind(
         uri: &str,
         scheme: &'static str,
         addr: SocketAddr,
         framing: F,
         doorbell: RawFd,
+        cfg: &ServerConfig,
     ) -> Result<TcpServer<F>, Error> {
         // Frames carry a whole message (a bind request is far smaller than any maximum).
         let max_frame = framing.max_frame();
-        let ep = TcpEndpoint::bind_framed(addr, framing).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        let limits = TcpLimits {
+            max_connections: cfg.max_connections,
+            max_per_source: cfg.max_connections_per_source,
+            establish_within: Some(cfg.bind_within),
+            allow: cfg.allow.clone(),
+        };
+        let ep = TcpEndpoint::bind_framed(addr, framing)
+            .map_err(|e| Error::io(format!("{uri}: serve"), e))?
+            .with_limits(limits);
         ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
-        Ok(TcpServer { ep, max_frame, scheme })
+        Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true })
+    }
+
+    /// Establishes a connection only when a frame whose header passes `grants` goes on it.
+    pub fn established_by(mut self, grants: fn(&[u8]) -> bool) -> TcpServer<F> {
+        self.establishes = grants;
+        self
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -158,6 +186,9 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
+        if (self.establishes)(head) {
+            self.ep.establish(to);
+        }
         self.ep.send(to, head, body);
     }
 
@@ -172,5 +203,21 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn local_uri(&self) -> String {
         format!("{}://{}", self.scheme, self.ep.local_addr())
+    }
+
+    fn reliable(&self) -> bool {
+        true
+    }
+
+    /// Each connection its own source: the endpoint bounds connections per address.
+    fn source(peer: &ConnId) -> u128 {
+        each_peer(peer)
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let s = self.ep.stats;
+        into.connections_refused += s.refused_total + s.refused_per_source;
+        into.connections_unbound_closed += s.unestablished_closed;
+        into.not_allowed += s.not_allowed;
     }
 }

@@ -23,6 +23,7 @@ use lowlat_transport::udp::MAX_DATAGRAM;
 use super::{serve_loop, Context, Protocol};
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
+use crate::stats::EndpointStats;
 use crate::workers::{Completions, Job};
 
 /// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
@@ -45,8 +46,18 @@ where
         ctx,
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
+        own: OncCounters::default(),
     };
     serve_loop(t, endpoint, ctx);
+}
+
+/// An ONC RPC endpoint's counters: its engine's (calls, duplicates answered from the cache,
+/// refusals) and its dispatch's.
+#[derive(Default)]
+struct OncCounters {
+    executed: u64,
+    busy: u64,
+    errors: u64,
 }
 
 struct OncEndpoint<'c, A: Eq + Hash + Copy> {
@@ -55,6 +66,7 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     completions: Arc<Completions<CallKey<A>>>,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
     finished: Vec<(CallKey<A>, Status, Vec<u8>)>,
+    own: OncCounters,
 }
 
 /// The ONC RPC status of a procedure's outcome.
@@ -81,16 +93,27 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
         };
         let status = match self.ctx.services.xdr_route(call.program, call.version, call.procedure) {
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) => service::run(p, &ctx, call.args, &mut call.results.into()),
+            Route::Inline(p) => {
+                self.own.executed += 1;
+                service::run(p, &ctx, call.args, &mut call.results.into())
+            }
             Route::Worker(p) => {
                 let job =
                     Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to: self.completions.reply_to(key) };
                 match self.ctx.workers.try_send(job) {
-                    Ok(()) => return 0,
+                    Ok(()) => {
+                        self.own.executed += 1;
+                        return 0;
+                    }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
                 }
             }
         };
+        match status {
+            Status::Error(ErrorCode::Busy) => self.own.busy += 1,
+            Status::Error(_) => self.own.errors += 1,
+            Status::Ok => {}
+        }
         self.engine.finish(key, accept_status(status), out);
         0
     }
@@ -102,9 +125,23 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         self.completions.take(&mut self.finished);
         for (key, status, result) in self.finished.drain(..) {
+            if status != Status::Ok {
+                self.own.errors += 1;
+            }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
             self.engine.finish_with(key, accept_status(status), &result, out);
         }
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let e = &self.engine.stats;
+        into.calls += e.calls;
+        into.duplicates += e.duplicates;
+        into.binds_refused += e.refused;
+        into.malformed += e.malformed;
+        into.executed += self.own.executed;
+        into.busy += self.own.busy;
+        into.errors_server_error += self.own.errors;
     }
 }
 

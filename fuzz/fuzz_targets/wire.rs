@@ -1,9 +1,10 @@
-//! lowlat's frame header and the payloads of binds and fragment acknowledgements: whatever
-//! arrives, parsing never panics, and what parses emits the same bytes back.
+//! lowlat's frame header and the payloads of binds (request, cookie, proof), cookies and
+//! fragment acknowledgements: whatever arrives, parsing never panics, and what parses emits the
+//! same bytes back.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lowlat_proto::wire::{BindGrant, BindRefusal, BindRequest, Header};
+use lowlat_proto::wire::{Bind, BindGrant, BindRefusal, BindRequest, Cookie, Header, BIND_COOKIE};
 use lowlat_proto::HEADER_LEN;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +18,18 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again[6..HEADER_LEN], data[6..HEADER_LEN]);
     if let Ok(r) = BindRequest::parse(body) {
         assert_eq!(BindRequest::parse(&r.emit()), Ok(r));
+    }
+    if let Ok(b) = Bind::parse(body) {
+        // A cookie exactly when flagged, a proof only after one; emitted, the same bind.
+        assert_eq!(b.cookie.is_some(), b.request.flags & BIND_COOKIE != 0);
+        assert!(b.proof.is_none() || b.cookie.is_some());
+        let mut out = [0u8; Bind::MAX_LEN];
+        let n = b.emit(&mut out);
+        assert_eq!(Bind::parse(&out[..n]), Ok(b));
+        assert_eq!(out[..n], body[..n]);
+    }
+    if let Ok(c) = Cookie::parse(body) {
+        assert_eq!(Cookie::parse(&c.emit()), Ok(c));
     }
     if let Ok(g) = BindGrant::parse(body) {
         assert_eq!(BindGrant::parse(&g.emit()), Ok(g));

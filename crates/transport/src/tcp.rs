@@ -417,9 +417,10 @@ impl<F: Framing> TcpEndpoint<F> {
 
     /// Marks a connection as its owner's (bound, for lowlat): it is no longer closed for
     /// lingering.
+    #[inline]
     pub fn establish(&mut self, id: &ConnId) {
         if let Some(c) = self.conns.get_mut(id.index as usize).and_then(Option::as_mut) {
-            if c.generation == id.generation {
+            if c.generation == id.generation && c.establish_by.is_some() {
                 c.establish_by = None;
             }
         }

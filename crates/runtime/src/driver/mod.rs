@@ -252,14 +252,10 @@ pub(crate) fn open_server(
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.
             let framing = tcp::RecordMarking::new(cfg.max_message, usize::MAX);
-            Ok(AnyServer::OncTcp(tcp::TcpServer::bind(
-                uri,
-                endpoint.scheme(),
-                onc_addr(host, *port)?,
-                framing,
-                doorbell,
-                cfg,
-            )?))
+            Ok(AnyServer::OncTcp(
+                tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
+                    .established_by(tcp::onc_accepted),
+            ))
         }
         Endpoint::Shm { path } => {
             Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
-use lowlat_proto::{Kind, HEADER_LEN, TAG_LEN};
+use lowlat_proto::{ErrorCode, Kind, HEADER_LEN, TAG_LEN};
 use lowlat_transport::sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
@@ -29,10 +29,27 @@ pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
     LengthPrefix::new(max_message + HEADER_LEN + TAG_LEN)
 }
 
-/// Whether the frame whose header is `head` grants a lowlat session: its connection is then
-/// established.
+/// Whether the frame whose header is `head` shows its connection's peer holds a session (a
+/// grant, or any answer in a session the server knows: a client's other slots call on
+/// connections they never bound on): the connection is then established. A stranger gets only
+/// cookies, refusals and "unknown session".
 pub(crate) fn lowlat_grant(head: &[u8]) -> bool {
-    head.len() >= HEADER_LEN && head[..2] == *b"Ll" && head[3] == Kind::BindOk.to_u8()
+    if head.len() < HEADER_LEN || head[..2] != *b"Ll" {
+        return false;
+    }
+    let kind = Kind::from_u8(head[3]);
+    let code = u32::from_le_bytes([head[20], head[21], head[22], head[23]]);
+    match kind {
+        Kind::BindRetry | Kind::BindRefused => false,
+        Kind::Error => ErrorCode::from_u32(code) != ErrorCode::UnknownSession,
+        _ => true,
+    }
+}
+
+/// Whether the ONC RPC reply whose header is `head` was accepted (MSG_ACCEPTED): its
+/// connection is then established (a denied caller's is not).
+pub(crate) fn onc_accepted(head: &[u8]) -> bool {
+    head.get(8..12) == Some(&[0, 0, 0, 0])
 }
 
 /// ONC RPC's record marking: records of at most `max_record` bytes read, sent in fragments of at

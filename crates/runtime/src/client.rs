@@ -860,7 +860,7 @@ fn engine_stats(e: &ClientSlot) -> ClientStats {
 
 /// Queues a frame in `outbox` after its length, for [`send_outbox`].
 fn queue_frame(outbox: &mut Vec<u8>, head: &[u8], body: &[u8]) {
-    outbox.extend_from_slice(&((HEADER_LEN + body.len()) as u32).to_ne_bytes());
+    outbox.extend_from_slice(&((head.len() + body.len()) as u32).to_ne_bytes());
     outbox.extend_from_slice(head);
     outbox.extend_from_slice(body);
 }
@@ -975,5 +975,16 @@ mod tests {
         let mut err = None;
         send_outbox(&mut chan, &[], &mut err);
         assert!(err.is_none() && chan.sent.len() == 1, "an empty outbox sends nothing");
+
+        // A keyed session's header comes with its tag: the frame goes whole (split after the
+        // header, as every frame is).
+        let tagged = [7u8; HEADER_LEN + lowlat_proto::TAG_LEN];
+        let mut outbox = Vec::new();
+        queue_frame(&mut outbox, &tagged, b"body");
+        queue_frame(&mut outbox, &h2, b"next");
+        let mut chan = Recording { sent: Vec::new(), ok: usize::MAX, attempts: 0 };
+        send_outbox(&mut chan, &outbox, &mut err);
+        let tag_and_body = [&[7u8; lowlat_proto::TAG_LEN][..], b"body"].concat();
+        assert_eq!(chan.sent, vec![(vec![7u8; HEADER_LEN], tag_and_body), (h2.to_vec(), b"next".to_vec())]);
     }
 }

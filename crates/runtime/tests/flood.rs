@@ -135,7 +135,10 @@ fn an_honest_client_binds_and_calls_through_a_bind_flood() {
                     let got = c
                         .call::<_, lowlat::DecodeError>(
                             1,
-                            |a| Ok(a.extend_from_slice(&i.to_le_bytes())),
+                            |a| {
+                                a.extend_from_slice(&i.to_le_bytes());
+                                Ok(())
+                            },
                             |r| Ok(r.to_vec()),
                         )
                         .unwrap_or_else(|e| panic!("honest call failed during the flood: {e}"));

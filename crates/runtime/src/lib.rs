@@ -24,7 +24,11 @@
 //! above are what such stubs amount to.
 //!
 //! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
-//! procedures, their configurations and [`Error`]. Underneath: `lowlat-proto` (the sans-I/O
+//! procedures, their configurations and [`Error`]. A server gives strangers nothing before they
+//! prove they receive at their address (a cookie round on datagram transports), bounds what one
+//! source may hold, and with a pre-shared key ([`ServerConfig::psk`], [`ClientConfig::psk`],
+//! [`read_psk_file`]) authenticates binds and every frame; [`Server::stats`],
+//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did. Underneath: `lowlat-proto` (the sans-I/O
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
 //! never depend on the lab, the CLI or any code generator.
 

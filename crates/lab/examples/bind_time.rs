@@ -30,8 +30,8 @@ impl Path {
                 Ok(Path::Udp(ch.with_checksum(true)))
             }
             lowlat::Endpoint::Eth { iface, peer: Some(mac) } => {
-                let sock = lowlat_eth::EthSocket::open(&iface, lowlat_eth::EthConfig::default())
-                    .map_err(|e| e.to_string())?;
+                let sock =
+                    lowlat_eth::EthSocket::open(&iface, lowlat_eth::EthConfig::default()).map_err(|e| e.to_string())?;
                 Ok(Path::Eth(sock, lowlat_eth::Mac(mac)))
             }
             _ => Err(format!("{uri}: give udp://HOST:PORT or eth://IFACE/SERVER-MAC")),

@@ -291,3 +291,28 @@ fn tcp_connections_that_do_not_bind_are_closed() {
     count(&c).unwrap();
     assert_eq!(server.stats()[0].1.connections_unbound_closed, 1);
 }
+
+/// A client's other slots open connections they never bind on: one whose first call runs
+/// longer than the time to bind is its owner's all the same (it names a session granted here).
+#[test]
+fn a_long_first_call_on_a_slots_own_connection_is_not_cut_off() {
+    let slow = Program::new(PROG, 1).long_running(2, "SLOW", |_, _, r| {
+        std::thread::sleep(Duration::from_millis(600));
+        r.extend_from_slice(b"done");
+        Ok(())
+    });
+    let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
+    let server = Server::builder().program(slow).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
+    let client = Arc::new(Client::connect(&server.local_uris()[0], PROG, 1).unwrap());
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call::<_, lowlat::DecodeError>(2, |_| Ok(()), |r| Ok(r.to_vec())))
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.join().unwrap().unwrap(), b"done");
+    }
+    let s = server.stats()[0].1;
+    assert_eq!((s.connections_unbound_closed, s.executed), (0, 3), "{s:?}");
+}

@@ -426,6 +426,12 @@ impl<F: Framing> TcpEndpoint<F> {
         }
     }
 
+    /// Whether a connection is established (or never had to be).
+    #[inline]
+    pub fn is_established(&self, id: &ConnId) -> bool {
+        self.conn(*id).is_none_or(|c| c.establish_by.is_none())
+    }
+
     /// Closes the connections not established in time; when the next one is due.
     fn close_lingering(&mut self, now: Instant) {
         if self.next_deadline.is_none_or(|t| now < t) {

@@ -240,7 +240,7 @@ pub(crate) fn open_server(
             let framing = tcp::lowlat_framing(cfg.max_message);
             let server =
                 tcp::TcpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbell, cfg)?;
-            Ok(AnyServer::Tcp(server.established_by(tcp::lowlat_grant)))
+            Ok(AnyServer::Tcp(server.established_by_sessions()))
         }
         Endpoint::OncUdp { host, port } => Ok(AnyServer::OncUdp(udp::UdpServer::bind(
             uri,

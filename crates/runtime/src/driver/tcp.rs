@@ -29,6 +29,31 @@ pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
     LengthPrefix::new(max_message + HEADER_LEN + TAG_LEN)
 }
 
+/// The sessions granted on an endpoint, for establishing the connections a client's other slots
+/// open (and call on without binding): the latest token granted for each session index. A
+/// connection whose first frames name one of them is its owner's, even before any answer (a
+/// long-running procedure's may take longer than the time to bind).
+#[derive(Default)]
+pub(crate) struct Granted(std::collections::HashMap<u16, u64>);
+
+impl Granted {
+    /// Notes the grant in `head`, if it is one.
+    fn note(&mut self, head: &[u8]) {
+        if head.len() >= HEADER_LEN && head[..2] == *b"Ll" && head[3] == Kind::BindOk.to_u8() {
+            let token = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+            self.0.insert((token >> 32) as u16, token);
+        }
+    }
+
+    /// Whether `frame` names a session granted here.
+    fn names_one(&self, frame: &[u8]) -> bool {
+        frame.len() >= HEADER_LEN && frame[..2] == *b"Ll" && {
+            let token = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
+            self.0.get(&((token >> 32) as u16)) == Some(&token)
+        }
+    }
+}
+
 /// Whether the frame whose header is `head` shows its connection's peer holds a session (a
 /// grant, or any answer in a session the server knows: a client's other slots call on
 /// connections they never bound on): the connection is then established. A stranger gets only
@@ -147,6 +172,8 @@ pub(crate) struct TcpServer<F: Framing> {
     /// Whether a frame sent (its header) establishes the connection it goes on (a lowlat
     /// grant; any ONC RPC reply).
     establishes: fn(&[u8]) -> bool,
+    /// lowlat only: the sessions granted, so that a connection calling in one is established.
+    granted: Option<Granted>,
 }
 
 impl<F: Framing> TcpServer<F> {
@@ -173,13 +200,19 @@ impl<F: Framing> TcpServer<F> {
             .map_err(|e| Error::io(format!("{uri}: serve"), e))?
             .with_limits(limits);
         ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
-        Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true })
+        Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true, granted: None })
     }
 
     /// Establishes a connection only when a frame whose header passes `grants` goes on it.
     pub fn established_by(mut self, grants: fn(&[u8]) -> bool) -> TcpServer<F> {
         self.establishes = grants;
         self
+    }
+
+    /// lowlat's rule: established by an answer within a session (see [`lowlat_grant`]), or by a
+    /// frame naming a session granted on this endpoint.
+    pub fn established_by_sessions(self) -> TcpServer<F> {
+        TcpServer { granted: Some(Granted::default()), ..self.established_by(lowlat_grant) }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -199,12 +232,20 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
         let got = self.try_recv(buf)?;
+        if let (Some(Received::Frame { from, .. }), Some(granted)) = (&got, &self.granted) {
+            if !self.ep.is_established(from) && granted.names_one(buf) {
+                self.ep.establish(from);
+            }
+        }
         Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
         if (self.establishes)(head) {
             self.ep.establish(to);
+            if let Some(g) = self.granted.as_mut() {
+                g.note(head);
+            }
         }
         self.ep.send(to, head, body);
     }

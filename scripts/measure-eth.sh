@@ -10,19 +10,10 @@ cd "$(dirname "$0")/.."
 calls="${1:-50000}"
 cargo build --release -q -p lowlat-cli
 ll=$PWD/target/release/lowlat
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; pids=(); }
-trap 'cleanup; scripts/testhosts.sh down >/dev/null 2>&1 || true' EXIT
-scripts/testhosts.sh up >/dev/null
-mac=$(ip -n lowlat-sh-a -o link show dev llsha | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-out=$(mktemp)
-start() { # runs `lowlat ARGS...` in namespace a; waits for ready
-    ip netns exec lowlat-sh-a "$ll" "$@" --cpu 1 >"$out" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do grep -q '^ready' "$out" && return 0; sleep 0.05; done
-    echo "server $* did not start: $(cat "$out")" >&2
-    exit 1
-}
+source scripts/lib/testhost-servers.sh
+mac=$MAC_A
+start() { ns_start "$ll" "$@"; }
+cleanup() { ns_stop; }
 in_b() { ip netns exec lowlat-sh-b "$ll" "$@" --cpu 0 --json; }
 p50_p99() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%8.2f %8.2f" % (d["p50_ns"]/1e3, d["p99_ns"]/1e3))'; }
 mbit() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%8.0f Mbit/s (%d calls, p50 %.0f µs)" % (d["mbit_s"], d["calls"], d["p50_ns"]/1e3))'; }
@@ -75,4 +66,3 @@ for t in udp eth xdp; do
     echo "$t: $(in_b bench "${uri[$t]}" --proc maxresult --size 1048576 --calls 200 --warmup 10 --spin-us forever | mbit)"
     cleanup
 done
-rm -f "$out"

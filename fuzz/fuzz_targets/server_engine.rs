@@ -1,22 +1,35 @@
-//! The server engine fed whatever peers send: first an honest client binds (one unreliable and
-//! one reliable session), then the input is a sequence of frames from four peers, each
-//! optionally given a live session's token (so the fuzzer reaches calls, fragments,
-//! acknowledgements and probes), with time moving on. The engine never panics, never holds more
-//! sessions than allowed, keeps its buffers within sessions x slots x message size, and sends
-//! every failed call's reason (here: whatever bytes the fuzzer gives) as bounded UTF-8.
+//! The server engine fed whatever peers send. The first byte chooses the endpoint: over a
+//! reliable transport or datagrams (bit 0), with a pre-shared key or without (bit 1). Honest
+//! clients bind first (through the cookie round where there is one), then the input is a
+//! sequence of frames from four peers, each optionally given a live session's token and, on a
+//! keyed endpoint, sealed with that session's client key (so the fuzzer reaches calls,
+//! fragments, acknowledgements and probes behind the tags), with time moving on. The engine
+//! never panics, never holds more sessions than allowed, keeps its buffers within
+//! sessions x slots x message size, and sends every failed call's reason (here: whatever bytes
+//! the fuzzer gives) as bounded UTF-8.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
+use lowlat_proto::auth;
 use lowlat_proto::wire::{BindRequest, ByteOrder, ErrorMessage, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
-use lowlat_proto::{ErrorCode, ProgramVersions, ServerConfig, ServerEngine, Status, HEADER_LEN};
+use lowlat_proto::{
+    Binder, ClientConfig, ErrorCode, FrameKeys, ProgramVersions, Psk, ServerConfig, ServerEngine, Status, HEADER_LEN,
+};
 
 const MAX_SESSIONS: usize = 4;
 const MAX_SLOTS: u16 = 4;
 const MAX_MESSAGE: u32 = 16 << 10;
 
-fn bind(engine: &mut ServerEngine<u8>, peer: u8, reliable: bool, now: Instant) -> u64 {
+/// Binds from `peer` as an honest client; returns the token and the client's keys.
+fn bind(
+    engine: &mut ServerEngine<u8>,
+    peer: u8,
+    reliable: bool,
+    psk: Option<Psk>,
+    now: Instant,
+) -> (u64, Option<FrameKeys>) {
     let req = BindRequest {
         program: 7,
         version: 1,
@@ -30,19 +43,28 @@ fn bind(engine: &mut ServerEngine<u8>, peer: u8, reliable: bool, now: Instant) -
         window: 8,
         nonce: peer as u64,
     };
-    let mut h = Header::new(Kind::Bind);
-    h.call_no = peer as u32;
-    let frame = [&h.to_bytes()[..], &req.emit()].concat();
-    let mut token = 0;
-    engine.handle(peer, &frame, || now, &mut |_, h, _| {
-        if let Ok((h, _)) = Header::parse(h) {
-            token = h.token;
+    let cfg = ClientConfig::default();
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
+    let mut to_server = Vec::new();
+    binder.start(now, &mut |h, b| to_server.push([h, b].concat()));
+    for _ in 0..3 {
+        let mut to_client = Vec::new();
+        for f in std::mem::take(&mut to_server) {
+            engine.handle(peer, &f, || now, &mut |_, h, b| to_client.push([h, b].concat()));
         }
-    });
-    token
+        for f in to_client {
+            if let Some(Ok(b)) = binder.handle(&f, now, &mut |h, b| to_server.push([h, b].concat())) {
+                return (b.session.token, b.keys);
+            }
+        }
+    }
+    panic!("an honest bind failed");
 }
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let (reliable, keyed) = (mode & 1 != 0, mode & 2 != 0);
+    let psk = keyed.then(|| Psk::new(b"the fuzzer's pre-shared key").unwrap());
     let mut engine: ServerEngine<u8> = ServerEngine::new(ServerConfig {
         programs: vec![ProgramVersions { program: 7, low: 1, high: 2 }],
         max_sessions: MAX_SESSIONS,
@@ -51,23 +73,34 @@ fuzz_target!(|data: &[u8]| {
         max_frame: 1472,
         window: 8,
         session_idle: Duration::from_millis(500),
+        unused_idle: Duration::from_millis(300),
+        max_sessions_per_source: 3,
+        reliable,
+        psk: psk.clone(),
         seed: 1,
+        ..ServerConfig::default()
     });
     let mut now = Instant::now();
-    let tokens = [bind(&mut engine, 0, false, now), bind(&mut engine, 1, true, now)];
+    let sessions = [bind(&mut engine, 0, reliable, psk.clone(), now), bind(&mut engine, 1, reliable, psk, now)];
     let mut sent = 0usize;
-    let mut rest = data;
     // Each frame: op, peer, length (2 bytes), then that many bytes.
     while let &[op, peer, l0, l1, ref tail @ ..] = rest {
         let len = (u16::from_le_bytes([l0, l1]) as usize).min(tail.len());
         let mut frame = tail[..len].to_vec();
         rest = &tail[len..];
         let peer = peer % 4;
+        let (token, keys) = &sessions[(op >> 1) as usize & 1];
         if op & 1 != 0 && frame.len() >= HEADER_LEN {
-            frame[8..16].copy_from_slice(&tokens[(op >> 1) as usize & 1].to_le_bytes());
+            frame[8..16].copy_from_slice(&token.to_le_bytes());
+        }
+        if op & 0x20 != 0 {
+            // Sealed as the session's client would: a valid tag over whatever the header says.
+            if let (Some(k), Ok((h, body))) = (keys, Header::parse(&frame)) {
+                frame = [auth::seal(&k.send, h, body).as_bytes(), body].concat();
+            }
         }
         now += Duration::from_millis((op >> 2) as u64 % 8);
-        let mut out = |_: &u8, h: &[u8; HEADER_LEN], b: &[u8]| {
+        let mut out = |_: &u8, h: &[u8], b: &[u8]| {
             let (h, _) = Header::parse(h).expect("the engine sends well-formed headers");
             if h.kind == Kind::Error {
                 assert!(ErrorMessage::parse(b).is_ok(), "an error's reason is bounded UTF-8");

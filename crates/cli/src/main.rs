@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-use lowlat::{ClientConfig, Server, ServerConfig, SpinPolicy};
+use clap::{Args, Parser, Subcommand};
+use lowlat::{Cidr, ClientConfig, Psk, Server, ServerConfig, SpinPolicy};
 use lowlat_lab::bench::{self, BenchSpec};
 use lowlat_lab::interface::{self, LabClient};
 use lowlat_lab::stats;
@@ -21,6 +21,22 @@ use lowlat_lab::stats;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// `--psk-file`, as every command that binds or serves takes it.
+#[derive(Args, Clone, Debug, Default)]
+struct KeyArgs {
+    /// A pre-shared key (the file's bytes, less a trailing newline; at least 16): binds must
+    /// prove it and every frame carries a tag under it (udp, tcp, eth, xdp; not shm, not ONC
+    /// RPC). Both ends need the same file. Make one with `head -c 32 /dev/urandom > FILE`.
+    #[arg(long, value_name = "FILE")]
+    psk_file: Option<PathBuf>,
+}
+
+impl KeyArgs {
+    fn load(&self) -> Result<Option<Psk>, String> {
+        self.psk_file.as_deref().map(lowlat::read_psk_file).transpose().map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Subcommand)]
@@ -42,6 +58,22 @@ enum Cmd {
         /// Sessions at once per endpoint.
         #[arg(long, default_value_t = 1024)]
         max_sessions: usize,
+        /// Sessions one source holds at once (an IP address over udp, a MAC over eth/xdp).
+        #[arg(long, default_value_t = 128)]
+        max_sessions_per_source: usize,
+        /// Serve only sources in this block (udp, tcp, onc+udp, onc+tcp), e.g. 10.0.0.0/8 or
+        /// ::1; repeat for more. Others are dropped silently, unread.
+        #[arg(long, value_name = "CIDR")]
+        allow: Vec<Cidr>,
+        /// ONC RPC: refuse callers without AUTH_SYS credentials (AUTH_ERROR, AUTH_TOOWEAK).
+        #[arg(long)]
+        onc_auth_sys: bool,
+        /// ONC RPC: accept AUTH_SYS callers with this uid only (repeat for more; implies
+        /// --onc-auth-sys); others get AUTH_ERROR, AUTH_TOOWEAK.
+        #[arg(long, value_name = "UID")]
+        onc_uid: Vec<u32>,
+        #[command(flatten)]
+        key: KeyArgs,
         /// Largest message in bytes.
         #[arg(long, default_value_t = 4 << 20)]
         max_message: usize,
@@ -94,6 +126,31 @@ enum Cmd {
         timeout_ms: u64,
         #[arg(long, default_value = "adaptive")]
         spin_us: SpinPolicy,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// A running server's counters, read from the endpoint at URI through its built-in stats
+    /// program (0x20004C4E, behind the same binding and key as every other program): sessions,
+    /// binds granted and refused by cause, cookies, calls, procedures executed, duplicates,
+    /// retransmissions, busy, errors by code, bytes, checksum and MAC failures.
+    ///
+    /// The figures include the binding and the call that read them.
+    Stat {
+        uri: String,
+        /// Print one JSON object (with --watch: one a second).
+        #[arg(long)]
+        json: bool,
+        /// Print rates every second (per second, but `sessions_open`, which is a level) until
+        /// interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: stop after this many seconds.
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u64,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Closed-loop (or, with --rate, open-loop) benchmark of a lab procedure.
     Bench {
@@ -126,6 +183,8 @@ enum Cmd {
         /// agree).
         #[arg(long)]
         no_checksum: bool,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// The same exchange with no RPC layer, over lowlat's transport or (`--floor`) the simplest
     /// one the machine allows (`--serve` for the echo side).
@@ -158,6 +217,10 @@ enum Cmd {
         cpu: Option<usize>,
         #[arg(long)]
         json: bool,
+        /// udp:// and tcp:// only: tag every message as a keyed session tags its frames (both
+        /// ends need the same file): the floor of an authenticated exchange.
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// A fault-injecting relay to put between a client and its server over datagrams: drops,
     /// duplicates, reorders, delays and corrupts what passes, both ways, and says at exit
@@ -216,6 +279,10 @@ enum Cmd {
         /// Write results.json here as well.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Every lowlat server and caller of the run binds with this key (the raw floors do
+        /// not: a floor is the machine's).
+        #[command(flatten)]
+        key: KeyArgs,
     },
 }
 
@@ -256,8 +323,15 @@ fn print_summary(s: &stats::Summary, json: bool) {
     }
 }
 
-fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolicy) -> Result<(), String> {
-    let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), ..ClientConfig::default() };
+fn call(
+    uri: &str,
+    proc: &str,
+    args: &[String],
+    timeout_ms: u64,
+    spin: SpinPolicy,
+    psk: Option<Psk>,
+) -> Result<(), String> {
+    let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, ..ClientConfig::default() };
     let p = interface::procedure_number(proc)
         .ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"))?;
     let arg =
@@ -298,6 +372,98 @@ fn call(uri: &str, proc: &str, args: &[String], timeout_ms: u64, spin: SpinPolic
             let r: Result<(), _> = c.client().call(other, |_| Ok::<_, lowlat::DecodeError>(()), |_| Ok(()));
             r.map_err(|e| e.to_string())?;
         }
+    }
+    Ok(())
+}
+
+/// Reads the counters of the endpoint `client` is bound to.
+fn read_stats(client: &lowlat::Client) -> Result<Vec<(String, u64)>, String> {
+    let text = client
+        .call::<_, lowlat::DecodeError>(
+            lowlat::stats::STATS,
+            |_| Ok(()),
+            |r| Ok(String::from_utf8_lossy(r).into_owned()),
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(lowlat::stats::parse_text(&text))
+}
+
+/// `lowlat stat`: the counters once, or (watching) their rates every second.
+fn stat(
+    uri: &str,
+    json: bool,
+    watch: bool,
+    count: Option<u64>,
+    timeout_ms: u64,
+    psk: Option<Psk>,
+) -> Result<(), String> {
+    // Patient retransmission: the answer takes a hop to a worker, and a reading that resends
+    // would disturb the counters it reads (lost datagrams are all it must recover).
+    let engine = lowlat_proto::ClientConfig {
+        initial_rto: Duration::from_millis(500),
+        min_rto: Duration::from_millis(100),
+        ..lowlat_proto::ClientConfig::default()
+    };
+    let cfg =
+        ClientConfig { deadline: Duration::from_millis(timeout_ms), psk, slots: 1, engine, ..ClientConfig::default() };
+    let client = lowlat::Client::connect_with(uri, lowlat::stats::PROGRAM, 1, cfg).map_err(|e| e.to_string())?;
+    let first = read_stats(&client)?;
+    if !watch {
+        if json {
+            let mut o = serde_json::Map::new();
+            o.insert("uri".into(), uri.into());
+            for (k, v) in first {
+                o.insert(k, v.into());
+            }
+            println!("{}", serde_json::Value::Object(o));
+        } else {
+            let width = first.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+            for (k, v) in first {
+                println!("{k:width$}  {v}");
+            }
+        }
+        return Ok(());
+    }
+    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    // The counters a person watches, as rates (and the one level among them).
+    const SHOWN: [&str; 10] = [
+        "sessions_open",
+        "binds_granted",
+        "binds_refused",
+        "calls",
+        "executed",
+        "duplicates",
+        "retransmits_received",
+        "busy",
+        "mac_failures",
+        "bytes_in",
+    ];
+    let mut before = (std::time::Instant::now(), first);
+    if !json {
+        println!("{}", SHOWN.iter().map(|k| format!("{:>14}", k.trim_end_matches("_received"))).collect::<String>());
+    }
+    for _ in 0..count.unwrap_or(u64::MAX) {
+        if lowlat_sys::wait_termination(Duration::from_secs(1)).is_some() {
+            break;
+        }
+        let now = (std::time::Instant::now(), read_stats(&client)?);
+        let secs = (now.0 - before.0).as_secs_f64().max(1e-9);
+        let old = |k: &str| before.1.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+        let rate =
+            |k: &str, v: u64| if k == "sessions_open" { v as f64 } else { v.saturating_sub(old(k)) as f64 / secs };
+        if json {
+            let mut o = serde_json::Map::new();
+            o.insert("uri".into(), uri.into());
+            o.insert("interval_s".into(), secs.into());
+            for (k, v) in &now.1 {
+                o.insert(k.clone(), rate(k, *v).into());
+            }
+            println!("{}", serde_json::Value::Object(o));
+        } else {
+            let value = |k: &str| now.1.iter().find(|(n, _)| n == k).map_or(0.0, |(_, v)| rate(k, *v));
+            println!("{}", SHOWN.iter().map(|k| format!("{:>14.0}", value(k))).collect::<String>());
+        }
+        before = now;
     }
     Ok(())
 }
@@ -355,12 +521,35 @@ fn relay(listen: &str, target: &str, faults: lowlat_relay::Faults, json: bool) -
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Serve { uris, spin_us, cpu, workers, max_sessions, max_message, trace, no_checksum } => {
+        Cmd::Serve {
+            uris,
+            spin_us,
+            cpu,
+            workers,
+            max_sessions,
+            max_sessions_per_source,
+            allow,
+            onc_auth_sys,
+            onc_uid,
+            key,
+            max_message,
+            trace,
+            no_checksum,
+        } => {
+            let psk = match key.load() {
+                Ok(k) => k,
+                Err(e) => return fail(e),
+            };
             let cfg = ServerConfig {
                 spin: spin_us,
                 pin_cpu: cpu,
                 workers,
                 max_sessions,
+                max_sessions_per_source,
+                allow,
+                onc_require_auth_sys: onc_auth_sys || !onc_uid.is_empty(),
+                onc_allowed_uids: onc_uid,
+                psk,
                 max_message,
                 trace,
                 checksum: !no_checksum,
@@ -391,12 +580,17 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Call { uri, proc, args, idl, list, timeout_ms, spin_us } => {
+        Cmd::Call { uri, proc, args, idl, list, timeout_ms, spin_us, key } => {
+            let psk = match key.load() {
+                Ok(k) => k,
+                Err(e) => return fail(e),
+            };
             let r = match idl {
                 Some(idl) => {
                     let cfg = ClientConfig {
                         spin: spin_us,
                         deadline: Duration::from_millis(timeout_ms),
+                        psk,
                         ..ClientConfig::default()
                     };
                     let uri = if list { None } else { uri.as_deref() };
@@ -409,6 +603,7 @@ fn main() -> ExitCode {
                     &args,
                     timeout_ms,
                     spin_us,
+                    psk,
                 ),
             };
             match r {
@@ -416,10 +611,20 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json, no_checksum } => {
+        Cmd::Stat { uri, json, watch, count, timeout_ms, key } => {
+            match key.load().and_then(|psk| stat(&uri, json, watch, count, timeout_ms, psk)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json, no_checksum, key } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
+            let psk = match key.load() {
+                Ok(k) => k,
+                Err(e) => return fail(e),
+            };
             let spec = BenchSpec {
                 uri,
                 proc,
@@ -431,6 +636,7 @@ fn main() -> ExitCode {
                 spin: spin_us,
                 cpu,
                 checksum: !no_checksum,
+                psk,
                 ..BenchSpec::default()
             };
             match bench::run(&spec) {
@@ -441,15 +647,19 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Pingpong { uri, serve, floor, no_checksum, size, calls, warmup, spin_us, cpu, json } => {
+        Cmd::Pingpong { uri, serve, floor, no_checksum, size, calls, warmup, spin_us, cpu, json, key } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
+            let psk = match key.load() {
+                Ok(k) => k,
+                Err(e) => return fail(e),
+            };
             if serve {
                 let bound = if floor {
                     lowlat_lab::pingpong::PingPongServer::bind_floor(&uri, spin_us)
                 } else {
-                    lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us, !no_checksum)
+                    lowlat_lab::pingpong::PingPongServer::bind(&uri, spin_us, !no_checksum, psk.as_ref())
                 };
                 let server = match bound {
                     Ok(s) => s,
@@ -485,6 +695,7 @@ fn main() -> ExitCode {
                 warmup,
                 spin_us,
                 lowlat_lab::pingpong::RawOptions { floor, checksum: !no_checksum },
+                psk.as_ref(),
             ) {
                 Ok((s, _)) => {
                     print_summary(&s, json);
@@ -551,7 +762,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Lab { quick, out } => match lowlat_lab::run_lab(quick, out.as_deref()) {
+        Cmd::Lab { quick, out, key } => match lowlat_lab::run_lab(quick, out.as_deref(), key.psk_file.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },

@@ -21,7 +21,7 @@ fn serve(uri: &str) -> procs::ServerProcess {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["serve", "call", "bench", "pingpong", "account", "gen", "lab", "relay"] {
+    for sub in ["serve", "call", "bench", "pingpong", "account", "gen", "lab", "relay", "stat"] {
         let (ok, out, _) = lowlat(&[sub, "--help"]);
         assert!(ok && out.contains("Usage"), "{sub} --help: {out}");
     }
@@ -324,4 +324,136 @@ fn relay_carries_calls_through_faults_and_reports_what_it_did() {
     assert!(!ok && err.contains("datagrams"), "{err}");
     let (ok, _, err) = lowlat(&["relay", "udp://127.0.0.1:0", "udp://127.0.0.1:1", "--drop", "150%"]);
     assert!(!ok && err.contains("between 0 and 1"), "{err}");
+}
+
+/// Runs `lowlat ARGS` and parses its standard output as one JSON object.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let (ok, out, err) = lowlat(args);
+    assert!(ok, "lowlat {args:?}: {err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// After a known sequence (a binding whose every datagram to the server the relay sends twice,
+/// twenty calls on it, a bind for a program the server lacks), `lowlat stat --json` reports
+/// exactly those numbers, its own binding and call included; `--watch` prints rates.
+#[test]
+fn stat_reports_exactly_what_the_server_did() {
+    let server = serve("udp://127.0.0.1:0");
+    let uri = server.uris[0].clone();
+    let target = uri.trim_start_matches("udp://").parse().unwrap();
+    let every_datagram_twice = lowlat_relay::Faults { dup: "100%".parse().unwrap(), seed: 1, ..Default::default() };
+    let relay = lowlat_relay::RelayThread::start("127.0.0.1:0".parse().unwrap(), target, every_datagram_twice).unwrap();
+    // No retransmission and no separate acknowledgement within the test: every frame the server
+    // counts is one this test caused.
+    let engine = lowlat_proto::ClientConfig {
+        initial_rto: Duration::from_secs(2),
+        min_rto: Duration::from_secs(1),
+        ack_delay: Duration::from_secs(30),
+        ..lowlat_proto::ClientConfig::default()
+    };
+    let cfg = ClientConfig { slots: 1, engine, ..ClientConfig::default() };
+    let c = LabClient::connect(&format!("udp://{}", relay.addr()), cfg.clone()).unwrap();
+    for i in 0..20 {
+        assert_eq!(c.minus(i, 1).unwrap(), i - 1);
+    }
+    let e = lowlat::Client::connect_with(&uri, 0x2000_0BAD, 1, cfg).unwrap_err();
+    assert!(matches!(e, Error::UnknownProgram { .. }), "{e}");
+    let v = json_of(&["stat", &uri, "--json"]);
+    let want = [
+        ("sessions_open", 2),
+        ("binds_granted", 2),
+        // The relayed bind's second copy, answered with the session the first one made.
+        ("binds_repeated", 1),
+        ("binds_refused", 1),
+        ("refused_unknown_program", 1),
+        // Two copies of the relayed first bind, and `stat`'s own.
+        ("cookies_issued", 3),
+        ("calls", 21),
+        ("executed", 21),
+        ("duplicates", 20),
+        ("retransmits_received", 0),
+        ("busy", 0),
+        ("mac_failures", 0),
+    ];
+    for (k, n) in want {
+        assert_eq!(v[k], n, "{k} in {v}");
+    }
+    assert_eq!(v["uri"], uri.as_str());
+    let (ok, out, err) = lowlat(&["stat", &uri, "--watch", "--count", "2", "--json"]);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    // Each second, the watcher's own call: one a second, and the two bindings still open.
+    assert!(lines.iter().all(|l| l["calls"].as_f64().unwrap() > 0.5 && l["sessions_open"] == 3.0), "{out}");
+    drop(relay);
+}
+
+/// `serve --psk-file`: the right key works from `call`, `bench` and `stat`; a missing or wrong
+/// one is refused at once with a message that says so.
+#[test]
+fn a_pre_shared_key_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let other = dir.path().join("other");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::write(&other, "fedcba9876543210fedcba9876543210\n").unwrap();
+    let (k, o) = (key.to_str().unwrap(), other.to_str().unwrap());
+    let server = procs::spawn(
+        EXE.as_ref(),
+        &["serve".into(), "udp://127.0.0.1:0".into(), "tcp://127.0.0.1:0".into(), "--psk-file".into(), k.into()],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    for uri in &server.uris {
+        let (ok, out, err) = lowlat(&["call", uri, "minus", "5", "7", "--psk-file", k]);
+        assert!(ok && out.trim() == "-2", "{uri}: {err}");
+        let v = json_of(&["bench", uri, "--calls", "500", "--json", "--psk-file", k]);
+        assert_eq!(v["errors"], 0, "{v}");
+        let begun = Instant::now();
+        let (ok, _, err) = lowlat(&["call", uri, "null"]);
+        assert!(!ok && err.contains("requires a pre-shared key"), "{uri}: {err}");
+        let (ok, _, err) = lowlat(&["call", uri, "null", "--psk-file", o]);
+        assert!(!ok && err.contains("keys differ"), "{uri}: {err}");
+        assert!(begun.elapsed() < Duration::from_secs(3), "refused at once: {:?}", begun.elapsed());
+        let v = json_of(&["stat", uri, "--json", "--psk-file", k]);
+        assert_eq!((v["refused_key_required"].as_u64(), v["refused_bad_key"].as_u64()), (Some(1), Some(1)), "{v}");
+    }
+    std::fs::write(dir.path().join("short"), "too short").unwrap();
+    let (ok, _, err) =
+        lowlat(&["call", &server.uris[0], "null", "--psk-file", dir.path().join("short").to_str().unwrap()]);
+    assert!(!ok && err.contains("too short"), "{err}");
+    // A raw ping-pong with the key: messages tagged both ways.
+    let pp = procs::spawn(
+        EXE.as_ref(),
+        &["pingpong".into(), "--serve".into(), "udp://127.0.0.1:0".into(), "--psk-file".into(), k.into()],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let v = json_of(&["pingpong", &pp.uris[0], "--calls", "500", "--json", "--psk-file", k]);
+    assert_eq!(v["calls"], 500);
+    let (ok, _, err) = lowlat(&["pingpong", "shm:///tmp/nowhere", "--psk-file", k]);
+    assert!(!ok && err.contains("udp:// and tcp:// only"), "{err}");
+}
+
+/// `serve --onc-uid`: ONC RPC callers with other uids, or without AUTH_SYS, are refused with
+/// AUTH_ERROR / AUTH_TOOWEAK; the listed uid is served.
+#[test]
+fn the_onc_credential_policy_from_the_command_line() {
+    let server = procs::spawn(
+        EXE.as_ref(),
+        &["serve".into(), "onc+udp://127.0.0.1:0".into(), "--onc-uid".into(), "4242".into()],
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let uri = server.uris[0].clone();
+    let as_uid = |uid: Option<u32>| {
+        let auth = uid.map(|u| lowlat::AuthSys::new(1, b"test", u, u, &[]));
+        let cfg = ClientConfig { onc_auth: auth, ..ClientConfig::default() };
+        LabClient::connect(&uri, cfg).and_then(|c| c.null())
+    };
+    as_uid(Some(4242)).unwrap();
+    for uid in [None, Some(0), Some(1000)] {
+        let e = as_uid(uid).unwrap_err();
+        assert!(matches!(e, Error::AuthError { reason: lowlat::onc::AuthStat::TooWeak, .. }), "uid {uid:?}: {e}");
+    }
 }

@@ -79,11 +79,14 @@ pub fn join(client: &[ClientTrace], server: &[ServerTrace]) -> Joined {
 /// engine) in nanoseconds per call, medians over batches. Each timed interval also holds one
 /// clock read, which is taken off (the client's time is two intervals, the server's one).
 /// `reliable`: a session over a transport that delivers in order (no retransmission timers).
-pub fn engine_costs(calls: u32, reliable: bool) -> (f64, f64) {
+/// `psk`: a keyed session, every frame tagged and checked.
+pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f64, f64) {
     let now = Instant::now();
     let mut server: ServerEngine<u32> = ServerEngine::new(lowlat_proto::ServerConfig {
         programs: vec![ProgramVersions { program: interface::PROGRAM, low: 1, high: 1 }],
         max_frame: 65_507,
+        reliable,
+        psk: psk.cloned(),
         ..Default::default()
     });
     let req = BindRequest {
@@ -100,18 +103,23 @@ pub fn engine_costs(calls: u32, reliable: bool) -> (f64, f64) {
         nonce: 1,
     };
     let cfg = lowlat_proto::ClientConfig::default();
-    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1));
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk.cloned());
     let mut frame = Vec::with_capacity(256);
-    let put = |f: &mut Vec<u8>, h: &[u8; HEADER_LEN], b: &[u8]| {
+    let put = |f: &mut Vec<u8>, h: &[u8], b: &[u8]| {
         f.clear();
         f.extend_from_slice(h);
         f.extend_from_slice(b);
     };
     binder.start(now, &mut |h, b| put(&mut frame, h, b));
     let mut reply = Vec::with_capacity(256);
-    let _ = server.handle(1, &frame, || now, &mut |_, h, b| put(&mut reply, h, b));
-    let session = binder.handle(&reply).expect("answered").expect("bound");
-    let mut slot = ClientSlot::new(session, 0, cfg);
+    // A round, or two where the server asks for a cookie.
+    let bound = loop {
+        let _ = server.handle(1, &frame, || now, &mut |_, h, b| put(&mut reply, h, b));
+        if let Some(b) = binder.handle(&reply, now, &mut |h, b| put(&mut frame, h, b)) {
+            break b.expect("bound");
+        }
+    };
+    let mut slot = ClientSlot::new(bound.session, 0, cfg).with_keys(bound.keys);
     let deadline = now + Duration::from_secs(3600);
     let (mut client_ns, mut server_ns) = (Vec::new(), Vec::new());
     const BATCH: u32 = 1000;
@@ -258,10 +266,10 @@ pub fn account(
     let raw_bind = bind_uri.to_string();
     let pp = spawn_server(exe, &["pingpong", "--serve", &raw_bind, "--spin-us", &spin_s], place)?;
     let pp_uri = pp.uris.first().cloned().ok_or("the ping-pong server printed no URI")?;
-    let (raw, _) =
-        bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default()).map_err(|e| e.to_string())?;
+    let (raw, _) = bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default(), None)
+        .map_err(|e| e.to_string())?;
     drop(pp);
-    let (client_engine, server_engine) = engine_costs(100_000, matches!(scheme.as_str(), "tcp" | "shm"));
+    let (client_engine, server_engine) = engine_costs(100_000, matches!(scheme.as_str(), "tcp" | "shm"), None);
     let (marshal, procedure) = stub_and_procedure_costs(1_000_000);
     // Nine timestamps per traced call, but two of them (the client's after sending, the
     // server's after replying) are taken while the message travels and delay nothing; of the

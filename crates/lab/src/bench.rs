@@ -32,6 +32,8 @@ pub struct BenchSpec {
     pub deadline: Duration,
     /// eth:// and xdp:// only: the end-to-end CRC32C (must match the server's setting).
     pub checksum: bool,
+    /// Bind with this pre-shared key and tag every frame (the server must have the same).
+    pub psk: Option<lowlat::Psk>,
 }
 
 impl Default for BenchSpec {
@@ -48,6 +50,7 @@ impl Default for BenchSpec {
             cpu: None,
             deadline: Duration::from_secs(10),
             checksum: true,
+            psk: None,
         }
     }
 }
@@ -102,6 +105,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         deadline: spec.deadline,
         max_message: spec.size.max(4 << 20),
         checksum: spec.checksum,
+        psk: spec.psk.clone(),
         ..ClientConfig::default()
     };
     let client = Arc::new(LabClient::connect(&spec.uri, cfg)?);
@@ -219,8 +223,9 @@ pub fn run_raw(
     warmup: u64,
     spin: SpinPolicy,
     opts: crate::pingpong::RawOptions,
+    psk: Option<&lowlat::Psk>,
 ) -> Result<(Summary, Histogram<u64>), crate::pingpong::PingPongError> {
-    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, opts)?;
+    let (h, wall) = crate::pingpong::run(uri, size, calls, warmup, spin, opts, psk)?;
     let transport = uri.split("://").next().unwrap_or("?");
     // The shared-memory floor always spins, whatever was asked.
     let spin = if opts.floor && transport == "shm" { SpinPolicy::Forever } else { spin };

@@ -85,7 +85,8 @@ pub fn rung(
         let _ = lowlat_sys::pin_to_cpu(c);
     }
     let warmup = (calls / 10).max(100);
-    let (raw, _) = bench::run_raw(&pp_uri, size, calls, warmup, spin, Default::default()).map_err(|e| e.to_string())?;
+    let (raw, _) =
+        bench::run_raw(&pp_uri, size, calls, warmup, spin, Default::default(), None).map_err(|e| e.to_string())?;
     drop(pp);
     let (proc, psize) = if size <= 32 { ("null", 0) } else { ("echo", size) };
     let rpc = bench::run(&BenchSpec {

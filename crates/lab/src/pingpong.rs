@@ -7,6 +7,9 @@
 //! Both sides of a transport's raw exchange wait exactly as RPC does (the shared [`Spinner`]),
 //! so a ratio compares protocol cost, not waiting strategy. The shared-memory floor always
 //! spins: it is what the hardware allows.
+//! With a pre-shared key (udp://, tcp://) each message carries the 16-byte tag a keyed lowlat
+//! session puts on every frame, made and checked under the same keys: the floor of an
+//! authenticated exchange.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -37,6 +40,31 @@ pub enum PingPongError {
     Eth(#[from] lowlat_eth::Error),
     #[error("there is no --floor for {0}: the floor exists for shm://, udp://, eth:// and xdp://")]
     NoFloor(String),
+    #[error("the raw ping-pong tags messages with a pre-shared key over udp:// and tcp:// only, not {0}")]
+    KeyUnsupported(String),
+    #[error("a message's tag did not verify: do both ends have the same pre-shared key?")]
+    BadTag,
+}
+
+/// The frame keys of a raw ping-pong with a pre-shared key (as one side of a session).
+fn raw_keys(psk: Option<&lowlat::Psk>, side: lowlat_proto::auth::Side) -> Option<lowlat_proto::FrameKeys> {
+    psk.map(|k| k.session_keys(0, &[0; lowlat_proto::TAG_LEN], 0, side))
+}
+
+/// The message `m` (a tag at its end) if its tag verifies under `keys` (always, without keys).
+fn untag<'a>(keys: &Option<lowlat_proto::FrameKeys>, m: &'a [u8]) -> Result<&'a [u8], PingPongError> {
+    let Some(k) = keys else { return Ok(m) };
+    let (body, tag) = m.split_at_checked(m.len().wrapping_sub(lowlat_proto::TAG_LEN)).ok_or(PingPongError::BadTag)?;
+    if k.recv.verify(body, &[], tag) {
+        Ok(body)
+    } else {
+        Err(PingPongError::BadTag)
+    }
+}
+
+/// The tag to send after `m` (nothing, without keys).
+fn tag(keys: &Option<lowlat_proto::FrameKeys>, m: &[u8]) -> Vec<u8> {
+    keys.as_ref().map_or(Vec::new(), |k| k.send.tag(m, &[]).to_vec())
 }
 
 /// The raw-Ethernet endpoint `uri` names, if it is one.
@@ -117,8 +145,18 @@ pub struct PingPongServer {
 
 impl PingPongServer {
     /// Binds the echo server (so its address is known) without serving yet. `checksum`: eth://
-    /// and xdp:// only, as [`EthRaw::checksum`].
-    pub fn bind(uri: &str, spin: SpinPolicy, checksum: bool) -> Result<PingPongServer, PingPongError> {
+    /// and xdp:// only, as [`EthRaw::checksum`]. `psk`: udp:// and tcp:// only, messages are
+    /// tagged (and a message whose tag fails stops the server with an error).
+    pub fn bind(
+        uri: &str,
+        spin: SpinPolicy,
+        checksum: bool,
+        psk: Option<&lowlat::Psk>,
+    ) -> Result<PingPongServer, PingPongError> {
+        let keys = raw_keys(psk, lowlat_proto::auth::Side::Server);
+        if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
+            return Err(PingPongError::KeyUnsupported(uri.to_string()));
+        }
         if let Some(path) = uri.strip_prefix("unix://") {
             return unix_server(path, spin);
         }
@@ -138,7 +176,7 @@ impl PingPongServer {
         match ep {
             Endpoint::Udp { host_port } => {
                 let addr = resolve(&host_port).map_err(io_err(uri))?;
-                let sock = UdpEndpoint::bind(addr).map_err(io_err(format!("bind {uri}")))?;
+                let mut sock = UdpEndpoint::bind(addr).map_err(io_err(format!("bind {uri}")))?;
                 let local_uri = format!("udp://{}", sock.local_addr());
                 Ok(PingPongServer {
                     local_uri,
@@ -149,13 +187,14 @@ impl PingPongServer {
                             let got = spinner
                                 .wait_on(
                                     Some(Instant::now() + Duration::from_millis(100)),
-                                    &mut buf,
-                                    |b| sock.try_recv_from(b),
-                                    |_, t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
+                                    &mut (&mut sock, &mut buf),
+                                    |(sock, b)| sock.try_recv_from(b),
+                                    |(sock, _), t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
                                 )
                                 .map_err(io_err("receive"))?;
                             if let Some((n, from)) = got {
-                                sock.send_to(&from, &buf[..n], &[]).map_err(io_err("send"))?;
+                                let m = untag(&keys, &buf[..n])?;
+                                sock.send_to(&from, m, &tag(&keys, m)).map_err(io_err("send"))?;
                             }
                         }
                         Ok(())
@@ -181,7 +220,8 @@ impl PingPongServer {
                                 )
                                 .map_err(io_err("receive"))?;
                             if let Some(TcpEvent::Frame(id)) = got {
-                                ep.send(&id, &buf, &[]);
+                                let m = untag(&keys, &buf)?;
+                                ep.send(&id, m, &tag(&keys, m));
                             }
                         }
                         Ok(())
@@ -314,7 +354,12 @@ pub fn run(
     warmup: u64,
     spin: SpinPolicy,
     opts: RawOptions,
+    psk: Option<&lowlat::Psk>,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
+    let keys = raw_keys(psk, lowlat_proto::auth::Side::Client);
+    if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
+        return Err(PingPongError::KeyUnsupported(uri.to_string()));
+    }
     if let Some(ep) = eth_endpoint(uri)? {
         return eth_run(&ep, size, calls, warmup, spin, opts);
     }
@@ -372,9 +417,10 @@ pub fn run(
         }
         let t0 = Instant::now();
         let deadline = Some(t0 + timeout);
+        let tagged = tag(&keys, &msg);
         let got = match &mut p {
             Pinger::Udp(ch) => {
-                ch.send(&msg, &[]).map_err(io_err("send"))?;
+                ch.send(&msg, &tagged).map_err(io_err("send"))?;
                 spinner
                     .wait_on(
                         deadline,
@@ -385,20 +431,21 @@ pub fn run(
                     .map_err(io_err("receive"))?
             }
             Pinger::Tcp(ch) => {
-                ch.send(&msg, &[]).map_err(io_err("send"))?;
+                ch.send(&msg, &tagged).map_err(io_err("send"))?;
                 spinner
                     .wait_on(
                         deadline,
                         ch,
-                        |ch| ch.try_recv(&mut buf).map(|o| o.map(|()| 0)),
+                        |ch| ch.try_recv(&mut buf).map(|o| o.map(|()| buf.len())),
                         |ch, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
                     )
                     .map_err(io_err("receive"))?
             }
         };
-        if got.is_none() {
+        let Some(n) = got else {
             return Err(PingPongError::Timeout(timeout));
-        }
+        };
+        untag(&keys, &buf[..n])?;
         if i >= warmup {
             let _ = h.record(t0.elapsed().as_nanos() as u64);
         }

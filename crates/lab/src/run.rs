@@ -57,6 +57,8 @@ struct Lab {
     progress: ProgressBar,
     /// Histograms to write as logs: (file stem, histogram).
     histograms: Vec<(String, Histogram<u64>)>,
+    /// Servers and callers bind with this pre-shared key (`lab --psk-file`).
+    psk: Option<(PathBuf, lowlat::Psk)>,
 }
 
 fn lat(s: &Summary) -> Latency {
@@ -79,6 +81,11 @@ impl Lab {
         }
     }
 
+    /// `--psk-file FILE` for a server, when the lab runs with a key.
+    fn psk_args(&self) -> Vec<String> {
+        self.psk.iter().flat_map(|(p, _)| ["--psk-file".to_string(), p.display().to_string()]).collect()
+    }
+
     fn spawn(&self, args: &[String]) -> Result<procs::ServerProcess, String> {
         let mut a = args.to_vec();
         if let Some(c) = self.place.server_cpu {
@@ -91,7 +98,9 @@ impl Lab {
     /// `lowlat serve` for the lab interface on a fresh address of `scheme`.
     fn rpc_server(&mut self, scheme: &str, spin: SpinPolicy) -> Result<(procs::ServerProcess, String), String> {
         let bind = self.bind_uri(scheme);
-        let p = self.spawn(&["serve".into(), bind, "--spin-us".into(), spin.to_string()])?;
+        let mut args = vec!["serve".into(), bind, "--spin-us".into(), spin.to_string()];
+        args.extend(self.psk_args());
+        let p = self.spawn(&args)?;
         let uri = p.uris.first().cloned().ok_or("the server printed no URI")?;
         Ok((p, uri))
     }
@@ -128,6 +137,7 @@ impl Lab {
             warmup: (calls / 10).clamp(100, 5_000),
             spin,
             cpu: self.place.client_cpu,
+            psk: self.psk.as_ref().map(|(_, k)| k.clone()),
             ..BenchSpec::default()
         }
     }
@@ -136,7 +146,7 @@ impl Lab {
         let (_srv, uri) = self.raw_server(scheme, spin)?;
         self.pin_client();
         let calls = self.scale.calls;
-        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, Default::default())
+        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, Default::default(), None)
             .map_err(|e| e.to_string())?;
         self.histograms.push((format!("raw-{scheme}-{}-{size}", spin_name(spin)), h));
         Ok(s)
@@ -292,6 +302,7 @@ fn eth_rpc(
 ) -> Result<Latency, String> {
     let mut cmd = hosts.a.command(&lab.exe);
     cmd.args(["serve", &format!("{scheme}://{}", hosts.a.iface), "--spin-us", "forever"]);
+    cmd.args(lab.psk_args());
     if let Some(c) = lab.place.server_cpu {
         cmd.args(["--cpu", &c.to_string()]);
     }
@@ -444,7 +455,8 @@ fn cold(lab: &mut Lab, results: &mut Results) {
         let rows = (|| -> Result<Vec<ColdRow>, String> {
             let (_srv, uri) = lab.rpc_server(scheme, SpinPolicy::Adaptive)?;
             lab.pin_client();
-            let c = LabClient::connect(&uri, ClientConfig::default()).map_err(|e| e.to_string())?;
+            let cfg = ClientConfig { psk: lab.psk.as_ref().map(|(_, k)| k.clone()), ..ClientConfig::default() };
+            let c = LabClient::connect(&uri, cfg).map_err(|e| e.to_string())?;
             let mut warm = Vec::new();
             for _ in 0..2000 {
                 let t = Instant::now();
@@ -601,7 +613,8 @@ fn size_sweep(lab: &mut Lab, results: &mut Results) {
                 if scheme == "udp" && size > 65_000 {
                     continue;
                 }
-                if let Ok((h, _)) = crate::pingpong::run(&uri, size, calls, calls / 10, spin, Default::default()) {
+                if let Ok((h, _)) = crate::pingpong::run(&uri, size, calls, calls / 10, spin, Default::default(), None)
+                {
                     raw_points.push(SizePoint {
                         size: size as u32,
                         p50_ns: h.value_at_quantile(0.5) as f64,
@@ -776,7 +789,13 @@ fn write_outputs(out: &Path, results: &Results, histograms: &[(String, Histogram
 }
 
 /// Runs the laboratory. Without `out`, results go to `lab-out/` in the current directory.
-pub fn run_lab(quick: bool, out: Option<&Path>) -> Result<(), String> {
+/// Runs the laboratory; with `psk_file`, every lowlat server and caller binds with that key
+/// (ONC RPC and the peers do not take one).
+pub fn run_lab(quick: bool, out: Option<&Path>, psk_file: Option<&Path>) -> Result<(), String> {
+    let psk = match psk_file {
+        Some(p) => Some((p.to_path_buf(), lowlat::read_psk_file(p).map_err(|e| e.to_string())?)),
+        None => None,
+    };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the lowlat executable: {e}"))?;
     let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("lab-out"));
     let place = Placement::detect();
@@ -810,7 +829,7 @@ pub fn run_lab(quick: bool, out: Option<&Path>) -> Result<(), String> {
         cdf: Vec::new(),
         size_sweep: Vec::new(),
     };
-    let mut lab = Lab { exe, place, scale, seq: 0, progress, histograms: Vec::new() };
+    let mut lab = Lab { exe, place, scale, seq: 0, progress, histograms: Vec::new(), psk };
     let started = Instant::now();
     ladder(&mut lab, &mut results);
     busy_server(&mut lab, &mut results);

@@ -6,17 +6,24 @@
 //! server only answers, so a server needs no timers per call.
 //!
 //! Contract, as for every engine in this crate: feed frames with `handle`, call `handle_timeout`
-//! when `poll_timeout` has passed, and send what the `out` callback is given (a header and a
-//! body, to be sent as one frame). Nothing here reads a clock or touches a socket.
+//! when `poll_timeout` has passed, and send what the `out` callback is given (a header, 32 bytes
+//! or 48 with a keyed session's tag, and a body, to be sent as one frame). Nothing here reads a
+//! clock or touches a socket.
+//!
+//! Binding answers the server's cookie round at once (`BindRetry`: the same request again, with
+//! the cookie and, holding a pre-shared key, the proof of it). A keyed session's frames are
+//! tagged on the way out and checked on the way in: a frame whose tag fails is ignored and
+//! counted (`mac_failures`), as a lost one would be, and the retransmission timers recover.
 
 use core::time::Duration;
 use std::time::Instant;
 
+use crate::auth::{self, FrameKeys, Psk, Side};
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
-    WireError, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION,
+    flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, Cookie, ErrorCode, ErrorMessage, Header, Kind,
+    Refusal, WireError, BIND_KEYED, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
 };
 use crate::MAX_WINDOW;
 
@@ -58,13 +65,22 @@ pub struct Session {
     pub max_frame: u32,
     pub generation: u16,
     pub reliable: bool,
+    /// Frames carry tags under keys from a pre-shared key.
+    pub keyed: bool,
 }
 
 impl Session {
-    /// Body bytes per fragment.
+    /// Body bytes per fragment (a frame less its header and, keyed, its tag).
     pub fn frag_size(&self) -> u32 {
-        self.max_frame - HEADER_LEN as u32
+        self.max_frame - HEADER_LEN as u32 - if self.keyed { TAG_LEN as u32 } else { 0 }
     }
+}
+
+/// A session the server granted, with its frame keys when it is keyed.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub session: Session,
+    pub keys: Option<FrameKeys>,
 }
 
 /// Why a binding failed.
@@ -78,51 +94,119 @@ pub enum BindError {
     Malformed(&'static str),
 }
 
+/// Cookie rounds a bind goes through before the client gives up: the server asks for one, and
+/// again only when the cookie expired on the way (a server that refuses every cookie is broken).
+const MAX_COOKIE_ROUNDS: u32 = 4;
+
 /// The binding handshake of one client.
 #[derive(Debug)]
 pub struct Binder {
     req: BindRequest,
+    psk: Option<Psk>,
+    cookie: Option<Cookie>,
+    cookie_rounds: u32,
     started: Instant,
     deadline: Instant,
     next_at: Option<Instant>,
     retries: u32,
     rtt: RttEstimator,
+    /// Grants whose tag did not verify (ignored: a forged or altered answer).
+    pub mac_failures: u64,
 }
 
 impl Binder {
     pub fn new(req: BindRequest, cfg: &ClientConfig, now: Instant, deadline: Instant) -> Binder {
         Binder {
             req,
+            psk: None,
+            cookie: None,
+            cookie_rounds: 0,
             started: now,
             deadline,
             next_at: None,
             retries: 0,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            mac_failures: 0,
         }
     }
 
-    fn send(&self, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    /// Binds with a pre-shared key (`None`: without one).
+    pub fn with_key(mut self, psk: Option<Psk>) -> Binder {
+        self.req.flags &= !BIND_KEYED;
+        if psk.is_some() {
+            self.req.flags |= BIND_KEYED;
+        }
+        self.psk = psk;
+        self
+    }
+
+    fn send(&self, out: &mut impl FnMut(&[u8], &[u8])) {
         let mut h = Header::new(Kind::Bind);
         h.call_no = self.req.nonce as u32;
         h.version = PROTOCOL_VERSION;
-        out(&h.to_bytes(), &self.req.emit());
+        let mut body = [0u8; Bind::MAX_LEN];
+        let mut n = Bind { request: self.req, cookie: self.cookie, proof: None }.emit(&mut body);
+        if let (Some(psk), Some(cookie)) = (&self.psk, &self.cookie) {
+            // Over the request as sent (its flags say a cookie follows).
+            let proof = psk.prove(&body[..BindRequest::LEN], cookie);
+            body[n..n + TAG_LEN].copy_from_slice(&proof);
+            n += TAG_LEN;
+        }
+        out(&h.to_bytes(), &body[..n]);
     }
 
-    pub fn start(&mut self, now: Instant, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    pub fn start(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) {
         self.send(out);
         if self.req.flags & BIND_RELIABLE == 0 {
             self.next_at = Some(now + self.rtt.rto());
         }
     }
 
-    /// Feeds a frame; returns the outcome once the server has answered this bind.
-    pub fn handle(&mut self, frame: &[u8]) -> Option<Result<Session, BindError>> {
+    /// Feeds a frame that arrived at `now`; returns the outcome once the server has answered
+    /// this bind. A cookie round is answered at once through `out`.
+    pub fn handle(
+        &mut self,
+        frame: &[u8],
+        now: Instant,
+        out: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Option<Result<Bound, BindError>> {
         let (h, body) = Header::parse(frame).ok()?;
         if h.call_no != self.req.nonce as u32 {
             return None;
         }
         match h.kind {
+            Kind::BindRetry => {
+                // A copy of a round already answered, or anything that is no cookie: ignored
+                // (the retransmission timer stands).
+                let cookie = Cookie::parse(body).ok()?;
+                if self.cookie == Some(cookie) {
+                    return None;
+                }
+                self.cookie_rounds += 1;
+                if self.cookie_rounds > MAX_COOKIE_ROUNDS {
+                    return Some(Err(BindError::Malformed("cookie (the server refused every one it gave)")));
+                }
+                self.cookie = Some(cookie);
+                self.send(out);
+                if self.next_at.is_some() {
+                    self.next_at = Some(now + self.rtt.rto());
+                }
+                None
+            }
             Kind::BindOk => {
+                let mut keys = None;
+                let mut body = body;
+                if let Some(psk) = &self.psk {
+                    let server_nonce = self.cookie.map_or([0; TAG_LEN], |c| c.mac);
+                    let k = psk.session_keys(self.req.nonce, &server_nonce, h.token, Side::Client);
+                    // Only a server with the key can tag the grant: anything else is ignored.
+                    let Some(b) = auth::open(&k.recv, frame, body) else {
+                        self.mac_failures += 1;
+                        return None;
+                    };
+                    body = b;
+                    keys = Some(k);
+                }
                 let g = match BindGrant::parse(body) {
                     Ok(g) => g,
                     Err(_) => return Some(Err(BindError::Malformed("bind grant"))),
@@ -130,13 +214,13 @@ impl Binder {
                 if g.slots == 0 || g.slots > self.req.slots.max(1) {
                     return Some(Err(BindError::Malformed("slots granted")));
                 }
-                if g.max_frame as usize <= HEADER_LEN || g.max_frame > self.req.max_frame {
+                if g.max_frame as usize <= HEADER_LEN + TAG_LEN || g.max_frame > self.req.max_frame {
                     return Some(Err(BindError::Malformed("frame size granted")));
                 }
                 if g.window < 2 || g.window > MAX_WINDOW {
                     return Some(Err(BindError::Malformed("window granted")));
                 }
-                Some(Ok(Session {
+                let session = Session {
                     token: h.token,
                     slots: g.slots,
                     window: g.window,
@@ -145,7 +229,9 @@ impl Binder {
                     max_frame: g.max_frame,
                     generation: g.generation,
                     reliable: self.req.flags & BIND_RELIABLE != 0,
-                }))
+                    keyed: keys.is_some(),
+                };
+                Some(Ok(Bound { session, keys }))
             }
             Kind::BindRefused => Some(match BindRefusal::parse(body) {
                 Ok(r) => Err(BindError::Refused(r.0)),
@@ -159,11 +245,7 @@ impl Binder {
         Some(self.next_at.map_or(self.deadline, |t| t.min(self.deadline)))
     }
 
-    pub fn handle_timeout(
-        &mut self,
-        now: Instant,
-        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
-    ) -> Option<BindError> {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) -> Option<BindError> {
         if now >= self.deadline {
             return Some(BindError::Timeout { after: now - self.started });
         }
@@ -228,6 +310,7 @@ pub enum Outcome<'a> {
 #[derive(Debug)]
 pub struct ClientSlot {
     session: Session,
+    keys: Option<FrameKeys>,
     cfg: ClientConfig,
     template: Header,
     rtt: RttEstimator,
@@ -247,6 +330,20 @@ pub struct ClientSlot {
     pub ignored: u64,
     /// Retransmissions sent (fragments, probes and stalled acknowledgements).
     pub retransmissions: u64,
+    /// Frames of this slot's calls whose tag was missing or wrong (ignored).
+    pub mac_failures: u64,
+    /// Calls sent.
+    pub calls: u64,
+}
+
+/// Sends `h` then `body` through `out`, with the tag under the session's sending key after the
+/// header on a keyed session.
+#[inline]
+fn emit(keys: &Option<FrameKeys>, h: Header, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
+    match keys {
+        None => out(&h.to_bytes(), body),
+        Some(k) => out(auth::seal(&k.send, h, body).as_bytes(), body),
+    }
 }
 
 impl ClientSlot {
@@ -257,6 +354,7 @@ impl ClientSlot {
         let now = Instant::now();
         ClientSlot {
             session,
+            keys: None,
             cfg,
             template,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
@@ -274,7 +372,16 @@ impl ClientSlot {
             ack_due: None,
             ignored: 0,
             retransmissions: 0,
+            mac_failures: 0,
+            calls: 0,
         }
+    }
+
+    /// The slot of a keyed session, with the keys the bind gave (`None`: unkeyed).
+    pub fn with_keys(mut self, keys: Option<FrameKeys>) -> ClientSlot {
+        self.session.keyed = keys.is_some();
+        self.keys = keys;
+        self
     }
 
     pub fn session(&self) -> &Session {
@@ -311,21 +418,21 @@ impl ClientSlot {
         self.session.reliable && self.args.len() <= self.session.frag_size() as usize
     }
 
-    fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8], &[u8])) {
         let r = self.tx.range(i);
         let mut h = self.template;
         h.offset = r.start as u32;
         h.flags = if req_ack { flags::REQ_ACK } else { 0 } | if retransmit { flags::RETRANSMIT } else { 0 };
-        out(&h.to_bytes(), &self.args[r]);
+        emit(&self.keys, h, &self.args[r], out);
     }
 
-    fn send_control(&mut self, kind: Kind, fl: u8, body: &[u8], out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    fn send_control(&mut self, kind: Kind, fl: u8, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
         let mut h = self.template;
         h.kind = kind;
         h.flags = fl;
         h.total_len = body.len() as u32;
         h.offset = 0;
-        out(&h.to_bytes(), body);
+        emit(&self.keys, h, body, out);
     }
 
     /// Sends the call whose arguments are in [`args_buf`](Self::args_buf), begun at `now`, to
@@ -335,7 +442,7 @@ impl ClientSlot {
         proc_no: u32,
         now: Instant,
         deadline: Instant,
-        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+        out: &mut impl FnMut(&[u8], &[u8]),
     ) -> Result<(), CallError> {
         self.send_call(proc_no, out)?;
         self.time_call(now, deadline);
@@ -349,7 +456,7 @@ impl ClientSlot {
     /// come first (a reply that arrives before the caller has read the clock spares it the
     /// read), and `time_call` need only precede [`poll_timeout`](Self::poll_timeout) and
     /// [`handle_timeout`](Self::handle_timeout).
-    pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) -> Result<(), CallError> {
+    pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8], &[u8])) -> Result<(), CallError> {
         assert!(!self.active, "a slot carries one call at a time");
         if self.args.len() > self.session.max_message as usize {
             return Err(CallError::TooLarge { size: self.args.len(), max: self.session.max_message });
@@ -358,6 +465,7 @@ impl ClientSlot {
         self.template.call_no = self.template.call_no.wrapping_add(1);
         self.template.proc_or_code = proc_no;
         self.template.total_len = self.args.len() as u32;
+        self.calls += 1;
         self.ack_due = None; // this call acknowledges the previous result
         self.rx_started = false;
         self.active = true;
@@ -370,7 +478,7 @@ impl ClientSlot {
             // (nothing is retransmitted or acknowledged by fragment on such a session).
             let t = &self.template;
             let h = Header::whole_call(t.token, t.slot, t.call_no, proc_no, self.args.len() as u32);
-            out(&h.to_bytes(), &self.args);
+            emit(&self.keys, h, &self.args, out);
             return Ok(());
         }
         self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
@@ -413,7 +521,7 @@ impl ClientSlot {
         }
     }
 
-    fn emit_pending(&mut self, pending: &Burst, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    fn emit_pending(&mut self, pending: &Burst, out: &mut impl FnMut(&[u8], &[u8])) {
         for (i, r) in pending.iter() {
             self.emit_frag(i, r, true, out);
         }
@@ -426,7 +534,7 @@ impl ClientSlot {
         &'a mut self,
         frame: &'a [u8],
         now: impl FnOnce() -> Instant,
-        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
+        out: &mut impl FnMut(&[u8], &[u8]),
     ) -> Option<Outcome<'a>> {
         // On a reliable session no use of `now` below reaches a timer; the call's start will do.
         let now = if self.session.reliable { self.started } else { now() };
@@ -442,6 +550,21 @@ impl ClientSlot {
             self.ignored += 1;
             return None;
         }
+        let body = match &self.keys {
+            None => body,
+            Some(k) => {
+                // The server tags a session it does not know under the key's own.
+                let unknown = h.kind == Kind::Error && ErrorCode::from_u32(h.proc_or_code) == ErrorCode::UnknownSession;
+                match auth::open(if unknown { &k.unbound } else { &k.recv }, frame, body) {
+                    Some(b) => b,
+                    None => {
+                        self.ignored += 1;
+                        self.mac_failures += 1;
+                        return None;
+                    }
+                }
+            }
+        };
         match h.kind {
             Kind::Result => {
                 self.heard = true;
@@ -538,7 +661,7 @@ impl ClientSlot {
     /// which treats every case.
     #[inline]
     pub fn take_whole_result<'a>(&mut self, frame: &'a [u8]) -> Option<&'a [u8]> {
-        if !self.session.reliable || !self.active || self.rx_started || !self.sent_whole() {
+        if !self.session.reliable || self.keys.is_some() || !self.active || self.rx_started || !self.sent_whole() {
             return None;
         }
         let (head, body) = frame.split_first_chunk::<HEADER_LEN>()?;
@@ -553,14 +676,14 @@ impl ClientSlot {
         Some(body)
     }
 
-    fn send_frag_ack(&mut self, fl: u8, out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8])) {
+    fn send_frag_ack(&mut self, fl: u8, out: &mut impl FnMut(&[u8], &[u8])) {
         let (cum, bitmap) = self.rx.ack_state();
         let mut h = self.template;
         h.kind = Kind::FragAck;
         h.flags = fl;
         h.total_len = self.rx.total();
         h.offset = cum;
-        out(&h.to_bytes(), &bitmap.to_le_bytes());
+        emit(&self.keys, h, &bitmap.to_le_bytes(), out);
     }
 
     /// When `handle_timeout` should next be called.
@@ -573,11 +696,7 @@ impl ClientSlot {
     }
 
     /// Runs timers: retransmission, deadline, delayed acknowledgement.
-    pub fn handle_timeout(
-        &mut self,
-        now: Instant,
-        out: &mut impl FnMut(&[u8; HEADER_LEN], &[u8]),
-    ) -> Option<CallError> {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) -> Option<CallError> {
         if !self.active {
             if self.ack_due.is_some_and(|t| now >= t) {
                 self.ack_due = None;
@@ -598,9 +717,9 @@ impl ClientSlot {
         self.retries += 1;
         self.retransmissions += 1;
         if self.rx_started {
-            self.send_frag_ack(flags::STALLED, out);
+            self.send_frag_ack(flags::STALLED | flags::RETRANSMIT, out);
         } else if self.tx.is_complete() {
-            self.send_control(Kind::Probe, 0, &[], out);
+            self.send_control(Kind::Probe, flags::RETRANSMIT, &[], out);
         } else {
             let mut pending = Burst::new();
             self.tx.resend_unacked(|i, r| pending.push(i, r));
@@ -632,6 +751,7 @@ mod tests {
             max_frame: u32::MAX,
             generation: 1,
             reliable: true,
+            keyed: false,
         };
         ClientSlot::new(session, 0, ClientConfig::default())
     }
@@ -654,17 +774,14 @@ mod tests {
         slot.session.max_frame = HEADER_LEN as u32 + 100;
         slot.args_buf().extend_from_slice(&[7u8; 1000]);
         let mut sent: Vec<Vec<u8>> = Vec::new();
-        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         assert_eq!(sent.len(), 2, "the first window of 100-byte fragments");
         let mut ack = Header::parse(&sent[0]).unwrap().0;
         ack.kind = Kind::FragAck;
         ack.flags = 0;
         ack.offset = 2; // both received
         let ack = [&ack.to_bytes()[..], &0u64.to_le_bytes()].concat();
-        assert_eq!(
-            slot.handle(&ack, Instant::now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())),
-            None
-        );
+        assert_eq!(slot.handle(&ack, Instant::now, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())), None);
         let offsets: Vec<u32> = sent.iter().map(|f| Header::parse(f).unwrap().0.offset).collect();
         assert_eq!(offsets, [0, 100, 200, 300], "the acknowledgement let the next window go");
     }
@@ -677,13 +794,13 @@ mod tests {
         let mut slot = reliable_slot();
         let mut sent: Vec<Vec<u8>> = Vec::new();
         slot.args_buf().extend_from_slice(b"args");
-        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         // One frame, as the fragment sender would have sent it.
         let (h, body) = Header::parse(&sent[0]).unwrap();
         assert_eq!((h.kind, h.proc_or_code, h.total_len, h.offset, h.flags), (Kind::Call, 3, 4, 0, flags::REQ_ACK));
         assert_eq!(body, b"args");
         let reply = result_for(&sent[0], b"result");
-        let nothing_sent = &mut |_: &[u8; HEADER_LEN], _: &[u8]| panic!("the engine sent something");
+        let nothing_sent = &mut |_: &[u8], _: &[u8]| panic!("the engine sent something");
         let t0 = Instant::now();
         // A fragment acknowledgement makes no sense on a reliable session: ignored, nothing
         // resent.
@@ -700,7 +817,7 @@ mod tests {
         assert_eq!(slot.handle(&reply, || t0, nothing_sent), None);
 
         slot.args_buf().clear();
-        slot.send_call(3, &mut |h: &[u8; HEADER_LEN], b: &[u8]| sent.push([&h[..], b].concat())).unwrap();
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
         let deadline = t0 + Duration::from_millis(10);
         slot.time_call(t0, deadline);
         assert_eq!(slot.poll_timeout(), Some(deadline), "no retransmission timer before the deadline");

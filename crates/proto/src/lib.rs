@@ -2,6 +2,7 @@
 //! frames to send (through a callback given a header and a body), events, and its next timer.
 //!
 //! - [`wire`]: the fixed 32-byte header and the handshake payloads.
+//! - [`auth`]: bind cookies, the pre-shared key and the per-session frame tags.
 //! - [`client`]: binding ([`Binder`]) and call slots ([`ClientSlot`]) with retransmission.
 //! - [`server`]: sessions, at-most-once execution, duplicate suppression ([`ServerEngine`]).
 //! - [`frag`]: windowed fragmentation with selective retransmission.
@@ -13,16 +14,19 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod frag;
 pub mod rtt;
 pub mod server;
 pub mod wire;
 
-pub use client::{BindError, Binder, CallError, ClientConfig, ClientSlot, Execution, Outcome, Session};
-pub use server::{CallKey, IncomingCall, ProgramVersions, ServerConfig, ServerEngine, ServerStats, Status};
+pub use auth::{FrameKeys, Psk, PskError};
+pub use client::{BindError, Binder, Bound, CallError, ClientConfig, ClientSlot, Execution, Outcome, Session};
+pub use server::{CallKey, IncomingCall, ProgramVersions, Refusals, ServerConfig, ServerEngine, ServerStats, Status};
 pub use wire::{
     ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal, WholeCall, WireError, HEADER_LEN, MAX_ERROR_MESSAGE,
+    TAG_LEN,
 };
 
 /// Largest number of fragments in flight (one acknowledgement bitmap's worth).

@@ -7,8 +7,17 @@
 //! server timer is session expiry.
 //!
 //! Sessions are found by the index in their token, not by hashing (Firefly §4.2.5); the rest of
-//! the token is random, so it cannot be guessed. State is bounded by `max_sessions` × slots ×
-//! `max_message`, and sessions idle past `session_idle` are dropped.
+//! the token comes from the server's secret, so it cannot be guessed. State is bounded by
+//! `max_sessions` × slots × `max_message`, and sessions idle past `session_idle` are dropped.
+//!
+//! Nobody gets state before proving they receive at their address: over datagrams (and
+//! whenever a pre-shared key is configured) a first bind is answered with a stateless cookie
+//! (`BindRetry`), and only a bind that returns a valid one makes a session. Sessions that never
+//! make a call go after `unused_idle`; a full table gives up its least recently used idle
+//! session (never-called ones first) before it refuses a bind; one source address holds at most
+//! `max_sessions_per_source` sessions. With a pre-shared key, a bind must prove the key, and every
+//! frame of the session carries a tag under the session's keys: a frame whose tag fails is
+//! dropped and counted, and replays are stale call numbers (`crate::auth`).
 //!
 //! Use: feed frames with [`ServerEngine::handle`]; when it returns an [`IncomingCall`], run the
 //! procedure (it reads `args` and appends its result to `reply`), then call
@@ -19,13 +28,15 @@
 //! finished with [`Status::Error`] and, in place of the result, the reason in UTF-8 (or
 //! nothing): it goes to the client in the `Error` frame ([`ErrorMessage`], cut to fit one frame).
 
+use core::hash::Hash;
 use core::time::Duration;
 use std::time::Instant;
 
+use crate::auth::{self, FrameKey, FrameKeys, Psk, ServerSecret, Side, Tag};
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::wire::{
-    flags, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
-    BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION,
+    flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
+    BIND_KEYED, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
 };
 use crate::MAX_WINDOW;
 
@@ -51,8 +62,27 @@ pub struct ServerConfig {
     /// Sessions idle this long are dropped (by a sweep every quarter of it: within one and a half
     /// times this long).
     pub session_idle: Duration,
-    /// Seed for session tokens and the server generation (give it real randomness).
+    /// Sessions that have made no call this long after their bind are dropped (within one and a
+    /// quarter times this long): an honest client calls soon after binding.
+    pub unused_idle: Duration,
+    /// Sessions one source (an IP address, a MAC address: see [`ServerEngine::with_source`])
+    /// holds at once.
+    pub max_sessions_per_source: usize,
+    /// The transport delivers every frame, in order (TCP, shared memory): sessions keep no
+    /// results for retransmission and take frames of any size. Set by whoever opens the
+    /// transport, never from what a client says.
+    pub reliable: bool,
+    /// Binds must prove this key, and every frame of a session carries a tag under keys derived
+    /// from it. `None`: unauthenticated sessions.
+    pub psk: Option<Psk>,
+    /// Bind cookies are made under a key that changes this often; a cookie is good for the
+    /// period it was made in and the next.
+    pub cookie_period: Duration,
+    /// Seed of the server generation (give it real randomness).
     pub seed: u64,
+    /// The server's secret: cookie keys and the random bits of session tokens (give it 32
+    /// random bytes).
+    pub secret: [u8; 32],
 }
 
 impl Default for ServerConfig {
@@ -65,7 +95,13 @@ impl Default for ServerConfig {
             max_frame: 1472,
             window: 32,
             session_idle: Duration::from_secs(120),
+            unused_idle: Duration::from_secs(5),
+            max_sessions_per_source: 128,
+            reliable: false,
+            psk: None,
+            cookie_period: Duration::from_secs(60),
             seed: 0x9E37_79B9_7F4A_7C15,
+            secret: [0x5A; 32],
         }
     }
 }
@@ -138,7 +174,15 @@ struct Slot<A> {
 struct Session<A> {
     token: u64,
     nonce: u64,
+    /// The cookie's MAC the session was made with (zero without a cookie round): a bind
+    /// repeated with another cookie is another bind.
+    server_nonce: Tag,
     bind_peer: A,
+    /// The source `bind_peer` counts against.
+    source: u128,
+    /// Frame keys, on a session bound with a pre-shared key.
+    keys: Option<FrameKeys>,
+    bound_at: Instant,
     program: u32,
     version: u32,
     client_order: ByteOrder,
@@ -155,15 +199,108 @@ struct Session<A> {
     slots: Vec<Slot<A>>,
 }
 
-/// Counters a person can read to see what the engine dropped and why.
+impl<A> Session<A> {
+    /// Whether any call ever came on this session.
+    fn called(&self) -> bool {
+        self.slots.iter().any(|s| s.phase != Phase::Empty)
+    }
+
+    /// How willing the server is to give this session up for a new one, lowest first: sessions
+    /// that never called, then those quiet since the last sweep, the longest quiet first. `None`
+    /// while a call is arriving or running.
+    fn reclaim_rank(&self) -> Option<(bool, bool, Instant)> {
+        let busy = self.slots.iter().any(|s| matches!(s.phase, Phase::Receiving | Phase::Running));
+        (!busy).then(|| (self.called(), self.active, if self.called() { self.last_active } else { self.bound_at }))
+    }
+
+    fn send_key(&self) -> Option<&FrameKey> {
+        self.keys.as_ref().map(|k| &k.send)
+    }
+}
+
+/// Binds refused, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refusals {
+    pub unknown_program: u64,
+    pub version: u64,
+    pub protocol: u64,
+    pub malformed: u64,
+    /// The session table was full of sessions with calls in progress.
+    pub full: u64,
+    pub source_limit: u64,
+    pub key_required: u64,
+    pub key_not_expected: u64,
+    pub bad_key: u64,
+}
+
+impl Refusals {
+    pub fn total(&self) -> u64 {
+        self.unknown_program
+            + self.version
+            + self.protocol
+            + self.malformed
+            + self.full
+            + self.source_limit
+            + self.key_required
+            + self.key_not_expected
+            + self.bad_key
+    }
+
+    fn count(&mut self, r: Refusal) {
+        *match r {
+            Refusal::UnknownProgram { .. } => &mut self.unknown_program,
+            Refusal::VersionMismatch { .. } => &mut self.version,
+            Refusal::ProtocolMismatch { .. } => &mut self.protocol,
+            Refusal::TooManySessions => &mut self.full,
+            Refusal::SourceLimit => &mut self.source_limit,
+            Refusal::KeyRequired => &mut self.key_required,
+            Refusal::KeyNotExpected => &mut self.key_not_expected,
+            Refusal::BadKey => &mut self.bad_key,
+            Refusal::Malformed | Refusal::Unknown(_) => &mut self.malformed,
+        } += 1;
+    }
+}
+
+/// What the engine did, answered on its own and dropped, for a person to read: plain counters,
+/// kept by the serving thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
+    /// New calls received (each once, however many copies came).
     pub calls: u64,
+    /// Copies of finished calls answered from the saved result.
     pub duplicates: u64,
+    /// Copies of running calls answered "working".
+    pub working: u64,
+    /// Copies of calls older than their slot's current one, and other copies not answered.
+    pub stale: u64,
+    /// Frames the client marked as retransmissions (call fragments, probes, stalled
+    /// acknowledgements).
+    pub retransmits_received: u64,
+    /// Call fragments received for messages larger than one frame.
+    pub fragments_received: u64,
+    /// Calls refused by the engine for exceeding the session's largest message.
+    pub too_large: u64,
+    /// Frames that were not lowlat frames or made no sense where they came.
     pub malformed: u64,
+    /// Frames for a session the server does not know.
     pub unknown_session: u64,
-    pub expired_sessions: u64,
-    pub refused_binds: u64,
+    /// Frames of a keyed session whose tag was missing or wrong (dropped).
+    pub mac_failures: u64,
+    /// Sessions dropped for idleness (or for never making a call).
+    pub sessions_expired: u64,
+    /// Idle sessions given up to make room for a new one.
+    pub sessions_reclaimed: u64,
+    /// Sessions dropped because their stream connections all closed.
+    pub sessions_closed: u64,
+    pub binds_granted: u64,
+    /// Retransmitted binds answered with the session the first one made.
+    pub binds_repeated: u64,
+    pub cookies_issued: u64,
+    /// Binds whose cookie was forged, another address's or nonce's, or expired (a new one is
+    /// issued).
+    pub cookies_rejected: u64,
+    /// Binds refused, by cause.
+    pub refused: Refusals,
 }
 
 /// The server's protocol state for one transport endpoint. `A` is the transport's peer address.
@@ -171,15 +308,19 @@ pub struct ServerStats {
 pub struct ServerEngine<A> {
     cfg: ServerConfig,
     generation: u16,
-    rng: u64,
+    secret: ServerSecret,
+    /// Session tokens made so far (numbers the random bits of the next).
+    tokens: u64,
     sessions: Vec<Option<Session<A>>>,
     live: usize,
     next_sweep: Option<Instant>,
+    source_of: fn(&A) -> u128,
     pub stats: ServerStats,
 }
 
-/// The callback a server engine sends frames through: (peer, header, body).
-type SendTo<'a, A> = dyn FnMut(&A, &[u8; HEADER_LEN], &[u8]) + 'a;
+/// The callback a server engine sends frames through: (peer, header, body). The header is 32
+/// bytes, or 48 with the tag of a keyed session.
+type SendTo<'a, A> = dyn FnMut(&A, &[u8], &[u8]) + 'a;
 
 /// Results larger than this are released when acknowledged, not kept for the next call.
 const KEEP_CAPACITY: usize = 256 * 1024;
@@ -192,9 +333,26 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-impl<A: Copy + Eq> ServerEngine<A> {
-    pub fn new(mut cfg: ServerConfig) -> ServerEngine<A> {
+/// Each peer address its own source (no two peers share a limit).
+fn each_peer<A: Hash>(a: &A) -> u128 {
+    let mut h = std::hash::DefaultHasher::new();
+    a.hash(&mut h);
+    std::hash::Hasher::finish(&h) as u128
+}
+
+impl<A: Copy + Eq + Hash> ServerEngine<A> {
+    /// An engine whose every peer address is a source of its own (see
+    /// [`with_source`](Self::with_source)).
+    pub fn new(cfg: ServerConfig) -> ServerEngine<A> {
+        ServerEngine::with_source(cfg, each_peer::<A>)
+    }
+
+    /// An engine that counts the sessions of peers by `source_of` their address (the IP address
+    /// of a UDP peer, whatever its port; the MAC of an Ethernet peer) against
+    /// `max_sessions_per_source`.
+    pub fn with_source(mut cfg: ServerConfig, source_of: fn(&A) -> u128) -> ServerEngine<A> {
         cfg.max_sessions = cfg.max_sessions.clamp(1, 1 << 16);
+        cfg.max_sessions_per_source = cfg.max_sessions_per_source.max(1);
         cfg.window = cfg.window.clamp(2, MAX_WINDOW);
         cfg.max_slots = cfg.max_slots.max(1);
         let mut rng = cfg.seed;
@@ -206,13 +364,21 @@ impl<A: Copy + Eq> ServerEngine<A> {
         };
         ServerEngine {
             generation,
-            rng,
+            secret: ServerSecret::new(&cfg.secret, cfg.cookie_period),
+            tokens: 0,
             sessions: (0..cfg.max_sessions).map(|_| None).collect(),
             live: 0,
             next_sweep: None,
+            source_of,
             cfg,
             stats: ServerStats::default(),
         }
+    }
+
+    /// Whether a bind must return a cookie before it gets a session: over datagrams (the peer
+    /// must show it receives at its address) and with a key (the cookie is the server's nonce).
+    fn needs_cookie(&self) -> bool {
+        !self.cfg.reliable || self.cfg.psk.is_some()
     }
 
     /// The server generation: changes with every server start, so clients detect restarts.
@@ -250,7 +416,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
         from: A,
         frame: &'a [u8],
         now: impl FnOnce() -> Instant,
-        out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+        out: &mut impl FnMut(&A, &[u8], &[u8]),
     ) -> Option<IncomingCall<'a>> {
         let Ok((h, body)) = Header::parse(frame) else {
             self.stats.malformed += 1;
@@ -273,12 +439,32 @@ impl<A: Copy + Eq> ServerEngine<A> {
                 e.proc_or_code = ErrorCode::UnknownSession.to_u32();
                 e.total_len = 0;
                 e.offset = self.generation as u32;
-                out(&from, &e.to_bytes(), &[]);
+                // No session, no session keys; but a keyed client can believe the key's own.
+                emit(self.cfg.psk.as_ref().map(Psk::unbound_key), e, &[], &mut |hd, b| out(&from, hd, b));
             }
             return None;
         };
         let stats = &mut self.stats;
         let sess = self.sessions[idx].as_mut().expect("index checked above");
+        // Nothing of a frame is believed before its tag is checked.
+        let body = match &sess.keys {
+            None if h.flags & flags::TAGGED != 0 => {
+                stats.malformed += 1;
+                return None;
+            }
+            None => body,
+            Some(k) => match auth::open(&k.recv, frame, body) {
+                Some(b) => b,
+                None => {
+                    stats.mac_failures += 1;
+                    return None;
+                }
+            },
+        };
+        if h.flags & flags::RETRANSMIT != 0 {
+            stats.retransmits_received += 1;
+        }
+        let key = sess.keys.as_ref().map(|k| &k.send);
         let Some(slot) = sess.slots.get_mut(h.slot as usize) else {
             stats.malformed += 1;
             return None;
@@ -290,10 +476,11 @@ impl<A: Copy + Eq> ServerEngine<A> {
                 if h.call_no.wrapping_sub(slot.call_no) as i32 > 0 || slot.phase == Phase::Empty {
                     // A new call: it acknowledges the previous result.
                     if h.total_len > sess.max_message {
+                        stats.too_large += 1;
                         slot.call_no = h.call_no;
                         slot.result.clear();
                         slot.phase = Phase::Done(Status::Error(ErrorCode::TooLarge));
-                        send_result(sess.token, sess.frag_size, sess.window, h.slot, slot, out);
+                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
                         return None;
                     }
                     slot.call_no = h.call_no;
@@ -315,11 +502,12 @@ impl<A: Copy + Eq> ServerEngine<A> {
                     slot.rx.reset(h.total_len, sess.frag_size);
                     slot.phase = Phase::Receiving;
                 } else if h.call_no != slot.call_no {
-                    stats.duplicates += 1;
+                    stats.stale += 1;
                     return None; // older than the current call: a stale duplicate
                 }
                 match slot.phase {
                     Phase::Receiving => {
+                        stats.fragments_received += 1;
                         if slot.rx.accept(h.total_len, h.offset, body).is_err() {
                             stats.malformed += 1;
                             return None;
@@ -338,31 +526,37 @@ impl<A: Copy + Eq> ServerEngine<A> {
                             });
                         }
                         if h.flags & flags::REQ_ACK != 0 {
-                            send_frag_ack(sess.token, h.slot, slot, out);
+                            send_frag_ack(key, sess.token, h.slot, slot, out);
                         }
                         None
                     }
                     Phase::Running if h.flags & flags::REQ_ACK != 0 => {
-                        stats.duplicates += 1;
-                        send_simple(Kind::Working, sess.token, h.slot, slot, out);
+                        stats.working += 1;
+                        send_simple(key, Kind::Working, sess.token, h.slot, slot, out);
                         None
                     }
                     Phase::Done(_) if h.flags & flags::REQ_ACK != 0 => {
                         stats.duplicates += 1;
-                        send_result(sess.token, sess.frag_size, sess.window, h.slot, slot, out);
+                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
                         None
                     }
                     _ => {
-                        stats.duplicates += 1;
+                        stats.stale += 1;
                         None
                     }
                 }
             }
             Kind::Probe if h.call_no == slot.call_no => {
                 match slot.phase {
-                    Phase::Running => send_simple(Kind::Working, sess.token, h.slot, slot, out),
-                    Phase::Done(_) => send_result(sess.token, sess.frag_size, sess.window, h.slot, slot, out),
-                    Phase::Receiving => send_frag_ack(sess.token, h.slot, slot, out),
+                    Phase::Running => {
+                        stats.working += 1;
+                        send_simple(key, Kind::Working, sess.token, h.slot, slot, out)
+                    }
+                    Phase::Done(_) => {
+                        stats.duplicates += 1;
+                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out)
+                    }
+                    Phase::Receiving => send_frag_ack(key, sess.token, h.slot, slot, out),
                     Phase::Empty | Phase::Acked => {}
                 }
                 None
@@ -381,7 +575,7 @@ impl<A: Copy + Eq> ServerEngine<A> {
                     let mut pending = Burst::new();
                     slot.tx.on_ack(h.offset, bitmap, stalled, |i, r| pending.push(i, r));
                     for (i, r) in pending.iter() {
-                        emit_result_frag(sess.token, h.slot, slot, i, r, out);
+                        emit_result_frag(key, sess.token, h.slot, slot, i, r, out);
                     }
                 }
                 None
@@ -408,7 +602,8 @@ impl<A: Copy + Eq> ServerEngine<A> {
         let c = Header::read_whole_call(head, len)?;
         let idx = self.session_index(c.token)?;
         let sess = self.sessions[idx].as_mut()?;
-        if !sess.reliable || len > sess.max_message {
+        // A keyed session's frames carry a tag: the general path checks it.
+        if !sess.reliable || sess.keys.is_some() || len > sess.max_message {
             return None;
         }
         let slot = sess.slots.get_mut(c.slot as usize)?;
@@ -434,27 +629,26 @@ impl<A: Copy + Eq> ServerEngine<A> {
         })
     }
 
-    fn handle_bind(
-        &mut self,
-        from: A,
-        h: &Header,
-        body: &[u8],
-        now: Instant,
-        out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
-    ) {
+    /// A bind: checked (stateless refusals first), then, where the transport or a key asks
+    /// for it, answered with a cookie until it comes back with a valid one; then given the
+    /// session a retransmission of it already has, or a new one in room the table makes.
+    fn handle_bind(&mut self, from: A, h: &Header, body: &[u8], now: Instant, out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        // Binds read the clock anyway: a server flooded with frames may never time out.
+        self.handle_timeout(now);
         let mut reply = Header::new(Kind::BindRefused);
         reply.call_no = h.call_no;
         let refuse = |this: &mut Self, out: &mut SendTo<'_, A>, r: Refusal| {
-            this.stats.refused_binds += 1;
+            this.stats.refused.count(r);
             out(&from, &reply.to_bytes(), &BindRefusal(r).emit());
         };
-        let Ok(req) = BindRequest::parse(body) else {
+        let Ok(bind) = Bind::parse(body) else {
             return refuse(self, out, Refusal::Malformed);
         };
+        let req = bind.request;
         if req.proto_min > PROTOCOL_VERSION || req.proto_max < PROTOCOL_VERSION {
             return refuse(self, out, Refusal::ProtocolMismatch { low: PROTOCOL_VERSION, high: PROTOCOL_VERSION });
         }
-        if (req.max_frame as usize) <= HEADER_LEN || req.window < 2 {
+        if (req.max_frame as usize) <= HEADER_LEN + TAG_LEN || req.window < 2 {
             return refuse(self, out, Refusal::Malformed);
         }
         let Some(p) = self.cfg.programs.iter().find(|p| p.program == req.program).copied() else {
@@ -463,69 +657,159 @@ impl<A: Copy + Eq> ServerEngine<A> {
         if req.version < p.low || req.version > p.high {
             return refuse(self, out, Refusal::VersionMismatch { low: p.low, high: p.high });
         }
-        // A retransmitted bind gets the session the first one created.
-        let existing =
-            self.sessions.iter().position(|s| s.as_ref().is_some_and(|s| s.nonce == req.nonce && s.bind_peer == from));
-        let idx = match existing {
-            Some(i) => i,
-            None => {
-                let mut free = self.sessions.iter().position(Option::is_none);
-                if free.is_none() {
-                    self.sweep(now);
-                    free = self.sessions.iter().position(Option::is_none);
+        match (self.cfg.psk.is_some(), req.flags & BIND_KEYED != 0) {
+            (true, false) => return refuse(self, out, Refusal::KeyRequired),
+            (false, true) => return refuse(self, out, Refusal::KeyNotExpected),
+            _ => {}
+        }
+        let mut server_nonce = [0u8; TAG_LEN];
+        if self.needs_cookie() {
+            let cookie = bind.cookie.filter(|c| self.secret.check_cookie(&from, req.nonce, c, now));
+            let Some(cookie) = cookie else {
+                if bind.cookie.is_some() {
+                    self.stats.cookies_rejected += 1;
                 }
-                let Some(i) = free else {
-                    return refuse(self, out, Refusal::TooManySessions);
-                };
-                let token = (self.generation as u64) << 48 | (i as u64) << 32 | (splitmix(&mut self.rng) & 0xFFFF_FFFF);
-                let reliable = req.flags & BIND_RELIABLE != 0;
-                let max_frame = if reliable { u32::MAX } else { req.max_frame.min(self.cfg.max_frame) };
-                let max_message = req.max_message.min(self.cfg.max_message);
-                let slots = req.slots.clamp(1, self.cfg.max_slots);
-                self.sessions[i] = Some(Session {
-                    token,
-                    nonce: req.nonce,
-                    bind_peer: from,
-                    program: req.program,
-                    version: req.version,
-                    client_order: req.byte_order,
-                    reliable,
-                    frag_size: max_frame.saturating_sub(HEADER_LEN as u32).max(1),
-                    window: req.window.min(self.cfg.window).max(2),
-                    max_message,
-                    last_active: now,
-                    active: false,
-                    slots: (0..slots)
-                        .map(|_| Slot {
-                            peer: None,
-                            call_no: 0,
-                            phase: Phase::Empty,
-                            rx: FragReceiver::default(),
-                            result: Vec::new(),
-                            tx: FragSender::default(),
-                        })
-                        .collect(),
-                });
-                self.live += 1;
-                if self.next_sweep.is_none() {
-                    self.next_sweep = Some(now + self.cfg.session_idle / 4);
+                self.stats.cookies_issued += 1;
+                let fresh = self.secret.issue_cookie(&from, req.nonce, now);
+                let mut retry = Header::new(Kind::BindRetry);
+                retry.call_no = h.call_no;
+                out(&from, &retry.to_bytes(), &fresh.emit());
+                return;
+            };
+            if let Some(psk) = &self.cfg.psk {
+                if !bind.proof.is_some_and(|proof| psk.check_proof(&body[..BindRequest::LEN], &cookie, &proof)) {
+                    return refuse(self, out, Refusal::BadKey);
                 }
+            }
+            server_nonce = cookie.mac;
+        }
+        let source = (self.source_of)(&from);
+        let idx = match self.place(&from, source, req.nonce, &server_nonce) {
+            Ok(Placed::Existing(i)) => {
+                self.stats.binds_repeated += 1;
                 i
             }
+            Ok(Placed::Free(i)) => self.open_session(i, from, source, &req, server_nonce, now),
+            Err(r) => return refuse(self, out, r),
         };
-        let s = self.sessions[idx].as_ref().expect("just found or created");
+        let s = self.sessions[idx].as_ref().expect("just found or made");
         let grant = BindGrant {
             slots: s.slots.len() as u16,
             window: s.window,
             byte_order: ByteOrder::native(),
             max_message: s.max_message,
-            max_frame: if s.reliable { req.max_frame } else { s.frag_size + HEADER_LEN as u32 },
+            max_frame: if s.reliable { req.max_frame } else { s.frag_size + s.head_len() },
             generation: self.generation,
         };
         let mut ok = Header::new(Kind::BindOk);
         ok.call_no = h.call_no;
         ok.token = s.token;
-        out(&from, &ok.to_bytes(), &grant.emit());
+        emit(s.send_key(), ok, &grant.emit(), &mut |hd, b| out(&from, hd, b));
+    }
+
+    /// Where the session of a bind from `from` goes: the one a retransmission of it already
+    /// has, else a free entry, making room as a full table or source must (reclaiming the idle
+    /// session least worth keeping), else why not.
+    fn place(&mut self, from: &A, source: u128, nonce: u64, server_nonce: &Tag) -> Result<Placed, Refusal> {
+        let mut free = None;
+        let mut of_source = 0;
+        let mut reclaim: Option<(usize, (bool, bool, Instant))> = None;
+        let mut reclaim_in_source: Option<(usize, (bool, bool, Instant))> = None;
+        for (i, s) in self.sessions.iter().enumerate() {
+            let Some(s) = s else {
+                free = free.or(Some(i));
+                continue;
+            };
+            if s.nonce == nonce && s.bind_peer == *from && s.server_nonce == *server_nonce {
+                return Ok(Placed::Existing(i));
+            }
+            let rank = s.reclaim_rank();
+            let better = |best: &Option<(usize, (bool, bool, Instant))>| match (rank, best) {
+                (Some(r), Some((_, b))) => r < *b,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if better(&reclaim) {
+                reclaim = rank.map(|r| (i, r));
+            }
+            if s.source == source {
+                of_source += 1;
+                if better(&reclaim_in_source) {
+                    reclaim_in_source = rank.map(|r| (i, r));
+                }
+            }
+        }
+        if of_source >= self.cfg.max_sessions_per_source {
+            let (i, _) = reclaim_in_source.ok_or(Refusal::SourceLimit)?;
+            self.reclaim(i);
+            return Ok(Placed::Free(i));
+        }
+        if let Some(i) = free {
+            return Ok(Placed::Free(i));
+        }
+        let (i, _) = reclaim.ok_or(Refusal::TooManySessions)?;
+        self.reclaim(i);
+        Ok(Placed::Free(i))
+    }
+
+    fn reclaim(&mut self, i: usize) {
+        if self.sessions[i].take().is_some() {
+            self.live -= 1;
+            self.stats.sessions_reclaimed += 1;
+        }
+    }
+
+    /// Makes session `i` for the bind `req` from `from`; returns `i`.
+    fn open_session(
+        &mut self,
+        i: usize,
+        from: A,
+        source: u128,
+        req: &BindRequest,
+        server_nonce: Tag,
+        now: Instant,
+    ) -> usize {
+        self.tokens += 1;
+        let token = (self.generation as u64) << 48 | (i as u64) << 32 | self.secret.random_bits(self.tokens) as u64;
+        let keys = self.cfg.psk.as_ref().map(|psk| psk.session_keys(req.nonce, &server_nonce, token, Side::Server));
+        let reliable = self.cfg.reliable;
+        let head = HEADER_LEN as u32 + if keys.is_some() { TAG_LEN as u32 } else { 0 };
+        let max_frame = if reliable { u32::MAX } else { req.max_frame.min(self.cfg.max_frame) };
+        let slots = req.slots.clamp(1, self.cfg.max_slots);
+        self.sessions[i] = Some(Session {
+            token,
+            nonce: req.nonce,
+            server_nonce,
+            bind_peer: from,
+            source,
+            keys,
+            bound_at: now,
+            program: req.program,
+            version: req.version,
+            client_order: req.byte_order,
+            reliable,
+            frag_size: max_frame.saturating_sub(head).max(1),
+            window: req.window.min(self.cfg.window).max(2),
+            max_message: req.max_message.min(self.cfg.max_message),
+            last_active: now,
+            active: false,
+            slots: (0..slots)
+                .map(|_| Slot {
+                    peer: None,
+                    call_no: 0,
+                    phase: Phase::Empty,
+                    rx: FragReceiver::default(),
+                    result: Vec::new(),
+                    tx: FragSender::default(),
+                })
+                .collect(),
+        });
+        self.live += 1;
+        self.stats.binds_granted += 1;
+        if self.next_sweep.is_none() {
+            self.next_sweep = Some(now + self.sweep_period());
+        }
+        i
     }
 
     fn slot_of(&mut self, key: CallKey) -> Option<(&mut Session<A>, usize)> {
@@ -537,10 +821,11 @@ impl<A: Copy + Eq> ServerEngine<A> {
 
     /// Completes a call whose result the procedure appended to the `reply` buffer it was given.
     /// Returns false when the call is no longer wanted (session expired or slot reused).
-    pub fn finish(&mut self, key: CallKey, status: Status, out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8])) -> bool {
+    pub fn finish(&mut self, key: CallKey, status: Status, out: &mut impl FnMut(&A, &[u8], &[u8])) -> bool {
         let Some((sess, i)) = self.slot_of(key) else { return false };
         let (token, frag, window, reliable) = (sess.token, sess.frag_size, sess.window, sess.reliable);
         let max_message = sess.max_message as usize;
+        let send_key = sess.keys.as_ref().map(|k| &k.send);
         let slot = &mut sess.slots[i];
         // A result larger than the session allows is refused, as an oversized call is.
         let status = match status {
@@ -556,10 +841,11 @@ impl<A: Copy + Eq> ServerEngine<A> {
             // frame, as `send_result` would send it, without setting up the fragment sender
             // (nothing is retransmitted or acknowledged by fragment on such a session).
             if let Some(peer) = slot.peer.as_ref() {
-                out(peer, &one_frame_result(token, key.slot, slot, slot.result.len()), &slot.result);
+                let h = Header::whole_result(token, key.slot, slot.call_no, slot.result.len() as u32);
+                emit(send_key, h, &slot.result, &mut |hd, b| out(peer, hd, b));
             }
         } else {
-            send_result(token, frag, window, key.slot, slot, out);
+            send_result(send_key, token, frag, window, key.slot, slot, out);
         }
         if reliable || matches!(status, Status::Error(_)) {
             // Nothing to retransmit on a reliable stream; errors are cheap to recompute.
@@ -572,16 +858,22 @@ impl<A: Copy + Eq> ServerEngine<A> {
     /// Completes a call whose procedure wrote its `len`-byte result straight where the transport
     /// will send it from (a shared-memory result ring): returns the header to put before it.
     /// `None` when that cannot be the reply (a failed call, a result larger than the session
-    /// allows, a session that may need the result again to retransmit it, a call no longer
-    /// wanted): then finish it with [`finish_with`](Self::finish_with) as usual.
+    /// allows, a session that may need the result again to retransmit it or whose frames carry
+    /// tags, a call no longer wanted): then finish it with [`finish_with`](Self::finish_with) as
+    /// usual.
     pub fn finish_placed(&mut self, key: CallKey, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
         let (sess, i) = self.slot_of(key)?;
-        if !sess.reliable || status != Status::Ok || len > sess.max_message as usize || len > sess.frag_size as usize {
+        if !sess.reliable
+            || sess.keys.is_some()
+            || status != Status::Ok
+            || len > sess.max_message as usize
+            || len > sess.frag_size as usize
+        {
             return None;
         }
         let slot = &mut sess.slots[i];
         slot.peer.as_ref()?;
-        let head = one_frame_result(sess.token, key.slot, slot, len);
+        let head = Header::whole_result(sess.token, key.slot, slot.call_no, len as u32).to_bytes();
         slot.phase = Phase::Acked;
         release(slot);
         Some(head)
@@ -593,13 +885,18 @@ impl<A: Copy + Eq> ServerEngine<A> {
         key: CallKey,
         status: Status,
         result: &[u8],
-        out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+        out: &mut impl FnMut(&A, &[u8], &[u8]),
     ) -> bool {
         let Some((sess, i)) = self.slot_of(key) else { return false };
         let slot = &mut sess.slots[i];
         slot.result.clear();
         slot.result.extend_from_slice(result);
         self.finish(key, status, out)
+    }
+
+    /// How often sessions are swept: a quarter of the shorter idle limit.
+    fn sweep_period(&self) -> Duration {
+        self.cfg.session_idle.min(self.cfg.unused_idle) / 4
     }
 
     /// When `handle_timeout` should next be called.
@@ -611,24 +908,32 @@ impl<A: Copy + Eq> ServerEngine<A> {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.next_sweep.is_some_and(|t| now >= t) {
             self.sweep(now);
-            self.next_sweep = (self.live > 0).then(|| now + self.cfg.session_idle / 4);
+            self.next_sweep = (self.live > 0).then(|| now + self.sweep_period());
         }
     }
 
     /// A session that sent anything since the last sweep is stamped with this sweep's time (no
     /// earlier than its last frame); one stamped at least `session_idle` ago goes. So a session
     /// never goes before it has been idle that long, and, with sweeps every quarter of it (as
-    /// `poll_timeout` asks), goes within one and a half times that long.
+    /// `poll_timeout` asks), goes within one and a half times that long. A session that has
+    /// made no call goes once `unused_idle` has passed since its bind, whatever else it sent.
     fn sweep(&mut self, now: Instant) {
-        let idle = self.cfg.session_idle;
+        let (idle, unused) = (self.cfg.session_idle, self.cfg.unused_idle);
         for s in self.sessions.iter_mut() {
             let Some(sess) = s.as_mut() else { continue };
-            if std::mem::take(&mut sess.active) {
+            let active = std::mem::take(&mut sess.active);
+            if active {
                 sess.last_active = now;
-            } else if now.saturating_duration_since(sess.last_active) >= idle {
+            }
+            let expired = if sess.called() {
+                !active && now.saturating_duration_since(sess.last_active) >= idle
+            } else {
+                now.saturating_duration_since(sess.bound_at) >= unused
+            };
+            if expired {
                 *s = None;
                 self.live -= 1;
-                self.stats.expired_sessions += 1;
+                self.stats.sessions_expired += 1;
             }
         }
     }
@@ -647,8 +952,34 @@ impl<A: Copy + Eq> ServerEngine<A> {
             if orphaned && (sess.bind_peer == *peer || sess.slots.iter().any(|sl| sl.call_no != 0)) {
                 *s = None;
                 self.live -= 1;
+                self.stats.sessions_closed += 1;
             }
         }
+    }
+}
+
+/// Where a bind's session goes.
+enum Placed {
+    /// The session a retransmission of the same bind already has.
+    Existing(usize),
+    /// A free entry (perhaps just reclaimed).
+    Free(usize),
+}
+
+impl<A> Session<A> {
+    /// Bytes before a body in each frame: the header, and the tag on a keyed session.
+    fn head_len(&self) -> u32 {
+        HEADER_LEN as u32 + if self.keys.is_some() { TAG_LEN as u32 } else { 0 }
+    }
+}
+
+/// Sends `h` then `body` through `out`, with the tag under `key` after the header when there is
+/// a key (and flag [`flags::TAGGED`] set in the header it covers).
+#[inline]
+fn emit(key: Option<&FrameKey>, h: Header, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
+    match key {
+        None => out(&h.to_bytes(), body),
+        Some(k) => out(auth::seal(k, h, body).as_bytes(), body),
     }
 }
 
@@ -668,33 +999,41 @@ fn base_header<A>(kind: Kind, token: u64, slot_no: u16, slot: &Slot<A>) -> Heade
 }
 
 fn send_simple<A>(
+    key: Option<&FrameKey>,
     kind: Kind,
     token: u64,
     slot_no: u16,
     slot: &Slot<A>,
-    out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
 ) {
     if let Some(peer) = slot.peer.as_ref() {
-        out(peer, &base_header(kind, token, slot_no, slot).to_bytes(), &[]);
+        emit(key, base_header(kind, token, slot_no, slot), &[], &mut |hd, b| out(peer, hd, b));
     }
 }
 
-fn send_frag_ack<A>(token: u64, slot_no: u16, slot: &Slot<A>, out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8])) {
+fn send_frag_ack<A>(
+    key: Option<&FrameKey>,
+    token: u64,
+    slot_no: u16,
+    slot: &Slot<A>,
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
+) {
     let Some(peer) = slot.peer.as_ref() else { return };
     let (cum, bitmap) = slot.rx.ack_state();
     let mut h = base_header(Kind::FragAck, token, slot_no, slot);
     h.total_len = slot.rx.total();
     h.offset = cum;
-    out(peer, &h.to_bytes(), &bitmap.to_le_bytes());
+    emit(key, h, &bitmap.to_le_bytes(), &mut |hd, b| out(peer, hd, b));
 }
 
 fn emit_result_frag<A>(
+    key: Option<&FrameKey>,
     token: u64,
     slot_no: u16,
     slot: &Slot<A>,
     i: u32,
     req_ack: bool,
-    out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
 ) {
     let Some(peer) = slot.peer.as_ref() else { return };
     let r = slot.tx.range(i);
@@ -702,22 +1041,18 @@ fn emit_result_frag<A>(
     h.total_len = slot.result.len() as u32;
     h.offset = r.start as u32;
     h.flags = if req_ack { flags::REQ_ACK } else { 0 };
-    out(peer, &h.to_bytes(), &slot.result[r]);
-}
-
-/// The header of a result sent whole in one frame on a reliable session.
-fn one_frame_result<A>(token: u64, slot_no: u16, slot: &Slot<A>, len: usize) -> [u8; HEADER_LEN] {
-    Header::whole_result(token, slot_no, slot.call_no, len as u32).to_bytes()
+    emit(key, h, &slot.result[r], &mut |hd, b| out(peer, hd, b));
 }
 
 /// Sends (or sends again from the start) the slot's finished result.
 fn send_result<A>(
+    key: Option<&FrameKey>,
     token: u64,
     frag_size: u32,
     window: u16,
     slot_no: u16,
     slot: &mut Slot<A>,
-    out: &mut impl FnMut(&A, &[u8; HEADER_LEN], &[u8]),
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
 ) {
     match slot.phase {
         Phase::Done(Status::Error(code)) => {
@@ -727,18 +1062,18 @@ fn send_result<A>(
             let mut h = base_header(Kind::Error, token, slot_no, slot);
             h.proc_or_code = code.to_u32();
             h.total_len = message.as_bytes().len() as u32;
-            out(peer, &h.to_bytes(), message.as_bytes());
+            emit(key, h, message.as_bytes(), &mut |hd, b| out(peer, hd, b));
         }
         Phase::Done(Status::Ok) => {
             slot.tx.reset(slot.result.len() as u32, frag_size, window as u32);
             if let Some(req_ack) = slot.tx.send_single() {
-                emit_result_frag(token, slot_no, slot, 0, req_ack, out);
+                emit_result_frag(key, token, slot_no, slot, 0, req_ack, out);
                 return;
             }
             let mut pending = Burst::new();
             slot.tx.send_new(|i, r| pending.push(i, r));
             for (i, r) in pending.iter() {
-                emit_result_frag(token, slot_no, slot, i, r, out);
+                emit_result_frag(key, token, slot_no, slot, i, r, out);
             }
         }
         _ => {}

@@ -1,6 +1,11 @@
 //! lowlat's wire format: one fixed 32-byte header before every message body, and the small
 //! fixed payloads of the binding handshake and fragment acknowledgements.
 //!
+//! On a session authenticated with a pre-shared key every frame carries a 16-byte tag right
+//! after the header (flag [`flags::TAGGED`]): a MAC of the header and the body under the
+//! session's key for that direction (`crate::auth`). The header's lengths count the message,
+//! never the tag.
+//!
 //! The header is little-endian on the wire (the byte order of every machine lowlat runs on today,
 //! so neither side converts it). Message bodies travel in the server's byte order, announced at
 //! bind time; only a client of the other order converts (Thekkath & Levy §3.1).
@@ -13,14 +18,27 @@
 //!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
 //!  |"Ll"  |ver |kind|flags|rsvd| slot | session token| call no | proc/code | total len | offset  |
 //!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
+//!  [ tag (16 bytes), when flags has TAGGED ] [ body ]
 //! ```
+//!
+//! Binding (protocol version 2): the client sends `Bind` ([`BindRequest`]). Where the server must
+//! first see that the client receives at its address (datagram transports), or needs a nonce of
+//! its own (a pre-shared key), it answers `BindRetry` with a [`Cookie`] and keeps nothing; the
+//! client sends the bind again with the cookie after the request ([`BIND_COOKIE`]) and, holding
+//! a key ([`BIND_KEYED`]), a proof of it after the cookie. Only then does the server make a
+//! session and answer `BindOk` (tagged, on a keyed session) or `BindRefused`. A `BindRetry` is
+//! never larger than the bind it answers.
 
 /// Size of the fixed header that precedes every body.
 pub const HEADER_LEN: usize = 32;
 /// First two bytes of every lowlat frame.
 pub const MAGIC: [u8; 2] = *b"Ll";
 /// The protocol version this engine speaks.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// The protocol version this engine speaks (2: the cookie round and keyed sessions; a version 1
+/// client is refused with [`Refusal::ProtocolMismatch`], which it understands).
+pub const PROTOCOL_VERSION: u8 = 2;
+/// Bytes of the tag a frame of a keyed session carries after its header.
+pub const TAG_LEN: usize = 16;
 
 /// Header flag bits.
 pub mod flags {
@@ -32,6 +50,8 @@ pub mod flags {
     /// On a fragment acknowledgement: the receiver heard nothing for a whole timeout, so every
     /// unacknowledged fragment should be sent again.
     pub const STALLED: u8 = 4;
+    /// A [`TAG_LEN`](super::TAG_LEN)-byte tag follows the header (keyed sessions).
+    pub const TAGGED: u8 = 8;
 }
 
 /// What a frame is.
@@ -58,6 +78,8 @@ pub enum Kind {
     FragAck,
     /// Client asks what became of a call whose fragments were all acknowledged.
     Probe,
+    /// Server: bind again with this cookie (payload: [`Cookie`]); it keeps nothing meanwhile.
+    BindRetry,
     /// A kind this version does not know.
     Unknown(u8),
 }
@@ -75,6 +97,7 @@ impl Kind {
             Kind::Error => 8,
             Kind::FragAck => 9,
             Kind::Probe => 10,
+            Kind::BindRetry => 11,
             Kind::Unknown(k) => k,
         }
     }
@@ -91,6 +114,7 @@ impl Kind {
             8 => Kind::Error,
             9 => Kind::FragAck,
             10 => Kind::Probe,
+            11 => Kind::BindRetry,
             k => Kind::Unknown(k),
         }
     }
@@ -399,9 +423,14 @@ impl ByteOrder {
     }
 }
 
-/// Bind flag: the client's transport is a reliable stream (TCP, shared memory), so neither side
-/// retransmits and the server keeps no results for duplicate suppression.
+/// Bind flag: the client's transport is a reliable stream (TCP, shared memory). Information only:
+/// the server goes by its own transport, never by what a client says of it.
 pub const BIND_RELIABLE: u8 = 1;
+/// Bind flag: a [`Cookie`] follows the request.
+pub const BIND_COOKIE: u8 = 2;
+/// Bind flag: the client holds a pre-shared key; with a cookie, a proof of the key
+/// ([`TAG_LEN`] bytes) follows the cookie.
+pub const BIND_KEYED: u8 = 4;
 
 /// The body of a `Bind` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,6 +493,92 @@ impl BindRequest {
     }
 }
 
+/// The body of a `BindRetry` frame, returned by the client after its next bind request: a coarse
+/// time (the server's key epoch) and a MAC that binds the client's address and nonce to it. The
+/// MAC is the server's nonce for a keyed session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cookie {
+    pub epoch: u32,
+    pub mac: [u8; TAG_LEN],
+}
+
+impl Cookie {
+    pub const LEN: usize = 4 + TAG_LEN;
+
+    pub fn emit(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..4].copy_from_slice(&self.epoch.to_le_bytes());
+        b[4..].copy_from_slice(&self.mac);
+        b
+    }
+
+    pub fn parse(b: &[u8]) -> Result<Cookie, WireError> {
+        if b.len() < Self::LEN {
+            return Err(WireError::ShortPayload { what: "cookie", len: b.len(), need: Self::LEN });
+        }
+        let mut mac = [0u8; TAG_LEN];
+        mac.copy_from_slice(&b[4..Self::LEN]);
+        Ok(Cookie { epoch: u32_at(b, 0..4), mac })
+    }
+}
+
+/// The whole body of a `Bind` frame: the request, then (as its flags say) the server's cookie
+/// and the proof of the pre-shared key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bind {
+    pub request: BindRequest,
+    pub cookie: Option<Cookie>,
+    pub proof: Option<[u8; TAG_LEN]>,
+}
+
+impl Bind {
+    /// The longest body: request, cookie and proof.
+    pub const MAX_LEN: usize = BindRequest::LEN + Cookie::LEN + TAG_LEN;
+
+    /// Writes the body into `out`; returns its length. The flags written are the request's,
+    /// with [`BIND_COOKIE`] set exactly when there is a cookie.
+    pub fn emit(&self, out: &mut [u8; Self::MAX_LEN]) -> usize {
+        let mut request = self.request;
+        request.flags &= !BIND_COOKIE;
+        if self.cookie.is_some() {
+            request.flags |= BIND_COOKIE;
+        }
+        out[..BindRequest::LEN].copy_from_slice(&request.emit());
+        let mut n = BindRequest::LEN;
+        if let Some(c) = &self.cookie {
+            out[n..n + Cookie::LEN].copy_from_slice(&c.emit());
+            n += Cookie::LEN;
+            if let Some(p) = &self.proof {
+                out[n..n + TAG_LEN].copy_from_slice(p);
+                n += TAG_LEN;
+            }
+        }
+        n
+    }
+
+    /// Reads a bind body: a cookie only when [`BIND_COOKIE`] is set, a proof only when
+    /// [`BIND_KEYED`] is set as well.
+    pub fn parse(b: &[u8]) -> Result<Bind, WireError> {
+        let request = BindRequest::parse(b)?;
+        let rest = &b[BindRequest::LEN..];
+        let mut bind = Bind { request, cookie: None, proof: None };
+        if request.flags & BIND_COOKIE != 0 {
+            bind.cookie = Some(Cookie::parse(rest)?);
+            if request.flags & BIND_KEYED != 0 {
+                let p = rest.get(Cookie::LEN..Cookie::LEN + TAG_LEN).ok_or(WireError::ShortPayload {
+                    what: "bind proof",
+                    len: rest.len().saturating_sub(Cookie::LEN),
+                    need: TAG_LEN,
+                })?;
+                let mut proof = [0u8; TAG_LEN];
+                proof.copy_from_slice(p);
+                bind.proof = Some(proof);
+            }
+        }
+        Ok(bind)
+    }
+}
+
 /// The body of a `BindOk` frame (the session token is in the header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BindGrant {
@@ -518,6 +633,14 @@ pub enum Refusal {
     ProtocolMismatch { low: u8, high: u8 },
     /// The bind request was malformed.
     Malformed,
+    /// The server requires a pre-shared key; the client has none.
+    KeyRequired,
+    /// The client has a pre-shared key; the server has none.
+    KeyNotExpected,
+    /// The client's proof of the pre-shared key is wrong: the two keys differ.
+    BadKey,
+    /// The client's source address holds as many sessions as the server allows one source.
+    SourceLimit,
     /// A reason this version does not know.
     Unknown(u32),
 }
@@ -536,6 +659,10 @@ impl BindRefusal {
             Refusal::TooManySessions => (3, 0, 0),
             Refusal::ProtocolMismatch { low, high } => (4, low as u32, high as u32),
             Refusal::Malformed => (5, 0, 0),
+            Refusal::KeyRequired => (6, 0, 0),
+            Refusal::KeyNotExpected => (7, 0, 0),
+            Refusal::BadKey => (8, 0, 0),
+            Refusal::SourceLimit => (9, 0, 0),
             Refusal::Unknown(c) => (c, 0, 0),
         };
         let mut out = [0u8; Self::LEN];
@@ -556,6 +683,10 @@ impl BindRefusal {
             3 => Refusal::TooManySessions,
             4 => Refusal::ProtocolMismatch { low: x.min(255) as u8, high: y.min(255) as u8 },
             5 => Refusal::Malformed,
+            6 => Refusal::KeyRequired,
+            7 => Refusal::KeyNotExpected,
+            8 => Refusal::BadKey,
+            9 => Refusal::SourceLimit,
             c => Refusal::Unknown(c),
         }))
     }
@@ -625,7 +756,7 @@ mod tests {
         b[3] = 200;
         assert_eq!(Header::parse(&b).unwrap().0.kind, Kind::Unknown(200));
         assert_eq!(ErrorCode::from_u32(77), ErrorCode::Unknown(77));
-        assert_eq!(BindRefusal::parse(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap().0, Refusal::Unknown(9));
+        assert_eq!(BindRefusal::parse(&[99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap().0, Refusal::Unknown(99));
     }
 
     #[test]
@@ -677,9 +808,49 @@ mod tests {
             Refusal::TooManySessions,
             Refusal::ProtocolMismatch { low: 1, high: 1 },
             Refusal::Malformed,
+            Refusal::KeyRequired,
+            Refusal::KeyNotExpected,
+            Refusal::BadKey,
+            Refusal::SourceLimit,
         ] {
             assert_eq!(BindRefusal::parse(&BindRefusal(refusal).emit()).unwrap().0, refusal);
         }
         assert!(matches!(BindRequest::parse(&[0; 10]), Err(WireError::ShortPayload { need: 32, .. })));
+        let cookie = Cookie { epoch: 7, mac: [0xC0; TAG_LEN] };
+        assert_eq!(Cookie::parse(&cookie.emit()), Ok(cookie));
+    }
+
+    /// A bind body carries a cookie only when its flags say so, and a proof only after a
+    /// cookie; missing bytes are reported, not read past.
+    #[test]
+    fn bind_bodies_carry_cookie_and_proof_as_flagged() {
+        let request = BindRequest {
+            program: 7,
+            version: 1,
+            proto_min: 2,
+            proto_max: 2,
+            byte_order: ByteOrder::Little,
+            flags: BIND_KEYED,
+            max_message: 1000,
+            max_frame: 1472,
+            slots: 2,
+            window: 8,
+            nonce: 5,
+        };
+        let mut out = [0u8; Bind::MAX_LEN];
+        let first = Bind { request, cookie: None, proof: None };
+        let n = first.emit(&mut out);
+        assert_eq!(n, BindRequest::LEN, "no cookie yet, so no proof either");
+        assert_eq!(Bind::parse(&out[..n]), Ok(first));
+        let cookie = Cookie { epoch: 1, mac: [3; TAG_LEN] };
+        let second = Bind { request, cookie: Some(cookie), proof: Some([4; TAG_LEN]) };
+        let n = second.emit(&mut out);
+        assert_eq!(n, Bind::MAX_LEN);
+        let parsed = Bind::parse(&out[..n]).unwrap();
+        assert_eq!((parsed.cookie, parsed.proof), (Some(cookie), Some([4; TAG_LEN])));
+        assert_eq!(parsed.request.flags, BIND_KEYED | BIND_COOKIE);
+        assert!(matches!(Bind::parse(&out[..n - 1]), Err(WireError::ShortPayload { what: "bind proof", .. })));
+        assert!(matches!(Bind::parse(&out[..40]), Err(WireError::ShortPayload { what: "cookie", .. })));
+        const { assert!(Cookie::LEN < BindRequest::LEN, "a retry is smaller than the bind it answers") };
     }
 }

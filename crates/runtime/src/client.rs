@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 
 use lowlat_proto::wire::{BindRequest, PROTOCOL_VERSION};
 use lowlat_proto::{
-    BindError, Binder, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, Outcome, Refusal, Session, WireError,
-    HEADER_LEN,
+    BindError, Binder, Bound, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, FrameKeys, Outcome, Refusal,
+    Session, WireError, HEADER_LEN,
 };
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel, SlotChannel};
+use crate::error::KeyMismatch;
 use crate::onc_client::OncClient;
+use crate::stats::ClientStats;
 use crate::trace::{self, ClientTrace};
 use crate::{CallOptions, CallSite, ClientConfig, Endpoint, Error};
 
@@ -36,6 +38,8 @@ struct Slot {
     /// Frames the engine sends while a received one is read (each after its length).
     outbox: Vec<u8>,
     spinner: Spinner,
+    /// The counters of engines this slot had before its current one (rebinds replace it).
+    earlier: ClientStats,
 }
 
 /// Moments of a traced call, filled in as it goes.
@@ -76,6 +80,8 @@ struct Shared {
     acknowledging: AtomicBool,
     free: Condvar,
     free_lock: Mutex<()>,
+    /// Binds made.
+    binds: AtomicU64,
 }
 
 /// A binding to a program at an endpoint. `Send + Sync`: share it between threads by reference
@@ -178,6 +184,16 @@ impl Client {
         matches!(self.kind, Kind::Onc(_))
     }
 
+    /// What this binding has done: binds, calls, retransmissions, frames that failed their tag
+    /// or were ignored (over ONC RPC, which keeps no such counts, all zero). Reading waits for
+    /// each slot's call in progress to end.
+    pub fn stats(&self) -> ClientStats {
+        match &self.kind {
+            Kind::Lowlat(c) => c.stats(),
+            Kind::Onc(_) => ClientStats::default(),
+        }
+    }
+
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
     /// (preallocated per slot); `decode` reads the result where it lies.
     pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
@@ -254,6 +270,8 @@ struct Binding {
     /// unusable (`stale`).
     epoch: u64,
     session: Session,
+    /// The session's frame keys, when it is keyed.
+    keys: Option<FrameKeys>,
     /// The server no longer has this session (it restarted, forgot it, or a connection to it
     /// broke): the next slot to prepare binds again before calling.
     stale: bool,
@@ -292,6 +310,10 @@ fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
         BindError::Refused(Refusal::Malformed) => {
             Error::BindRefused { uri, reason: "the server found the bind request malformed".into() }
         }
+        BindError::Refused(Refusal::SourceLimit) => Error::SourceLimit { uri },
+        BindError::Refused(Refusal::KeyRequired) => Error::KeyMismatch { uri, reason: KeyMismatch::ServerRequiresKey },
+        BindError::Refused(Refusal::KeyNotExpected) => Error::KeyMismatch { uri, reason: KeyMismatch::ServerHasNoKey },
+        BindError::Refused(Refusal::BadKey) => Error::KeyMismatch { uri, reason: KeyMismatch::KeysDiffer },
         BindError::Refused(Refusal::Unknown(c)) => Error::BindRefused { uri, reason: format!("reason code {c}") },
         BindError::Malformed(what) => {
             Error::BindRefused { uri, reason: format!("the server's answer had a bad {what}") }
@@ -300,7 +322,8 @@ fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
     }
 }
 
-/// Runs the handshake over `chan`.
+/// Runs the handshake over `chan` (with the cookie round a datagram server asks for, and the
+/// key, except over a private channel).
 fn bind(
     shared_uri: &str,
     program: u32,
@@ -308,7 +331,7 @@ fn bind(
     cfg: &ClientConfig,
     chan: &mut dyn ClientChannel,
     buf: &mut Vec<u8>,
-) -> Result<Session, Error> {
+) -> Result<Bound, Error> {
     let reliable = chan.reliable();
     let req = BindRequest {
         program,
@@ -324,9 +347,10 @@ fn bind(
         nonce: crate::server::random_seed()?,
     };
     let now = Instant::now();
-    let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout);
+    let psk = if chan.private() { None } else { cfg.psk.clone() };
+    let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout).with_key(psk);
     let mut send_err = None;
-    binder.start(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+    binder.start(now, &mut |h: &[u8], b: &[u8]| {
         if let Err(e) = chan.send(h, b) {
             send_err.get_or_insert(e);
         }
@@ -339,13 +363,24 @@ fn bind(
         let got = spinner.wait_on(binder.poll_timeout(), &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
         match got {
             Ok(Some(n)) => {
-                if let Some(r) = binder.handle(chan.received(buf, n)) {
+                // The cookie round's answer waits until the frame has been read (it may lie in
+                // the channel's own memory).
+                let mut again: Option<Vec<u8>> = None;
+                let got = binder.handle(chan.received(buf, n), Instant::now(), &mut |h: &[u8], b: &[u8]| {
+                    again = Some([h, b].concat())
+                });
+                if let Some(f) = again {
+                    if let Err(e) = chan.send(&f[..HEADER_LEN], &f[HEADER_LEN..]) {
+                        return Err(Error::io(format!("{shared_uri}: send bind request"), e));
+                    }
+                }
+                if let Some(r) = got {
                     return r.map_err(|e| bind_error(shared_uri, program, version, e));
                 }
             }
             Ok(None) => {
                 let mut send_err = None;
-                let r = binder.handle_timeout(Instant::now(), &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                let r = binder.handle_timeout(Instant::now(), &mut |h: &[u8], b: &[u8]| {
                     if let Err(e) = chan.send(h, b) {
                         send_err.get_or_insert(e);
                     }
@@ -377,7 +412,7 @@ impl Lowlat {
     ) -> Result<Lowlat, Error> {
         let mut chan = driver::open_channel(&endpoint, uri, &cfg)?;
         let mut buf = Vec::new();
-        let session = bind(uri, program, version, &cfg, chan.as_dyn(), &mut buf)?;
+        let Bound { session, keys } = bind(uri, program, version, &cfg, chan.as_dyn(), &mut buf)?;
         let slots: Box<[Mutex<Slot>]> = (0..session.slots)
             .map(|i| {
                 Mutex::new(Slot {
@@ -389,6 +424,7 @@ impl Lowlat {
                     buf: Vec::new(),
                     outbox: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
+                    earlier: ClientStats::default(),
                 })
             })
             .collect();
@@ -406,13 +442,14 @@ impl Lowlat {
             cfg,
             epoch: AtomicU64::new(0),
             server_big_endian: AtomicBool::new(session.server_order == ByteOrder::Big),
-            binding: Mutex::new(Binding { epoch: 0, session, stale: false, conn_gen: 0 }),
+            binding: Mutex::new(Binding { epoch: 0, session, keys, stale: false, conn_gen: 0 }),
             opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
             slots,
             waiters: AtomicUsize::new(0),
             acknowledging: AtomicBool::new(false),
             free: Condvar::new(),
             free_lock: Mutex::new(()),
+            binds: AtomicU64::new(1),
         });
         if !reliable {
             spawn_acknowledger(Arc::downgrade(&shared));
@@ -427,6 +464,15 @@ impl Lowlat {
     /// The session currently bound.
     pub fn session(&self) -> Session {
         self.binding().session
+    }
+
+    fn stats(&self) -> ClientStats {
+        let mut total = ClientStats { binds: self.shared.binds.load(Ordering::Relaxed), ..ClientStats::default() };
+        for slot in self.shared.slots.iter() {
+            let g = slot.lock().unwrap_or_else(|p| p.into_inner());
+            total = total.plus(&g.earlier).plus(&g.engine.as_ref().map(engine_stats).unwrap_or_default());
+        }
+        total
     }
 
     fn binding(&self) -> MutexGuard<'_, Binding> {
@@ -658,13 +704,18 @@ impl Lowlat {
                 // A channel that failed to bind may be half-way through a handshake.
                 slot.chan = None;
             })?;
-            b.session = s;
+            self.shared.binds.fetch_add(1, Ordering::Relaxed);
+            b.session = s.session;
+            b.keys = s.keys;
             b.stale = false;
             b.epoch += 1;
-            self.shared.server_big_endian.store(s.server_order == ByteOrder::Big, Ordering::Relaxed);
+            self.shared.server_big_endian.store(b.session.server_order == ByteOrder::Big, Ordering::Relaxed);
             self.shared.epoch.store(b.epoch, Ordering::Release);
         }
-        slot.engine = Some(ClientSlot::new(b.session, slot.index, self.shared.cfg.engine));
+        if let Some(old) = slot.engine.as_ref() {
+            slot.earlier = slot.earlier.plus(&engine_stats(old));
+        }
+        slot.engine = Some(ClientSlot::new(b.session, slot.index, self.shared.cfg.engine).with_keys(b.keys.clone()));
         slot.epoch = b.epoch;
         Ok(())
     }
@@ -709,7 +760,7 @@ impl Lowlat {
             clock.fix();
         }
         engine
-            .send_call(proc_no, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+            .send_call(proc_no, &mut |h: &[u8], b: &[u8]| {
                 if let Err(e) = chan.send(h, b) {
                     send_err.get_or_insert(e);
                 }
@@ -746,7 +797,7 @@ impl Lowlat {
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.
                     outbox.clear();
-                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| queue_frame(outbox, h, b);
+                    let mut out = |h: &[u8], b: &[u8]| queue_frame(outbox, h, b);
                     // The engine asks for the arrival time only to time retransmissions.
                     let arrived = || spinner.ready_at().unwrap_or_else(Instant::now);
                     let outcome = match engine.handle(chan.received(buf, n), arrived, &mut out) {
@@ -766,7 +817,7 @@ impl Lowlat {
                     }
                 }
                 Ok(None) => {
-                    let mut out = |h: &[u8; HEADER_LEN], b: &[u8]| {
+                    let mut out = |h: &[u8], b: &[u8]| {
                         if let Err(e) = chan.send(h, b) {
                             send_err.get_or_insert(e);
                         }
@@ -838,9 +889,20 @@ impl Lowlat {
     }
 }
 
+/// A slot engine's counters.
+fn engine_stats(e: &ClientSlot) -> ClientStats {
+    ClientStats {
+        calls: e.calls,
+        retransmissions: e.retransmissions,
+        mac_failures: e.mac_failures,
+        ignored: e.ignored,
+        ..ClientStats::default()
+    }
+}
+
 /// Queues a frame in `outbox` after its length, for [`send_outbox`].
-fn queue_frame(outbox: &mut Vec<u8>, head: &[u8; HEADER_LEN], body: &[u8]) {
-    outbox.extend_from_slice(&((HEADER_LEN + body.len()) as u32).to_ne_bytes());
+fn queue_frame(outbox: &mut Vec<u8>, head: &[u8], body: &[u8]) {
+    outbox.extend_from_slice(&((head.len() + body.len()) as u32).to_ne_bytes());
     outbox.extend_from_slice(head);
     outbox.extend_from_slice(body);
 }
@@ -878,7 +940,7 @@ fn spawn_acknowledger(shared: Weak<Shared>) {
                         if let (Some(e), Some(c)) = (engine.as_mut(), chan.as_mut()) {
                             let c = c.as_dyn();
                             if !e.is_active() && e.poll_timeout().is_some_and(|t| t <= now) {
-                                e.handle_timeout(now, &mut |h: &[u8; HEADER_LEN], b: &[u8]| {
+                                e.handle_timeout(now, &mut |h: &[u8], b: &[u8]| {
                                     let _ = c.send(h, b);
                                 });
                             }
@@ -955,5 +1017,16 @@ mod tests {
         let mut err = None;
         send_outbox(&mut chan, &[], &mut err);
         assert!(err.is_none() && chan.sent.len() == 1, "an empty outbox sends nothing");
+
+        // A keyed session's header comes with its tag: the frame goes whole (split after the
+        // header, as every frame is).
+        let tagged = [7u8; HEADER_LEN + lowlat_proto::TAG_LEN];
+        let mut outbox = Vec::new();
+        queue_frame(&mut outbox, &tagged, b"body");
+        queue_frame(&mut outbox, &h2, b"next");
+        let mut chan = Recording { sent: Vec::new(), ok: usize::MAX, attempts: 0 };
+        send_outbox(&mut chan, &outbox, &mut err);
+        let tag_and_body = [&[7u8; lowlat_proto::TAG_LEN][..], b"body"].concat();
+        assert_eq!(chan.sent, vec![(vec![7u8; HEADER_LEN], tag_and_body), (h2.to_vec(), b"next".to_vec())]);
     }
 }

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lowlat_transport::SpinPolicy;
+use lowlat_proto::Psk;
+use lowlat_transport::{Cidr, SpinPolicy};
 
 /// How a client binds and calls.
 #[derive(Clone, Debug)]
@@ -31,6 +32,12 @@ pub struct ClientConfig {
     /// frame, sent and required (both ends must agree: a frame without a valid one is dropped,
     /// and the sender's retransmission recovers). ONC RPC never carries one.
     pub checksum: bool,
+    /// lowlat's protocol over the network (udp://, tcp://, eth://, xdp://): bind with this key
+    /// (the server must have the same) and tag every frame under keys derived from it, so no one
+    /// without the key can forge, alter or replay a call or a result. Not used over shm://,
+    /// whose rings are private to this process and a server that checked its credentials, nor
+    /// by ONC RPC. Read one with [`crate::read_psk_file`].
+    pub psk: Option<Psk>,
 }
 
 impl Default for ClientConfig {
@@ -47,6 +54,7 @@ impl Default for ClientConfig {
             onc_auth: None,
             onc_max_fragment: 1 << 20,
             checksum: true,
+            psk: None,
         }
     }
 }
@@ -90,6 +98,14 @@ pub struct ServerConfig {
     pub max_slots: u16,
     /// Sessions idle this long are dropped (within one and a half times this long).
     pub session_idle: Duration,
+    /// Sessions that make no call this long after binding are dropped (within one and a quarter
+    /// times this long), so that binds which are never used cannot fill the table.
+    pub unused_session_idle: Duration,
+    /// Sessions one source holds at once: an IP address over udp:// (whatever its ports), a
+    /// MAC address over eth:// and xdp://, a connection over tcp://. When the table is full, the
+    /// least recently used idle session (never-called ones first) makes room before a bind is
+    /// refused.
+    pub max_sessions_per_source: usize,
     /// Largest argument or result message.
     pub max_message: usize,
     /// Threads running long-running procedures.
@@ -100,10 +116,11 @@ pub struct ServerConfig {
     pub pin_cpu: Option<usize>,
     /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
     pub trace: bool,
-    /// ONC RPC only: refuse calls without AUTH_SYS credentials (AUTH_TOOWEAK).
+    /// ONC RPC only: refuse calls without AUTH_SYS credentials (AUTH_ERROR, AUTH_TOOWEAK, as
+    /// RFC 5531 has it for a flavour too weak; malformed credentials get AUTH_BADCRED).
     pub onc_require_auth_sys: bool,
-    /// ONC RPC only: when not empty, refuse AUTH_SYS callers whose uid is not listed
-    /// (AUTH_TOOWEAK). Implies `onc_require_auth_sys`.
+    /// ONC RPC only: when not empty, refuse AUTH_SYS callers whose uid is not listed (AUTH_ERROR,
+    /// AUTH_TOOWEAK). Implies `onc_require_auth_sys`.
     pub onc_allowed_uids: Vec<u32>,
     /// ONC RPC only: register with this machine's rpcbind when it runs (and unregister on clean
     /// shutdown).
@@ -118,6 +135,27 @@ pub struct ServerConfig {
     /// server) waits for the calls in progress to finish before answering the rest "may have
     /// executed".
     pub drain_timeout: Duration,
+    /// lowlat's protocol over the network (udp://, tcp://, eth://, xdp://): grant a binding
+    /// only to a client that proves this key, and tag every frame of its session. A client
+    /// without it, or with another, is refused at once ([`Error::KeyMismatch`]). Not used over
+    /// shm://, whose rings are private to two processes whose credentials the server checked,
+    /// nor by ONC RPC.
+    ///
+    /// [`Error::KeyMismatch`]: crate::Error::KeyMismatch
+    pub psk: Option<Psk>,
+    /// udp://, tcp://, onc+udp://, onc+tcp://: serve only sources in these blocks (every one,
+    /// when empty). Others are dropped silently, unread, as a firewall drops them: the server
+    /// neither reveals itself to a stranger nor answers an address a datagram may have forged.
+    /// A refused client sees its bind time out (udp) or its connection closed (tcp), and an ONC
+    /// RPC caller its call time out or its connection closed.
+    pub allow: Vec<Cidr>,
+    /// tcp:// and onc+tcp://: connections at once.
+    pub max_connections: usize,
+    /// tcp:// and onc+tcp://: connections at once from one IP address.
+    pub max_connections_per_source: usize,
+    /// tcp:// and onc+tcp://: a connection that has not bound (ONC RPC: has had no reply) this
+    /// long after it was accepted is closed.
+    pub bind_within: Duration,
 }
 
 impl Default for ServerConfig {
@@ -127,6 +165,8 @@ impl Default for ServerConfig {
             max_sessions: 1024,
             max_slots: 64,
             session_idle: Duration::from_secs(120),
+            unused_session_idle: Duration::from_secs(5),
+            max_sessions_per_source: 128,
             max_message: 4 << 20,
             workers: 4,
             worker_queue: 1024,
@@ -138,6 +178,50 @@ impl Default for ServerConfig {
             onc_drc_entries: 1024,
             checksum: true,
             drain_timeout: Duration::from_secs(5),
+            psk: None,
+            allow: Vec::new(),
+            max_connections: 4096,
+            max_connections_per_source: 256,
+            bind_within: Duration::from_secs(2),
         }
+    }
+}
+
+/// Reads a pre-shared key from `path`: the file's bytes are the key, less one trailing newline
+/// (so a key written by `openssl rand -hex 32 > FILE` or `head -c 32 /dev/urandom > FILE` both
+/// work), at least 16 bytes of it. Both ends must read the same bytes.
+pub fn read_psk_file(path: impl AsRef<std::path::Path>) -> Result<Psk, crate::Error> {
+    let path = path.as_ref();
+    let err = |reason: String| crate::Error::KeyFile { path: path.display().to_string(), reason };
+    let mut key = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    if key.ends_with(b"\n") {
+        key.pop();
+        if key.ends_with(b"\r") {
+            key.pop();
+        }
+    }
+    Psk::new(&key).map_err(|e| err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_files_lose_one_trailing_newline_and_must_be_long_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let text = read_psk_file(write("a", b"0123456789abcdef0123456789abcdef\n")).unwrap();
+        let same = read_psk_file(write("b", b"0123456789abcdef0123456789abcdef")).unwrap();
+        let cookie = lowlat_proto::wire::Cookie { epoch: 0, mac: [0; 16] };
+        assert_eq!(text.prove(b"r", &cookie), same.prove(b"r", &cookie), "the newline is not part of the key");
+        let e = read_psk_file(write("c", b"short\n")).unwrap_err().to_string();
+        assert!(e.contains("too short") && e.contains("/c"), "{e}");
+        let e = read_psk_file(dir.path().join("missing")).unwrap_err().to_string();
+        assert!(e.contains("missing"), "{e}");
     }
 }

@@ -1,11 +1,12 @@
 //! How other threads reach a serving thread: its doorbell (an eventfd it also waits on), its stop
-//! and drain flags, and what its drain did.
+//! and drain flags, what its drain did, and the board it publishes its counters on when asked.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::stats::StatsBoard;
 use crate::Error;
 
 /// Wakes a serving thread from another thread.
@@ -48,6 +49,8 @@ pub(crate) struct EndpointShared {
     pub state: AtomicU8,
     /// What the serving thread's drain did, written as it ends.
     pub drained: Mutex<Drained>,
+    /// Where the serving thread publishes its counters when asked.
+    pub stats: StatsBoard,
 }
 
 /// Serving.
@@ -90,7 +93,16 @@ impl EndpointShared {
             doorbell,
             state: AtomicU8::new(RUNNING),
             drained: Mutex::new(Drained::default()),
+            stats: StatsBoard::default(),
         }))
+    }
+
+    /// The serving thread's counters: asks for a copy, rings, and waits up to `patience` for it
+    /// (the last copy published, if the thread is busy for longer).
+    pub fn stats(&self, patience: std::time::Duration) -> crate::EndpointStats {
+        let n = self.stats.ask();
+        self.doorbell.ring();
+        self.stats.wait(n, patience)
     }
 
     /// Asks the serving thread to stop now, and wakes it.

@@ -107,6 +107,15 @@ pub enum Error {
     #[error("{uri}: the server has no room for another session; try again later or raise its --max-sessions")]
     TooManySessions { uri: String },
 
+    #[error("{uri}: the server holds as many sessions from this address as it allows one source; close some or raise its --max-sessions-per-source")]
+    SourceLimit { uri: String },
+
+    #[error("{uri}: {reason}")]
+    KeyMismatch { uri: String, reason: KeyMismatch },
+
+    #[error("pre-shared key file {path}: {reason}")]
+    KeyFile { path: String, reason: String },
+
     #[error("{uri}: the server refused the binding: {reason}")]
     BindRefused { uri: String, reason: String },
 
@@ -174,6 +183,31 @@ pub enum Error {
 
     #[error("program {program:#x} version {version} has no procedure named {name:?} (it has {known})")]
     NoSuchProcedure { program: u32, version: u32, name: String, known: String },
+}
+
+/// Why a binding with a pre-shared key, or without one, was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyMismatch {
+    /// The server requires a key; the client has none.
+    ServerRequiresKey,
+    /// The client has a key; the server has none.
+    ServerHasNoKey,
+    /// Both have keys, and they differ.
+    KeysDiffer,
+}
+
+impl std::fmt::Display for KeyMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KeyMismatch::ServerRequiresKey => {
+                "the server requires a pre-shared key and this client has none (give it the server's with --psk-file)"
+            }
+            KeyMismatch::ServerHasNoKey => {
+                "this client has a pre-shared key but the server is configured without one (drop --psk-file, or give the server the same key)"
+            }
+            KeyMismatch::KeysDiffer => "the server refused this client's pre-shared key: the two keys differ",
+        })
+    }
 }
 
 impl Error {

@@ -24,7 +24,11 @@
 //! above are what such stubs amount to.
 //!
 //! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
-//! procedures, their configurations and [`Error`]. Underneath: `lowlat-proto` (the sans-I/O
+//! procedures, their configurations and [`Error`]. A server gives strangers nothing before they
+//! prove they receive at their address (a cookie round on datagram transports), bounds what one
+//! source may hold, and with a pre-shared key ([`ServerConfig::psk`], [`ClientConfig::psk`],
+//! [`read_psk_file`]) authenticates binds and every frame; [`Server::stats`],
+//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did. Underneath: `lowlat-proto` (the sans-I/O
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
 //! never depend on the lab, the CLI or any code generator.
 
@@ -37,25 +41,26 @@ mod onc_client;
 mod server;
 mod service;
 mod serving;
+pub mod stats;
 pub mod trace;
 mod workers;
 
 pub use client::Client;
-pub use config::{CallOptions, ClientConfig, ServerConfig};
+pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
 pub use doorbell::Drained;
-pub use error::{CallSite, Error};
+pub use error::{CallSite, Error, KeyMismatch};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
 pub use lowlat_codec::OutBuf;
 /// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
 pub use lowlat_onc as onc;
 pub use lowlat_onc::AuthSys;
-pub use lowlat_proto::{ByteOrder, Execution, Session, MAX_ERROR_MESSAGE};
+pub use lowlat_proto::{ByteOrder, Execution, Psk, Session, MAX_ERROR_MESSAGE};
 pub use lowlat_sys::block_termination_signals;
-pub use lowlat_transport::SpinPolicy;
-pub use lowlat_transport::{Endpoint, Mac};
+pub use lowlat_transport::{Cidr, Endpoint, Mac, SpinPolicy};
 pub use server::{Server, ServerBuilder};
 pub use service::{CallContext, Handler, ProcError, Program};
+pub use stats::{ClientStats, EndpointStats};
 
 /// A result that did not have the expected shape: the simplest decoding error, for hand-written
 /// stubs (generated code has its own, richer ones).

@@ -133,6 +133,7 @@ impl OncClient {
             max_frame: if self.tcp { self.cfg.onc_max_fragment as u32 } else { MAX_DATAGRAM as u32 },
             generation: 0,
             reliable: self.tcp,
+            keyed: false,
         }
     }
 

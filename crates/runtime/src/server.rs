@@ -16,7 +16,7 @@ use crate::driver;
 use crate::service::Services;
 use crate::serving::{self, Context};
 use crate::workers::{self, Workers};
-use crate::{Endpoint, Error, Program, ServerConfig};
+use crate::{Endpoint, EndpointStats, Error, Program, ServerConfig};
 
 /// How long a stop whose time ran out waits for the threads to answer what they hold and end.
 const STOP_GRACE: Duration = Duration::from_millis(100);
@@ -73,6 +73,7 @@ impl ServerBuilder {
                 shared: shared.clone(),
                 workers: queue.clone(),
                 seed: random_seed()?,
+                secret: random_secret()?,
             };
             let thread = serving::start(transport, format!("lowlat-{}", endpoint.scheme()), ctx)?;
             server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
@@ -89,6 +90,13 @@ impl Server {
     /// The URIs served, with real port numbers where 0 was asked for.
     pub fn local_uris(&self) -> Vec<String> {
         self.endpoints.iter().map(|e| e.uri.clone()).collect()
+    }
+
+    /// Each endpoint's counters, with its URI (as [`local_uris`](Self::local_uris) gives it):
+    /// read from its serving thread, exact as of the moment it answers. A thread busy for over
+    /// a second in a procedure of its own gives the copy it published last.
+    pub fn stats(&self) -> Vec<(String, EndpointStats)> {
+        self.endpoints.iter().map(|e| (e.uri.clone(), e.shared.stats(std::time::Duration::from_secs(1)))).collect()
     }
 
     /// Serves until the process ends.
@@ -186,6 +194,13 @@ impl Drop for Server {
 /// 64 random bits from the kernel, for an engine's seed.
 pub(crate) fn random_seed() -> Result<u64, Error> {
     lowlat_sys::random::u64().map_err(|e| Error::io("draw a random seed", e))
+}
+
+/// 32 random bytes from the kernel, for a server's secret (cookie keys, session tokens).
+pub(crate) fn random_secret() -> Result<[u8; 32], Error> {
+    let mut secret = [0u8; 32];
+    lowlat_sys::random::fill(&mut secret).map_err(|e| Error::io("draw a random secret", e))?;
+    Ok(secret)
 }
 
 #[cfg(test)]

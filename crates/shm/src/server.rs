@@ -308,6 +308,8 @@ pub struct ShmServer {
     path: PathBuf,
     /// (device, inode) of the socket file we created: removed on drop only if still ours.
     file_id: (u64, u64),
+    /// Bindings closed because their client broke the rings (a corrupt index or record).
+    corrupt: u64,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -352,6 +354,7 @@ impl ShmServer {
             listener,
             path,
             file_id,
+            corrupt: 0,
         })
     }
 
@@ -772,6 +775,9 @@ impl ShmServer {
         let Some(b) = self.slots[index as usize].take() else {
             return;
         };
+        if matches!(why, ShmError::Ring(crate::RingError::Corrupt { .. })) {
+            self.corrupt += 1;
+        }
         if let Some(pos) = self.active.iter().position(|&i| i == index) {
             self.active.swap_remove(pos);
         }
@@ -788,6 +794,11 @@ impl ShmServer {
         handler.closed(b.id, &why);
         // Dropping `b` unmaps the segment and closes the socket and doorbell.
         drop(b);
+    }
+
+    /// Bindings closed so far because their client broke the rings (a hostile or crashed peer).
+    pub fn corrupt_bindings(&self) -> u64 {
+        self.corrupt
     }
 
     /// The credentials of a live binding's client.

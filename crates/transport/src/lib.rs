@@ -5,11 +5,13 @@
 //! waits the same way ([`wait::Spinner`]: spin, then block), so RPC and raw ping-pong over one
 //! transport are compared like for like.
 
+pub mod allow;
 pub mod endpoint;
 pub mod tcp;
 #[allow(unsafe_code)] // receiving into an initialised buffer through socket2
 pub mod udp;
 pub mod wait;
 
+pub use allow::{Cidr, CidrError};
 pub use endpoint::{BadMac, Endpoint, Mac, UriError};
 pub use wait::{SpinPolicy, Spinner};

@@ -9,11 +9,20 @@
 //! `epoll_wait(0)` and blocks in `epoll_wait(timeout)`, and never blocks on a write: output that
 //! does not fit in the socket is queued per connection and flushed when writable, and a peer that
 //! stops reading is disconnected once its queue passes a limit, so it cannot stall the others.
+//!
+//! Strangers cannot hold a server's connections: an endpoint takes at most
+//! [`TcpLimits::max_connections`] at once and [`TcpLimits::max_per_source`] from one IP address,
+//! closes a connection its owner has not [`establish`](TcpEndpoint::establish)ed (bound, for
+//! lowlat) within [`TcpLimits::establish_within`], and drops connections from outside its
+//! allowlist at once. Each limit hit is counted ([`TcpStats`]) and logged at most once per
+//! [`LOG_INTERVAL`].
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::allow::{allowed, Cidr};
 
 /// Bytes of the length prefix.
 pub const PREFIX: usize = 4;
@@ -251,6 +260,59 @@ struct Conn<F> {
     /// Output the socket did not take yet.
     queued: Vec<u8>,
     peer: SocketAddr,
+    /// When the connection is closed unless its owner has established it by then.
+    establish_by: Option<Instant>,
+}
+
+/// What an endpoint lets strangers hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// Connections at once.
+    pub max_connections: usize,
+    /// Connections at once from one IP address.
+    pub max_per_source: usize,
+    /// A connection not established (see [`TcpEndpoint::establish`]) this long after it was
+    /// accepted is closed; `None`: connections may linger.
+    pub establish_within: Option<Duration>,
+    /// Only connections from these blocks are served (every one, when empty).
+    pub allow: Vec<Cidr>,
+}
+
+impl Default for TcpLimits {
+    fn default() -> Self {
+        TcpLimits { max_connections: 4096, max_per_source: 256, establish_within: None, allow: Vec::new() }
+    }
+}
+
+/// What the limits refused, since the endpoint was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Connections closed at once: the endpoint held `max_connections`.
+    pub refused_total: u64,
+    /// Connections closed at once: their address held `max_per_source`.
+    pub refused_per_source: u64,
+    /// Connections closed for not being established in time.
+    pub unestablished_closed: u64,
+    /// Connections closed at once: their address is outside the allowlist.
+    pub not_allowed: u64,
+}
+
+/// A limit hit is logged at most this often (each kind on its own).
+pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs a limit's hits, at most once per [`LOG_INTERVAL`].
+#[derive(Debug, Default)]
+struct RateLog {
+    last: Option<Instant>,
+}
+
+impl RateLog {
+    fn note(&mut self, now: Instant, what: impl FnOnce() -> String) {
+        if self.last.is_none_or(|t| now.saturating_duration_since(t) >= LOG_INTERVAL) {
+            self.last = Some(now);
+            eprintln!("lowlat: {} (said at most once every {} s)", what(), LOG_INTERVAL.as_secs());
+        }
+    }
 }
 
 /// What the endpoint has for its owner.
@@ -283,6 +345,12 @@ pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     closed: Vec<ConnId>,
     /// Output queued for one peer beyond which it is disconnected.
     pub max_queued: usize,
+    limits: TcpLimits,
+    live: usize,
+    /// The earliest `establish_by` of a live connection (perhaps one closed since).
+    next_deadline: Option<Instant>,
+    pub stats: TcpStats,
+    logs: [RateLog; 4],
 }
 
 impl TcpEndpoint<LengthPrefix> {
@@ -314,6 +382,11 @@ impl<F: Framing> TcpEndpoint<F> {
             cursor: None,
             closed: Vec::new(),
             max_queued: 2 * max_frame + (1 << 20),
+            limits: TcpLimits::default(),
+            live: 0,
+            next_deadline: None,
+            stats: TcpStats::default(),
+            logs: Default::default(),
         };
         ep.epoll.add(ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
         Ok(ep)
@@ -321,6 +394,79 @@ impl<F: Framing> TcpEndpoint<F> {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Sets what strangers may hold (the defaults: [`TcpLimits::default`]).
+    pub fn with_limits(mut self, limits: TcpLimits) -> TcpEndpoint<F> {
+        self.limits = limits;
+        self
+    }
+
+    /// Marks a connection as its owner's (bound, for lowlat): it is no longer closed for
+    /// lingering.
+    #[inline]
+    pub fn establish(&mut self, id: &ConnId) {
+        if let Some(c) = self.conns.get_mut(id.index as usize).and_then(Option::as_mut) {
+            if c.generation == id.generation && c.establish_by.is_some() {
+                c.establish_by = None;
+            }
+        }
+    }
+
+    /// Whether a connection is established (or never had to be).
+    #[inline]
+    pub fn is_established(&self, id: &ConnId) -> bool {
+        self.conn(*id).is_none_or(|c| c.establish_by.is_none())
+    }
+
+    /// Closes the connections not established in time; when the next one is due.
+    fn close_lingering(&mut self, now: Instant) {
+        if self.next_deadline.is_none_or(|t| now < t) {
+            return;
+        }
+        let mut next = None;
+        let mut closed = 0;
+        for i in 0..self.conns.len() {
+            match self.conns[i].as_ref().and_then(|c| c.establish_by) {
+                Some(t) if t <= now => {
+                    self.close(i);
+                    closed += 1;
+                }
+                Some(t) => next = Some(next.map_or(t, |n: Instant| n.min(t))),
+                None => {}
+            }
+        }
+        self.next_deadline = next;
+        if closed > 0 {
+            self.stats.unestablished_closed += closed;
+            let (local, within) = (self.local, self.limits.establish_within.unwrap_or_default());
+            self.logs[2].note(now, || format!("tcp {local}: closed connections that did not bind within {within:?}"));
+        }
+    }
+
+    /// Whether a connection from `peer` may be taken now; counts and logs why not.
+    fn admit(&mut self, peer: &SocketAddr, now: Instant) -> bool {
+        let local = self.local;
+        if !allowed(&self.limits.allow, peer.ip()) {
+            self.stats.not_allowed += 1;
+            self.logs[3].note(now, || format!("tcp {local}: dropped connections from outside the allowlist ({peer})"));
+            return false;
+        }
+        if self.live >= self.limits.max_connections {
+            self.stats.refused_total += 1;
+            let max = self.limits.max_connections;
+            self.logs[0].note(now, || format!("tcp {local}: refused connections: {max} already open"));
+            return false;
+        }
+        let ip = peer.ip();
+        let of_source = self.conns.iter().flatten().filter(|c| c.peer.ip() == ip).count();
+        if of_source >= self.limits.max_per_source {
+            self.stats.refused_per_source += 1;
+            let max = self.limits.max_per_source;
+            self.logs[1].note(now, || format!("tcp {local}: refused connections from {ip}: {max} already open"));
+            return false;
+        }
+        true
     }
 
     /// Adds a descriptor whose readability should wake `block` (a shutdown or work doorbell).
@@ -338,9 +484,15 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn accept_all(&mut self) {
+        let now = Instant::now();
+        self.close_lingering(now);
         loop {
             match self.listener.accept() {
                 Ok((sock, peer)) => {
+                    // Dropped at once (closed: the peer sees its connection end).
+                    if !self.admit(&peer, now) {
+                        continue;
+                    }
                     if sock.set_nodelay(true).and_then(|_| sock.set_nonblocking(true)).is_err() {
                         continue;
                     }
@@ -353,15 +505,22 @@ impl<F: Framing> TcpEndpoint<F> {
                     };
                     self.generations = self.generations.wrapping_add(1);
                     let fd = sock.as_raw_fd();
+                    let establish_by = self.limits.establish_within.map(|d| now + d);
                     self.conns[index] = Some(Conn {
                         sock,
                         generation: self.generations,
                         reader: self.framing.clone(),
                         queued: Vec::new(),
                         peer,
+                        establish_by,
                     });
                     if self.epoll.add(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
                         self.conns[index] = None;
+                        continue;
+                    }
+                    self.live += 1;
+                    if let Some(t) = establish_by {
+                        self.next_deadline = Some(self.next_deadline.map_or(t, |n| n.min(t)));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -374,6 +533,7 @@ impl<F: Framing> TcpEndpoint<F> {
 
     fn close(&mut self, index: usize) {
         if let Some(c) = self.conns[index].take() {
+            self.live -= 1;
             self.epoll.delete(c.sock.as_raw_fd());
             self.closed.push(ConnId { index: index as u32, generation: c.generation });
         }
@@ -449,10 +609,23 @@ impl<F: Framing> TcpEndpoint<F> {
         }
     }
 
-    /// Blocks until something may be ready or the timeout passes.
+    /// Blocks until something may be ready or the timeout passes (or a connection's time to
+    /// be established runs out: it is closed, and reported by `try_next`).
     pub fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         if self.ready_at < self.ready_len || self.cursor.is_some() || !self.closed.is_empty() {
             return Ok(());
+        }
+        let mut timeout = timeout;
+        if self.next_deadline.is_some() {
+            let now = Instant::now();
+            self.close_lingering(now);
+            if !self.closed.is_empty() {
+                return Ok(());
+            }
+            if let Some(t) = self.next_deadline {
+                let left = t.saturating_duration_since(now);
+                timeout = Some(timeout.map_or(left, |d| d.min(left)));
+            }
         }
         self.fetch_ready(timeout)
     }
@@ -633,6 +806,66 @@ mod tests {
             let _ = tx.send(r.unwrap());
         });
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
+    }
+
+    /// Connections beyond the limits, from outside the allowlist, or not established in time
+    /// are closed (the peer reads the end of its stream), counted; the others are served.
+    #[test]
+    fn strangers_cannot_hold_connections() {
+        let limits = TcpLimits {
+            max_connections: 3,
+            max_per_source: 2,
+            establish_within: Some(Duration::from_millis(300)),
+            allow: vec!["127.0.0.0/30".parse().unwrap()],
+        };
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap().with_limits(limits);
+        let addr = ep.local_addr();
+        let from = |ip: &str| {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into()).unwrap();
+            s.connect(&addr.into()).unwrap();
+            let s: TcpStream = s.into();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s
+        };
+        let ended = |mut s: &TcpStream| matches!(s.read(&mut [0u8; 1]), Ok(0) | Err(_));
+        let mut out = Vec::new();
+        let pump = |ep: &mut TcpEndpoint, out: &mut Vec<u8>, ms: u64| {
+            let end = Instant::now() + Duration::from_millis(ms);
+            let mut events = Vec::new();
+            while Instant::now() < end {
+                if let Some(e) = ep.try_next(out).unwrap() {
+                    events.push(e);
+                }
+                ep.block(Some(Duration::from_millis(5))).unwrap();
+            }
+            events
+        };
+        let a1 = from("127.0.0.1");
+        let a2 = from("127.0.0.1");
+        let a3 = from("127.0.0.1"); // a third from one address
+        let b1 = from("127.0.0.2");
+        let c1 = from("127.0.0.3"); // a fourth in all
+        let d1 = from("127.0.0.9"); // outside the allowlist
+        pump(&mut ep, &mut out, 50);
+        for s in [&a3, &c1, &d1] {
+            assert!(ended(s), "closed at once");
+        }
+        assert_eq!((ep.stats.refused_per_source, ep.stats.refused_total, ep.stats.not_allowed), (1, 1, 1));
+        // a1 binds (its owner establishes it); the others linger and are closed.
+        (&a1).write_all(&2u32.to_le_bytes()).unwrap();
+        (&a1).write_all(b"hi").unwrap();
+        let events = pump(&mut ep, &mut out, 50);
+        let Some(TcpEvent::Frame(id)) = events.first() else { panic!("{events:?}") };
+        ep.establish(id);
+        let events = pump(&mut ep, &mut out, 500);
+        assert_eq!(events.iter().filter(|e| matches!(e, TcpEvent::Closed(_))).count(), 2, "{events:?}");
+        assert!(ended(&a2) && ended(&b1));
+        assert_eq!(ep.stats.unestablished_closed, 2);
+        ep.send(id, b"", b"ok");
+        let mut got = [0u8; 6];
+        (&a1).read_exact(&mut got).unwrap();
+        assert_eq!(&got[4..], b"ok", "the established one is still served");
     }
 
     #[test]

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::allow::{allowed, Cidr};
+
 /// Largest UDP payload over IPv4.
 pub const MAX_DATAGRAM: usize = 65_507;
 /// Socket buffer size asked for: room for a window of full-size fragments.
@@ -222,6 +224,8 @@ pub struct UdpEndpoint {
     sock: Socket,
     local: SocketAddr,
     checksum: bool,
+    allow: Vec<Cidr>,
+    not_allowed: u64,
 }
 
 impl UdpEndpoint {
@@ -229,7 +233,19 @@ impl UdpEndpoint {
         let sock = new_socket(&addr).map_err(|e| io_err("create UDP socket on", addr, e))?;
         sock.bind(&addr.into()).map_err(|e| io_err("bind UDP", addr, e))?;
         let local = sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
-        Ok(UdpEndpoint { sock, local, checksum: false })
+        Ok(UdpEndpoint { sock, local, checksum: false, allow: Vec::new(), not_allowed: 0 })
+    }
+
+    /// Serves only datagrams from these blocks (all, when empty); the others are dropped
+    /// unread and counted ([`not_allowed`](Self::not_allowed)).
+    pub fn with_allowlist(mut self, allow: Vec<Cidr>) -> UdpEndpoint {
+        self.allow = allow;
+        self
+    }
+
+    /// Datagrams dropped for coming from outside the allowlist.
+    pub fn not_allowed(&self) -> u64 {
+        self.not_allowed
     }
 
     /// Adds (and requires) a CRC32C after every datagram's payload, as
@@ -265,11 +281,15 @@ impl UdpEndpoint {
     }
 
     /// Receives one datagram's payload without blocking (one whose checksum fails is dropped).
-    pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+    pub fn try_recv_from(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
         loop {
             match recv_into(&self.sock, buf) {
                 Ok(Some((n, a))) => {
                     let Some(a) = a.as_socket() else { continue };
+                    if !allowed(&self.allow, a.ip()) {
+                        self.not_allowed += 1;
+                        continue;
+                    }
                     if !self.checksum {
                         return Ok(Some((n, a)));
                     }
@@ -302,7 +322,7 @@ mod tests {
 
     #[test]
     fn gathered_send_arrives_as_one_datagram() {
-        let server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let client = UdpChannel::connect(server.local_addr()).unwrap();
         assert!(client.max_datagram() >= 1472);
         client.send(b"head", b"body").unwrap();
@@ -331,7 +351,7 @@ mod tests {
     /// checksum, or one sent without it is dropped and counted, and the next good one taken.
     #[test]
     fn checksummed_datagrams_arrive_whole_and_damaged_ones_are_dropped() {
-        let server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap().with_checksum(true);
+        let mut server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap().with_checksum(true);
         let client = UdpChannel::connect(server.local_addr()).unwrap().with_checksum(true);
         assert_eq!(server.max_datagram(), MAX_DATAGRAM - CRC_LEN);
         let mut buf = vec![0u8; MAX_DATAGRAM];
@@ -361,6 +381,24 @@ mod tests {
         assert_eq!(&buf[..got], b"payload", "the damaged ones were skipped");
         assert!(checksum_failures() >= before + 3);
         assert_eq!(server.try_recv_from(&mut buf).unwrap(), None);
+    }
+
+    /// Datagrams from outside the allowlist are dropped unread and counted; the rest arrive.
+    #[test]
+    fn an_allowlist_drops_strangers() {
+        let mut server = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap())
+            .unwrap()
+            .with_allowlist(vec!["127.0.0.2/32".parse().unwrap()]);
+        let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let friend = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+        stranger.send_to(b"no", server.local_addr()).unwrap();
+        friend.send_to(b"yes", server.local_addr()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut buf = [0u8; 16];
+        let (n, from) = server.try_recv_from(&mut buf).unwrap().unwrap();
+        assert_eq!((&buf[..n], from), (&b"yes"[..], friend.local_addr().unwrap()));
+        assert_eq!(server.try_recv_from(&mut buf).unwrap(), None);
+        assert_eq!(server.not_allowed(), 1);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpS
 use lowlat_sys::poll_readable;
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
 /// lowlat's header magic and the offset of its slot field.
@@ -186,5 +187,19 @@ impl<S: FrameSocket> ServerTransport for FrameServer<S> {
 
     fn local_uri(&self) -> String {
         format!("{}://{}/{}", self.scheme, self.sock.iface().name, self.sock.mac())
+    }
+
+    fn reliable(&self) -> bool {
+        false
+    }
+
+    /// An Ethernet peer's source is its MAC address.
+    fn source(peer: &Mac) -> u128 {
+        peer.0.iter().fold(0u128, |s, b| s << 8 | u128::from(*b))
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let s = self.sock.stats();
+        into.checksum_failures += s.rx_bad_crc.load(std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -10,11 +10,13 @@
 //! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`, and an arm in
 //! [`open_channel`] and [`open_server`].
 
+use std::hash::Hash;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use crate::stats::EndpointStats;
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
 pub(crate) mod eth;
@@ -42,6 +44,11 @@ pub(crate) trait ClientChannel: Send {
     fn max_frame(&self) -> usize;
     /// Whether the transport delivers every frame, in order (no retransmission needed).
     fn reliable(&self) -> bool;
+    /// Whether the channel is private to this process and a server that checked its
+    /// credentials (shared memory): frames there carry no tags, and no key is sent.
+    fn private(&self) -> bool {
+        false
+    }
 }
 
 /// What a frame-receiving transport received.
@@ -79,7 +86,7 @@ pub(crate) trait FrameHandler<A> {
 
 /// One server endpoint's transport.
 pub(crate) trait ServerTransport: Send {
-    type Addr: Copy + Eq + Send + std::fmt::Debug + 'static;
+    type Addr: Copy + Eq + Hash + Send + std::fmt::Debug + 'static;
     /// Takes the next frame without blocking and hands it to `handler` at once, before
     /// returning (over shared memory, where it lies in the call ring). `buf` is the loop's
     /// receive buffer, for transports that copy frames out.
@@ -90,6 +97,26 @@ pub(crate) trait ServerTransport: Send {
     fn max_frame(&self) -> usize;
     /// The URI clients should use (with the real port when 0 was asked for).
     fn local_uri(&self) -> String;
+    /// Whether it delivers every frame, in order (TCP, shared memory): the server decides from
+    /// this, never from what a client says.
+    fn reliable(&self) -> bool;
+    /// Whether its peers are processes whose credentials were checked, over channels no one
+    /// else sees (shared memory): no cookie round, no key, no tags.
+    fn private(&self) -> bool {
+        false
+    }
+    /// The source whose share of sessions a peer's count against (see
+    /// `ServerConfig::max_sessions_per_source`).
+    fn source(peer: &Self::Addr) -> u128;
+    /// Adds the transport's own counters (checksum failures, refused connections, ...).
+    fn count(&self, _into: &mut EndpointStats) {}
+}
+
+/// Each peer address a source of its own.
+pub(crate) fn each_peer<A: Hash>(peer: &A) -> u128 {
+    let mut h = std::hash::DefaultHasher::new();
+    peer.hash(&mut h);
+    std::hash::Hasher::finish(&h) as u128
 }
 
 /// [`ServerTransport::serve_next`] for a transport that receives frames into `buf`: hands
@@ -202,32 +229,33 @@ pub(crate) fn open_server(
 ) -> Result<AnyServer, Error> {
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
     match endpoint {
-        Endpoint::Udp { host_port } => {
-            Ok(AnyServer::Udp(udp::UdpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, cfg.checksum)?))
-        }
+        Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(
+            uri,
+            endpoint.scheme(),
+            resolve(uri, host_port)?,
+            cfg.checksum,
+            &cfg.allow,
+        )?)),
         Endpoint::Tcp { host_port } => {
             let framing = tcp::lowlat_framing(cfg.max_message);
-            Ok(AnyServer::Tcp(tcp::TcpServer::bind(
-                uri,
-                endpoint.scheme(),
-                resolve(uri, host_port)?,
-                framing,
-                doorbell,
-            )?))
+            let server =
+                tcp::TcpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbell, cfg)?;
+            Ok(AnyServer::Tcp(server.established_by_sessions()))
         }
-        Endpoint::OncUdp { host, port } => {
-            Ok(AnyServer::OncUdp(udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, false)?))
-        }
+        Endpoint::OncUdp { host, port } => Ok(AnyServer::OncUdp(udp::UdpServer::bind(
+            uri,
+            endpoint.scheme(),
+            onc_addr(host, *port)?,
+            false,
+            &cfg.allow,
+        )?)),
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.
             let framing = tcp::RecordMarking::new(cfg.max_message, usize::MAX);
-            Ok(AnyServer::OncTcp(tcp::TcpServer::bind(
-                uri,
-                endpoint.scheme(),
-                onc_addr(host, *port)?,
-                framing,
-                doorbell,
-            )?))
+            Ok(AnyServer::OncTcp(
+                tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
+                    .established_by(tcp::onc_accepted),
+            ))
         }
         Endpoint::Shm { path } => {
             Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))

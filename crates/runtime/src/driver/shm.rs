@@ -14,7 +14,8 @@ use std::time::Duration;
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
 
-use super::{ClientChannel, FrameHandler, Polled, Served, ServerTransport};
+use super::{each_peer, ClientChannel, FrameHandler, Polled, Served, ServerTransport};
+use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
 fn to_io(e: ShmError) -> io::Error {
@@ -81,6 +82,10 @@ impl ClientChannel for ShmClient {
     }
 
     fn reliable(&self) -> bool {
+        true
+    }
+
+    fn private(&self) -> bool {
         true
     }
 }
@@ -159,5 +164,21 @@ impl ServerTransport for ShmServerTransport {
 
     fn local_uri(&self) -> String {
         format!("shm://{}", self.path.display())
+    }
+
+    fn reliable(&self) -> bool {
+        true
+    }
+
+    fn private(&self) -> bool {
+        true
+    }
+
+    fn source(peer: &BindingId) -> u128 {
+        each_peer(peer)
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        into.corrupt_bindings += self.srv.corrupt_bindings();
     }
 }

@@ -11,20 +11,70 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
-use lowlat_proto::HEADER_LEN;
+use lowlat_proto::{ErrorCode, Kind, HEADER_LEN, TAG_LEN};
 use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
-use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, PREFIX};
+use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
 
-use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
-use crate::{ClientConfig, Error};
+use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use crate::stats::EndpointStats;
+use crate::{ClientConfig, Error, ServerConfig};
 
 /// Room for an ONC RPC reply's header (a verifier may take 400 bytes) beside a message of results.
 pub(crate) const ONC_HEADER_ROOM: usize = 512;
 
-/// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header).
+/// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header and,
+/// on a keyed session, the tag).
 pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
-    LengthPrefix::new(max_message + HEADER_LEN)
+    LengthPrefix::new(max_message + HEADER_LEN + TAG_LEN)
+}
+
+/// The sessions granted on an endpoint, for establishing the connections a client's other slots
+/// open (and call on without binding): the latest token granted for each session index. A
+/// connection whose first frames name one of them is its owner's, even before any answer (a
+/// long-running procedure's may take longer than the time to bind).
+#[derive(Default)]
+pub(crate) struct Granted(std::collections::HashMap<u16, u64>);
+
+impl Granted {
+    /// Notes the grant in `head`, if it is one.
+    fn note(&mut self, head: &[u8]) {
+        if head.len() >= HEADER_LEN && head[..2] == *b"Ll" && head[3] == Kind::BindOk.to_u8() {
+            let token = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+            self.0.insert((token >> 32) as u16, token);
+        }
+    }
+
+    /// Whether `frame` names a session granted here.
+    fn names_one(&self, frame: &[u8]) -> bool {
+        frame.len() >= HEADER_LEN && frame[..2] == *b"Ll" && {
+            let token = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
+            self.0.get(&((token >> 32) as u16)) == Some(&token)
+        }
+    }
+}
+
+/// Whether the frame whose header is `head` shows its connection's peer holds a session (a
+/// grant, or any answer in a session the server knows: a client's other slots call on
+/// connections they never bound on): the connection is then established. A stranger gets only
+/// cookies, refusals and "unknown session".
+pub(crate) fn lowlat_grant(head: &[u8]) -> bool {
+    if head.len() < HEADER_LEN || head[..2] != *b"Ll" {
+        return false;
+    }
+    let kind = Kind::from_u8(head[3]);
+    let code = u32::from_le_bytes([head[20], head[21], head[22], head[23]]);
+    match kind {
+        Kind::BindRetry | Kind::BindRefused => false,
+        Kind::Error => ErrorCode::from_u32(code) != ErrorCode::UnknownSession,
+        _ => true,
+    }
+}
+
+/// Whether the ONC RPC reply whose header is `head` was accepted (MSG_ACCEPTED): its
+/// connection is then established (a denied caller's is not).
+pub(crate) fn onc_accepted(head: &[u8]) -> bool {
+    head.get(8..12) == Some(&[0, 0, 0, 0])
 }
 
 /// ONC RPC's record marking: records of at most `max_record` bytes read, sent in fragments of at
@@ -119,22 +169,50 @@ pub(crate) struct TcpServer<F: Framing> {
     max_frame: usize,
     /// The scheme clients use: `tcp` or `onc+tcp`.
     scheme: &'static str,
+    /// Whether a frame sent (its header) establishes the connection it goes on (a lowlat
+    /// grant; any ONC RPC reply).
+    establishes: fn(&[u8]) -> bool,
+    /// lowlat only: the sessions granted, so that a connection calling in one is established.
+    granted: Option<Granted>,
 }
 
 impl<F: Framing> TcpServer<F> {
-    /// Serves frames of at most `framing`'s maximum; `doorbell` wakes the serving thread.
+    /// Serves frames of at most `framing`'s maximum, within the limits of `cfg`; `doorbell`
+    /// wakes the serving thread. Any frame sent establishes a connection, unless
+    /// [`established_by`](Self::established_by) says otherwise.
     pub fn bind(
         uri: &str,
         scheme: &'static str,
         addr: SocketAddr,
         framing: F,
         doorbell: RawFd,
+        cfg: &ServerConfig,
     ) -> Result<TcpServer<F>, Error> {
         // Frames carry a whole message (a bind request is far smaller than any maximum).
         let max_frame = framing.max_frame();
-        let ep = TcpEndpoint::bind_framed(addr, framing).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        let limits = TcpLimits {
+            max_connections: cfg.max_connections,
+            max_per_source: cfg.max_connections_per_source,
+            establish_within: Some(cfg.bind_within),
+            allow: cfg.allow.clone(),
+        };
+        let ep = TcpEndpoint::bind_framed(addr, framing)
+            .map_err(|e| Error::io(format!("{uri}: serve"), e))?
+            .with_limits(limits);
         ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
-        Ok(TcpServer { ep, max_frame, scheme })
+        Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true, granted: None })
+    }
+
+    /// Establishes a connection only when a frame whose header passes `grants` goes on it.
+    pub fn established_by(mut self, grants: fn(&[u8]) -> bool) -> TcpServer<F> {
+        self.establishes = grants;
+        self
+    }
+
+    /// lowlat's rule: established by an answer within a session (see [`lowlat_grant`]), or by a
+    /// frame naming a session granted on this endpoint.
+    pub fn established_by_sessions(self) -> TcpServer<F> {
+        TcpServer { granted: Some(Granted::default()), ..self.established_by(lowlat_grant) }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -154,10 +232,21 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
         let got = self.try_recv(buf)?;
+        if let (Some(Received::Frame { from, .. }), Some(granted)) = (&got, &self.granted) {
+            if !self.ep.is_established(from) && granted.names_one(buf) {
+                self.ep.establish(from);
+            }
+        }
         Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
+        if (self.establishes)(head) {
+            self.ep.establish(to);
+            if let Some(g) = self.granted.as_mut() {
+                g.note(head);
+            }
+        }
         self.ep.send(to, head, body);
     }
 
@@ -172,5 +261,21 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn local_uri(&self) -> String {
         format!("{}://{}", self.scheme, self.ep.local_addr())
+    }
+
+    fn reliable(&self) -> bool {
+        true
+    }
+
+    /// Each connection its own source: the endpoint bounds connections per address.
+    fn source(peer: &ConnId) -> u128 {
+        each_peer(peer)
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let s = self.ep.stats;
+        into.connections_refused += s.refused_total + s.refused_per_source;
+        into.connections_unbound_closed += s.unestablished_closed;
+        into.not_allowed += s.not_allowed;
     }
 }

@@ -9,9 +9,11 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_sys::poll_readable;
-use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::udp::{checksum_failures, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::Cidr;
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use crate::stats::EndpointStats;
 use crate::Error;
 
 pub(crate) struct UdpClient {
@@ -59,9 +61,15 @@ pub(crate) struct UdpServer {
 }
 
 impl UdpServer {
-    pub fn bind(uri: &str, scheme: &'static str, addr: SocketAddr, checksum: bool) -> Result<UdpServer, Error> {
+    pub fn bind(
+        uri: &str,
+        scheme: &'static str,
+        addr: SocketAddr,
+        checksum: bool,
+        allow: &[Cidr],
+    ) -> Result<UdpServer, Error> {
         let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
-        Ok(UdpServer { ep: ep.with_checksum(checksum), scheme })
+        Ok(UdpServer { ep: ep.with_checksum(checksum).with_allowlist(allow.to_vec()), scheme })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -99,5 +107,22 @@ impl ServerTransport for UdpServer {
 
     fn local_uri(&self) -> String {
         format!("{}://{}", self.scheme, self.ep.local_addr())
+    }
+
+    fn reliable(&self) -> bool {
+        false
+    }
+
+    /// A UDP peer's source is its IP address, whatever its port.
+    fn source(peer: &SocketAddr) -> u128 {
+        match peer.ip().to_canonical() {
+            std::net::IpAddr::V4(a) => u32::from(a) as u128,
+            std::net::IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        into.checksum_failures += checksum_failures();
+        into.not_allowed += self.ep.not_allowed();
     }
 }

@@ -3,32 +3,45 @@
 
 use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
-use lowlat_proto::{CallKey, ErrorCode, ServerEngine, Status, HEADER_LEN};
+use lowlat_proto::{CallKey, ErrorCode, ProgramVersions, ServerEngine, Status, HEADER_LEN};
 
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
-use crate::service::{self, CallContext, Route, RouteCache};
+use crate::service::{self, CallContext, Procedure, Route, RouteCache};
+use crate::stats::{self, EndpointStats};
 use crate::trace::{self, ServerTrace};
 use crate::workers::{Completions, Job};
 
 /// Serves lowlat's protocol over `t` until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
+    let cfg = &ctx.config;
+    let mut programs = ctx.services.versions();
+    if !programs.iter().any(|p| p.program == stats::PROGRAM) {
+        programs.push(ProgramVersions { program: stats::PROGRAM, low: 1, high: 1 });
+    }
     let engine_cfg = lowlat_proto::ServerConfig {
-        programs: ctx.services.versions(),
-        max_sessions: ctx.config.max_sessions,
-        max_slots: ctx.config.max_slots,
-        max_message: ctx.config.max_message.min(u32::MAX as usize) as u32,
+        programs,
+        max_sessions: cfg.max_sessions,
+        max_slots: cfg.max_slots,
+        max_message: cfg.max_message.min(u32::MAX as usize) as u32,
         max_frame: t.max_frame().min(u32::MAX as usize) as u32,
         window: lowlat_proto::MAX_WINDOW,
-        session_idle: ctx.config.session_idle,
+        session_idle: cfg.session_idle,
+        unused_idle: cfg.unused_session_idle,
+        max_sessions_per_source: cfg.max_sessions_per_source,
+        reliable: t.reliable(),
+        // Shared memory is private to processes whose credentials were checked: no key there.
+        psk: if t.private() { None } else { cfg.psk.clone() },
         seed: ctx.seed,
+        secret: ctx.secret,
+        ..lowlat_proto::ServerConfig::default()
     };
     let endpoint = LowlatEndpoint {
-        engine: ServerEngine::new(engine_cfg),
+        engine: ServerEngine::with_source(engine_cfg, T::source),
         ctx,
         completions: Completions::new(ctx.shared.clone()),
         finished: Vec::new(),
@@ -37,8 +50,25 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         in_pool: Vec::new(),
         refusing: false,
         drained: Drained::default(),
+        own: EndpointStats::default(),
+        sent: Sent::default(),
+        stats_proc: stats_procedure(ctx),
     };
     serve_loop(t, endpoint, ctx);
+}
+
+/// The stats program's procedure: run on the worker pool, it asks the serving thread (free
+/// meanwhile) for its counters and the transport's, as `Server::stats` does.
+fn stats_procedure(ctx: &Context) -> Procedure {
+    let shared = ctx.shared.clone();
+    Procedure {
+        name: "STATS",
+        handler: Arc::new(move |_, _, out| {
+            out.extend_from_slice(shared.stats(Duration::from_secs(2)).to_text().as_bytes());
+            Ok(())
+        }),
+        long_running: true,
+    }
 }
 
 /// The engine and the procedures. The engine reads no clock per call (it needs the time only for
@@ -61,6 +91,28 @@ struct LowlatEndpoint<'c, A> {
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
     drained: Drained,
+    /// The counters kept here rather than in the engine (plain numbers: one thread).
+    own: EndpointStats,
+    sent: Sent,
+    stats_proc: Procedure,
+}
+
+/// Frames and bytes sent.
+#[derive(Default)]
+struct Sent {
+    frames: u64,
+    bytes: u64,
+}
+
+impl Sent {
+    /// `out`, counting what goes through it.
+    fn counting<'a, A>(&'a mut self, out: &'a mut impl FnMut(&A, &[u8], &[u8])) -> impl FnMut(&A, &[u8], &[u8]) + 'a {
+        move |to, h, b| {
+            self.frames += 1;
+            self.bytes += (h.len() + b.len()) as u64;
+            out(to, h, b)
+        }
+    }
 }
 
 /// A call run, not yet answered, with its trace times.
@@ -70,29 +122,43 @@ struct Finished {
     times: [u64; 3],
 }
 
-impl<A> LowlatEndpoint<'_, A> {
-    fn trace(&self, key: CallKey, [received, dispatched, returned]: [u64; 3]) {
-        if self.ctx.config.trace {
-            trace::push_server_trace(ServerTrace {
-                token: key.token,
-                slot: key.slot,
-                call_no: key.call_no,
-                received,
-                dispatched,
-                returned,
-                replied: trace::now_ns(),
-            });
-        }
+fn push_trace(ctx: &Context, key: CallKey, [received, dispatched, returned]: [u64; 3]) {
+    if ctx.config.trace {
+        trace::push_server_trace(ServerTrace {
+            token: key.token,
+            slot: key.slot,
+            call_no: key.call_no,
+            received,
+            dispatched,
+            returned,
+            replied: trace::now_ns(),
+        });
     }
 }
 
-impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
+/// Counts a call's outcome by its error code.
+fn count_status(own: &mut EndpointStats, status: Status) {
+    let Status::Error(code) = status else { return };
+    *match code {
+        ErrorCode::UnknownProcedure => &mut own.errors_unknown_procedure,
+        ErrorCode::GarbageArgs => &mut own.errors_garbage_args,
+        ErrorCode::TooLarge => &mut own.errors_too_large,
+        ErrorCode::Busy => &mut own.busy,
+        ErrorCode::ServerError | ErrorCode::UnknownSession | ErrorCode::Unknown(_) => &mut own.errors_server_error,
+    } += 1;
+}
+
+impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
-        let ctx = self.ctx;
+        let LowlatEndpoint {
+            engine, ctx, completions, deferred, routes, in_pool, refusing, drained, own, sent, stats_proc, ..
+        } = self;
+        let ctx: &Context = ctx;
         let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };
         let received = now_ns();
-        let engine = &mut self.engine;
-        let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
+        own.frames_in += 1;
+        own.bytes_in += frame.len() as u64;
+        let out = &mut sent.counting(out);
         // A call sent whole over a reliable channel is recognised by its header; anything else
         // goes through the engine's general decode.
         let call = match engine.take_whole_call(from, frame) {
@@ -113,42 +179,53 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
         };
         // Bytes of the result the procedure wrote into `lent`, after room for the header.
         let mut placed = None;
-        let status = match self.routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
-            _ if self.refusing => {
-                self.drained.refused += 1;
+        let route = match routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
+            Route::Missing if call.program == stats::PROGRAM && call.proc_no == stats::STATS => {
+                Route::Worker(stats_proc)
+            }
+            r => r,
+        };
+        let status = match route {
+            _ if *refusing => {
+                drained.refused += 1;
                 call.reply.extend_from_slice(STOPPING_REASON.as_bytes());
                 Status::Error(ErrorCode::Busy)
             }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) if lent.len() >= HEADER_LEN => {
                 let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
+                own.executed += 1;
                 let status = service::run(p, &cctx, call.args, &mut reply);
                 placed = reply.placed();
                 status
             }
-            Route::Inline(p) => service::run(p, &cctx, call.args, &mut call.reply.into()),
+            Route::Inline(p) => {
+                own.executed += 1;
+                service::run(p, &cctx, call.args, &mut call.reply.into())
+            }
             Route::Worker(p) => {
-                let job = Job {
-                    proc: p.clone(),
-                    ctx: cctx,
-                    args: call.args.to_vec(),
-                    reply_to: self.completions.reply_to(key),
-                };
+                let job =
+                    Job { proc: p.clone(), ctx: cctx, args: call.args.to_vec(), reply_to: completions.reply_to(key) };
                 match ctx.workers.try_send(job) {
                     Ok(()) => {
-                        self.in_pool.push(key);
+                        own.executed += 1;
+                        in_pool.push(key);
                         return 0;
                     }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
                 }
             }
         };
+        count_status(own, status);
         let times = [received, dispatched, now_ns()];
         match placed {
             Some(n) => match engine.finish_placed(key, status, n) {
                 Some(head) => {
                     lent[..HEADER_LEN].copy_from_slice(&head);
-                    self.trace(key, times);
+                    // Sent by the transport from where it lies: counted here.
+                    own.frames_out += 1;
+                    own.bytes_out += (HEADER_LEN + n) as u64;
+                    push_trace(ctx, key, times);
                     return HEADER_LEN + n;
                 }
                 None => {
@@ -156,34 +233,35 @@ impl<A: Copy + Eq + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
                 }
             },
             None if !lent.is_empty() => {
-                self.deferred = Some(Finished { key, status, times });
+                *deferred = Some(Finished { key, status, times });
                 return 0;
             }
             None => {
                 engine.finish(key, status, out);
             }
         }
-        self.trace(key, times);
+        push_trace(ctx, key, times);
         0
     }
 
     fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, out: &mut O) {
         if let Some(f) = self.deferred.take() {
-            self.engine.finish(f.key, f.status, &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b));
-            self.trace(f.key, f.times);
+            self.engine.finish(f.key, f.status, &mut self.sent.counting(out));
+            push_trace(self.ctx, f.key, f.times);
         }
     }
 }
 
-impl<A: Copy + Eq + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
+impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         self.completions.take(&mut self.finished);
-        let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
+        let out = &mut self.sent.counting(out);
         for (key, status, reply) in self.finished.drain(..) {
             if let Some(i) = self.in_pool.iter().position(|k| *k == key) {
                 self.in_pool.swap_remove(i);
                 self.drained.completed += u64::from(self.refusing);
             }
+            count_status(&mut self.own, status);
             self.engine.finish_with(key, status, &reply, out);
         }
     }
@@ -197,9 +275,10 @@ impl<A: Copy + Eq + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
     }
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
-        let out = &mut |to: &A, h: &[u8; HEADER_LEN], b: &[u8]| out(to, h, b);
+        let out = &mut self.sent.counting(out);
         let n = self.in_pool.len() as u64;
         for key in self.in_pool.drain(..) {
+            self.own.errors_server_error += 1;
             self.engine.finish_with(key, Status::Error(ErrorCode::ServerError), ABANDONED_REASON.as_bytes(), out);
         }
         n
@@ -219,5 +298,45 @@ impl<A: Copy + Eq + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
 
     fn forget_peer(&mut self, peer: &A) {
         self.engine.forget_peer(peer);
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let e = &self.engine.stats;
+        let own = &self.own;
+        let r = &e.refused;
+        let mine = EndpointStats {
+            sessions_open: self.engine.session_count() as u64,
+            sessions_expired: e.sessions_expired,
+            sessions_reclaimed: e.sessions_reclaimed,
+            sessions_closed: e.sessions_closed,
+            binds_granted: e.binds_granted,
+            binds_repeated: e.binds_repeated,
+            binds_refused: r.total(),
+            refused_unknown_program: r.unknown_program,
+            refused_version: r.version,
+            refused_protocol: r.protocol,
+            refused_malformed: r.malformed,
+            refused_full: r.full,
+            refused_source_limit: r.source_limit,
+            refused_key_required: r.key_required,
+            refused_key_not_expected: r.key_not_expected,
+            refused_bad_key: r.bad_key,
+            cookies_issued: e.cookies_issued,
+            cookies_rejected: e.cookies_rejected,
+            calls: e.calls,
+            duplicates: e.duplicates,
+            working: e.working,
+            stale: e.stale,
+            retransmits_received: e.retransmits_received,
+            fragments_received: e.fragments_received,
+            errors_too_large: own.errors_too_large + e.too_large,
+            unknown_session: e.unknown_session,
+            malformed: e.malformed,
+            mac_failures: e.mac_failures,
+            frames_out: own.frames_out + self.sent.frames,
+            bytes_out: own.bytes_out + self.sent.bytes,
+            ..*own
+        };
+        *into = mine.plus(into);
     }
 }

@@ -20,6 +20,7 @@ use lowlat_transport::Spinner;
 use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING};
 use crate::driver::{AnyServer, FrameHandler, Polled, ServerTransport};
 use crate::service::Services;
+use crate::stats::EndpointStats;
 use crate::workers::Job;
 use crate::{Error, ServerConfig};
 
@@ -35,6 +36,8 @@ pub(crate) struct Context {
     /// The seed of the endpoint engine's randomness (session tokens, cache hashing), from the
     /// kernel.
     pub seed: u64,
+    /// The server's secret: cookie keys and the random bits of session tokens.
+    pub secret: [u8; 32],
 }
 
 /// A protocol as the serving loop drives it: frames in (as a [`FrameHandler`]), the results the
@@ -58,6 +61,16 @@ pub(crate) trait Protocol<A>: FrameHandler<A> {
     fn handle_timeout(&mut self, _now: Instant) {}
     /// A peer's connection closed (stream transports).
     fn forget_peer(&mut self, _peer: &A) {}
+    /// Adds the protocol's counters (engine, dispatch, bytes).
+    fn count(&self, into: &mut EndpointStats);
+}
+
+/// The endpoint's counters now: the protocol's and the transport's.
+pub(crate) fn counters<T: ServerTransport, P: Protocol<T::Addr>>(t: &T, protocol: &P) -> EndpointStats {
+    let mut c = EndpointStats::default();
+    protocol.count(&mut c);
+    t.count(&mut c);
+    c
 }
 
 /// Starts serving `transport` on a thread of its own, with lowlat's protocol or, on the `Onc*`
@@ -161,7 +174,12 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
         match got {
             Ok(Some(Ready::Served)) => {}
             Ok(Some(Ready::Closed(peer))) => protocol.forget_peer(&peer),
-            Ok(Some(Ready::Doorbell)) => protocol.complete(&mut |to, h, b| t.send(to, h, b)),
+            Ok(Some(Ready::Doorbell)) => {
+                protocol.complete(&mut |to, h, b| t.send(to, h, b));
+                if shared.stats.wanted() {
+                    shared.stats.publish(counters(&t, &protocol));
+                }
+            }
             Ok(None) if draining && protocol.in_pool() == 0 => {
                 end_drain(shared, protocol.drained());
                 return;

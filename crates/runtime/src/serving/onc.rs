@@ -25,6 +25,7 @@ use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
+use crate::stats::EndpointStats;
 use crate::workers::{Completions, Job};
 use crate::CallSite;
 
@@ -53,8 +54,18 @@ where
         in_pool: Vec::new(),
         refusing: false,
         drained: Drained::default(),
+        own: OncCounters::default(),
     };
     serve_loop(t, endpoint, ctx);
+}
+
+/// An ONC RPC endpoint's counters: its engine's (calls, duplicates answered from the cache,
+/// refusals) and its dispatch's.
+#[derive(Default)]
+struct OncCounters {
+    executed: u64,
+    busy: u64,
+    errors: u64,
 }
 
 struct OncEndpoint<'c, A: Eq + Hash + Copy> {
@@ -72,6 +83,7 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
     drained: Drained,
+    own: OncCounters,
 }
 
 /// A call as the log names it: its context and its procedure's name.
@@ -162,6 +174,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
             }
             Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
             Route::Inline(p) => {
+                self.own.executed += 1;
                 let status = service::run(p, &ctx, call.args, &mut (&mut *call.results).into());
                 if status != Status::Ok {
                     self.log.note(&self.uri, called, status, call.results);
@@ -173,6 +186,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
                 let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
                 match self.ctx.workers.try_send(job) {
                     Ok(()) => {
+                        self.own.executed += 1;
                         self.in_pool.push((key, called));
                         return 0;
                     }
@@ -180,6 +194,11 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
                 }
             }
         };
+        match status {
+            Status::Error(ErrorCode::Busy) => self.own.busy += 1,
+            Status::Error(_) => self.own.errors += 1,
+            Status::Ok => {}
+        }
         self.engine.finish(key, accept_status(status), out);
         0
     }
@@ -196,6 +215,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
                 self.drained.completed += u64::from(self.refusing);
             }
             if status != Status::Ok {
+                self.own.errors += 1;
                 self.log.note(&self.uri, called, status, &result);
             }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
@@ -223,6 +243,17 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
 
     fn drained(&self) -> Drained {
         self.drained
+    }
+
+    fn count(&self, into: &mut EndpointStats) {
+        let e = &self.engine.stats;
+        into.calls += e.calls;
+        into.duplicates += e.duplicates;
+        into.binds_refused += e.refused;
+        into.malformed += e.malformed;
+        into.executed += self.own.executed;
+        into.busy += self.own.busy;
+        into.errors_server_error += self.own.errors;
     }
 }
 

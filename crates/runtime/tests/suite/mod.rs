@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, Error, Execution, Program, Server, ServerConfig, SpinPolicy};
+use lowlat::{Client, ClientConfig, Error, Execution, KeyMismatch, Program, Psk, Server, ServerConfig, SpinPolicy};
 use lowlat_eth::testhosts::{self, TestHosts};
 
 use crate::common::{bytes, lab_program_in, Encoding, Lab, MINUS, PROG};
@@ -648,6 +648,67 @@ pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
     server.expect("serving").shutdown();
 }
 
+/// A pre-shared key of the suite's (`n` picks one of several).
+fn psk(n: u8) -> Psk {
+    Psk::new(&[n; 32]).unwrap()
+}
+
+/// With a pre-shared key, every lab procedure works at the edge sizes (frames tagged both ways,
+/// multi-fragment messages included) and the counters show not one tag failed; a client without
+/// the key, with another, or with one where the server has none is refused at once with the
+/// typed error that says which. Over shm:// keys are not used (the rings are private to two
+/// processes whose credentials the server checked): every client binds. ONC RPC takes no key.
+pub fn keyed_bindings_work_and_key_mismatches_are_refused_at_once(t: &'static Transport) {
+    if t.caps.xdr {
+        return;
+    }
+    let Some(env) = Env::new(t) else { return };
+    let (server, uri) = env.serve(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let private = t.scheme == "shm";
+    let u = uri.clone();
+    env.on_client(60, move || {
+        let cfg = |key: Option<Psk>| ClientConfig {
+            psk: key,
+            bind_timeout: Duration::from_secs(2),
+            ..ClientConfig::default()
+        };
+        let client = Client::connect_with(&u, PROG, 1, cfg(Some(psk(1)))).unwrap();
+        assert_eq!(client.session().keyed, !private, "whether frames carry tags");
+        let frame = one_frame(&client, Encoding::Native);
+        let mut sizes = vec![0, 1, frame - 1, frame, frame + 1, 100_000];
+        sizes.retain(|&n| n <= client.max_message());
+        Lab::new(&client).check(1, &sizes);
+        assert_eq!(client.stats().mac_failures, 0);
+        for (key, want) in [(None, KeyMismatch::ServerRequiresKey), (Some(psk(2)), KeyMismatch::KeysDiffer)] {
+            let begun = Instant::now();
+            let got = Client::connect_with(&u, PROG, 1, cfg(key));
+            if private {
+                assert!(got.is_ok(), "shm binds whatever the key: {:?}", got.err());
+                continue;
+            }
+            let e = got.unwrap_err();
+            assert!(matches!(&e, Error::KeyMismatch { reason, .. } if *reason == want), "{e}");
+            assert!(begun.elapsed() < Duration::from_secs(1), "refused at once, not after a timeout: {e}");
+            assert!(!e.may_have_executed());
+        }
+    });
+    let stats = &server.stats()[0].1;
+    assert_eq!(stats.mac_failures, 0, "{stats:?}");
+    if !private {
+        assert_eq!((stats.refused_key_required, stats.refused_bad_key), (1, 1), "{stats:?}");
+    }
+    server.shutdown();
+    let (open, uri) = env.serve(ServerConfig::default());
+    env.on_client(10, move || {
+        let cfg = ClientConfig { psk: Some(psk(1)), ..ClientConfig::default() };
+        match Client::connect_with(&uri, PROG, 1, cfg) {
+            Ok(c) => assert!(private && !c.session().keyed),
+            Err(e) => assert!(matches!(e, Error::KeyMismatch { reason: KeyMismatch::ServerHasNoKey, .. }), "{e}"),
+        }
+    });
+    open.shutdown();
+}
+
 /// Set in the environment of the process [`steady_state_calls_do_not_allocate`] runs itself in.
 const ALLOC_CHILD: &str = "LOWLAT_CONFORMANCE_ALLOC_CHILD";
 
@@ -769,6 +830,10 @@ macro_rules! conformance {
             #[test]
             fn restarted_server_is_used_by_the_same_client() {
                 suite::restarted_server_is_used_by_the_same_client(&T)
+            }
+            #[test]
+            fn keyed_bindings_work_and_key_mismatches_are_refused_at_once() {
+                suite::keyed_bindings_work_and_key_mismatches_are_refused_at_once(&T)
             }
             #[test]
             fn steady_state_calls_do_not_allocate() {

@@ -83,7 +83,8 @@ impl Handler for Echo {
 pub struct EchoServer {
     pub counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<(), ShmError>>>,
+    /// The serving thread; returns the bindings the server closed as corrupt.
+    thread: Option<JoinHandle<Result<u64, ShmError>>>,
 }
 
 impl EchoServer {
@@ -92,8 +93,16 @@ impl EchoServer {
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = ShmServer::bind(path, config).expect("bind");
         let (c, s) = (counters.clone(), stop.clone());
-        let thread = std::thread::spawn(move || server.run(&mut Echo(c), &s));
+        let thread = std::thread::spawn(move || server.run(&mut Echo(c), &s).map(|()| server.corrupt_bindings()));
         EchoServer { counters, stop, thread: Some(thread) }
+    }
+
+    /// Stops the server; returns how many bindings it closed because their client broke the
+    /// rings.
+    pub fn stop(mut self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        let t = self.thread.take().expect("running");
+        t.join().expect("server thread panicked").expect("server failed")
     }
 
     /// Waits (bounded) until `f` holds.

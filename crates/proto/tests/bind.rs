@@ -1,0 +1,407 @@
+//! Binding against strangers, frames handed over directly: the stateless cookie round, the
+//! pre-shared key (proof at bind, a tag on every frame), the limits on sessions (unused ones
+//! expire, a full table reclaims idle ones, one source holds a bounded share), and the typed
+//! refusals a client gets at once.
+
+use std::time::{Duration, Instant};
+
+use lowlat_proto::wire::{
+    flags, BindRefusal, BindRequest, ByteOrder, Cookie, BIND_COOKIE, BIND_RELIABLE, PROTOCOL_VERSION,
+};
+use lowlat_proto::*;
+
+const PROGRAM: u32 = 0x2000_4C4C;
+
+type Frames = Vec<Vec<u8>>;
+
+fn frame(h: &[u8], b: &[u8]) -> Vec<u8> {
+    [h, b].concat()
+}
+
+fn server(cfg: ServerConfig) -> ServerEngine<u16> {
+    ServerEngine::new(ServerConfig {
+        programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
+        seed: 21,
+        secret: [0x42; 32],
+        ..cfg
+    })
+}
+
+fn request(nonce: u64) -> BindRequest {
+    BindRequest {
+        program: PROGRAM,
+        version: 1,
+        proto_min: PROTOCOL_VERSION,
+        proto_max: PROTOCOL_VERSION,
+        byte_order: ByteOrder::native(),
+        flags: 0,
+        max_message: 1 << 20,
+        max_frame: 1472,
+        slots: 2,
+        window: 8,
+        nonce,
+    }
+}
+
+/// Feeds `frames` from `from`; returns what the server sent back (calls are left running).
+fn deliver(s: &mut ServerEngine<u16>, from: u16, frames: &[Vec<u8>], now: Instant) -> Frames {
+    let mut back = Frames::new();
+    for f in frames {
+        let _ = s.handle(from, f, || now, &mut |_, h, b| back.push(frame(h, b)));
+    }
+    back
+}
+
+/// Binds from `from` with `nonce` (and `psk`) through every round the server asks for; returns
+/// the outcome and the rounds it took.
+fn bind_from(
+    s: &mut ServerEngine<u16>,
+    from: u16,
+    req: BindRequest,
+    psk: Option<Psk>,
+    now: Instant,
+) -> (Result<Bound, BindError>, usize) {
+    let cfg = ClientConfig::default();
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
+    let mut to_server = Frames::new();
+    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+    for round in 1..=5 {
+        let replies = deliver(s, from, &std::mem::take(&mut to_server), now);
+        for r in &replies {
+            if let Some(outcome) = binder.handle(r, now, &mut |h, b| to_server.push(frame(h, b))) {
+                return (outcome, round);
+            }
+        }
+    }
+    panic!("no outcome within five rounds");
+}
+
+fn bind(s: &mut ServerEngine<u16>, from: u16, nonce: u64, psk: Option<Psk>, now: Instant) -> Result<Bound, BindError> {
+    bind_from(s, from, request(nonce), psk, now).0
+}
+
+/// Sends one call of `args` on `slot`; returns the frames it sent.
+fn call(slot: &mut ClientSlot, args: &[u8], now: Instant) -> Frames {
+    slot.args_buf().extend_from_slice(args);
+    let mut sent = Frames::new();
+    slot.start(1, now, now + Duration::from_secs(1), &mut |h, b| sent.push(frame(h, b))).unwrap();
+    sent
+}
+
+/// Delivers a call's frames; runs it (the result is its arguments reversed) and returns the
+/// replies and how many times the procedure ran.
+fn serve(s: &mut ServerEngine<u16>, from: u16, frames: &[Vec<u8>], now: Instant) -> (Frames, usize) {
+    let mut back = Frames::new();
+    let mut ran = 0;
+    for f in frames {
+        let mut out = |_: &u16, h: &[u8], b: &[u8]| back.push(frame(h, b));
+        if let Some(c) = s.handle(from, f, || now, &mut out) {
+            let key = c.key;
+            let r: Vec<u8> = c.args.iter().rev().copied().collect();
+            c.reply.extend_from_slice(&r);
+            ran += 1;
+            assert!(s.finish(key, Status::Ok, &mut out));
+        }
+    }
+    (back, ran)
+}
+
+fn kind(f: &[u8]) -> Kind {
+    Header::parse(f).unwrap().0.kind
+}
+
+fn psk(b: u8) -> Psk {
+    Psk::new(&[b; 32]).unwrap()
+}
+
+#[test]
+fn a_first_bind_gets_a_cookie_and_leaves_no_state() {
+    let mut s = server(ServerConfig::default());
+    let now = Instant::now();
+    let bind = frame(&Header { call_no: 5, ..Header::new(Kind::Bind) }.to_bytes(), &request(5).emit());
+    for peer in 0..1000u16 {
+        let back = deliver(&mut s, peer, std::slice::from_ref(&bind), now);
+        assert_eq!(back.len(), 1);
+        assert_eq!(kind(&back[0]), Kind::BindRetry);
+        assert!(back[0].len() < bind.len(), "a retry is smaller than the bind it answers");
+        assert_eq!(Header::parse(&back[0]).unwrap().0.call_no, 5);
+    }
+    assert_eq!(s.session_count(), 0);
+    assert_eq!(s.buffered_bytes(), 0);
+    assert_eq!((s.stats.cookies_issued, s.stats.binds_granted), (1000, 0));
+    // The honest client answers the round and is bound: one round trip more than before.
+    let (got, rounds) = bind_from(&mut s, 7, request(9), None, now);
+    assert!(got.is_ok(), "{got:?}");
+    assert_eq!(rounds, 2);
+    assert_eq!(s.session_count(), 1);
+}
+
+#[test]
+fn only_a_valid_cookie_from_its_own_address_makes_a_session() {
+    let mut s = server(ServerConfig { cookie_period: Duration::from_secs(60), ..ServerConfig::default() });
+    let t0 = Instant::now();
+    let first = frame(&Header::new(Kind::Bind).to_bytes(), &request(3).emit());
+    let retry = deliver(&mut s, 1, &[first], t0).remove(0);
+    let cookie = Cookie::parse(&retry[HEADER_LEN..]).unwrap();
+    let with_cookie = |c: Cookie| {
+        let mut req = request(3);
+        req.flags = BIND_COOKIE;
+        frame(&Header::new(Kind::Bind).to_bytes(), &[&req.emit()[..], &c.emit()].concat())
+    };
+    // Another address (a spoofer who saw the cookie go by), a forged MAC, an expired cookie:
+    // each gets a fresh cookie, never a session.
+    let mut forged = cookie;
+    forged.mac[0] ^= 0x80;
+    for (from, c, at) in [(2, cookie, t0), (1, forged, t0), (1, cookie, t0 + Duration::from_secs(120))] {
+        let back = deliver(&mut s, from, &[with_cookie(c)], at);
+        assert_eq!(kind(&back[0]), Kind::BindRetry);
+        assert_eq!(s.session_count(), 0);
+    }
+    assert_eq!(s.stats.cookies_rejected, 3);
+    // The real one, late in the next period, and its retransmission: one session.
+    let late = t0 + Duration::from_secs(100);
+    let ok = deliver(&mut s, 1, &[with_cookie(cookie), with_cookie(cookie)], late);
+    assert_eq!(ok.iter().map(|f| kind(f)).collect::<Vec<_>>(), [Kind::BindOk, Kind::BindOk]);
+    assert_eq!(Header::parse(&ok[0]).unwrap().0.token, Header::parse(&ok[1]).unwrap().0.token);
+    assert_eq!((s.session_count(), s.stats.binds_granted, s.stats.binds_repeated), (1, 1, 1));
+}
+
+#[test]
+fn a_reliable_transport_binds_in_one_round_unless_keyed() {
+    let now = Instant::now();
+    let mut tcp = server(ServerConfig { reliable: true, ..ServerConfig::default() });
+    let mut req = request(1);
+    req.flags = BIND_RELIABLE;
+    req.max_frame = u32::MAX;
+    let (got, rounds) = bind_from(&mut tcp, 1, req, None, now);
+    assert!(got.unwrap().session.reliable);
+    assert_eq!(rounds, 1);
+    // A key needs the server's nonce: the cookie round brings it.
+    let mut keyed = server(ServerConfig { reliable: true, psk: Some(psk(1)), ..ServerConfig::default() });
+    let (got, rounds) = bind_from(&mut keyed, 1, req, Some(psk(1)), now);
+    assert!(got.unwrap().session.keyed);
+    assert_eq!(rounds, 2);
+    // Over datagrams the server decides from its own transport, whatever the client claims.
+    let mut udp = server(ServerConfig::default());
+    let (got, rounds) = bind_from(&mut udp, 1, req, None, now);
+    assert_eq!(rounds, 2);
+    assert!(got.is_ok());
+}
+
+#[test]
+fn old_clients_are_refused_with_a_protocol_mismatch_they_understand() {
+    let mut s = server(ServerConfig::default());
+    let mut req = request(1);
+    (req.proto_min, req.proto_max) = (1, 1);
+    let back = deliver(&mut s, 1, &[frame(&Header::new(Kind::Bind).to_bytes(), &req.emit())], Instant::now());
+    assert_eq!(kind(&back[0]), Kind::BindRefused);
+    let r = BindRefusal::parse(&back[0][HEADER_LEN..]).unwrap().0;
+    assert_eq!(r, Refusal::ProtocolMismatch { low: 2, high: 2 });
+    assert_eq!(s.stats.refused.protocol, 1);
+}
+
+#[test]
+fn key_mismatches_are_refused_at_once() {
+    let now = Instant::now();
+    let mut keyed = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    // No key: refused on the first bind, before any cookie round.
+    let refused = |(r, rounds): (Result<Bound, BindError>, usize)| (r.unwrap_err(), rounds);
+    assert_eq!(refused(bind_from(&mut keyed, 1, request(1), None, now)), (BindError::Refused(Refusal::KeyRequired), 1));
+    // Another key: refused once the proof can be checked.
+    let got = refused(bind_from(&mut keyed, 1, request(2), Some(psk(2)), now));
+    assert_eq!(got, (BindError::Refused(Refusal::BadKey), 2));
+    assert_eq!(keyed.session_count(), 0);
+    // A key where the server has none.
+    let mut open = server(ServerConfig::default());
+    let got = refused(bind_from(&mut open, 1, request(3), Some(psk(1)), now));
+    assert_eq!(got, (BindError::Refused(Refusal::KeyNotExpected), 1));
+    let r = keyed.stats.refused;
+    assert_eq!((r.key_required, r.bad_key, r.total()), (1, 1, 2));
+    // The right key: bound, keyed.
+    assert!(bind(&mut keyed, 1, 4, Some(psk(1)), now).unwrap().session.keyed);
+}
+
+#[test]
+fn keyed_frames_cannot_be_forged_altered_or_replayed() {
+    let now = Instant::now();
+    let mut s = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let bound = bind(&mut s, 1, 1, Some(psk(1)), now).unwrap();
+    let mut slot = ClientSlot::new(bound.session, 0, ClientConfig::default()).with_keys(bound.keys.clone());
+    let sent = call(&mut slot, b"abc", now);
+    assert_eq!(sent[0].len(), HEADER_LEN + TAG_LEN + 3, "header, tag, body");
+    assert_ne!(Header::parse(&sent[0]).unwrap().0.flags & flags::TAGGED, 0);
+
+    // Altered in flight (a byte of the body, of the header, of the tag), or sent without the
+    // tag: dropped, counted, never run.
+    for at in [HEADER_LEN + TAG_LEN + 1, 20, HEADER_LEN + 2] {
+        let mut f = sent[0].clone();
+        f[at] ^= 1;
+        assert_eq!(serve(&mut s, 1, &[f], now), (Frames::new(), 0), "byte {at}");
+    }
+    let mut untagged = sent[0].clone();
+    untagged.drain(HEADER_LEN..HEADER_LEN + TAG_LEN);
+    untagged[4] &= !flags::TAGGED;
+    assert_eq!(serve(&mut s, 1, &[untagged], now).1, 0);
+    assert_eq!(s.stats.mac_failures, 4);
+    assert_eq!(s.stats.calls, 0);
+
+    // The real frame runs once; its replay gets the saved result and runs nothing.
+    let (back, ran) = serve(&mut s, 1, &sent, now);
+    assert_eq!(ran, 1);
+    let nothing = &mut |_: &[u8], _: &[u8]| {};
+    assert_eq!(slot.handle(&back[0], || now, nothing), Some(Outcome::Reply(&b"cba"[..])));
+    let (again, ran) = serve(&mut s, 1, &sent, now);
+    assert_eq!((ran, s.stats.duplicates), (0, 1));
+    assert_eq!(slot.handle(&again[0], || now, nothing), None, "stale for the client too");
+
+    // A result altered on the way back is ignored by the client (its retransmission recovers).
+    let sent = call(&mut slot, b"xyz", now);
+    let (mut back, _) = serve(&mut s, 1, &sent, now);
+    back[0][HEADER_LEN + TAG_LEN] ^= 0xFF;
+    assert_eq!(slot.handle(&back[0], || now, nothing), None);
+    assert_eq!(slot.mac_failures, 1);
+    assert!(slot.is_active());
+
+    // A session made by a replayed bind after the first ended has other keys: frames
+    // recorded from the first are refused.
+    let mut s2 = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let first = bind(&mut s2, 1, 7, Some(psk(1)), now).unwrap();
+    let mut old = ClientSlot::new(first.session, 0, ClientConfig::default()).with_keys(first.keys);
+    let recorded = call(&mut old, b"once", now);
+    assert_eq!(serve(&mut s2, 1, &recorded, now).1, 1);
+    s2.handle_timeout(now + Duration::from_secs(200));
+    s2.handle_timeout(now + Duration::from_secs(400));
+    assert_eq!(s2.session_count(), 0);
+    let later = now + Duration::from_secs(400);
+    let again = bind(&mut s2, 1, 7, Some(psk(1)), later).unwrap();
+    assert_eq!(again.session.token >> 32, first.session.token >> 32, "the same table entry");
+    let mut replay = recorded[0].clone();
+    replay[8..16].copy_from_slice(&again.session.token.to_le_bytes());
+    assert_eq!(serve(&mut s2, 1, &[replay], later).1, 0);
+    assert_eq!(s2.stats.mac_failures, 1);
+}
+
+#[test]
+fn a_keyed_client_believes_the_servers_unknown_session_answer() {
+    let now = Instant::now();
+    let cfg = ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() };
+    let mut s = server(cfg.clone());
+    let bound = bind(&mut s, 1, 1, Some(psk(1)), now).unwrap();
+    let mut slot = ClientSlot::new(bound.session, 0, ClientConfig::default()).with_keys(bound.keys);
+    // The same server incarnation forgot the session: refused on the first transmission, so
+    // the call is known not to have run.
+    s.forget_peer(&1);
+    let mut fresh = server(cfg);
+    let sent = call(&mut slot, b"a", now);
+    let back = deliver(&mut fresh, 1, &sent, now);
+    assert_eq!(kind(&back[0]), Kind::Error);
+    let nothing = &mut |_: &[u8], _: &[u8]| {};
+    let got = slot.handle(&back[0], || now, nothing);
+    assert_eq!(got, Some(Outcome::Failed(CallError::SessionLost { restarted: false, retry_safe: true })));
+    // Forged without the key: ignored.
+    let sent = call(&mut slot, b"b", now);
+    let mut forged = deliver(&mut fresh, 1, &sent, now).remove(0);
+    forged[HEADER_LEN] ^= 1;
+    assert_eq!(slot.handle(&forged, || now, nothing), None);
+}
+
+#[test]
+fn sessions_that_never_call_expire_within_seconds() {
+    let t0 = Instant::now();
+    let mut s = server(ServerConfig { unused_idle: Duration::from_secs(5), ..ServerConfig::default() });
+    let idle = bind(&mut s, 1, 1, None, t0).unwrap();
+    let busy = bind(&mut s, 2, 2, None, t0).unwrap();
+    let mut slot = ClientSlot::new(busy.session, 0, ClientConfig::default());
+    assert_eq!(serve(&mut s, 2, &call(&mut slot, b"x", t0), t0).1, 1);
+    let mut t = t0;
+    while t < t0 + Duration::from_millis(6250) {
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+        if t < t0 + Duration::from_secs(5) {
+            assert_eq!(s.session_count(), 2, "gone before its time, at {:?}", t - t0);
+        }
+    }
+    assert_eq!(s.session_count(), 1, "the unused session went within 1.25 times its limit");
+    assert_eq!(s.stats.sessions_expired, 1);
+    let sent = call(&mut ClientSlot::new(idle.session, 0, ClientConfig::default()), b"y", t);
+    assert_eq!(serve(&mut s, 1, &sent, t).1, 0);
+    assert_eq!(s.stats.unknown_session, 1);
+}
+
+#[test]
+fn a_full_table_reclaims_idle_sessions_never_called_first() {
+    let t0 = Instant::now();
+    let mut s = server(ServerConfig { max_sessions: 3, ..ServerConfig::default() });
+    // A session that called, one that never did, one with a call running.
+    let called = bind(&mut s, 1, 1, None, t0).unwrap();
+    let mut c = ClientSlot::new(called.session, 0, ClientConfig::default());
+    serve(&mut s, 1, &call(&mut c, b"done", t0), t0);
+    let never = bind(&mut s, 2, 2, None, t0).unwrap();
+    let running = bind(&mut s, 3, 3, None, t0).unwrap();
+    let mut r = ClientSlot::new(running.session, 0, ClientConfig::default());
+    let sent = call(&mut r, b"slow", t0);
+    let key = s.handle(3, &sent[0], || t0, &mut |_, _, _| {}).expect("a call").key;
+
+    // Whether the server still knows `session` (a probe of an unknown one is answered with an
+    // error; of a known one with nothing here).
+    let known = |s: &mut ServerEngine<u16>, session: &Bound| {
+        let probe = Header { token: session.session.token, ..Header::new(Kind::Probe) };
+        deliver(s, 9, &[probe.to_bytes().to_vec()], t0).is_empty()
+    };
+    assert!(bind(&mut s, 4, 4, None, t0).is_ok());
+    assert_eq!(s.stats.sessions_reclaimed, 1);
+    assert!(!known(&mut s, &never), "the never-called session went first");
+    assert!(known(&mut s, &called) && known(&mut s, &running));
+    let fourth = bind(&mut s, 5, 5, None, t0).unwrap();
+    assert!(known(&mut s, &called), "a session that called outranks one that never did");
+    assert!(known(&mut s, &fourth));
+    // Now every idle session has called: the one quiet longest goes, never the running one.
+    let mut f = ClientSlot::new(fourth.session, 0, ClientConfig::default());
+    serve(&mut s, 5, &call(&mut f, b"hi", t0), t0);
+    assert!(bind(&mut s, 6, 6, None, t0).is_ok());
+    assert_eq!(s.stats.sessions_reclaimed, 3);
+    assert!(known(&mut s, &running));
+    assert!(s.finish_with(key, Status::Ok, b"", &mut |_, _, _| {}), "the running call was kept");
+    let mut all_busy = server(ServerConfig { max_sessions: 1, ..ServerConfig::default() });
+    let b = bind(&mut all_busy, 1, 1, None, t0).unwrap();
+    let sent = call(&mut ClientSlot::new(b.session, 0, ClientConfig::default()), b"z", t0);
+    assert!(all_busy.handle(1, &sent[0], || t0, &mut |_, _, _| {}).is_some());
+    assert_eq!(bind(&mut all_busy, 2, 2, None, t0).unwrap_err(), BindError::Refused(Refusal::TooManySessions));
+    assert_eq!(all_busy.stats.refused.full, 1);
+}
+
+#[test]
+fn one_source_holds_at_most_its_share() {
+    let t0 = Instant::now();
+    // Peers 0..100 share source 0 (one IP address, many ports); 100.. are sources of their own.
+    let mut s = ServerEngine::with_source(
+        ServerConfig {
+            programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
+            max_sessions: 16,
+            max_sessions_per_source: 4,
+            ..ServerConfig::default()
+        },
+        |p: &u16| if *p < 100 { 0 } else { *p as u128 },
+    );
+    // Sessions with a call running cannot be reclaimed: the fifth from the source is refused.
+    for p in 0..4u16 {
+        let b = bind(&mut s, p, p as u64, None, t0).unwrap();
+        let sent = call(&mut ClientSlot::new(b.session, 0, ClientConfig::default()), b"r", t0);
+        assert!(s.handle(p, &sent[0], || t0, &mut |_, _, _| {}).is_some());
+    }
+    assert_eq!(bind(&mut s, 4, 4, None, t0).unwrap_err(), BindError::Refused(Refusal::SourceLimit));
+    // Other sources are not held back by it.
+    for p in 100..112u16 {
+        assert!(bind(&mut s, p, p as u64, None, t0).is_ok(), "source {p}");
+    }
+    assert_eq!(s.stats.refused.source_limit, 1);
+    // A flood of binds that never call, from one source, churns only that source's share.
+    let mut flood = server(ServerConfig { max_sessions: 64, max_sessions_per_source: 8, ..ServerConfig::default() });
+    let honest = bind(&mut flood, 1, 1, None, t0).unwrap();
+    let mut slot = ClientSlot::new(honest.session, 0, ClientConfig::default());
+    for n in 0..1000u64 {
+        assert!(bind(&mut flood, 2, 1000 + n, None, t0).is_ok());
+    }
+    assert!(flood.session_count() <= 9);
+    assert_eq!(serve(&mut flood, 1, &call(&mut slot, b"still here", t0), t0).1, 1);
+}

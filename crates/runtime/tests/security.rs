@@ -1,0 +1,318 @@
+//! Bindings strangers cannot hijack, on real sockets: frames altered in flight are dropped by
+//! their tag and the calls complete after retransmission; replayed and forged calls never run;
+//! allowlists drop strangers; and the counters say exactly what happened.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lowlat::{Client, ClientConfig, Error, Program, Psk, Server, ServerConfig};
+use lowlat_relay::{Faults, Probability, RelayThread};
+
+const PROG: u32 = 0x2000_5EC0;
+/// Increments a server-wide counter and returns it: a call run twice shows.
+const COUNT: u32 = 1;
+
+fn psk() -> Psk {
+    Psk::new(b"thirty-two bytes of a shared key").unwrap()
+}
+
+/// The COUNT program and its counter.
+fn count_program() -> (Program, Arc<AtomicU64>) {
+    let counter = Arc::new(AtomicU64::new(0));
+    let c = counter.clone();
+    let p = Program::new(PROG, 1).procedure(COUNT, "COUNT", move |_, _, r| {
+        r.extend_from_slice(&(c.fetch_add(1, Ordering::SeqCst) + 1).to_ne_bytes());
+        Ok(())
+    });
+    (p, counter)
+}
+
+fn count(c: &Client) -> Result<u64, Error> {
+    c.call::<_, lowlat::DecodeError>(
+        COUNT,
+        |_| Ok(()),
+        |r| Ok(u64::from_ne_bytes(r.try_into().map_err(|_| lowlat::DecodeError::new("u64", r.len()))?)),
+    )
+}
+
+/// Timers for tests that count frames: no retransmission or acknowledgement on a quiet
+/// loopback within the test.
+fn patient() -> lowlat_proto::ClientConfig {
+    lowlat_proto::ClientConfig {
+        initial_rto: Duration::from_secs(2),
+        min_rto: Duration::from_secs(1),
+        ack_delay: Duration::from_secs(30),
+        ..lowlat_proto::ClientConfig::default()
+    }
+}
+
+/// The relay flips a bit in a fifth of the datagrams both ways, with the UDP checksum off at
+/// both ends: only the tags stand between the flips and the procedure. Every call completes,
+/// each ran exactly once, and both ends counted the frames whose tags failed.
+#[test]
+fn frames_altered_in_flight_are_dropped_and_the_calls_complete() {
+    let (program, counter) = count_program();
+    let cfg = ServerConfig { psk: Some(psk()), checksum: false, ..ServerConfig::default() };
+    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
+    let faults = Faults { corrupt: Probability::new(0.2).unwrap(), seed: 20261125, ..Faults::default() };
+    let relay = RelayThread::start("127.0.0.1:0".parse().unwrap(), target, faults).unwrap();
+    let cfg = ClientConfig { psk: Some(psk()), checksum: false, slots: 1, ..ClientConfig::default() };
+    // The bind itself may meet a flipped bit: a grant whose tag fails is ignored, and the
+    // bind is retransmitted.
+    let client = Client::connect_with(&format!("udp://{}", relay.addr()), PROG, 1, cfg).unwrap();
+    for i in 1..=300u64 {
+        assert_eq!(count(&client).unwrap(), i, "call {i} ran once, and its result arrived intact");
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 300);
+    let report = relay.stop().unwrap();
+    let s = server.stats()[0].1;
+    let c = client.stats();
+    assert!(report.to_target.corrupted > 20 && report.to_clients.corrupted > 20, "{report:?}");
+    assert!(s.mac_failures > 0 && c.mac_failures > 0, "server {s:?}, client {c:?}");
+    // Every flip that reached an engine was caught by a tag or by the header's checks.
+    let caught = s.mac_failures + s.malformed + s.unknown_session;
+    assert!(caught <= report.to_target.corrupted, "{s:?} {report:?}");
+    assert_eq!((s.calls, s.executed), (300, 300));
+    assert!(c.retransmissions > 0);
+}
+
+/// A forwarder between a client and a server that keeps every datagram the client sends, to
+/// replay them.
+struct Recorder {
+    addr: SocketAddr,
+    up: Arc<UdpSocket>,
+    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Recorder {
+    fn start(server: SocketAddr) -> Recorder {
+        let down = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let up = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        up.connect(server).unwrap();
+        for s in [&down, &*up] {
+            s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+        }
+        let (sent, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
+        let addr = down.local_addr().unwrap();
+        let thread = {
+            let (up, sent, stop) = (up.clone(), sent.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let mut client = None;
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = down.recv_from(&mut buf) {
+                        client = Some(from);
+                        sent.lock().unwrap().push(buf[..n].to_vec());
+                        let _ = up.send(&buf[..n]);
+                    }
+                    if let (Ok(n), Some(to)) = (up.recv(&mut buf), client) {
+                        let _ = down.send_to(&buf[..n], to);
+                    }
+                }
+            })
+        };
+        Recorder { addr, up, sent, stop, thread: Some(thread) }
+    }
+
+    /// The recorded call frames (kind 4), as sent (their CRC32C included).
+    fn calls(&self) -> Vec<Vec<u8>> {
+        self.sent.lock().unwrap().iter().filter(|d| d.len() >= 32 && d[3] == 4).cloned().collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// With the checksum on, a datagram's CRC32C after it is rewritten.
+fn recrc(d: &mut [u8]) {
+    let n = d.len() - 4;
+    let crc = crc32c::crc32c(&d[..n]);
+    d[n..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Waits until the server's counters satisfy `done` (the datagrams sent are on their way).
+fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> lowlat::EndpointStats {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = server.stats()[0].1;
+        if done(&s) || Instant::now() > end {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Calls recorded and sent again, from the client's address or another, are answered from
+/// the saved result or dropped, never run; a recorded call altered to look new (a later call
+/// number) fails its tag. The server's counters say exactly that.
+#[test]
+fn replayed_and_forged_calls_never_run_and_are_counted() {
+    let (program, counter) = count_program();
+    let cfg = ServerConfig { psk: Some(psk()), ..ServerConfig::default() };
+    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
+    let rec = Recorder::start(target);
+    let cfg = ClientConfig { psk: Some(psk()), slots: 1, engine: patient(), ..ClientConfig::default() };
+    let client = Client::connect_with(&format!("udp://{}", rec.addr), PROG, 1, cfg).unwrap();
+    for i in 1..=10 {
+        assert_eq!(count(&client).unwrap(), i);
+    }
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 10);
+    // The last call again, as the client sent it: its saved result is sent again.
+    rec.up.send(&calls[9]).unwrap();
+    // Every call again, from another address: the old ones are stale, the last a duplicate.
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for c in &calls {
+        stranger.send_to(c, target).unwrap();
+    }
+    // The first call, made to look like the next one: its tag no longer fits.
+    let mut forged = calls[0].clone();
+    forged[16..20].copy_from_slice(&11u32.to_le_bytes());
+    recrc(&mut forged);
+    stranger.send_to(&forged, target).unwrap();
+    let s = settle(&server, |s| s.duplicates + s.stale + s.mac_failures >= 12);
+    assert_eq!(counter.load(Ordering::SeqCst), 10, "nothing ran twice");
+    assert_eq!((s.calls, s.executed, s.duplicates, s.stale, s.mac_failures), (10, 10, 2, 9, 1), "{s:?}");
+    assert_eq!((s.binds_granted, s.cookies_issued, s.binds_refused, s.retransmits_received), (1, 1, 0, 0));
+    // The binding goes on.
+    assert_eq!(count(&client).unwrap(), 11);
+}
+
+/// Exact counters after a known sequence: one bind, twelve calls (two of them to a procedure
+/// the program lacks), a refused bind, and no retransmission.
+#[test]
+fn server_stats_report_exactly_what_happened() {
+    let (program, _) = count_program();
+    let server = Server::builder().program(program).serve(&["udp://127.0.0.1:0", "tcp://127.0.0.1:0"]).unwrap();
+    let uris = server.local_uris();
+    let cfg = ClientConfig { slots: 1, engine: patient(), ..ClientConfig::default() };
+    let udp = Client::connect_with(&uris[0], PROG, 1, cfg.clone()).unwrap();
+    for _ in 0..10 {
+        count(&udp).unwrap();
+    }
+    for _ in 0..2 {
+        let e = udp.call::<_, lowlat::DecodeError>(99, |_| Ok(()), |_| Ok(())).unwrap_err();
+        assert!(matches!(e, Error::UnknownProcedure { .. }), "{e}");
+    }
+    let e = Client::connect_with(&uris[0], PROG + 1, 1, cfg.clone()).unwrap_err();
+    assert!(matches!(e, Error::UnknownProgram { .. }), "{e}");
+    let stats = server.stats();
+    let (uri, s) = &stats[0];
+    assert_eq!(uri, &uris[0]);
+    assert_eq!(s.sessions_open, 1);
+    assert_eq!((s.binds_granted, s.binds_refused, s.refused_unknown_program, s.cookies_issued), (1, 1, 1, 1));
+    assert_eq!((s.calls, s.executed, s.errors_unknown_procedure), (12, 10, 2));
+    assert_eq!((s.duplicates, s.retransmits_received, s.busy, s.mac_failures), (0, 0, 0, 0));
+    // Frames in: two of the bind, twelve calls, and the refused bind; each answered.
+    assert_eq!((s.frames_in, s.frames_out), (15, 15), "{s:?}");
+    // The TCP endpoint saw nothing, and binds there take no cookie round.
+    assert_eq!(stats[1].1, lowlat::EndpointStats::default());
+    let tcp = Client::connect_with(&uris[1], PROG, 1, cfg).unwrap();
+    count(&tcp).unwrap();
+    let t = server.stats()[1].1;
+    assert_eq!((t.binds_granted, t.cookies_issued, t.calls, t.executed, t.sessions_open), (1, 0, 1, 1, 1));
+    let c = udp.stats();
+    assert_eq!((c.binds, c.calls, c.retransmissions, c.mac_failures), (1, 12, 0, 0));
+}
+
+/// Sources outside the allowlist are dropped unread, over every transport that takes one: a
+/// lowlat client's bind times out (udp) or finds its connection closed (tcp), an ONC RPC call
+/// times out (udp) or its connection closes (tcp); the counters say how many. Allowed sources
+/// are served.
+#[test]
+fn allowlists_drop_strangers_silently() {
+    let (program, _) = count_program();
+    let uris = ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"];
+    let elsewhere =
+        ServerConfig { allow: vec!["10.0.0.0/8".parse().unwrap()], onc_register: false, ..ServerConfig::default() };
+    let xdr = program.clone().xdr();
+    let server =
+        Server::builder().program(program.clone()).program(xdr.clone()).config(elsewhere).serve(&uris).unwrap();
+    let cfg = ClientConfig {
+        bind_timeout: Duration::from_millis(300),
+        deadline: Duration::from_millis(300),
+        ..ClientConfig::default()
+    };
+    for uri in server.local_uris() {
+        let begun = Instant::now();
+        let e = Client::connect_with(&uri, PROG, 1, cfg.clone()).and_then(|c| count(&c)).unwrap_err();
+        assert!(begun.elapsed() < Duration::from_secs(2), "{uri}: {e}");
+        match uri.split("://").next().unwrap() {
+            "udp" => assert!(matches!(e, Error::BindTimeout { .. }), "{uri}: {e}"),
+            "onc+udp" => assert!(matches!(e, Error::Timeout { .. }), "{uri}: {e}"),
+            _ => assert!(
+                matches!(e, Error::ServerNotRunning { .. } | Error::ConnectionLost { .. } | Error::Io { .. }),
+                "{uri}: {e}"
+            ),
+        }
+    }
+    for (uri, s) in server.stats() {
+        assert!(s.not_allowed >= 1, "{uri}: {s:?}");
+        assert_eq!((s.calls, s.binds_granted, s.cookies_issued), (0, 0, 0), "{uri}: nothing was read");
+    }
+    server.shutdown();
+    let here =
+        ServerConfig { allow: vec!["127.0.0.0/8".parse().unwrap()], onc_register: false, ..ServerConfig::default() };
+    let server = Server::builder().program(program).program(xdr).config(here).serve(&uris).unwrap();
+    for uri in server.local_uris() {
+        let c = Client::connect_with(&uri, PROG, 1, cfg.clone()).unwrap();
+        assert!(count(&c).unwrap() > 0, "{uri}");
+    }
+}
+
+/// A TCP connection that does not bind in time is closed, and counted.
+#[test]
+fn tcp_connections_that_do_not_bind_are_closed() {
+    use std::io::Read;
+    let (program, _) = count_program();
+    let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
+    let server = Server::builder().program(program).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
+    let addr = server.local_uris()[0].trim_start_matches("tcp://").to_string();
+    let mut idle = std::net::TcpStream::connect(&addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let begun = Instant::now();
+    assert!(matches!(idle.read(&mut [0u8; 8]), Ok(0) | Err(_)));
+    assert!(begun.elapsed() < Duration::from_secs(2), "closed after {:?}", begun.elapsed());
+    // A client that binds keeps its connection past the limit.
+    let c = Client::connect(&server.local_uris()[0], PROG, 1).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    count(&c).unwrap();
+    assert_eq!(server.stats()[0].1.connections_unbound_closed, 1);
+}
+
+/// A client's other slots open connections they never bind on: one whose first call runs
+/// longer than the time to bind is its owner's all the same (it names a session granted here).
+#[test]
+fn a_long_first_call_on_a_slots_own_connection_is_not_cut_off() {
+    let slow = Program::new(PROG, 1).long_running(2, "SLOW", |_, _, r| {
+        std::thread::sleep(Duration::from_millis(600));
+        r.extend_from_slice(b"done");
+        Ok(())
+    });
+    let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
+    let server = Server::builder().program(slow).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
+    let client = Arc::new(Client::connect(&server.local_uris()[0], PROG, 1).unwrap());
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call::<_, lowlat::DecodeError>(2, |_| Ok(()), |r| Ok(r.to_vec())))
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.join().unwrap().unwrap(), b"done");
+    }
+    let s = server.stats()[0].1;
+    assert_eq!((s.connections_unbound_closed, s.executed), (0, 3), "{s:?}");
+}

@@ -24,7 +24,7 @@ fn call_class(e: &Call) -> &'static str {
         Call::Timeout { .. } | Call::BindTimeout { .. } => "TimeoutError",
         Call::ServerNotRunning { .. } => "ServerNotRunningError",
         Call::ConnectionLost { .. } | Call::SessionLost { .. } | Call::ServerRestarted { .. } => "ConnectionLostError",
-        Call::UnknownProcedure { .. } => "UnknownProcedureError",
+        Call::UnknownProcedure { .. } | Call::NoSuchProcedure { .. } => "UnknownProcedureError",
         Call::GarbageArgs { .. } | Call::TooLarge { .. } | Call::Encode { .. } => "BadArgumentsError",
         Call::ServerError { .. }
         | Call::Busy { .. }
@@ -40,8 +40,10 @@ fn call_class(e: &Call) -> &'static str {
         | Call::BindRefused { .. }
         | Call::RpcMismatch { .. }
         | Call::AuthError { .. }
+        | Call::SourceLimit { .. }
+        | Call::KeyMismatch { .. }
         | Call::NotRegistered { .. } => "BindError",
-        Call::Io { .. } => "Error",
+        Call::Io { .. } | Call::KeyFile { .. } => "Error",
     }
 }
 

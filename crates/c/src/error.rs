@@ -61,7 +61,8 @@ pub enum lowlat_status {
     /// The result is longer than the caller's buffer: the needed length is in `*result_len`, and
     /// nothing was copied. The call has run; its result is lost.
     LOWLAT_E_BUFFER_TOO_SMALL = -22,
-    /// The server refused the call's credentials (ONC RPC).
+    /// The server refused the call's credentials (ONC RPC), or the pre-shared keys of the two ends
+    /// do not match (lowlat's protocol: one has none, or they differ).
     LOWLAT_E_AUTH = -23,
     /// rpcbind does not know where the program is (ONC RPC without a port).
     LOWLAT_E_NOT_REGISTERED = -24,
@@ -176,11 +177,11 @@ fn code(e: &runtime::Error) -> lowlat_status {
         E::UnknownProgram { .. } => LOWLAT_E_UNKNOWN_PROGRAM,
         E::VersionMismatch { .. } => LOWLAT_E_VERSION_MISMATCH,
         E::ProtocolMismatch { .. } | E::RpcMismatch { .. } => LOWLAT_E_PROTOCOL_MISMATCH,
-        E::TooManySessions { .. } => LOWLAT_E_TOO_MANY_SESSIONS,
+        E::TooManySessions { .. } | E::SourceLimit { .. } => LOWLAT_E_TOO_MANY_SESSIONS,
         E::BindRefused { .. } => LOWLAT_E_BIND_REFUSED,
         E::BindTimeout { .. } => LOWLAT_E_BIND_TIMEOUT,
         E::Timeout { .. } => LOWLAT_E_TIMEOUT,
-        E::UnknownProcedure { .. } => LOWLAT_E_UNKNOWN_PROCEDURE,
+        E::UnknownProcedure { .. } | E::NoSuchProcedure { .. } => LOWLAT_E_UNKNOWN_PROCEDURE,
         E::GarbageArgs { .. } => LOWLAT_E_GARBAGE_ARGS,
         E::ServerError { .. } => LOWLAT_E_SERVER_ERROR,
         E::Busy { .. } => LOWLAT_E_BUSY,
@@ -191,10 +192,10 @@ fn code(e: &runtime::Error) -> lowlat_status {
         E::Encode { .. } => LOWLAT_E_ENCODE,
         E::Decode { source, .. } if source.is::<ResultTooLong>() => LOWLAT_E_BUFFER_TOO_SMALL,
         E::Decode { .. } => LOWLAT_E_DECODE,
-        E::AuthError { .. } => LOWLAT_E_AUTH,
+        E::AuthError { .. } | E::KeyMismatch { .. } => LOWLAT_E_AUTH,
         E::NotRegistered { .. } => LOWLAT_E_NOT_REGISTERED,
         E::MalformedReply { .. } | E::UnknownRemoteError { .. } => LOWLAT_E_MALFORMED_REPLY,
-        E::Io { .. } => LOWLAT_E_IO,
+        E::Io { .. } | E::KeyFile { .. } => LOWLAT_E_IO,
     }
 }
 

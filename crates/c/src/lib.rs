@@ -14,6 +14,9 @@
 //! The library is named `lowlat`, like the runtime crate, so that C links it with `-llowlat`;
 //! Cargo.toml says how the two names are kept apart.
 
+// A C interface is unsafe by nature: every exported function takes raw pointers from C, and each
+// unsafe block states what it relies on the caller for.
+#![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 // The C names of the exported types (`lowlat_client`, ...) are those of the header.
 #![allow(non_camel_case_types)]

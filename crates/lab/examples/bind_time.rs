@@ -32,7 +32,7 @@ impl Path {
             lowlat::Endpoint::Eth { iface, peer: Some(mac) } => {
                 let sock =
                     lowlat_eth::EthSocket::open(&iface, lowlat_eth::EthConfig::default()).map_err(|e| e.to_string())?;
-                Ok(Path::Eth(sock, lowlat_eth::Mac(mac)))
+                Ok(Path::Eth(sock, mac))
             }
             _ => Err(format!("{uri}: give udp://HOST:PORT or eth://IFACE/SERVER-MAC")),
         }
@@ -119,6 +119,7 @@ fn main() -> Result<(), String> {
             match slot.handle(frame, Instant::now, &mut |h, b| out.push([h, b].concat())) {
                 Some(Outcome::Reply(_)) => break,
                 Some(Outcome::Failed(e)) => return Err(format!("null call: {e:?}")),
+                Some(Outcome::Remote { code, message }) => return Err(format!("null call: {code:?}: {message:?}")),
                 None => {}
             }
         }

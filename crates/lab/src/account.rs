@@ -132,7 +132,7 @@ pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f
             let t1 = Instant::now();
             // As the runtime does: a reliable channel's whole frames are recognised by their
             // headers first, everything else decoded.
-            let mut out = |_: &u32, h: &[u8; HEADER_LEN], b: &[u8]| put(&mut reply, h, b);
+            let mut out = |_: &u32, h: &[u8], b: &[u8]| put(&mut reply, h, b);
             let call = match server.take_whole_call(1, &frame) {
                 Some(call) => Some(call.key),
                 None => server.handle(1, &frame, || t1, &mut out).map(|call| call.key),

@@ -36,7 +36,7 @@ use crate::auth::{self, FrameKey, FrameKeys, Psk, ServerSecret, Side, Tag};
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::wire::{
     flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
-    BIND_KEYED, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
+    BIND_KEYED, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
 };
 use crate::MAX_WINDOW;
 

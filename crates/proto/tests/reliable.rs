@@ -166,7 +166,7 @@ fn an_errors_reason_reaches_the_client() {
             replies
         };
         let replies = fail(&mut slot, ErrorCode::ServerError, "insufficient funds: 3 < 5 €".as_bytes());
-        let nothing = &mut |_: &[u8; HEADER_LEN], _: &[u8]| {};
+        let nothing = &mut |_: &[u8], _: &[u8]| {};
         assert_eq!(
             slot.handle(&replies[0], Instant::now, nothing),
             Some(Outcome::Remote { code: ErrorCode::ServerError, message: Ok("insufficient funds: 3 < 5 €") }),
@@ -310,7 +310,7 @@ fn whole_calls_are_taken_by_their_header() {
         let replies = finish(&mut server, key, &result);
         assert_eq!(slot.take_whole_result(&replies[0]), Some(&result[..]));
         assert!(server.take_whole_call(PEER, &calls[0]).is_none(), "a finished call is not taken again");
-        let silent = &mut |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| panic!("a stale repeat was answered");
+        let silent = &mut |_: &u8, _: &[u8], _: &[u8]| panic!("a stale repeat was answered");
         assert!(server.handle(PEER, &calls[0], Instant::now, silent).is_none(), "nor run again by handle");
     }
     assert_eq!(server.stats.calls, 5);
@@ -360,7 +360,7 @@ fn other_call_frames_are_left_to_the_general_path() {
     assert_eq!(server.stats.calls, 1, "nothing was taken");
     // The general path still serves a call it can read (here: a call number ahead of the one
     // expected, which a client may send after giving up on a call).
-    let mut out = |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| {};
+    let mut out = |_: &u8, _: &[u8], _: &[u8]| {};
     let call = server.handle(PEER, &skipped_ahead, Instant::now, &mut out).expect("handle runs it");
     assert_eq!(call.args, b"arguments");
     let key = call.key;
@@ -382,7 +382,7 @@ fn an_unreliable_session_never_takes_the_call_fast_path() {
     let (mut server, mut slot) = bound(false);
     let calls = call_frames(&mut slot, b"arguments");
     assert!(server.take_whole_call(PEER, &calls[0]).is_none(), "retransmitted calls need `handle`");
-    let mut out = |_: &u8, _: &[u8; HEADER_LEN], _: &[u8]| {};
+    let mut out = |_: &u8, _: &[u8], _: &[u8]| {};
     let call = server.handle(PEER, &calls[0], Instant::now, &mut out).expect("handle runs it");
     assert_eq!(call.args, b"arguments");
 }

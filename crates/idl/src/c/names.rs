@@ -257,7 +257,7 @@ mod tests {
     fn clashes_are_reported_with_both_names() {
         let m = crate::Model::from_source(&crate::Source::new(
             "clash.x",
-            "struct point { int x; };\nconst point_encode = 1;\ntypedef int r;\n".into(),
+            "struct point { int x; };\nconst point_encode = 1;\ntypedef int r;\n",
         ))
         .unwrap();
         let owns = crate::c::types::Owns::new(&m);

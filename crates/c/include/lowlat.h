@@ -116,7 +116,8 @@ typedef enum {
   // The result is longer than the caller's buffer: the needed length is in `*result_len`, and
   // nothing was copied. The call has run; its result is lost.
   LOWLAT_E_BUFFER_TOO_SMALL = -22,
-  // The server refused the call's credentials (ONC RPC).
+  // The server refused the call's credentials (ONC RPC), or the pre-shared keys of the two ends
+  // do not match (lowlat's protocol: one has none, or they differ).
   LOWLAT_E_AUTH = -23,
   // rpcbind does not know where the program is (ONC RPC without a port).
   LOWLAT_E_NOT_REGISTERED = -24,

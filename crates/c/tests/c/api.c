@@ -121,11 +121,11 @@ int main(int argc, char **argv) {
            LOWLAT_E_INVALID_ARGUMENT, "args is NULL but its length is 3", 0);
 
     expect("unknown procedure", lowlat_client_call(c, 99, NULL, 0, result, sizeof result, &n),
-           LOWLAT_E_UNKNOWN_PROCEDURE, "the server has no procedure 99 in program 0x20000099 version 1", 0);
+           LOWLAT_E_UNKNOWN_PROCEDURE, "procedure 99 of program 0x20000099 version 1: the server has no such procedure", 0);
     expect("garbage arguments", lowlat_client_call(c, MINUS, (const uint8_t *)"abc", 3, result, sizeof result, &n),
-           LOWLAT_E_GARBAGE_ARGS, "could not decode the arguments of procedure 4", 0);
+           LOWLAT_E_GARBAGE_ARGS, "procedure 4 of program 0x20000099 version 1: the server could not decode the arguments", 0);
     expect("failing procedure", lowlat_client_call(c, FAIL, NULL, 0, result, sizeof result, &n),
-           LOWLAT_E_SERVER_ERROR, "procedure 3 failed on the server", 1);
+           LOWLAT_E_SERVER_ERROR, "procedure 3 of program 0x20000099 version 1 failed on the server", 1);
 
     size_t max = lowlat_client_max_message(c);
     CHECK(max >= 1024, "max message %zu", max);
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     free(big);
 
     expect("deadline", lowlat_client_call_deadline(c, SLOW, NULL, 0, result, sizeof result, &n, 50000000ull),
-           LOWLAT_E_TIMEOUT, "procedure 2 timed out", 1);
+           LOWLAT_E_TIMEOUT, "procedure 2 of program 0x20000099 version 1 timed out", 1);
 
     /* The callback interface generated stubs use. */
     uint8_t kept[8] = {0};
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     expect("a result where none was expected", lowlat_client_invoke(c, ECHO, NULL, put_hello, NULL, NULL, NULL),
            LOWLAT_E_DECODE, "expected no result, got 5 bytes", 1);
     expect("encoder refuses", lowlat_client_invoke(c, ECHO, NULL, refuse, "point.x: too big", NULL, NULL),
-           LOWLAT_E_ENCODE, "encoding the arguments of procedure 1: point.x: too big", 0);
+           LOWLAT_E_ENCODE, "procedure 1 of program 0x20000099 version 1: encoding the arguments: point.x: too big", 0);
 
     /* One client, several threads at once. */
     pthread_t t[4];

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use libfuzzer_sys::fuzz_target;
 use lowlat_proto::auth::{self, Side};
 use lowlat_proto::wire::{ByteOrder, Header};
-use lowlat_proto::{ClientConfig, ClientSlot, Outcome, Psk, Session, HEADER_LEN, MAX_ERROR_MESSAGE};
+use lowlat_proto::{ClientEngineConfig, ClientSlot, Outcome, Psk, Session, HEADER_LEN, MAX_ERROR_MESSAGE};
 
 const MAX_MESSAGE: u32 = 16 << 10;
 
@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     let psk = Psk::new(b"the fuzzer's pre-shared key").unwrap();
     let client_keys = keyed.then(|| psk.session_keys(1, &[2; 16], session.token, Side::Client));
     let server_keys = psk.session_keys(1, &[2; 16], session.token, Side::Server);
-    let mut slot = ClientSlot::new(session, 1, ClientConfig::default()).with_keys(client_keys);
+    let mut slot = ClientSlot::new(session, 1, ClientEngineConfig::default()).with_keys(client_keys);
     let mut now = Instant::now();
     let start = |slot: &mut ClientSlot, now: Instant, size: usize| {
         slot.args_buf().resize(size, 0x5A);

@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use lowlat_proto::auth;
 use lowlat_proto::wire::{BindRequest, ByteOrder, ErrorMessage, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
 use lowlat_proto::{
-    Binder, ClientConfig, ErrorCode, FrameKeys, ProgramVersions, Psk, ServerConfig, ServerEngine, Status, HEADER_LEN,
+    Binder, ClientEngineConfig, ErrorCode, FrameKeys, ProgramVersions, Psk, ServerEngineConfig, ServerEngine, Status, HEADER_LEN,
 };
 
 const MAX_SESSIONS: usize = 4;
@@ -43,7 +43,7 @@ fn bind(
         window: 8,
         nonce: peer as u64,
     };
-    let cfg = ClientConfig::default();
+    let cfg = ClientEngineConfig::default();
     let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
     let mut to_server = Vec::new();
     binder.start(now, &mut |h, b| to_server.push([h, b].concat()));
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else { return };
     let (reliable, keyed) = (mode & 1 != 0, mode & 2 != 0);
     let psk = keyed.then(|| Psk::new(b"the fuzzer's pre-shared key").unwrap());
-    let mut engine: ServerEngine<u8> = ServerEngine::new(ServerConfig {
+    let mut engine: ServerEngine<u8> = ServerEngine::new(ServerEngineConfig {
         programs: vec![ProgramVersions { program: 7, low: 1, high: 2 }],
         max_sessions: MAX_SESSIONS,
         max_slots: MAX_SLOTS,
@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
         reliable,
         psk: psk.clone(),
         seed: 1,
-        ..ServerConfig::default()
+        ..ServerEngineConfig::default()
     });
     let mut now = Instant::now();
     let sessions = [bind(&mut engine, 0, reliable, psk.clone(), now), bind(&mut engine, 1, reliable, psk, now)];

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lowlat::{OutBuf, ProcError, ServerConfig};
 use lowlat_codec::ByteOrder;
-use lowlat_dynamic::{Handler, Interface, Selected, Target};
+use lowlat_dynamic::{DynamicHandler, Interface, Selected, Target};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyTuple};
@@ -116,12 +116,12 @@ impl Server {
     }
 
     /// What the serving thread runs for a call of `p`: take the GIL, then [`run`].
-    fn handler(&self, py: Python<'_>, p: &Registered) -> (Target, Arc<Handler>, bool) {
+    fn handler(&self, py: Python<'_>, p: &Registered) -> (Target, Arc<DynamicHandler>, bool) {
         let iface = self.iface.clone();
         let p =
             Registered { target: p.target.clone(), function: p.function.clone_ref(py), long_running: p.long_running };
         let (target, long_running) = (p.target.clone(), p.long_running);
-        let handler: Arc<Handler> =
+        let handler: Arc<DynamicHandler> =
             Arc::new(move |_ctx, order, args, reply| Python::attach(|py| run(py, &iface, &p, order, args, reply)));
         (target, handler, long_running)
     }
@@ -172,7 +172,7 @@ impl Server {
         if this.serving() {
             return Err(already());
         }
-        let handlers: Vec<(Target, Arc<Handler>, bool)> =
+        let handlers: Vec<(Target, Arc<DynamicHandler>, bool)> =
             lock(&this.procedures).iter().map(|p| this.handler(py, p)).collect();
         let [native, xdr] = this.iface.server_programs(this.version.program, this.version.version, &handlers);
         let config = ServerConfig { onc_register: register, ..ServerConfig::default() };

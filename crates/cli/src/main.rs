@@ -399,10 +399,10 @@ fn stat(
 ) -> Result<(), String> {
     // Patient retransmission: the answer takes a hop to a worker, and a reading that resends
     // would disturb the counters it reads (lost datagrams are all it must recover).
-    let engine = lowlat_proto::ClientConfig {
+    let engine = lowlat_proto::ClientEngineConfig {
         initial_rto: Duration::from_millis(500),
         min_rto: Duration::from_millis(100),
-        ..lowlat_proto::ClientConfig::default()
+        ..lowlat_proto::ClientEngineConfig::default()
     };
     let cfg =
         ClientConfig { deadline: Duration::from_millis(timeout_ms), psk, slots: 1, engine, ..ClientConfig::default() };

@@ -42,7 +42,12 @@ fn serve_and_call_from_the_command_line() {
     let (ok, _, err) = lowlat(&["call", &uri, "minus", "5"]);
     assert!(!ok && err.contains("two integers"), "{err}");
     let (ok, _, err) = lowlat(&["call", &uri, "42"]);
-    assert!(!ok && err.contains(&format!("{uri}: procedure 42 of program 0x20004c4c version 1: the server has no such procedure")), "{err}");
+    assert!(
+        !ok && err.contains(&format!(
+            "{uri}: procedure 42 of program 0x20004c4c version 1: the server has no such procedure"
+        )),
+        "{err}"
+    );
     let (ok, _, err) = lowlat(&["call", "udp://nowhere", "null"]);
     assert!(!ok && err.contains("HOST:PORT"), "{err}");
     let (ok, _, err) = lowlat(&["bench", &uri, "--spin-us", "soon"]);
@@ -345,11 +350,11 @@ fn stat_reports_exactly_what_the_server_did() {
     let relay = lowlat_relay::RelayThread::start("127.0.0.1:0".parse().unwrap(), target, every_datagram_twice).unwrap();
     // No retransmission and no separate acknowledgement within the test: every frame the server
     // counts is one this test caused.
-    let engine = lowlat_proto::ClientConfig {
+    let engine = lowlat_proto::ClientEngineConfig {
         initial_rto: Duration::from_secs(2),
         min_rto: Duration::from_secs(1),
         ack_delay: Duration::from_secs(30),
-        ..lowlat_proto::ClientConfig::default()
+        ..lowlat_proto::ClientEngineConfig::default()
     };
     let cfg = ClientConfig { slots: 1, engine, ..ClientConfig::default() };
     let c = LabClient::connect(&format!("udp://{}", relay.addr()), cfg.clone()).unwrap();

@@ -306,7 +306,12 @@ impl Interface {
     /// transports and XDR bodies for ONC RPC callers, so a server of both answers on every
     /// scheme. A handler is told the encoding of the bodies it gets (`None`: XDR; else native,
     /// in this machine's order).
-    pub fn server_programs(&self, program: u32, version: u32, procs: &[(Target, Arc<Handler>, bool)]) -> [Program; 2] {
+    pub fn server_programs(
+        &self,
+        program: u32,
+        version: u32,
+        procs: &[(Target, Arc<DynamicHandler>, bool)],
+    ) -> [Program; 2] {
         let build = |order: Option<ByteOrder>| {
             let mut p = Program::new(program, version);
             if order.is_none() {
@@ -331,7 +336,7 @@ impl Interface {
 
 /// What a server built by [`Interface::server_programs`] runs for a call of one procedure: the call's
 /// context, the encoding of its bodies (`None`: XDR), the argument body and the reply buffer.
-pub type Handler =
+pub type DynamicHandler =
     dyn Fn(&CallContext, Option<ByteOrder>, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync;
 
 /// A version of a program, chosen by [`Interface::select`], with its procedures.

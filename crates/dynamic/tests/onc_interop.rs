@@ -271,7 +271,7 @@ fn everything_in_json(proc: &str, mut args: Vec<serde_json::Value>) -> serde_jso
 fn generated_clients_call_a_dynamic_server_on_every_scheme() {
     use std::sync::Arc;
 
-    use lowlat_dynamic::{Handler, Interface, JsonBuild};
+    use lowlat_dynamic::{DynamicHandler, Interface, JsonBuild};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../idl/examples/everything.x");
     let iface = Arc::new(Interface::load(path).unwrap());
     let mut builder = Server::builder().config(ServerConfig { onc_register: false, ..ServerConfig::default() });
@@ -282,7 +282,7 @@ fn generated_clients_call_a_dynamic_server_on_every_scheme() {
             .iter()
             .map(|t| {
                 let (iface, target) = (iface.clone(), t.clone());
-                let handler: Arc<Handler> = Arc::new(move |_ctx, order, args, reply| {
+                let handler: Arc<DynamicHandler> = Arc::new(move |_ctx, order, args, reply| {
                     let values = iface
                         .decode_args_with(&target, args, order, &mut JsonBuild)
                         .map_err(|_| lowlat::ProcError::GarbageArgs)?;

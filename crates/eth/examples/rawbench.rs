@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat_eth::bpf::XdpMode;
-use lowlat_eth::frame::Kind;
+use lowlat_eth::frame::FrameType;
 use lowlat_eth::ladder;
 use lowlat_eth::pingpong::{self, RunConfig, Summary};
 use lowlat_eth::testhosts::TestHosts;
@@ -50,7 +50,7 @@ fn row(name: &str, size: usize, spin: SpinPolicy, s: &Summary) {
 /// One measurement's parameters.
 #[derive(Clone, Copy)]
 struct Case {
-    kind: Kind,
+    kind: FrameType,
     size: usize,
     spin: SpinPolicy,
     rounds: usize,
@@ -129,28 +129,28 @@ fn main() {
             "eth plain crc",
             Some(eth(false, true)),
             eth(false, true),
-            Case { kind: Kind::Data, size, spin: busy, rounds },
+            Case { kind: FrameType::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth plain nocrc",
             Some(eth(false, false)),
             eth(false, false),
-            Case { kind: Kind::Data, size, spin: busy, rounds },
+            Case { kind: FrameType::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth mmap crc",
             Some(eth(true, true)),
             eth(true, true),
-            Case { kind: Kind::Data, size, spin: busy, rounds },
+            Case { kind: FrameType::Data, size, spin: busy, rounds },
         );
         frames(
             &h,
             "eth mmap nocrc",
             Some(eth(true, false)),
             eth(true, false),
-            Case { kind: Kind::Data, size, spin: busy, rounds },
+            Case { kind: FrameType::Data, size, spin: busy, rounds },
         );
         for (name, mode) in [("xdp generic", Some(XdpMode::Generic)), ("xdp native", Some(XdpMode::Driver))] {
             for crc in [true, false] {
@@ -160,7 +160,7 @@ fn main() {
                     &format!("{name} {}", if crc { "crc" } else { "nocrc" }),
                     Some(x),
                     x,
-                    Case { kind: Kind::Data, size, spin: busy, rounds },
+                    Case { kind: FrameType::Data, size, spin: busy, rounds },
                 );
             }
         }
@@ -169,14 +169,14 @@ fn main() {
             "xdp floor, eth client",
             None,
             eth(false, true),
-            Case { kind: Kind::Ping, size, spin: busy, rounds },
+            Case { kind: FrameType::Ping, size, spin: busy, rounds },
         );
         frames(
             &h,
             "xdp floor, xdp client",
             None,
             Side::Xdp { mode: None, crc: true },
-            Case { kind: Kind::Ping, size, spin: busy, rounds },
+            Case { kind: FrameType::Ping, size, spin: busy, rounds },
         );
     }
     // Blocking (no spinning) at 32 bytes.
@@ -185,20 +185,20 @@ fn main() {
         "eth plain crc",
         Some(eth(false, true)),
         eth(false, true),
-        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
+        Case { kind: FrameType::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
     frames(
         &h,
         "eth mmap crc",
         Some(eth(true, true)),
         eth(true, true),
-        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
+        Case { kind: FrameType::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
     frames(
         &h,
         "xdp (default mode) crc",
         Some(Side::Xdp { mode: None, crc: true }),
         Side::Xdp { mode: None, crc: true },
-        Case { kind: Kind::Data, size: 32, spin: SpinPolicy::Block, rounds },
+        Case { kind: FrameType::Data, size: 32, spin: SpinPolicy::Block, rounds },
     );
 }

@@ -368,7 +368,7 @@ pub fn redirect_program(map_fd: RawFd) -> Vec<Insn> {
 pub fn echo_program() -> Vec<Insn> {
     use asm::*;
     let ethertype = i32::from(u16::from_ne_bytes(crate::frame::ETHERTYPE.to_be_bytes()));
-    let ping = i32::from(crate::frame::Kind::Ping.to_u8());
+    let ping = i32::from(crate::frame::FrameType::Ping.to_u8());
     vec![
         ldx(W, R2, R1, 0),
         ldx(W, R3, R1, 4),

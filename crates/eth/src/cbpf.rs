@@ -4,7 +4,7 @@
 //! so that the kernel hands it only replies for its slot (and, optionally, only frames from the
 //! peer), instead of every socket waking for every frame.
 
-use crate::frame::{Kind, HEADER_LEN};
+use crate::frame::{FrameType, HEADER_LEN};
 use crate::Mac;
 
 /// Which frames a socket accepts (beyond being of lowlat's EtherType, which binding ensures).
@@ -56,7 +56,7 @@ pub fn compile(f: &Filter) -> Vec<libc::sock_filter> {
     }
     if let Some(slot) = f.slot {
         p.push((LD_B_ABS, 14, To::Next, To::Next));
-        p.push((JEQ_K, Kind::Data.to_u8() as u32, To::Next, To::Accept));
+        p.push((JEQ_K, FrameType::Data.to_u8() as u32, To::Next, To::Accept));
         // Classic BPF loads are big endian; the slot field is little endian.
         p.push((LD_H_ABS, SLOT_OFFSET, To::Next, To::Next));
         p.push((JEQ_K, slot.swap_bytes() as u32, To::Next, To::Drop));
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
     use crate::frame::header;
 
-    fn frame(src: Mac, kind: Kind, slot: u16) -> Vec<u8> {
+    fn frame(src: Mac, kind: FrameType, slot: u16) -> Vec<u8> {
         let mut lowlat = [0u8; 32];
         lowlat[..2].copy_from_slice(b"Ll");
         lowlat[6..8].copy_from_slice(&slot.to_le_bytes());
@@ -130,20 +130,20 @@ mod tests {
         let peer = Mac([2, 0, 0, 0, 0, 0x42]);
         let other = Mac([2, 0, 0, 0, 0, 0x43]);
         let none = compile(&Filter::default());
-        assert_eq!(interpret(&none, &frame(other, Kind::Data, 1)), u32::MAX);
+        assert_eq!(interpret(&none, &frame(other, FrameType::Data, 1)), u32::MAX);
 
         let f = compile(&Filter { slot: Some(0x0102), peer: Some(peer) });
-        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)), u32::MAX);
-        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0201)), 0);
-        assert_eq!(interpret(&f, &frame(other, Kind::Data, 0x0102)), 0);
-        assert_eq!(interpret(&f, &frame(peer, Kind::DiscoverReply, 7)), u32::MAX);
-        assert_eq!(interpret(&f, &frame(peer, Kind::Data, 0x0102)[..20]), 0);
+        assert_eq!(interpret(&f, &frame(peer, FrameType::Data, 0x0102)), u32::MAX);
+        assert_eq!(interpret(&f, &frame(peer, FrameType::Data, 0x0201)), 0);
+        assert_eq!(interpret(&f, &frame(other, FrameType::Data, 0x0102)), 0);
+        assert_eq!(interpret(&f, &frame(peer, FrameType::DiscoverReply, 7)), u32::MAX);
+        assert_eq!(interpret(&f, &frame(peer, FrameType::Data, 0x0102)[..20]), 0);
 
         let s = compile(&Filter { slot: Some(5), peer: None });
-        assert_eq!(interpret(&s, &frame(other, Kind::Data, 5)), u32::MAX);
-        assert_eq!(interpret(&s, &frame(other, Kind::Data, 6)), 0);
+        assert_eq!(interpret(&s, &frame(other, FrameType::Data, 5)), u32::MAX);
+        assert_eq!(interpret(&s, &frame(other, FrameType::Data, 6)), 0);
         let p = compile(&Filter { slot: None, peer: Some(peer) });
-        assert_eq!(interpret(&p, &frame(peer, Kind::Ping, 0)), u32::MAX);
-        assert_eq!(interpret(&p, &frame(other, Kind::Ping, 0)), 0);
+        assert_eq!(interpret(&p, &frame(peer, FrameType::Ping, 0)), u32::MAX);
+        assert_eq!(interpret(&p, &frame(other, FrameType::Ping, 0)), 0);
     }
 }

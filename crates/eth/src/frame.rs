@@ -38,32 +38,32 @@ mod field {
 
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum FrameType {
     /// lowlat protocol bytes (header + body) or a raw ping-pong payload echoed by user code.
     Data,
     /// A client looking for a server on this link (broadcast).
     Discover,
-    /// A server's answer to [`Kind::Discover`].
+    /// A server's answer to [`FrameType::Discover`].
     DiscoverReply,
     /// A ping-pong frame that lowlat's XDP floor program answers inside the driver.
     Ping,
 }
 
-impl Kind {
+impl FrameType {
     pub fn to_u8(self) -> u8 {
         match self {
-            Kind::Data => 1,
-            Kind::Discover => 2,
-            Kind::DiscoverReply => 3,
-            Kind::Ping => 4,
+            FrameType::Data => 1,
+            FrameType::Discover => 2,
+            FrameType::DiscoverReply => 3,
+            FrameType::Ping => 4,
         }
     }
-    pub fn from_u8(v: u8) -> Option<Kind> {
+    pub fn from_u8(v: u8) -> Option<FrameType> {
         Some(match v {
-            1 => Kind::Data,
-            2 => Kind::Discover,
-            3 => Kind::DiscoverReply,
-            4 => Kind::Ping,
+            1 => FrameType::Data,
+            2 => FrameType::Discover,
+            3 => FrameType::DiscoverReply,
+            4 => FrameType::Ping,
             _ => return None,
         })
     }
@@ -87,7 +87,7 @@ pub enum Reject {
 /// A validated frame: its kind, sender and where the payload lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parsed {
-    pub kind: Kind,
+    pub kind: FrameType,
     pub src: Mac,
     pub dst: Mac,
     /// Payload start is always [`HEADER_LEN`]; this is its length.
@@ -95,7 +95,7 @@ pub struct Parsed {
 }
 
 /// Builds the 18 header bytes of a frame.
-pub fn header(dst: Mac, src: Mac, kind: Kind, crc: bool, len: u16) -> [u8; HEADER_LEN] {
+pub fn header(dst: Mac, src: Mac, kind: FrameType, crc: bool, len: u16) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[field::DST].copy_from_slice(&dst.0);
     h[field::SRC].copy_from_slice(&src.0);
@@ -124,7 +124,7 @@ pub fn parse(frame: &[u8], require_crc: bool) -> Result<Parsed, Reject> {
     if frame[field::TYPE] != ETHERTYPE.to_be_bytes() {
         return Err(Reject::NotOurs);
     }
-    let kind = Kind::from_u8(frame[field::KIND]).ok_or(Reject::UnknownKind)?;
+    let kind = FrameType::from_u8(frame[field::KIND]).ok_or(Reject::UnknownKind)?;
     let len = u16::from_le_bytes([frame[16], frame[17]]) as usize;
     let has_crc = frame[field::FLAGS] & FLAG_CRC != 0;
     let end = HEADER_LEN + len;
@@ -176,7 +176,7 @@ pub mod discovery {
 mod tests {
     use super::*;
 
-    fn build(kind: Kind, crc: bool, payload: &[u8]) -> Vec<u8> {
+    fn build(kind: FrameType, crc: bool, payload: &[u8]) -> Vec<u8> {
         let h = header(Mac([1; 6]), Mac([2; 6]), kind, crc, payload.len() as u16);
         let mut f = h.to_vec();
         f.extend_from_slice(payload);
@@ -189,17 +189,17 @@ mod tests {
     #[test]
     fn round_trips_with_and_without_crc_and_padding() {
         for crc in [false, true] {
-            let mut f = build(Kind::Data, crc, b"hello");
+            let mut f = build(FrameType::Data, crc, b"hello");
             f.resize(MIN_FRAME, 0); // NIC padding must not matter
             let p = parse(&f, crc).unwrap();
-            assert_eq!((p.kind, p.src, p.dst, p.len), (Kind::Data, Mac([2; 6]), Mac([1; 6]), 5));
+            assert_eq!((p.kind, p.src, p.dst, p.len), (FrameType::Data, Mac([2; 6]), Mac([1; 6]), 5));
             assert_eq!(&f[HEADER_LEN..HEADER_LEN + p.len], b"hello");
         }
     }
 
     #[test]
     fn rejects_bad_frames() {
-        let good = build(Kind::Data, true, b"0123456789");
+        let good = build(FrameType::Data, true, b"0123456789");
         assert_eq!(parse(&good[..10], true), Err(Reject::Short));
         assert_eq!(parse(&good[..good.len() - 1], true), Err(Reject::Short));
         let mut f = good.clone();
@@ -213,7 +213,7 @@ mod tests {
             f[i] ^= 0x10;
             assert!(parse(&f, true).is_err(), "flip at {i} accepted");
         }
-        let plain = build(Kind::Data, false, b"x");
+        let plain = build(FrameType::Data, false, b"x");
         assert_eq!(parse(&plain, true), Err(Reject::MissingCrc));
         let mut f = good.clone();
         f[16] = 0xff; // length beyond the frame

@@ -9,7 +9,7 @@ use std::time::Duration;
 use lowlat_sys::pin_to_cpu;
 
 use crate::error::{Error, Result};
-use crate::frame::Kind;
+use crate::frame::FrameType;
 use crate::pingpong::{self, Floor, RunConfig};
 use crate::socket::FrameSocket;
 use crate::testhosts::TestHosts;
@@ -98,7 +98,7 @@ pub fn across(h: &TestHosts, responder: Responder, client: Side, cfg: &RunConfig
         .unwrap_or_else(|_| Err(Error::io("starting the ping-pong server", std::io::Error::other("timed out"))));
     let result = started.and_then(|()| {
         let (iface, peer) = (h.b.iface.clone(), h.a.mac);
-        let kind = if matches!(responder, Responder::XdpFloor) { Kind::Ping } else { Kind::Data };
+        let kind = if matches!(responder, Responder::XdpFloor) { FrameType::Ping } else { FrameType::Data };
         let cfg = RunConfig { kind, ..*cfg };
         joined(
             h.b.spawn(move || {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::cbpf::{self, Filter};
 use crate::error::{Error, Result};
-use crate::frame::{self, discovery, Kind, Reject, CRC_LEN, HEADER_LEN};
+use crate::frame::{self, discovery, FrameType, Reject, CRC_LEN, HEADER_LEN};
 use crate::ifinfo::IfInfo;
 use crate::Mac;
 
@@ -198,11 +198,11 @@ impl EthSocket {
 
     /// Sends one DATA frame to `dst` carrying `head` then `body`, gathered without copying.
     pub fn send_to(&self, dst: Mac, head: &[u8], body: &[u8]) -> Result<()> {
-        self.send_kind(dst, Kind::Data, head, body)
+        self.send_kind(dst, FrameType::Data, head, body)
     }
 
     /// Sends one frame of any kind (PING frames are what the XDP floor answers).
-    pub fn send_kind(&self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
+    pub fn send_kind(&self, dst: Mac, kind: FrameType, head: &[u8], body: &[u8]) -> Result<()> {
         let len = head.len() + body.len();
         if len > self.max_payload() {
             return Err(Error::TooLong { iface: self.info.name.clone(), len, max: self.max_payload() });
@@ -251,13 +251,15 @@ impl EthSocket {
         }
         loop {
             let next = self.next_frame(|f, p| {
-                if matches!(p.kind, Kind::Data | Kind::Ping) {
+                if matches!(p.kind, FrameType::Data | FrameType::Ping) {
                     buf[..p.len].copy_from_slice(&f[HEADER_LEN..HEADER_LEN + p.len]);
                 }
             })?;
             match next {
                 Next::Empty => return Ok(None),
-                Next::Frame(p) if matches!(p.kind, Kind::Data | Kind::Ping) => return Ok(Some((p.len, p.src))),
+                Next::Frame(p) if matches!(p.kind, FrameType::Data | FrameType::Ping) => {
+                    return Ok(Some((p.len, p.src)))
+                }
                 _ => {}
             }
         }
@@ -277,7 +279,7 @@ impl EthSocket {
             Ok(p) if p.src == own => {}
             Ok(p) => {
                 stats.rx_frames.fetch_add(1, Ordering::Relaxed);
-                if p.kind == Kind::Discover {
+                if p.kind == FrameType::Discover {
                     let body = &f[HEADER_LEN..HEADER_LEN + p.len];
                     discover = discovery::decode(discovery::REQUEST, body).map(|n| (p.src, n));
                 }
@@ -298,7 +300,7 @@ impl EthSocket {
         if let Some((src, nonce)) = discover {
             if self.cfg.answer_discovery {
                 let m = discovery::encode(discovery::REPLY, nonce);
-                self.send_kind(src, Kind::DiscoverReply, &m, &[])?;
+                self.send_kind(src, FrameType::DiscoverReply, &m, &[])?;
                 self.stats.discovery_answered.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -324,12 +326,12 @@ impl EthSocket {
         let msg = discovery::encode(discovery::REQUEST, nonce);
         let mut reply = [0u8; discovery::LEN];
         for _ in 0..tries {
-            self.send_kind(Mac::BROADCAST, Kind::Discover, &msg, &[])?;
+            self.send_kind(Mac::BROADCAST, FrameType::Discover, &msg, &[])?;
             let deadline = Instant::now() + interval;
             loop {
                 let mut found = None;
                 let next = self.next_frame(|f, p| {
-                    if p.kind == Kind::DiscoverReply && p.len == discovery::LEN {
+                    if p.kind == FrameType::DiscoverReply && p.len == discovery::LEN {
                         reply.copy_from_slice(&f[HEADER_LEN..HEADER_LEN + p.len]);
                         found = Some(p.src);
                     }

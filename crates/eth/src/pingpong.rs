@@ -9,7 +9,7 @@ use lowlat_transport::{SpinPolicy, Spinner};
 
 use crate::bpf::{self, Link, Program, XdpMode};
 use crate::error::{Error, Result};
-use crate::frame::Kind;
+use crate::frame::FrameType;
 use crate::ifinfo::IfInfo;
 use crate::socket::FrameSocket;
 use crate::Mac;
@@ -65,7 +65,7 @@ pub struct RunConfig {
     pub warmup: usize,
     pub spin: SpinPolicy,
     /// DATA for a user-level echo server, PING for the XDP floor.
-    pub kind: Kind,
+    pub kind: FrameType,
     /// Longest wait for one reply.
     pub timeout: Duration,
 }
@@ -77,7 +77,7 @@ impl Default for RunConfig {
             rounds: 10_000,
             warmup: 1_000,
             spin: SpinPolicy::Forever,
-            kind: Kind::Data,
+            kind: FrameType::Data,
             timeout: Duration::from_secs(1),
         }
     }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::frame::Kind;
+use crate::frame::FrameType;
 use crate::xdp::{XdpConfig, XdpSocket};
 use crate::Mac;
 
@@ -177,7 +177,7 @@ impl XdpHandle {
         if let Some(s) = slot_of(head) {
             self.set_slot(s);
         }
-        lock(&self.shared.sock).send_kind(dst, Kind::Data, head, body)
+        lock(&self.shared.sock).send_kind(dst, FrameType::Data, head, body)
     }
 
     /// The next frame for this handle's slot, without blocking.

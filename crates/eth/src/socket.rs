@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use lowlat_transport::Spinner;
 
 use crate::error::{Error, Result};
-use crate::frame::Kind;
+use crate::frame::FrameType;
 use crate::ifinfo::IfInfo;
 use crate::packet::{EthConfig, EthSocket, Stats};
 use crate::xdp::{XdpConfig, XdpSocket};
@@ -16,7 +16,7 @@ use lowlat_transport::Endpoint;
 /// A socket that sends and receives lowlat frames on one link.
 pub trait FrameSocket: Send {
     /// Sends one frame of `kind` to `dst`, its payload `head` then `body`.
-    fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()>;
+    fn send_kind(&mut self, dst: Mac, kind: FrameType, head: &[u8], body: &[u8]) -> Result<()>;
     /// The next valid DATA or PING payload, without blocking.
     fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>>;
     /// The descriptor that polls readable when a frame may be waiting.
@@ -30,7 +30,7 @@ pub trait FrameSocket: Send {
 
     /// Sends one DATA frame.
     fn send_to(&mut self, dst: Mac, head: &[u8], body: &[u8]) -> Result<()> {
-        self.send_kind(dst, Kind::Data, head, body)
+        self.send_kind(dst, FrameType::Data, head, body)
     }
 
     /// Spin-then-block receive until `deadline`; None on timeout.
@@ -50,7 +50,7 @@ pub trait FrameSocket: Send {
 }
 
 impl FrameSocket for EthSocket {
-    fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
+    fn send_kind(&mut self, dst: Mac, kind: FrameType, head: &[u8], body: &[u8]) -> Result<()> {
         EthSocket::send_kind(self, dst, kind, head, body)
     }
     fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {
@@ -77,7 +77,7 @@ impl FrameSocket for EthSocket {
 }
 
 impl FrameSocket for XdpSocket {
-    fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
+    fn send_kind(&mut self, dst: Mac, kind: FrameType, head: &[u8], body: &[u8]) -> Result<()> {
         XdpSocket::send_kind(self, dst, kind, head, body)
     }
     fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>> {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::bpf::{self, Link, Program, XdpMode, XskMap};
 use crate::error::{Error, Result};
-use crate::frame::{self, discovery, Kind, CRC_LEN, HEADER_LEN};
+use crate::frame::{self, discovery, FrameType, CRC_LEN, HEADER_LEN};
 use crate::ifinfo::IfInfo;
 use crate::packet::{check_mtu, discovery_nonce, max_payload_for, Stats};
 use crate::Mac;
@@ -428,11 +428,11 @@ impl XdpSocket {
 
     /// Sends one DATA frame to `dst` carrying `head` then `body` (copied into a UMEM frame).
     pub fn send_to(&mut self, dst: Mac, head: &[u8], body: &[u8]) -> Result<()> {
-        self.send_kind(dst, Kind::Data, head, body)
+        self.send_kind(dst, FrameType::Data, head, body)
     }
 
     /// Sends one frame of any kind (PING frames are what the XDP floor answers).
-    pub fn send_kind(&mut self, dst: Mac, kind: Kind, head: &[u8], body: &[u8]) -> Result<()> {
+    pub fn send_kind(&mut self, dst: Mac, kind: FrameType, head: &[u8], body: &[u8]) -> Result<()> {
         let len = head.len() + body.len();
         if len > self.max_payload() {
             return Err(Error::TooLong { iface: self.info.name.clone(), len, max: self.max_payload() });
@@ -519,10 +519,10 @@ impl XdpSocket {
                         self.stats.rx_frames.fetch_add(1, Ordering::Relaxed);
                         let payload = &fr[HEADER_LEN..HEADER_LEN + p.len];
                         match p.kind {
-                            Kind::Data | Kind::Ping => {
+                            FrameType::Data | FrameType::Ping => {
                                 result = f.take().map(|f| f(payload, p.src));
                             }
-                            Kind::Discover if self.cfg.answer_discovery => {
+                            FrameType::Discover if self.cfg.answer_discovery => {
                                 reply = discovery::decode(discovery::REQUEST, payload).map(|n| (p.src, n));
                             }
                             _ => {}
@@ -533,7 +533,7 @@ impl XdpSocket {
             self.refill(addr);
             if let Some((src, nonce)) = reply {
                 let m = discovery::encode(discovery::REPLY, nonce);
-                self.send_kind(src, Kind::DiscoverReply, &m, &[])?;
+                self.send_kind(src, FrameType::DiscoverReply, &m, &[])?;
                 self.stats.discovery_answered.fetch_add(1, Ordering::Relaxed);
             }
             if result.is_some() {
@@ -584,7 +584,7 @@ impl XdpSocket {
         let nonce = discovery_nonce()?;
         let msg = discovery::encode(discovery::REQUEST, nonce);
         for _ in 0..tries {
-            self.send_kind(Mac::BROADCAST, Kind::Discover, &msg, &[])?;
+            self.send_kind(Mac::BROADCAST, FrameType::Discover, &msg, &[])?;
             let deadline = Instant::now() + interval;
             while Instant::now() < deadline {
                 if let Some(src) = self.take_discover_reply(nonce) {
@@ -606,7 +606,8 @@ impl XdpSocket {
             if let Some(f) = self.xsk.frame(addr, len) {
                 if let Ok(p) = frame::parse(f, self.cfg.checksum) {
                     let payload = &f[HEADER_LEN..HEADER_LEN + p.len];
-                    if p.kind == Kind::DiscoverReply && discovery::decode(discovery::REPLY, payload) == Some(nonce) {
+                    if p.kind == FrameType::DiscoverReply && discovery::decode(discovery::REPLY, payload) == Some(nonce)
+                    {
                         found = Some(p.src);
                     }
                 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use lowlat_eth::frame::{self, Kind};
+use lowlat_eth::frame::{self, FrameType};
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac};
 use lowlat_transport::{SpinPolicy, Spinner};
 
@@ -94,7 +94,7 @@ fn corrupted_frames_are_dropped_and_counted() {
                 // A good frame, built by hand, then the same frame with one payload bit flipped,
                 // then one with the checksum flag cleared (checksums are required).
                 let payload = common::pattern(200, 7);
-                let hdr = frame::header(a_mac, b_mac, Kind::Data, true, payload.len() as u16);
+                let hdr = frame::header(a_mac, b_mac, FrameType::Data, true, payload.len() as u16);
                 let crc = frame::checksum(&hdr[14..], &[&payload]);
                 let mut good = hdr.to_vec();
                 good.extend_from_slice(&payload);

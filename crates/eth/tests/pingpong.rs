@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lowlat_eth::frame::Kind;
+use lowlat_eth::frame::FrameType;
 use lowlat_eth::pingpong::{self, Floor, RunConfig};
 use lowlat_eth::{EthConfig, EthSocket, FrameSocket, OpenOptions, XdpConfig, XdpSocket};
 use lowlat_transport::SpinPolicy;
@@ -76,7 +76,8 @@ fn xdp_floor_answers_in_the_driver() {
                 } else {
                     Box::new(EthSocket::open(&iface, EthConfig::default()).unwrap())
                 };
-                let cfg = RunConfig { size: 32, rounds: 300, warmup: 20, kind: Kind::Ping, ..RunConfig::default() };
+                let cfg =
+                    RunConfig { size: 32, rounds: 300, warmup: 20, kind: FrameType::Ping, ..RunConfig::default() };
                 pingpong::run(c.as_mut(), a_mac, &cfg).unwrap()
             }),
             20,

@@ -100,7 +100,7 @@ fn xdp_and_eth_interoperate_and_udp_keeps_flowing() {
 
 #[test]
 fn corrupted_frames_to_xdp_are_dropped_and_counted() {
-    use lowlat_eth::frame::{self, Kind};
+    use lowlat_eth::frame::{self, FrameType};
     let Some(h) = common::hosts(1500) else { return };
     let iface_a = h.a.iface.clone();
     let mut x = common::join(h.a.spawn(move || XdpSocket::open(&iface_a, XdpConfig::default()).unwrap()), 5);
@@ -109,7 +109,7 @@ fn corrupted_frames_to_xdp_are_dropped_and_counted() {
         h.b.spawn(move || {
             let e = EthSocket::open(&iface_b, EthConfig::default()).unwrap();
             let payload = common::pattern(500, 3);
-            let hdr = frame::header(a_mac, b_mac, Kind::Data, true, payload.len() as u16);
+            let hdr = frame::header(a_mac, b_mac, FrameType::Data, true, payload.len() as u16);
             let crc = frame::checksum(&hdr[14..], &[&payload]);
             let mut good = hdr.to_vec();
             good.extend_from_slice(&payload);

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use lowlat_proto::wire::{BindRequest, ByteOrder, PROTOCOL_VERSION};
-use lowlat_proto::{Binder, ClientConfig, ClientSlot, Outcome, Psk};
+use lowlat_proto::{Binder, ClientEngineConfig, ClientSlot, Outcome, Psk};
 
 /// A datagram path to the server.
 enum Path {
@@ -75,7 +75,7 @@ fn main() -> Result<(), String> {
     let psk: Option<Psk> = args.next().map(lowlat::read_psk_file).transpose().map_err(|e| e.to_string())?;
     let mut path = Path::open(&uri)?;
     let mut buf = vec![0u8; 65536];
-    let cfg = ClientConfig { initial_rto: Duration::from_millis(200), ..ClientConfig::default() };
+    let cfg = ClientEngineConfig { initial_rto: Duration::from_millis(200), ..ClientEngineConfig::default() };
     let (mut bind_us, mut call_us) = (Vec::new(), Vec::new());
     for i in 0..binds {
         let req = BindRequest {

@@ -82,7 +82,7 @@ pub fn join(client: &[ClientTrace], server: &[ServerTrace]) -> Joined {
 /// `psk`: a keyed session, every frame tagged and checked.
 pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f64, f64) {
     let now = Instant::now();
-    let mut server: ServerEngine<u32> = ServerEngine::new(lowlat_proto::ServerConfig {
+    let mut server: ServerEngine<u32> = ServerEngine::new(lowlat_proto::ServerEngineConfig {
         programs: vec![ProgramVersions { program: interface::PROGRAM, low: 1, high: 1 }],
         max_frame: 65_507,
         reliable,
@@ -102,7 +102,7 @@ pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f
         window: 32,
         nonce: 1,
     };
-    let cfg = lowlat_proto::ClientConfig::default();
+    let cfg = lowlat_proto::ClientEngineConfig::default();
     let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk.cloned());
     let mut frame = Vec::with_capacity(256);
     let put = |f: &mut Vec<u8>, h: &[u8], b: &[u8]| {

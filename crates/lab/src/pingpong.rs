@@ -98,7 +98,7 @@ fn eth_run(
         rounds: calls as usize,
         warmup: warmup as usize,
         spin,
-        kind: if eth.floor { lowlat_eth::frame::Kind::Ping } else { lowlat_eth::frame::Kind::Data },
+        kind: if eth.floor { lowlat_eth::frame::FrameType::Ping } else { lowlat_eth::frame::FrameType::Data },
         timeout: Duration::from_secs(5),
     };
     let rounds = lowlat_eth::pingpong::run(sock.as_mut(), peer, &cfg)?;
@@ -229,7 +229,7 @@ impl PingPongServer {
                 })
             }
             Endpoint::Shm { path } => {
-                let cfg = lowlat_shm::ServerConfig { spin, ..Default::default() };
+                let cfg = lowlat_shm::ShmServerConfig { spin, ..Default::default() };
                 let mut server = lowlat_shm::ShmServer::bind(&path, cfg).map_err(|e| PingPongError::Io {
                     op: format!("bind {uri}"),
                     source: io::Error::other(e.to_string()),

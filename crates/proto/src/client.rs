@@ -29,7 +29,7 @@ use crate::MAX_WINDOW;
 
 /// Timing knobs of a client.
 #[derive(Clone, Copy, Debug)]
-pub struct ClientConfig {
+pub struct ClientEngineConfig {
     /// Retransmission timeout before any round trip has been measured.
     pub initial_rto: Duration,
     /// The timeout never drops below this, however fast the round trips.
@@ -42,9 +42,9 @@ pub struct ClientConfig {
     pub working_probe: Duration,
 }
 
-impl Default for ClientConfig {
+impl Default for ClientEngineConfig {
     fn default() -> Self {
-        ClientConfig {
+        ClientEngineConfig {
             initial_rto: Duration::from_millis(20),
             min_rto: Duration::from_millis(1),
             max_rto: Duration::from_secs(1),
@@ -115,7 +115,7 @@ pub struct Binder {
 }
 
 impl Binder {
-    pub fn new(req: BindRequest, cfg: &ClientConfig, now: Instant, deadline: Instant) -> Binder {
+    pub fn new(req: BindRequest, cfg: &ClientEngineConfig, now: Instant, deadline: Instant) -> Binder {
         Binder {
             req,
             psk: None,
@@ -311,7 +311,7 @@ pub enum Outcome<'a> {
 pub struct ClientSlot {
     session: Session,
     keys: Option<FrameKeys>,
-    cfg: ClientConfig,
+    cfg: ClientEngineConfig,
     template: Header,
     rtt: RttEstimator,
     args: Vec<u8>,
@@ -347,7 +347,7 @@ fn emit(keys: &Option<FrameKeys>, h: Header, body: &[u8], out: &mut impl FnMut(&
 }
 
 impl ClientSlot {
-    pub fn new(session: Session, slot: u16, cfg: ClientConfig) -> ClientSlot {
+    pub fn new(session: Session, slot: u16, cfg: ClientEngineConfig) -> ClientSlot {
         let mut template = Header::new(Kind::Call);
         template.slot = slot;
         template.token = session.token;
@@ -753,7 +753,7 @@ mod tests {
             reliable: true,
             keyed: false,
         };
-        ClientSlot::new(session, 0, ClientConfig::default())
+        ClientSlot::new(session, 0, ClientEngineConfig::default())
     }
 
     /// The server's answer to the call whose header is `call`.

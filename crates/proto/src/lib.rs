@@ -22,8 +22,10 @@ pub mod server;
 pub mod wire;
 
 pub use auth::{FrameKeys, Psk, PskError};
-pub use client::{BindError, Binder, Bound, CallError, ClientConfig, ClientSlot, Execution, Outcome, Session};
-pub use server::{CallKey, IncomingCall, ProgramVersions, Refusals, ServerConfig, ServerEngine, ServerStats, Status};
+pub use client::{BindError, Binder, Bound, CallError, ClientEngineConfig, ClientSlot, Execution, Outcome, Session};
+pub use server::{
+    CallKey, IncomingCall, ProgramVersions, Refusals, ServerEngine, ServerEngineConfig, ServerStats, Status,
+};
 pub use wire::{
     ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal, WholeCall, WireError, HEADER_LEN, MAX_ERROR_MESSAGE,
     TAG_LEN,

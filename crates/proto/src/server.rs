@@ -50,7 +50,7 @@ pub struct ProgramVersions {
 
 /// Limits and timers of a server.
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
+pub struct ServerEngineConfig {
     pub programs: Vec<ProgramVersions>,
     /// Sessions at once (at most 65536: the index is 16 bits of the token).
     pub max_sessions: usize,
@@ -85,9 +85,9 @@ pub struct ServerConfig {
     pub secret: [u8; 32],
 }
 
-impl Default for ServerConfig {
+impl Default for ServerEngineConfig {
     fn default() -> Self {
-        ServerConfig {
+        ServerEngineConfig {
             programs: Vec::new(),
             max_sessions: 1024,
             max_slots: 64,
@@ -306,7 +306,7 @@ pub struct ServerStats {
 /// The server's protocol state for one transport endpoint. `A` is the transport's peer address.
 #[derive(Debug)]
 pub struct ServerEngine<A> {
-    cfg: ServerConfig,
+    cfg: ServerEngineConfig,
     generation: u16,
     secret: ServerSecret,
     /// Session tokens made so far (numbers the random bits of the next).
@@ -343,14 +343,14 @@ fn each_peer<A: Hash>(a: &A) -> u128 {
 impl<A: Copy + Eq + Hash> ServerEngine<A> {
     /// An engine whose every peer address is a source of its own (see
     /// [`with_source`](Self::with_source)).
-    pub fn new(cfg: ServerConfig) -> ServerEngine<A> {
+    pub fn new(cfg: ServerEngineConfig) -> ServerEngine<A> {
         ServerEngine::with_source(cfg, each_peer::<A>)
     }
 
     /// An engine that counts the sessions of peers by `source_of` their address (the IP address
     /// of a UDP peer, whatever its port; the MAC of an Ethernet peer) against
     /// `max_sessions_per_source`.
-    pub fn with_source(mut cfg: ServerConfig, source_of: fn(&A) -> u128) -> ServerEngine<A> {
+    pub fn with_source(mut cfg: ServerEngineConfig, source_of: fn(&A) -> u128) -> ServerEngine<A> {
         cfg.max_sessions = cfg.max_sessions.clamp(1, 1 << 16);
         cfg.max_sessions_per_source = cfg.max_sessions_per_source.max(1);
         cfg.window = cfg.window.clamp(2, MAX_WINDOW);

@@ -18,8 +18,8 @@ fn frame(h: &[u8], b: &[u8]) -> Vec<u8> {
     [h, b].concat()
 }
 
-fn server(cfg: ServerConfig) -> ServerEngine<u16> {
-    ServerEngine::new(ServerConfig {
+fn server(cfg: ServerEngineConfig) -> ServerEngine<u16> {
+    ServerEngine::new(ServerEngineConfig {
         programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
         seed: 21,
         secret: [0x42; 32],
@@ -61,7 +61,7 @@ fn bind_from(
     psk: Option<Psk>,
     now: Instant,
 ) -> (Result<Bound, BindError>, usize) {
-    let cfg = ClientConfig::default();
+    let cfg = ClientEngineConfig::default();
     let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
     let mut to_server = Frames::new();
     binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
@@ -116,7 +116,7 @@ fn psk(b: u8) -> Psk {
 
 #[test]
 fn a_first_bind_gets_a_cookie_and_leaves_no_state() {
-    let mut s = server(ServerConfig::default());
+    let mut s = server(ServerEngineConfig::default());
     let now = Instant::now();
     let bind = frame(&Header { call_no: 5, ..Header::new(Kind::Bind) }.to_bytes(), &request(5).emit());
     for peer in 0..1000u16 {
@@ -138,7 +138,7 @@ fn a_first_bind_gets_a_cookie_and_leaves_no_state() {
 
 #[test]
 fn only_a_valid_cookie_from_its_own_address_makes_a_session() {
-    let mut s = server(ServerConfig { cookie_period: Duration::from_secs(60), ..ServerConfig::default() });
+    let mut s = server(ServerEngineConfig { cookie_period: Duration::from_secs(60), ..ServerEngineConfig::default() });
     let t0 = Instant::now();
     let first = frame(&Header::new(Kind::Bind).to_bytes(), &request(3).emit());
     let retry = deliver(&mut s, 1, &[first], t0).remove(0);
@@ -169,7 +169,7 @@ fn only_a_valid_cookie_from_its_own_address_makes_a_session() {
 #[test]
 fn a_reliable_transport_binds_in_one_round_unless_keyed() {
     let now = Instant::now();
-    let mut tcp = server(ServerConfig { reliable: true, ..ServerConfig::default() });
+    let mut tcp = server(ServerEngineConfig { reliable: true, ..ServerEngineConfig::default() });
     let mut req = request(1);
     req.flags = BIND_RELIABLE;
     req.max_frame = u32::MAX;
@@ -177,12 +177,12 @@ fn a_reliable_transport_binds_in_one_round_unless_keyed() {
     assert!(got.unwrap().session.reliable);
     assert_eq!(rounds, 1);
     // A key needs the server's nonce: the cookie round brings it.
-    let mut keyed = server(ServerConfig { reliable: true, psk: Some(psk(1)), ..ServerConfig::default() });
+    let mut keyed = server(ServerEngineConfig { reliable: true, psk: Some(psk(1)), ..ServerEngineConfig::default() });
     let (got, rounds) = bind_from(&mut keyed, 1, req, Some(psk(1)), now);
     assert!(got.unwrap().session.keyed);
     assert_eq!(rounds, 2);
     // Over datagrams the server decides from its own transport, whatever the client claims.
-    let mut udp = server(ServerConfig::default());
+    let mut udp = server(ServerEngineConfig::default());
     let (got, rounds) = bind_from(&mut udp, 1, req, None, now);
     assert_eq!(rounds, 2);
     assert!(got.is_ok());
@@ -190,7 +190,7 @@ fn a_reliable_transport_binds_in_one_round_unless_keyed() {
 
 #[test]
 fn old_clients_are_refused_with_a_protocol_mismatch_they_understand() {
-    let mut s = server(ServerConfig::default());
+    let mut s = server(ServerEngineConfig::default());
     let mut req = request(1);
     (req.proto_min, req.proto_max) = (1, 1);
     let back = deliver(&mut s, 1, &[frame(&Header::new(Kind::Bind).to_bytes(), &req.emit())], Instant::now());
@@ -203,7 +203,7 @@ fn old_clients_are_refused_with_a_protocol_mismatch_they_understand() {
 #[test]
 fn key_mismatches_are_refused_at_once() {
     let now = Instant::now();
-    let mut keyed = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let mut keyed = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
     // No key: refused on the first bind, before any cookie round.
     let refused = |(r, rounds): (Result<Bound, BindError>, usize)| (r.unwrap_err(), rounds);
     assert_eq!(refused(bind_from(&mut keyed, 1, request(1), None, now)), (BindError::Refused(Refusal::KeyRequired), 1));
@@ -212,7 +212,7 @@ fn key_mismatches_are_refused_at_once() {
     assert_eq!(got, (BindError::Refused(Refusal::BadKey), 2));
     assert_eq!(keyed.session_count(), 0);
     // A key where the server has none.
-    let mut open = server(ServerConfig::default());
+    let mut open = server(ServerEngineConfig::default());
     let got = refused(bind_from(&mut open, 1, request(3), Some(psk(1)), now));
     assert_eq!(got, (BindError::Refused(Refusal::KeyNotExpected), 1));
     let r = keyed.stats.refused;
@@ -224,9 +224,9 @@ fn key_mismatches_are_refused_at_once() {
 #[test]
 fn keyed_frames_cannot_be_forged_altered_or_replayed() {
     let now = Instant::now();
-    let mut s = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let mut s = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
     let bound = bind(&mut s, 1, 1, Some(psk(1)), now).unwrap();
-    let mut slot = ClientSlot::new(bound.session, 0, ClientConfig::default()).with_keys(bound.keys.clone());
+    let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys.clone());
     let sent = call(&mut slot, b"abc", now);
     assert_eq!(sent[0].len(), HEADER_LEN + TAG_LEN + 3, "header, tag, body");
     assert_ne!(Header::parse(&sent[0]).unwrap().0.flags & flags::TAGGED, 0);
@@ -264,9 +264,9 @@ fn keyed_frames_cannot_be_forged_altered_or_replayed() {
 
     // A session made by a replayed bind after the first ended has other keys: frames
     // recorded from the first are refused.
-    let mut s2 = server(ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() });
+    let mut s2 = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
     let first = bind(&mut s2, 1, 7, Some(psk(1)), now).unwrap();
-    let mut old = ClientSlot::new(first.session, 0, ClientConfig::default()).with_keys(first.keys);
+    let mut old = ClientSlot::new(first.session, 0, ClientEngineConfig::default()).with_keys(first.keys);
     let recorded = call(&mut old, b"once", now);
     assert_eq!(serve(&mut s2, 1, &recorded, now).1, 1);
     s2.handle_timeout(now + Duration::from_secs(200));
@@ -284,10 +284,10 @@ fn keyed_frames_cannot_be_forged_altered_or_replayed() {
 #[test]
 fn a_keyed_client_believes_the_servers_unknown_session_answer() {
     let now = Instant::now();
-    let cfg = ServerConfig { psk: Some(psk(1)), ..ServerConfig::default() };
+    let cfg = ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() };
     let mut s = server(cfg.clone());
     let bound = bind(&mut s, 1, 1, Some(psk(1)), now).unwrap();
-    let mut slot = ClientSlot::new(bound.session, 0, ClientConfig::default()).with_keys(bound.keys);
+    let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys);
     // The same server incarnation forgot the session: refused on the first transmission, so
     // the call is known not to have run.
     s.forget_peer(&1);
@@ -308,10 +308,10 @@ fn a_keyed_client_believes_the_servers_unknown_session_answer() {
 #[test]
 fn sessions_that_never_call_expire_within_seconds() {
     let t0 = Instant::now();
-    let mut s = server(ServerConfig { unused_idle: Duration::from_secs(5), ..ServerConfig::default() });
+    let mut s = server(ServerEngineConfig { unused_idle: Duration::from_secs(5), ..ServerEngineConfig::default() });
     let idle = bind(&mut s, 1, 1, None, t0).unwrap();
     let busy = bind(&mut s, 2, 2, None, t0).unwrap();
-    let mut slot = ClientSlot::new(busy.session, 0, ClientConfig::default());
+    let mut slot = ClientSlot::new(busy.session, 0, ClientEngineConfig::default());
     assert_eq!(serve(&mut s, 2, &call(&mut slot, b"x", t0), t0).1, 1);
     let mut t = t0;
     while t < t0 + Duration::from_millis(6250) {
@@ -323,7 +323,7 @@ fn sessions_that_never_call_expire_within_seconds() {
     }
     assert_eq!(s.session_count(), 1, "the unused session went within 1.25 times its limit");
     assert_eq!(s.stats.sessions_expired, 1);
-    let sent = call(&mut ClientSlot::new(idle.session, 0, ClientConfig::default()), b"y", t);
+    let sent = call(&mut ClientSlot::new(idle.session, 0, ClientEngineConfig::default()), b"y", t);
     assert_eq!(serve(&mut s, 1, &sent, t).1, 0);
     assert_eq!(s.stats.unknown_session, 1);
 }
@@ -331,14 +331,14 @@ fn sessions_that_never_call_expire_within_seconds() {
 #[test]
 fn a_full_table_reclaims_idle_sessions_never_called_first() {
     let t0 = Instant::now();
-    let mut s = server(ServerConfig { max_sessions: 3, ..ServerConfig::default() });
+    let mut s = server(ServerEngineConfig { max_sessions: 3, ..ServerEngineConfig::default() });
     // A session that called, one that never did, one with a call running.
     let called = bind(&mut s, 1, 1, None, t0).unwrap();
-    let mut c = ClientSlot::new(called.session, 0, ClientConfig::default());
+    let mut c = ClientSlot::new(called.session, 0, ClientEngineConfig::default());
     serve(&mut s, 1, &call(&mut c, b"done", t0), t0);
     let never = bind(&mut s, 2, 2, None, t0).unwrap();
     let running = bind(&mut s, 3, 3, None, t0).unwrap();
-    let mut r = ClientSlot::new(running.session, 0, ClientConfig::default());
+    let mut r = ClientSlot::new(running.session, 0, ClientEngineConfig::default());
     let sent = call(&mut r, b"slow", t0);
     let key = s.handle(3, &sent[0], || t0, &mut |_, _, _| {}).expect("a call").key;
 
@@ -356,15 +356,15 @@ fn a_full_table_reclaims_idle_sessions_never_called_first() {
     assert!(known(&mut s, &called), "a session that called outranks one that never did");
     assert!(known(&mut s, &fourth));
     // Now every idle session has called: the one quiet longest goes, never the running one.
-    let mut f = ClientSlot::new(fourth.session, 0, ClientConfig::default());
+    let mut f = ClientSlot::new(fourth.session, 0, ClientEngineConfig::default());
     serve(&mut s, 5, &call(&mut f, b"hi", t0), t0);
     assert!(bind(&mut s, 6, 6, None, t0).is_ok());
     assert_eq!(s.stats.sessions_reclaimed, 3);
     assert!(known(&mut s, &running));
     assert!(s.finish_with(key, Status::Ok, b"", &mut |_, _, _| {}), "the running call was kept");
-    let mut all_busy = server(ServerConfig { max_sessions: 1, ..ServerConfig::default() });
+    let mut all_busy = server(ServerEngineConfig { max_sessions: 1, ..ServerEngineConfig::default() });
     let b = bind(&mut all_busy, 1, 1, None, t0).unwrap();
-    let sent = call(&mut ClientSlot::new(b.session, 0, ClientConfig::default()), b"z", t0);
+    let sent = call(&mut ClientSlot::new(b.session, 0, ClientEngineConfig::default()), b"z", t0);
     assert!(all_busy.handle(1, &sent[0], || t0, &mut |_, _, _| {}).is_some());
     assert_eq!(bind(&mut all_busy, 2, 2, None, t0).unwrap_err(), BindError::Refused(Refusal::TooManySessions));
     assert_eq!(all_busy.stats.refused.full, 1);
@@ -375,18 +375,18 @@ fn one_source_holds_at_most_its_share() {
     let t0 = Instant::now();
     // Peers 0..100 share source 0 (one IP address, many ports); 100.. are sources of their own.
     let mut s = ServerEngine::with_source(
-        ServerConfig {
+        ServerEngineConfig {
             programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
             max_sessions: 16,
             max_sessions_per_source: 4,
-            ..ServerConfig::default()
+            ..ServerEngineConfig::default()
         },
         |p: &u16| if *p < 100 { 0 } else { *p as u128 },
     );
     // Sessions with a call running cannot be reclaimed: the fifth from the source is refused.
     for p in 0..4u16 {
         let b = bind(&mut s, p, p as u64, None, t0).unwrap();
-        let sent = call(&mut ClientSlot::new(b.session, 0, ClientConfig::default()), b"r", t0);
+        let sent = call(&mut ClientSlot::new(b.session, 0, ClientEngineConfig::default()), b"r", t0);
         assert!(s.handle(p, &sent[0], || t0, &mut |_, _, _| {}).is_some());
     }
     assert_eq!(bind(&mut s, 4, 4, None, t0).unwrap_err(), BindError::Refused(Refusal::SourceLimit));
@@ -396,9 +396,10 @@ fn one_source_holds_at_most_its_share() {
     }
     assert_eq!(s.stats.refused.source_limit, 1);
     // A flood of binds that never call, from one source, churns only that source's share.
-    let mut flood = server(ServerConfig { max_sessions: 64, max_sessions_per_source: 8, ..ServerConfig::default() });
+    let mut flood =
+        server(ServerEngineConfig { max_sessions: 64, max_sessions_per_source: 8, ..ServerEngineConfig::default() });
     let honest = bind(&mut flood, 1, 1, None, t0).unwrap();
-    let mut slot = ClientSlot::new(honest.session, 0, ClientConfig::default());
+    let mut slot = ClientSlot::new(honest.session, 0, ClientEngineConfig::default());
     for n in 0..1000u64 {
         assert!(bind(&mut flood, 2, 1000 + n, None, t0).is_ok());
     }

@@ -19,11 +19,11 @@ fn frame(h: &[u8], b: &[u8]) -> Vec<u8> {
 
 /// A server engine and a bound slot of a session with the given reliability.
 fn bound(reliable: bool) -> (ServerEngine<u8>, ClientSlot) {
-    let mut server = ServerEngine::new(ServerConfig {
+    let mut server = ServerEngine::new(ServerEngineConfig {
         programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
         seed: 11,
         reliable,
-        ..ServerConfig::default()
+        ..ServerEngineConfig::default()
     });
     let req = BindRequest {
         program: PROGRAM,
@@ -39,7 +39,7 @@ fn bound(reliable: bool) -> (ServerEngine<u8>, ClientSlot) {
         nonce: 99,
     };
     let now = Instant::now();
-    let cfg = ClientConfig::default();
+    let cfg = ClientEngineConfig::default();
     let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1));
     let mut to_server = Frames::new();
     binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
@@ -257,10 +257,10 @@ fn an_abandoned_call_frees_the_slot_and_its_late_result_is_stale() {
 fn a_restarted_servers_refusal_is_retry_safe_only_on_a_reliable_session() {
     for reliable in [true, false] {
         let (old, mut slot) = bound(reliable);
-        let mut new = ServerEngine::new(ServerConfig {
+        let mut new = ServerEngine::new(ServerEngineConfig {
             programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 1 }],
             seed: 12,
-            ..ServerConfig::default()
+            ..ServerEngineConfig::default()
         });
         assert_ne!(new.generation(), old.generation());
         let now = Instant::now();

@@ -57,7 +57,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64, faults: Faults, cfg: ServerConfig) -> Sim {
+    fn new(seed: u64, faults: Faults, cfg: ServerEngineConfig) -> Sim {
         Sim {
             now: Instant::now(),
             net: SimNet::new(seed, faults),
@@ -67,14 +67,14 @@ impl Sim {
         }
     }
 
-    fn server_cfg() -> ServerConfig {
-        ServerConfig {
+    fn server_cfg() -> ServerEngineConfig {
+        ServerEngineConfig {
             programs: vec![ProgramVersions { program: PROGRAM, low: 1, high: 2 }],
             max_frame: FRAME,
             max_message: 4 << 20,
             window: 32,
             seed: 7,
-            ..ServerConfig::default()
+            ..ServerEngineConfig::default()
         }
     }
 
@@ -129,7 +129,7 @@ impl Sim {
             window: 32,
             nonce,
         };
-        let cfg = ClientConfig::default();
+        let cfg = ClientEngineConfig::default();
         let mut b = Binder::new(req, &cfg, self.now, self.now + Duration::from_secs(5)).with_key(psk);
         let now = self.now;
         b.start(now, &mut |h, body| self.net.send(now, Dest::Server(addr), h, body));
@@ -188,12 +188,12 @@ fn run_keyed_workload(
     big: bool,
     psk: Option<Psk>,
 ) -> (Tally, Sim) {
-    let mut sim = Sim::new(seed, faults, ServerConfig { psk: psk.clone(), ..Sim::server_cfg() });
+    let mut sim = Sim::new(seed, faults, ServerEngineConfig { psk: psk.clone(), ..Sim::server_cfg() });
     let bound = sim.bind_with(1, 99, 0, psk).expect("bind");
     let session = bound.session;
     assert_eq!(session.slots, 4);
     let mut rng = StdRng::seed_from_u64(seed ^ 0xABCD);
-    let cfg = ClientConfig::default();
+    let cfg = ClientEngineConfig::default();
     let mut clients: Vec<ClientSlot> =
         (0..slots).map(|s| ClientSlot::new(session, s, cfg).with_keys(bound.keys.clone())).collect();
     let mut plans: Vec<Vec<Planned>> = (0..slots)
@@ -380,7 +380,7 @@ fn restarted_server_and_expired_session_are_told_apart() {
     cfg.session_idle = Duration::from_secs(1);
     let mut sim = Sim::new(11, faults, cfg.clone());
     let session = sim.bind(1, 1, 0).unwrap();
-    let mut c = ClientSlot::new(session, 0, ClientConfig::default());
+    let mut c = ClientSlot::new(session, 0, ClientEngineConfig::default());
     let call = |sim: &mut Sim, c: &mut ClientSlot| -> Option<CallError> {
         c.args_buf().extend_from_slice(&make_args(1, 4, 0));
         let now = sim.now;
@@ -440,7 +440,7 @@ fn oversized_call_gets_typed_error() {
     let mut sim = Sim::new(13, faults, cfg);
     let session = sim.bind(1, 1, 0).unwrap();
     assert_eq!(session.max_message, 1000);
-    let mut c = ClientSlot::new(session, 0, ClientConfig::default());
+    let mut c = ClientSlot::new(session, 0, ClientEngineConfig::default());
     c.args_buf().resize(1001, 0);
     let now = sim.now;
     assert_eq!(

@@ -21,7 +21,7 @@ pub struct ClientConfig {
     /// Fragments in flight for large messages (at most 64).
     pub window: u16,
     /// Retransmission and acknowledgement timers.
-    pub engine: lowlat_proto::ClientConfig,
+    pub engine: lowlat_proto::ClientEngineConfig,
     /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
     pub trace: bool,
     /// ONC RPC only: send these AUTH_SYS credentials (AUTH_NONE when `None`).
@@ -49,7 +49,7 @@ impl Default for ClientConfig {
             bind_timeout: Duration::from_secs(5),
             max_message: 4 << 20,
             window: 32,
-            engine: lowlat_proto::ClientConfig::default(),
+            engine: lowlat_proto::ClientEngineConfig::default(),
             trace: false,
             onc_auth: None,
             onc_max_fragment: 1 << 20,

@@ -283,6 +283,12 @@ impl Error {
     }
 }
 
+impl From<lowlat_transport::UriError> for Error {
+    fn from(e: lowlat_transport::UriError) -> Error {
+        Error::InvalidUri { uri: e.uri, reason: e.reason }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,13 +308,8 @@ mod tests {
 
     #[test]
     fn a_call_error_names_its_endpoint_and_procedure() {
-        let call = CallSite {
-            uri: "udp://127.0.0.1:7000".into(),
-            program: 0x2000_4c4c,
-            version: 1,
-            proc_no: 1,
-            name: None,
-        };
+        let call =
+            CallSite { uri: "udp://127.0.0.1:7000".into(), program: 0x2000_4c4c, version: 1, proc_no: 1, name: None };
         let e = Error::ServerError { call: call.clone(), message: Some("insufficient funds".into()) };
         assert_eq!(
             e.to_string(),
@@ -321,12 +322,11 @@ mod tests {
         );
         let e = Error::Timeout { call, after: Duration::from_nanos(1_000_012_345), execution: Execution::Unknown };
         let shown = e.named(&[(1, "MINUS".into())]).to_string();
-        assert!(shown.starts_with("udp://127.0.0.1:7000: MINUS (program 0x20004c4c version 1, procedure 1) timed out after 1.00 s: "), "{shown}");
-    }
-}
-
-impl From<lowlat_transport::UriError> for Error {
-    fn from(e: lowlat_transport::UriError) -> Error {
-        Error::InvalidUri { uri: e.uri, reason: e.reason }
+        assert!(
+            shown.starts_with(
+                "udp://127.0.0.1:7000: MINUS (program 0x20004c4c version 1, procedure 1) timed out after 1.00 s: "
+            ),
+            "{shown}"
+        );
     }
 }

@@ -1,5 +1,44 @@
 //! lowlat: remote procedure calls for Linux whose fast path runs close to what the machine can do.
 //!
+//! A lowlat program starts from an interface in the ONC RPC language (a `.x` file, as rpcgen
+//! reads it):
+//!
+//! ```text
+//! struct item { string name<16>; unsigned int count; };
+//! program INVENTORY_PROG {
+//!     version INVENTORY_V1 {
+//!         unsigned int ADD(item) = 1;
+//!     } = 1;
+//! } = 0x20001234;
+//! ```
+//!
+//! `lowlat-build` compiles it in `build.rs` (`lowlat_build::compile("inventory.x")`) into a
+//! module of types (`Item`), a client (`inventory_v1::InventoryV1Client`, one method per
+//! procedure) and a service trait (`inventory_v1::InventoryV1Service`) with `program` (lowlat's
+//! native encoding) and `program_xdr` (XDR, for ONC RPC callers) to serve an implementation:
+//!
+//! ```ignore
+//! impl InventoryV1Service for Shelves {
+//!     fn add(&self, _: &lowlat::CallContext, it: Item) -> Result<u32, lowlat::ProcError> {
+//!         Ok(self.stock(it.name, it.count))
+//!     }
+//! }
+//! let shelves = std::sync::Arc::new(Shelves::default());
+//! let server = lowlat::Server::builder()
+//!     .program(inventory_v1::program(shelves.clone()))
+//!     .program(inventory_v1::program_xdr(shelves))
+//!     .serve(&["udp://127.0.0.1:7000", "shm:///tmp/inventory.sock", "onc+udp://127.0.0.1:7001"])?;
+//! let client = InventoryV1Client::connect("shm:///tmp/inventory.sock")?; // Send + Sync: share it
+//! let in_stock = client.add(&Item { name: "hammer".into(), count: 3 })?;
+//! // Per-call options: a deadline for this call only.
+//! let patient = client.with(lowlat::CallOptions::new().deadline(std::time::Duration::from_secs(5)));
+//! ```
+//!
+//! `examples/inventory` in the repository is that project complete (built and run by the tests),
+//! and `docs/onc-example.md` walks through it; `lowlat-build`'s front page documents the
+//! generated API (names, how each `.x` construct maps to Rust). Without a `.x`, a procedure is a
+//! closure over bytes, which is what generated stubs amount to:
+//!
 //! ```no_run
 //! use lowlat::{Client, Program, Server};
 //! // Serve program 0x20000001 version 1 with one procedure that adds 1 to a little-endian u32.
@@ -18,10 +57,6 @@
 //! assert_eq!(n, 42);
 //! server.shutdown();
 //! ```
-//!
-//! Most programs call through stubs generated from a `.x` interface definition by `lowlat-build`
-//! (its front page documents the generated client, server trait and type mapping); the closures
-//! above are what such stubs amount to.
 //!
 //! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
 //! procedures, their configurations and [`Error`]. A server gives strangers nothing before they

@@ -39,12 +39,12 @@ fn count(c: &Client) -> Result<u64, Error> {
 
 /// Timers for tests that count frames: no retransmission or acknowledgement on a quiet
 /// loopback within the test.
-fn patient() -> lowlat_proto::ClientConfig {
-    lowlat_proto::ClientConfig {
+fn patient() -> lowlat_proto::ClientEngineConfig {
+    lowlat_proto::ClientEngineConfig {
         initial_rto: Duration::from_secs(2),
         min_rto: Duration::from_secs(1),
         ack_delay: Duration::from_secs(30),
-        ..lowlat_proto::ClientConfig::default()
+        ..lowlat_proto::ClientEngineConfig::default()
     }
 }
 

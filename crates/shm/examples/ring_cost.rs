@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lowlat_shm::{ChannelConfig, ServerConfig, ShmChannel, ShmServer, SpinPolicy};
+use lowlat_shm::{ChannelConfig, ShmChannel, ShmServer, ShmServerConfig, SpinPolicy};
 
 #[inline(never)]
 fn exchange(ch: &mut ShmChannel, server: &mut ShmServer, msg: &[u8], rounds: usize) -> usize {
@@ -27,7 +27,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("llshm-ring-cost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s");
-    let cfg = ServerConfig { spin: SpinPolicy::Forever, ..ServerConfig::default() };
+    let cfg = ShmServerConfig { spin: SpinPolicy::Forever, ..ShmServerConfig::default() };
     let mut server = ShmServer::bind(&path, cfg).unwrap();
     let p2 = path.clone();
     let connecting = std::thread::spawn(move || {

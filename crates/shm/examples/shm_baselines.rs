@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lowlat_shm::{floor, pingpong, ChannelConfig, ServerConfig, ShmChannel, ShmServer, SpinPolicy};
+use lowlat_shm::{floor, pingpong, ChannelConfig, ShmChannel, ShmServer, ShmServerConfig, SpinPolicy};
 
 fn pct(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
@@ -92,7 +92,7 @@ fn main() {
         ("ring echo 32 B, spinning, +100 idle bindings", SpinPolicy::Forever, 100),
         ("ring echo 32 B, adaptive, +100 idle bindings", SpinPolicy::Adaptive, 100),
     ] {
-        let server = EchoThread::start(&path, ServerConfig { spin, ..ServerConfig::default() });
+        let server = EchoThread::start(&path, ShmServerConfig { spin, ..ShmServerConfig::default() });
         let _ = lowlat_sys::pin_to_cpu(0);
         let idle: Vec<ShmChannel> =
             (0..idle).map(|_| ShmChannel::connect(&path, ChannelConfig::default()).unwrap()).collect();
@@ -118,7 +118,7 @@ fn main() {
     }
     // What a binding costs to set up: connect, credentials, memfd, seals, two double mappings
     // per side, descriptor passing.
-    let server = EchoThread::start(&path, ServerConfig::default());
+    let server = EchoThread::start(&path, ShmServerConfig::default());
     let v: Vec<Duration> = (0..500)
         .map(|_| {
             let t = std::time::Instant::now();
@@ -150,7 +150,7 @@ fn awake(gap: Duration, rounds: usize) {
     let dir = std::env::temp_dir().join(format!("llshm-awake-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("s");
-    let server = EchoThread::start(&path, ServerConfig::default());
+    let server = EchoThread::start(&path, ShmServerConfig::default());
     let _ = lowlat_sys::pin_to_cpu(0);
     let mut ch =
         ShmChannel::connect(&path, ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() }).unwrap();
@@ -180,7 +180,7 @@ struct EchoThread {
 }
 
 impl EchoThread {
-    fn start(path: &std::path::Path, config: ServerConfig) -> EchoThread {
+    fn start(path: &std::path::Path, config: ShmServerConfig) -> EchoThread {
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = ShmServer::bind(path, config).unwrap();
         let s2 = stop.clone();

@@ -26,4 +26,4 @@ pub use error::ShmError;
 pub use lowlat_transport::SpinPolicy;
 pub use ring::RingError;
 pub use segment::Layout;
-pub use server::{Activity, BindingId, Handler, PeerCred, PeerPolicy, Reply, ServerConfig, ShmServer};
+pub use server::{Activity, BindingId, PeerCred, PeerPolicy, Reply, ShmHandler, ShmServer, ShmServerConfig};

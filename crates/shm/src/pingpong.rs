@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 
 use crate::channel::{ChannelConfig, ShmChannel};
 use crate::error::ShmError;
-use crate::server::{BindingId, Reply, ServerConfig, ShmServer};
+use crate::server::{BindingId, Reply, ShmServer, ShmServerConfig};
 use lowlat_sys as sys;
 
 /// The echo handler: the reply is the request, copied from one ring into the other.
 pub fn echo(_: BindingId, request: &[u8], reply: Reply<'_>) {
-    // A failed reply closes the binding; the server reports it through `Handler::closed`.
+    // A failed reply closes the binding; the server reports it through `ShmHandler::closed`.
     let _ = reply.send(&[request]);
 }
 
 /// Serves echo at `path` until `stop` is set.
-pub fn serve(path: &Path, config: ServerConfig, stop: &AtomicBool) -> Result<(), ShmError> {
+pub fn serve(path: &Path, config: ShmServerConfig, stop: &AtomicBool) -> Result<(), ShmError> {
     let mut server = ShmServer::bind(path, config)?;
     server.run(&mut echo, stop)
 }

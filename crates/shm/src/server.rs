@@ -47,7 +47,7 @@ impl PeerPolicy {
 
 /// Server-side settings.
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
+pub struct ShmServerConfig {
     /// Permissions of the socket file.
     pub mode: u32,
     pub policy: PeerPolicy,
@@ -63,9 +63,9 @@ pub struct ServerConfig {
     pub max_bindings: usize,
 }
 
-impl Default for ServerConfig {
+impl Default for ShmServerConfig {
     fn default() -> Self {
-        ServerConfig {
+        ShmServerConfig {
             mode: 0o600,
             policy: PeerPolicy::same_user(),
             layout: Layout { call_ring: 64 << 10, result_ring: 64 << 10 },
@@ -94,7 +94,7 @@ pub struct PeerCred {
 
 /// What the server thread calls. Only `call` is required; closures
 /// `FnMut(BindingId, &[u8], Reply)` implement it.
-pub trait Handler {
+pub trait ShmHandler {
     /// One request, where it lies in the call ring (or reassembled, if streamed). The bytes are
     /// the client's to change at any moment: validate before trusting. Reply through `reply`
     /// now, or later with [`ShmServer::reply`]; dropping it sends nothing.
@@ -104,7 +104,7 @@ pub trait Handler {
     fn refused(&mut self, _peer: PeerCred) {}
 }
 
-impl<F: FnMut(BindingId, &[u8], Reply<'_>)> Handler for F {
+impl<F: FnMut(BindingId, &[u8], Reply<'_>)> ShmHandler for F {
     fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>) {
         self(binding, request, reply)
     }
@@ -122,7 +122,7 @@ pub enum Activity<R> {
 /// Collects closures for the pull-style API, which reports them from `serve_next`.
 struct Recorder(std::collections::VecDeque<BindingId>);
 
-impl Handler for Recorder {
+impl ShmHandler for Recorder {
     fn call(&mut self, _: BindingId, _: &[u8], _: Reply<'_>) {}
     fn closed(&mut self, binding: BindingId, _why: &ShmError) {
         self.0.push_back(binding);
@@ -132,7 +132,7 @@ impl Handler for Recorder {
 /// Writes one reply straight into a binding's result ring.
 pub struct Reply<'a> {
     results: &'a mut Producer,
-    cfg: &'a ServerConfig,
+    cfg: &'a ShmServerConfig,
     sock: i32,
     failed: &'a mut Option<ShmError>,
 }
@@ -207,14 +207,14 @@ impl Reply<'_> {
     }
 }
 
-fn stall(e: ShmError, cfg: &ServerConfig) -> ShmError {
+fn stall(e: ShmError, cfg: &ShmServerConfig) -> ShmError {
     match e {
         ShmError::Timeout { .. } => ShmError::Stalled { waited_ms: cfg.stall_limit.as_millis() as u64 },
         e => e,
     }
 }
 
-fn send_reply(results: &mut Producer, cfg: &ServerConfig, sock: i32, parts: &[&[u8]]) -> Result<(), ShmError> {
+fn send_reply(results: &mut Producer, cfg: &ShmServerConfig, sock: i32, parts: &[&[u8]]) -> Result<(), ShmError> {
     // The clock is read only if the reply has to wait: not on the fast path.
     let mut deadline = None;
     let mut spinner = Spinner::new(cfg.spin);
@@ -302,7 +302,7 @@ pub struct ShmServer {
     now: Instant,
     last_event_check: Instant,
     events: Vec<libc::epoll_event>,
-    config: ServerConfig,
+    config: ShmServerConfig,
     epoll: Epoll,
     listener: UnixListener,
     path: PathBuf,
@@ -325,7 +325,7 @@ impl std::fmt::Debug for ShmServer {
 impl ShmServer {
     /// Listens at `path` (a stale socket left by a dead server is replaced; anything else there
     /// is refused).
-    pub fn bind(path: impl AsRef<Path>, config: ServerConfig) -> Result<ShmServer, ShmError> {
+    pub fn bind(path: impl AsRef<Path>, config: ShmServerConfig) -> Result<ShmServer, ShmError> {
         let path = path.as_ref().to_path_buf();
         config
             .layout
@@ -372,7 +372,7 @@ impl ShmServer {
     }
 
     /// Serves requests until `stop` is set (checked at least every 50 ms).
-    pub fn run(&mut self, handler: &mut impl Handler, stop: &AtomicBool) -> Result<(), ShmError> {
+    pub fn run(&mut self, handler: &mut impl ShmHandler, stop: &AtomicBool) -> Result<(), ShmError> {
         while !stop.load(Ordering::Relaxed) {
             self.poll(handler, Some(Duration::from_millis(50)))?;
         }
@@ -382,8 +382,8 @@ impl ShmServer {
     /// Serves whatever is ready; if nothing is, spins for the budget and then sleeps, returning
     /// after serving at least one request or when `timeout` passes (`None`: no limit). Returns
     /// the number of requests served. Errors only when the server itself fails (epoll);
-    /// per-binding failures close that binding and are reported to `Handler::closed`.
-    pub fn poll(&mut self, handler: &mut impl Handler, timeout: Option<Duration>) -> Result<usize, ShmError> {
+    /// per-binding failures close that binding and are reported to `ShmHandler::closed`.
+    pub fn poll(&mut self, handler: &mut impl ShmHandler, timeout: Option<Duration>) -> Result<usize, ShmError> {
         self.now = Instant::now();
         let deadline = timeout.map(|t| self.now + t);
         let mut passes = 0u32;
@@ -418,7 +418,12 @@ impl ShmServer {
 
     /// Sends a deferred reply on `binding` (for a request whose `Reply` was dropped). A failure
     /// closes the binding.
-    pub fn reply(&mut self, handler: &mut impl Handler, binding: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
+    pub fn reply(
+        &mut self,
+        handler: &mut impl ShmHandler,
+        binding: BindingId,
+        parts: &[&[u8]],
+    ) -> Result<(), ShmError> {
         let b = match self.slots.get_mut(binding.index as usize) {
             Some(Some(b)) if b.id == binding => b,
             _ => return Err(ShmError::PeerGone),
@@ -436,7 +441,7 @@ impl ShmServer {
     }
 
     /// Closes a binding from the server side.
-    pub fn disconnect(&mut self, handler: &mut impl Handler, binding: BindingId) {
+    pub fn disconnect(&mut self, handler: &mut impl ShmHandler, binding: BindingId) {
         if self.binding_mut(binding).is_some() {
             self.close(binding.index, ShmError::Broken("closed by the server".into()), handler);
         }
@@ -555,7 +560,7 @@ impl ShmServer {
         }
     }
 
-    fn serve_active(&mut self, handler: &mut impl Handler) -> usize {
+    fn serve_active(&mut self, handler: &mut impl ShmHandler) -> usize {
         let mut served = 0;
         let mut i = 0;
         while i < self.active.len() {
@@ -648,7 +653,7 @@ impl ShmServer {
         }
     }
 
-    fn process_events(&mut self, handler: &mut impl Handler, timeout: Option<Duration>) -> Result<(), ShmError> {
+    fn process_events(&mut self, handler: &mut impl ShmHandler, timeout: Option<Duration>) -> Result<(), ShmError> {
         let n = self.epoll.wait(&mut self.events, timeout).map_err(io_err("epoll wait"))?.len();
         for k in 0..n {
             let data = self.events[k].u64;
@@ -691,7 +696,7 @@ impl ShmServer {
         Ok(())
     }
 
-    fn accept_all(&mut self, handler: &mut impl Handler) {
+    fn accept_all(&mut self, handler: &mut impl ShmHandler) {
         loop {
             match self.listener.accept() {
                 Ok((sock, _)) => self.admit(sock, handler),
@@ -702,7 +707,7 @@ impl ShmServer {
         }
     }
 
-    fn admit(&mut self, sock: UnixStream, handler: &mut impl Handler) {
+    fn admit(&mut self, sock: UnixStream, handler: &mut impl ShmHandler) {
         let Ok((uid, gid, pid)) = sys::peer_cred(sock.as_raw_fd()) else {
             return;
         };
@@ -771,7 +776,7 @@ impl ShmServer {
         handler.opened(id, peer);
     }
 
-    fn close(&mut self, index: u32, why: ShmError, handler: &mut impl Handler) {
+    fn close(&mut self, index: u32, why: ShmError, handler: &mut impl ShmHandler) {
         let Some(b) = self.slots[index as usize].take() else {
             return;
         };
@@ -810,7 +815,7 @@ impl ShmServer {
     }
 }
 
-fn serve_one(b: &mut Binding, handler: &mut impl Handler, cfg: &ServerConfig) -> Result<bool, ShmError> {
+fn serve_one(b: &mut Binding, handler: &mut impl ShmHandler, cfg: &ShmServerConfig) -> Result<bool, ShmError> {
     if !b.calls.poll()? {
         return Ok(false);
     }
@@ -824,7 +829,7 @@ fn serve_one(b: &mut Binding, handler: &mut impl Handler, cfg: &ServerConfig) ->
 /// frees it. Also returns why the binding must close, if the reply failed.
 fn serve_held<R>(
     b: &mut Binding,
-    cfg: &ServerConfig,
+    cfg: &ShmServerConfig,
     f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R,
 ) -> (R, Option<ShmError>) {
     let mut failed = None;

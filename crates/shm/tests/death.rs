@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowlat_shm::{ChannelConfig, ServerConfig, ShmChannel, ShmError, SpinPolicy};
+use lowlat_shm::{ChannelConfig, ShmChannel, ShmError, ShmServerConfig, SpinPolicy};
 
 fn killed_server_is_noticed(spin: SpinPolicy, size: usize) {
     let dir = Scratch::new("kill-server");
@@ -66,6 +66,6 @@ fn child_entry() {
     if let Some(p) = role.strip_prefix("serve:") {
         let stop = AtomicBool::new(false);
         // Runs until killed by the parent test.
-        lowlat_shm::pingpong::serve(p.as_ref(), ServerConfig::default(), &stop).unwrap();
+        lowlat_shm::pingpong::serve(p.as_ref(), ShmServerConfig::default(), &stop).unwrap();
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use lowlat_shm::ring::RingError;
-use lowlat_shm::{ChannelConfig, Layout, ServerConfig, ShmChannel};
+use lowlat_shm::{ChannelConfig, Layout, ShmChannel, ShmServerConfig};
 
 const RING: usize = 4096;
 const STALL: Duration = Duration::from_millis(50);
@@ -43,11 +43,11 @@ fn scribble(ch: &ShmChannel, rng: &mut Rng) {
 fn hostile_clients_cannot_hurt_an_honest_one() {
     let dir = Scratch::new("hostile");
     let path = dir.path("s");
-    let cfg = ServerConfig {
+    let cfg = ShmServerConfig {
         layout: Layout { call_ring: RING, result_ring: RING },
         stall_limit: STALL,
         max_message: 256 << 10,
-        ..ServerConfig::default()
+        ..ShmServerConfig::default()
     };
     let server = EchoServer::start(&path, cfg);
     let stop = Arc::new(AtomicBool::new(false));

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowlat_shm::{ChannelConfig, ServerConfig, ShmChannel};
+use lowlat_shm::{ChannelConfig, ShmChannel, ShmServerConfig};
 
 fn count_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
@@ -22,7 +22,7 @@ fn count_maps() -> usize {
 fn killed_clients_leave_nothing_behind() {
     let dir = Scratch::new("kill-client");
     let path = dir.path("s");
-    let server = EchoServer::start(&path, ServerConfig::default());
+    let server = EchoServer::start(&path, ShmServerConfig::default());
     let cycle = |i: usize| {
         let served = server.counters.served.load(Ordering::SeqCst);
         // Even cycles: the client idles after one call. Odd: it is killed mid-stream of calls.

@@ -6,16 +6,16 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowlat_shm::{ChannelConfig, Layout, PeerPolicy, ServerConfig, ShmChannel, ShmError, SpinPolicy};
+use lowlat_shm::{ChannelConfig, Layout, PeerPolicy, ShmChannel, ShmError, ShmServerConfig, SpinPolicy};
 
 const RING: usize = 4096;
 
-fn small_rings() -> ServerConfig {
-    ServerConfig {
+fn small_rings() -> ShmServerConfig {
+    ShmServerConfig {
         layout: Layout { call_ring: RING, result_ring: RING },
         // Generous: on a loaded machine a client thread can be off CPU for a while.
         stall_limit: Duration::from_secs(2),
-        ..ServerConfig::default()
+        ..ShmServerConfig::default()
     }
 }
 
@@ -90,15 +90,15 @@ fn socket_path_rules() {
     // A regular file is never clobbered.
     let file = dir.path("file");
     std::fs::write(&file, b"keep me").unwrap();
-    let e = lowlat_shm::ShmServer::bind(&file, ServerConfig::default()).unwrap_err();
+    let e = lowlat_shm::ShmServer::bind(&file, ShmServerConfig::default()).unwrap_err();
     assert!(matches!(e, ShmError::PathInUse { .. }), "{e}");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
     // A live server's socket is not taken over.
     let path = dir.path("s");
-    let live = lowlat_shm::ShmServer::bind(&path, ServerConfig::default()).unwrap();
+    let live = lowlat_shm::ShmServer::bind(&path, ShmServerConfig::default()).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let e = lowlat_shm::ShmServer::bind(&path, ServerConfig::default()).unwrap_err();
+    let e = lowlat_shm::ShmServer::bind(&path, ShmServerConfig::default()).unwrap_err();
     assert!(matches!(e, ShmError::PathInUse { .. }), "{e}");
     drop(live);
     assert!(!path.exists(), "server removes its socket on drop");
@@ -106,7 +106,7 @@ fn socket_path_rules() {
     let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
     drop(stale); // the file stays, nobody listens
     assert!(path.exists());
-    let cfg = ServerConfig { mode: 0o660, ..ServerConfig::default() };
+    let cfg = ShmServerConfig { mode: 0o660, ..ShmServerConfig::default() };
     let _s = lowlat_shm::ShmServer::bind(&path, cfg).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o660);
 }
@@ -116,9 +116,9 @@ fn disallowed_uid_is_refused_by_policy() {
     let dir = Scratch::new("refuse");
     let path = dir.path("s");
     let me = lowlat_sys::effective_uid();
-    let cfg = ServerConfig {
+    let cfg = ShmServerConfig {
         policy: PeerPolicy { uids: vec![me.wrapping_add(4242)], gids: vec![] },
-        ..ServerConfig::default()
+        ..ShmServerConfig::default()
     };
     let server = EchoServer::start(&path, cfg);
     let e = ShmChannel::connect(&path, ChannelConfig::default()).unwrap_err();
@@ -143,7 +143,7 @@ fn another_uid_is_refused() {
     let path = dir.path("s");
     // The file mode lets the other user reach the socket: the refusal must come from the
     // credentials check, not from the file system.
-    let server = EchoServer::start(&path, ServerConfig { mode: 0o666, ..ServerConfig::default() });
+    let server = EchoServer::start(&path, ShmServerConfig { mode: 0o666, ..ShmServerConfig::default() });
     let mut c = child("child_entry", &format!("connect:{}", path.display()));
     c.uid(65534).gid(65534);
     let mut ch = c.spawn().unwrap();
@@ -175,7 +175,7 @@ fn child_entry() {
 fn alternate(total: usize) {
     let dir = Scratch::new("wake");
     let path = dir.path("s");
-    let cfg = ServerConfig { spin: SpinPolicy::Budget(Duration::from_micros(10)), ..ServerConfig::default() };
+    let cfg = ShmServerConfig { spin: SpinPolicy::Budget(Duration::from_micros(10)), ..ShmServerConfig::default() };
     let _server = EchoServer::start(&path, cfg);
     let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     let mut slow = 0usize;
@@ -227,7 +227,7 @@ fn idle_server_sleeps() {
     let dir = Scratch::new("idle");
     let path = dir.path("s");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut server = lowlat_shm::ShmServer::bind(&path, ServerConfig::default()).unwrap();
+    let mut server = lowlat_shm::ShmServer::bind(&path, ShmServerConfig::default()).unwrap();
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
         server.run(&mut lowlat_shm::pingpong::echo, &s2).unwrap();
@@ -332,7 +332,7 @@ fn pull_style_serving() {
 fn busy_polling_server_answers_long_idle_bindings() {
     let dir = Scratch::new("cool");
     let path = dir.path("s");
-    let _server = EchoServer::start(&path, ServerConfig { spin: SpinPolicy::Forever, ..small_rings() });
+    let _server = EchoServer::start(&path, ShmServerConfig { spin: SpinPolicy::Forever, ..small_rings() });
     let cfg = ChannelConfig { spin: SpinPolicy::Forever, ..ChannelConfig::default() };
     let mut busy = ShmChannel::connect(&path, cfg.clone()).unwrap();
     let mut idle = ShmChannel::connect(&path, cfg).unwrap();

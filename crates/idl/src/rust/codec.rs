@@ -94,9 +94,26 @@ fn closure_arg(inner: &str) -> String {
         }
     }
     match inner.strip_suffix('?') {
-        Some(call) if !call.contains('?') => format!("|r| {call}"),
+        // `|r| Ok(x?)` is `|r| x` when the `?` ending `inner` is its only one outside brackets
+        // (those inside belong to arguments and nested closures).
+        Some(call) if top_level_questions(call) == 0 => format!("|r| {call}"),
         _ => format!("|r| Ok({inner})"),
     }
+}
+
+/// How many `?` of `ex` stand outside every bracket.
+fn top_level_questions(ex: &str) -> usize {
+    let mut depth = 0usize;
+    let mut n = 0;
+    for c in ex.chars() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '?' if depth == 0 => n += 1,
+            _ => {}
+        }
+    }
+    n
 }
 
 impl Gen<'_> {

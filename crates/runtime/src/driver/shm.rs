@@ -103,7 +103,7 @@ pub(crate) struct ShmServerTransport {
 impl ShmServerTransport {
     pub fn bind(uri: &str, path: &Path, cfg: &ServerConfig, doorbell: RawFd) -> Result<ShmServerTransport, Error> {
         let max_frame = cfg.max_message + HEADER_LEN;
-        let scfg = lowlat_shm::ServerConfig { spin: cfg.spin, max_message: max_frame, ..Default::default() };
+        let scfg = lowlat_shm::ShmServerConfig { spin: cfg.spin, max_message: max_frame, ..Default::default() };
         let mut srv = ShmServer::bind(path, scfg).map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
         srv.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
         Ok(ShmServerTransport { srv, path: path.to_path_buf(), max_frame, queued: Vec::new(), queued_to: Vec::new() })

@@ -23,7 +23,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
     if !programs.iter().any(|p| p.program == stats::PROGRAM) {
         programs.push(ProgramVersions { program: stats::PROGRAM, low: 1, high: 1 });
     }
-    let engine_cfg = lowlat_proto::ServerConfig {
+    let engine_cfg = lowlat_proto::ServerEngineConfig {
         programs,
         max_sessions: cfg.max_sessions,
         max_slots: cfg.max_slots,
@@ -38,7 +38,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         psk: if t.private() { None } else { cfg.psk.clone() },
         seed: ctx.seed,
         secret: ctx.secret,
-        ..lowlat_proto::ServerConfig::default()
+        ..lowlat_proto::ServerEngineConfig::default()
     };
     let endpoint = LowlatEndpoint {
         engine: ServerEngine::with_source(engine_cfg, T::source),
@@ -151,7 +151,18 @@ fn count_status(own: &mut EndpointStats, status: Status) {
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
         let LowlatEndpoint {
-            engine, ctx, completions, deferred, routes, in_pool, refusing, drained, own, sent, stats_proc, ..
+            engine,
+            ctx,
+            completions,
+            deferred,
+            routes,
+            in_pool,
+            refusing,
+            drained,
+            own,
+            sent,
+            stats_proc,
+            ..
         } = self;
         let ctx: &Context = ctx;
         let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };

@@ -76,7 +76,7 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     /// Finished by the workers, with what each call was (to log a failure's reason).
     completions: Arc<Completions<(CallKey<A>, Called)>>,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<((CallKey<A>, Called), Status, Vec<u8>)>,
+    finished: Vec<FinishedCall<A>>,
     log: ReasonLog,
     /// The calls on the worker pool, not yet answered.
     in_pool: Vec<(CallKey<A>, Called)>,
@@ -85,6 +85,9 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     drained: Drained,
     own: OncCounters,
 }
+
+/// A call the worker pool finished: what it was, its status and its result.
+type FinishedCall<A> = ((CallKey<A>, Called), Status, Vec<u8>);
 
 /// A call as the log names it: its context and its procedure's name.
 #[derive(Clone, Copy)]

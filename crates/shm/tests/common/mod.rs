@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat_shm::{BindingId, Handler, PeerCred, Reply, ServerConfig, ShmError, ShmServer};
+use lowlat_shm::{BindingId, PeerCred, Reply, ShmError, ShmHandler, ShmServer, ShmServerConfig};
 
 /// A directory removed on drop.
 pub struct Scratch(pub PathBuf);
@@ -48,7 +48,7 @@ pub struct Counters {
 
 pub struct Echo(pub Arc<Counters>);
 
-impl Handler for Echo {
+impl ShmHandler for Echo {
     fn call(&mut self, _b: BindingId, request: &[u8], mut reply: Reply<'_>) {
         let n = self.0.served.fetch_add(1, Ordering::Relaxed);
         // Every other echo is built where the client reads it, so that every test meets both
@@ -88,7 +88,7 @@ pub struct EchoServer {
 }
 
 impl EchoServer {
-    pub fn start(path: &Path, config: ServerConfig) -> EchoServer {
+    pub fn start(path: &Path, config: ShmServerConfig) -> EchoServer {
         let counters = Arc::new(Counters::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = ShmServer::bind(path, config).expect("bind");

@@ -71,7 +71,9 @@ impl Roles {
             }
             None => Command::new(exe),
         };
-        cmd.args([&self.test, "--exact", "--test-threads=1", "--nocapture", "--quiet"]).env(ROLE, role).env(ROLE_URI, uri);
+        cmd.args([&self.test, "--exact", "--test-threads=1", "--nocapture", "--quiet"])
+            .env(ROLE, role)
+            .env(ROLE_URI, uri);
         for (k, v) in vars {
             cmd.env(k, v);
         }

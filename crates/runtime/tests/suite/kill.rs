@@ -204,6 +204,26 @@ pub fn run_role(t: &'static Transport) -> bool {
     true
 }
 
+/// `uri` with its port 0 (if it has one) replaced by a free port below the ephemeral range: a
+/// port from that range, free while its server is down, may be taken by any socket bound to
+/// port 0 meanwhile (another test's, or a client's TCP connection to itself).
+fn outside_the_ephemeral_range(uri: &str) -> String {
+    let Some(base) = uri.strip_suffix(":0") else { return uri.to_string() };
+    // Each test of the process starts its search elsewhere: two finding one port at once would
+    // both take it.
+    static TESTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = TESTS.fetch_add(1, Ordering::Relaxed);
+    let first = 20_000 + ((std::process::id() + n * 997) % 10_000) as u16;
+    for port in (first..30_000).chain(20_000..first) {
+        let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            return format!("{base}:{port}");
+        }
+    }
+    panic!("no free port in 20000..30000")
+}
+
 /// What the callers of [`killed_server_restarted_on_the_same_address`] saw.
 #[derive(Default)]
 struct Seen {
@@ -225,7 +245,7 @@ pub fn killed_server_restarted_on_the_same_address(t: &'static Transport, test: 
     let Some(env) = Env::new(t) else { return };
     let roles = Roles::new(&env, test);
     let idle = Duration::from_secs(120);
-    let server = roles.serve(&env.listen_uri(), idle);
+    let server = roles.serve(&outside_the_ephemeral_range(&env.listen_uri()), idle);
     let served = server.uri.clone().expect("a serving role says where");
     let (listen, uri) = match t.client {
         Some(c) => (env.listen_uri(), env.expand(c)),

@@ -70,7 +70,7 @@ impl PacketSocket {
                     _ => Err(e),
                 };
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let n = n as usize;

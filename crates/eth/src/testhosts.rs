@@ -221,34 +221,12 @@ fn disable_ipv6() -> Result<()> {
 /// A veth pair whose ends are created directly inside their namespaces: the pair never exists in
 /// the root namespace.
 fn add_veth((if1, ns1): (&str, &str), (if2, ns2): (&str, &str), mtu: &str) -> Result<()> {
-    run(&[
-        "ip",
-        "link",
-        "add",
-        if1,
-        "netns",
-        ns1,
-        "mtu",
-        mtu,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        if2,
-        "netns",
-        ns2,
-        "mtu",
-        mtu,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-    ])
-    .map(|_| ())
+    let end = |name, ns| [name, "netns", ns, "mtu", mtu, "numtxqueues", "1", "numrxqueues", "1"];
+    let mut args = vec!["ip", "link", "add"];
+    args.extend(end(if1, ns1));
+    args.extend(["type", "veth", "peer", "name"]);
+    args.extend(end(if2, ns2));
+    run(&args).map(|_| ())
 }
 
 impl Drop for TestHosts {

@@ -176,6 +176,17 @@ fn native_body_opaque_is_the_whole_body() {
     assert_eq!(e.to_string(), "opaque<1000> got 1440 bytes (at offset 0)");
 }
 
+/// Padding is written zero and read past whatever it holds, as glibc's XDR routines do (the
+/// `stubs` fuzz target found a string with non-zero padding; decoding it is not an error).
+#[test]
+fn xdr_padding_is_written_zero_and_read_past() {
+    let bytes = [0, 0, 0, 3, b'k', b'e', 0, 2];
+    assert_eq!(XdrReader::new(&bytes).get_string(10, "string<10>"), Ok("ke\0"));
+    let mut out = Vec::new();
+    XdrWriter::new(&mut out).put_string("ke\0", 10, "string<10>").unwrap();
+    assert_eq!(out, [0, 0, 0, 3, b'k', b'e', 0, 0]);
+}
+
 #[test]
 fn invalid_utf8_is_reported() {
     let bytes = [0, 0, 0, 2, 0xc3, 0x28, 0, 0];

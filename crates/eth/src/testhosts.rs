@@ -53,23 +53,47 @@ impl Host {
     }
 }
 
+/// The namespace between `a` and `b` when they are joined through a relay: two veth pairs,
+/// `a` to [`toward_a`](Self::toward_a) and `b` to [`toward_b`](Self::toward_b), and nothing
+/// joining its two ends but what runs there (a frame relay: `lowlat_relay::FrameRelay`).
+#[derive(Clone, Debug)]
+pub struct Between {
+    pub ns: String,
+    /// Its end of the pair to `a`.
+    pub toward_a: String,
+    /// Its end of the pair to `b`.
+    pub toward_b: String,
+}
+
+impl Between {
+    /// Runs `f` on a new thread inside this namespace.
+    pub fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<Result<T>> {
+        spawn_in_netns(&self.ns, f)
+    }
+}
+
 /// How to build the pair.
 #[derive(Clone, Copy, Debug)]
 pub struct TestHostsConfig {
     pub mtu: u32,
+    /// Join `a` and `b` through a namespace [`Between`] them instead of one veth pair: no
+    /// frame passes until something there relays it.
+    pub relay: bool,
 }
 
 impl Default for TestHostsConfig {
     fn default() -> Self {
-        TestHostsConfig { mtu: 1500 }
+        TestHostsConfig { mtu: 1500, relay: false }
     }
 }
 
-/// Two namespaces `a` and `b` joined by a veth pair; deleted on drop.
+/// Two namespaces `a` and `b` joined by a veth pair (or through a third, [`Between`] them);
+/// deleted on drop.
 #[derive(Debug)]
 pub struct TestHosts {
     pub a: Host,
     pub b: Host,
+    pub relay: Option<Between>,
     pub mtu: u32,
     watcher: Option<(Child, ChildStdin)>,
 }
@@ -120,11 +144,20 @@ impl TestHosts {
         let addr_a = Ipv4Addr::new(10, 77, net, 1);
         let addr_b = Ipv4Addr::new(10, 77, net, 2);
 
+        let relay = cfg.relay.then(|| Between {
+            ns: format!("{NS_PREFIX}{pid}-{n}-r"),
+            toward_a: format!("{IF_PREFIX}{pid}x{n}c"),
+            toward_b: format!("{IF_PREFIX}{pid}x{n}d"),
+        });
+
         // The watcher exists before anything it must remove.
-        let watcher = spawn_watcher(&[&ns_a, &ns_b])?;
+        let mut namespaces = vec![ns_a.as_str(), ns_b.as_str()];
+        namespaces.extend(relay.as_ref().map(|r| r.ns.as_str()));
+        let watcher = spawn_watcher(&namespaces)?;
         let mut hosts = TestHosts {
             a: Host { ns: ns_a, iface: if_a, addr: addr_a, mac: Mac::default() },
             b: Host { ns: ns_b, iface: if_b, addr: addr_b, mac: Mac::default() },
+            relay,
             mtu: cfg.mtu,
             watcher: Some(watcher),
         };
@@ -136,44 +169,27 @@ impl TestHosts {
         let mtu = cfg.mtu.to_string();
         run(&["ip", "netns", "add", &self.a.ns])?;
         run(&["ip", "netns", "add", &self.b.ns])?;
-        // Created directly inside the namespaces: the pair never exists in the root namespace.
-        run(&[
-            "ip",
-            "link",
-            "add",
-            &self.a.iface,
-            "netns",
-            &self.a.ns,
-            "mtu",
-            &mtu,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &self.b.iface,
-            "netns",
-            &self.b.ns,
-            "mtu",
-            &mtu,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-        ])?;
+        match &self.relay {
+            None => add_veth((&self.a.iface, &self.a.ns), (&self.b.iface, &self.b.ns), &mtu)?,
+            Some(r) => {
+                run(&["ip", "netns", "add", &r.ns])?;
+                add_veth((&self.a.iface, &self.a.ns), (&r.toward_a, &r.ns), &mtu)?;
+                add_veth((&self.b.iface, &self.b.ns), (&r.toward_b, &r.ns), &mtu)?;
+                let ns = r.ns.clone();
+                spawn_in_netns(&ns, disable_ipv6)
+                    .join()
+                    .map_err(|_| Error::io("configuring a test namespace", io::Error::other("thread panicked")))???;
+                for iface in ["lo", &r.toward_a, &r.toward_b] {
+                    run(&["ip", "-n", &r.ns, "link", "set", "dev", iface, "up"])?;
+                }
+            }
+        }
         for h in [&mut self.a, &mut self.b] {
             let ns = h.ns.clone();
             let iface = h.iface.clone();
             let addr = format!("{}/24", h.addr);
-            // IPv6 would add router solicitations and MLD reports to every capture: switch it off.
             let info = spawn_in_netns(&ns, move || -> Result<IfInfo> {
-                for f in ["all", "default"] {
-                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{f}/disable_ipv6"), "1")
-                        .map_err(|e| Error::io("disabling IPv6 in a test namespace", e))?;
-                }
+                disable_ipv6()?;
                 IfInfo::get(&iface)
             })
             .join()
@@ -186,15 +202,36 @@ impl TestHosts {
         Ok(())
     }
 
-    /// Whether both namespaces still exist (for tests of the cleanup).
+    /// Whether a namespace still exists (for tests of the cleanup).
     pub fn exists(ns: &str) -> bool {
         std::path::Path::new("/run/netns").join(ns).exists()
     }
 }
 
+/// IPv6 would add router solicitations and MLD reports to every capture: switched off in the
+/// calling thread's namespace.
+fn disable_ipv6() -> Result<()> {
+    for f in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{f}/disable_ipv6"), "1")
+            .map_err(|e| Error::io("disabling IPv6 in a test namespace", e))?;
+    }
+    Ok(())
+}
+
+/// A veth pair whose ends are created directly inside their namespaces: the pair never exists in
+/// the root namespace.
+fn add_veth((if1, ns1): (&str, &str), (if2, ns2): (&str, &str), mtu: &str) -> Result<()> {
+    let end = |name, ns| [name, "netns", ns, "mtu", mtu, "numtxqueues", "1", "numrxqueues", "1"];
+    let mut args = vec!["ip", "link", "add"];
+    args.extend(end(if1, ns1));
+    args.extend(["type", "veth", "peer", "name"]);
+    args.extend(end(if2, ns2));
+    run(&args).map(|_| ())
+}
+
 impl Drop for TestHosts {
     fn drop(&mut self) {
-        for ns in [&self.a.ns, &self.b.ns] {
+        for ns in [Some(&self.a.ns), Some(&self.b.ns), self.relay.as_ref().map(|r| &r.ns)].into_iter().flatten() {
             // Deleting the namespace destroys its veth end, the peer with it, and any XDP
             // program attached to either.
             let _ = run(&["ip", "netns", "del", ns]);
@@ -230,17 +267,17 @@ fn spawn_watcher(namespaces: &[&str]) -> Result<(Child, ChildStdin)> {
     Ok((child, stdin))
 }
 
-/// Parses `lowlat-PID-N-a` / `llPIDxNa` names; returns the PID.
+/// Parses `lowlat-PID-N-a` (`-b`, `-r`) / `llPIDxNa` (`b`, `c`, `d`) names; returns the PID.
 fn owner_pid(name: &str) -> Option<u32> {
     if let Some(rest) = name.strip_prefix(NS_PREFIX) {
         let mut it = rest.split('-');
         let pid = it.next()?.parse().ok()?;
         it.next()?.parse::<u32>().ok()?;
-        return matches!(it.next(), Some("a" | "b")).then_some(pid).filter(|_| it.next().is_none());
+        return matches!(it.next(), Some("a" | "b" | "r")).then_some(pid).filter(|_| it.next().is_none());
     }
     let rest = name.strip_prefix(IF_PREFIX)?;
     let (pid, tail) = rest.split_once('x')?;
-    let n = tail.strip_suffix('a').or_else(|| tail.strip_suffix('b'))?;
+    let n = tail.strip_suffix(['a', 'b', 'c', 'd'])?;
     n.parse::<u32>().ok()?;
     pid.parse().ok()
 }
@@ -322,7 +359,9 @@ mod tests {
         assert_eq!(owner_pid("lowlat-1234-7-a"), Some(1234));
         assert_eq!(owner_pid("lowlat-1234-7-b"), Some(1234));
         assert_eq!(owner_pid("ll1234x7b"), Some(1234));
-        for other in ["lowlat-sh-a", "lowlat-1-2-c", "lowlat-1-2-a-x", "ll12x", "eth0", "llx1a", "ll1x1c"] {
+        assert_eq!(owner_pid("lowlat-1234-7-r"), Some(1234));
+        assert_eq!(owner_pid("ll1234x7d"), Some(1234));
+        for other in ["lowlat-sh-a", "lowlat-1-2-c", "lowlat-1-2-a-x", "ll12x", "eth0", "llx1a", "ll1x1e"] {
             assert_eq!(owner_pid(other), None, "{other}");
         }
     }

@@ -356,7 +356,7 @@ fn bind(
         }
     });
     if let Some(e) = send_err {
-        return Err(Error::io(format!("{shared_uri}: send bind request"), e));
+        return Err(bind_io_error(shared_uri, "send bind request", e));
     }
     let mut spinner = Spinner::new(cfg.spin);
     loop {
@@ -371,7 +371,7 @@ fn bind(
                 });
                 if let Some(f) = again {
                     if let Err(e) = chan.send(&f[..HEADER_LEN], &f[HEADER_LEN..]) {
-                        return Err(Error::io(format!("{shared_uri}: send bind request"), e));
+                        return Err(bind_io_error(shared_uri, "send bind request", e));
                     }
                 }
                 if let Some(r) = got {
@@ -389,16 +389,21 @@ fn bind(
                     return Err(bind_error(shared_uri, program, version, e));
                 }
             }
-            Err(e) => {
-                let detail = e.to_string();
-                return Err(match e.kind() {
-                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::UnexpectedEof => {
-                        Error::ServerNotRunning { uri: shared_uri.to_string(), detail }
-                    }
-                    _ => Error::io(format!("{shared_uri}: bind"), e),
-                });
-            }
+            Err(e) => return Err(bind_io_error(shared_uri, "bind", e)),
         }
+    }
+}
+
+/// An I/O error while binding, before any call was sent: a server that refused the connection,
+/// or reset or closed it before answering the bind (it died, or was killed, meanwhile), is not
+/// running there.
+fn bind_io_error(shared_uri: &str, op: &str, e: std::io::Error) -> Error {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionRefused | ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
+            Error::ServerNotRunning { uri: shared_uri.to_string(), detail: e.to_string() }
+        }
+        _ => Error::io(format!("{shared_uri}: {op}"), e),
     }
 }
 

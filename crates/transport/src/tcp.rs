@@ -191,6 +191,15 @@ impl<F: Framing> TcpChannel<F> {
     pub fn connect_framed(peer: SocketAddr, framing: F, timeout: Duration) -> io::Result<TcpChannel<F>> {
         let sock = TcpStream::connect_timeout(&peer, timeout)
             .map_err(|e| io::Error::new(e.kind(), format!("connect TCP {peer}: {e}")))?;
+        // With nobody listening on a port of the ephemeral range, the kernel may pick that very
+        // port for this socket and connect it to itself (TCP's simultaneous open): no server
+        // is there, and the port would stay taken from one that comes back.
+        if sock.local_addr()? == peer {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("connect TCP {peer}: nobody listens there (the socket connected to itself)"),
+            ));
+        }
         sock.set_nodelay(true)?;
         sock.set_nonblocking(true)?;
         Ok(TcpChannel { sock, framing })

@@ -10,7 +10,7 @@ pub fn hosts(mtu: u32) -> Option<TestHosts> {
         eprintln!("SKIPPED: {why}");
         return None;
     }
-    Some(TestHosts::with_config(TestHostsConfig { mtu }).expect("creating test hosts"))
+    Some(TestHosts::with_config(TestHostsConfig { mtu, ..TestHostsConfig::default() }).expect("creating test hosts"))
 }
 
 pub fn deadline(secs: u64) -> Instant {

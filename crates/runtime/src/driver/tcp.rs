@@ -134,8 +134,11 @@ pub(crate) struct TcpClient<F: Framing> {
 impl<F: Framing> TcpClient<F> {
     pub fn connect(uri: &str, addr: SocketAddr, framing: F, cfg: &ClientConfig) -> Result<TcpClient<F>, Error> {
         let max_frame = framing.max_frame();
+        // Refused, or reset as it was made (the server died meanwhile): nobody serves there.
         let ch = TcpChannel::connect_framed(addr, framing, cfg.bind_timeout).map_err(|e| match e.kind() {
-            io::ErrorKind::ConnectionRefused => Error::ServerNotRunning { uri: uri.to_string(), detail: e.to_string() },
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
+                Error::ServerNotRunning { uri: uri.to_string(), detail: e.to_string() }
+            }
             _ => Error::io(format!("{uri}: connect"), e),
         })?;
         Ok(TcpClient { ch, max_frame })

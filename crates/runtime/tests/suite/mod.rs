@@ -15,6 +15,9 @@ use lowlat_eth::testhosts::{self, TestHosts};
 
 use crate::common::{bytes, lab_program_in, Encoding, Lab, MINUS, PROG};
 
+mod kill;
+pub use kill::{killed_clients_leave_nothing_behind, killed_server_restarted_on_the_same_address};
+
 /// Echoes its argument from the worker pool after `SLOW_FOR`: a long-running procedure.
 pub const SLOW_ECHO: u32 = 5;
 pub const SLOW_FOR: Duration = Duration::from_millis(300);
@@ -110,6 +113,12 @@ impl Env {
         let dir = std::env::temp_dir().join(format!("lowlat-conf-{}-{}-{n}", t.scheme, std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         Some(Env { t, hosts, dir })
+    }
+
+    /// The world of a process started in a role by a kill loop: already in the namespace of its
+    /// side of the transport, URIs given to it whole.
+    fn in_this_namespace(t: &'static Transport) -> Env {
+        Env { t, hosts: None, dir: std::env::temp_dir().join(format!("lowlat-conf-role-{}", std::process::id())) }
     }
 
     pub fn encoding(&self) -> Encoding {
@@ -831,6 +840,16 @@ macro_rules! conformance {
             #[test]
             fn restarted_server_is_used_by_the_same_client() {
                 suite::restarted_server_is_used_by_the_same_client(&T)
+            }
+            #[test]
+            fn killed_server_restarted_on_the_same_address() {
+                let test = concat!(stringify!($name), "::killed_server_restarted_on_the_same_address");
+                suite::killed_server_restarted_on_the_same_address(&T, test)
+            }
+            #[test]
+            fn killed_clients_leave_nothing_behind() {
+                let test = concat!(stringify!($name), "::killed_clients_leave_nothing_behind");
+                suite::killed_clients_leave_nothing_behind(&T, test)
             }
             #[test]
             fn keyed_bindings_work_and_key_mismatches_are_refused_at_once() {

@@ -19,7 +19,7 @@ use crate::out::{lend, lowlat_out};
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lowlat_call {
-    /// The ONC RPC program number the call named.
+    /// The program number the call named (as in the `.x` file).
     pub program: u32,
     /// The version of that program.
     pub version: u32,

@@ -223,7 +223,7 @@ pub struct XskMap {
 
 impl XskMap {
     /// A new XSKMAP of `entries` queues (needs `CAP_BPF` and `CAP_NET_ADMIN`:
-    /// [`Error::Privilege`](crate::Error::Privilege) otherwise).
+    /// [`Error::Privilege`] otherwise).
     pub fn new(entries: u32) -> Result<XskMap> {
         let mut a = MapCreateAttr {
             map_type: BPF_MAP_TYPE_XSKMAP,

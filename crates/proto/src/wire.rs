@@ -552,7 +552,8 @@ impl BindRequest {
 pub struct Cookie {
     /// The server's key epoch when it made the cookie (bytes 0..4): an old epoch's cookie fails.
     pub epoch: u32,
-    /// MAC of the client's address, its nonce and the epoch under the server's secret (bytes 4..20).
+    /// MAC of the client's address, its nonce and the epoch under the server's secret
+    /// (bytes 4..20).
     pub mac: [u8; TAG_LEN],
 }
 

@@ -28,7 +28,8 @@ pub struct CountingAlloc {
 }
 
 impl CountingAlloc {
-    /// An allocator that is not counting yet; `const` so it can be a `static` `#[global_allocator]`.
+    /// An allocator that is not counting yet; `const` so that it can be a `static`
+    /// `#[global_allocator]`.
     pub const fn new() -> CountingAlloc {
         CountingAlloc {
             allocations: AtomicU64::new(0),

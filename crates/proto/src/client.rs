@@ -71,8 +71,8 @@ pub struct Session {
     pub max_frame: u32,
     /// The server's generation when it granted the session.
     pub generation: u16,
-    /// The transport is a reliable stream (TCP, shared memory): no retransmission timers, and
-    /// one-frame calls take the fast path.
+    /// The transport is a reliable stream (TCP, shared memory), as the bind said: nothing is
+    /// retransmitted.
     pub reliable: bool,
     /// Frames carry tags under keys from a pre-shared key.
     pub keyed: bool,

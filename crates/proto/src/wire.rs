@@ -434,9 +434,9 @@ impl<'a> ErrorMessage<'a> {
 /// Byte order of a peer's message bodies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByteOrder {
-    /// Least significant byte first (bind byte 0).
+    /// Least significant byte first (0 in a bind's byte-order byte).
     Little,
-    /// Most significant byte first (bind byte 1).
+    /// Most significant byte first (1 there; any other value reads as little-endian).
     Big,
 }
 
@@ -550,7 +550,8 @@ impl BindRequest {
 /// MAC is the server's nonce for a keyed session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cookie {
-    /// The server's key epoch when it made the cookie (bytes 0..4): an old epoch's cookie fails.
+    /// The server's key epoch when it made the cookie (bytes 0..4): good in that epoch and the
+    /// next.
     pub epoch: u32,
     /// MAC of the client's address, its nonce and the epoch under the server's secret
     /// (bytes 4..20).

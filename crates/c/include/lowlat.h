@@ -179,14 +179,19 @@ typedef const char *(*lowlat_decode_fn)(void *ctx,
 
 // What a procedure knows about the call it serves.
 typedef struct {
+  // The program number the call named (as in the `.x` file).
   uint32_t program;
+  // The version of that program.
   uint32_t version;
+  // The procedure number within that version.
   uint32_t procedure;
   // The calling machine is big-endian (arguments arrive in the server's order regardless).
   bool client_big_endian;
   // The call carried AUTH_SYS credentials (ONC RPC): `uid` and `gid` are the caller's.
   bool has_auth_sys;
+  // The caller's user id, as the AUTH_SYS credentials state it (unverified; 0 without them).
   uint32_t uid;
+  // The caller's group id, as the AUTH_SYS credentials state it (unverified; 0 without them).
   uint32_t gid;
 } lowlat_call;
 

@@ -20,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 // The C names of the exported types (`lowlat_client`, ...) are those of the header.
 #![allow(non_camel_case_types)]
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod error;

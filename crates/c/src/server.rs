@@ -19,14 +19,19 @@ use crate::out::{lend, lowlat_out};
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lowlat_call {
+    /// The program number the call named (as in the `.x` file).
     pub program: u32,
+    /// The version of that program.
     pub version: u32,
+    /// The procedure number within that version.
     pub procedure: u32,
     /// The calling machine is big-endian (arguments arrive in the server's order regardless).
     pub client_big_endian: bool,
     /// The call carried AUTH_SYS credentials (ONC RPC): `uid` and `gid` are the caller's.
     pub has_auth_sys: bool,
+    /// The caller's user id, as the AUTH_SYS credentials state it (unverified; 0 without them).
     pub uid: u32,
+    /// The caller's group id, as the AUTH_SYS credentials state it (unverified; 0 without them).
     pub gid: u32,
 }
 

@@ -17,6 +17,7 @@
 //! Depends on the runtime, the IDL front end and the codec; nothing depends on it but the CLI.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cli;
 mod codec;
@@ -39,22 +40,57 @@ use value::{Build, Given};
 /// What went wrong loading an interface, finding a procedure or converting a value.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The `.x` text does not parse or check (the error carries the diagnostics).
     #[error("{0}")]
     Idl(#[from] lowlat_idl::IdlError),
+    /// The `.x` file could not be read.
     #[error("{path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file, as given.
+        path: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// No procedure of the interface has that name.
     #[error("no procedure {name:?} in the interface; it has: {known}")]
-    UnknownProcedure { name: String, known: String },
+    UnknownProcedure {
+        /// The name asked for.
+        name: String,
+        /// Every procedure, as `VERSION.PROC`, comma-separated.
+        known: String,
+    },
+    /// Several procedures have that name (in different versions or programs).
     #[error("procedure {name:?} is ambiguous; say which: {choices}")]
-    Ambiguous { name: String, choices: String },
+    Ambiguous {
+        /// The name asked for.
+        name: String,
+        /// The candidates, as `VERSION.PROC`, comma-separated.
+        choices: String,
+    },
+    /// The argument text is not JSON.
     #[error("the argument is not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A JSON value does not fit the `.x` type it is given for.
     #[error("{path}: {reason}")]
-    Value { path: String, reason: String },
+    Value {
+        /// Where the value is, e.g. `argument.items[3].name`.
+        path: String,
+        /// What does not fit, e.g. `string longer than 16`.
+        reason: String,
+    },
+    /// A body does not decode as the `.x` type expected there.
     #[error("decoding {path}: {reason}")]
-    Decode { path: String, reason: String },
+    Decode {
+        /// Where in the value decoding stopped, e.g. `result.items[3]`.
+        path: String,
+        /// What was wrong with the bytes.
+        reason: String,
+    },
+    /// The call itself failed (transport, deadline, or the server's answer).
     #[error("{0}")]
     Call(#[from] lowlat::Error),
+    /// No program or version matches what [`Interface::select`] was given, or several do; the
+    /// message lists the choices.
     #[error("{0}")]
     Selection(String),
 }
@@ -62,10 +98,15 @@ pub enum Error {
 /// A procedure found by name, with its program and version numbers.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The program's number.
     pub program: u32,
+    /// The version's number.
     pub version: u32,
+    /// The program's name in the `.x` file.
     pub program_name: String,
+    /// The version's name in the `.x` file.
     pub version_name: String,
+    /// The procedure, with its resolved argument and result types.
     pub proc: Procedure,
 }
 
@@ -342,10 +383,13 @@ pub type DynamicHandler =
 /// A version of a program, chosen by [`Interface::select`], with its procedures.
 #[derive(Clone, Debug)]
 pub struct Selected {
+    /// The program's number.
     pub program: u32,
+    /// The version's number.
     pub version: u32,
     /// `PROGRAM.VERSION`, by name.
     pub name: String,
+    /// Every procedure of the version, in the order of the `.x` file.
     pub procedures: Vec<Target>,
 }
 

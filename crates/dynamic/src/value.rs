@@ -15,10 +15,11 @@ pub type Entries<'v, V> = Vec<(Cow<'v, str>, V)>;
 /// A host value given for a `.x` type. Each accessor answers `None` when the value is not of
 /// that kind; the codec then reports "expected ..., got [`kind`](Given::kind)" with the path.
 pub trait Given: Sized {
-    /// What opaque data, arrays and records are in this host, for "expected ..." messages:
-    /// "base64 text", "an array", "an object".
+    /// What opaque data is in this host, for "expected ..." messages ("base64 text").
     const BYTES: &'static str;
+    /// What arrays are in this host ("an array").
     const LIST: &'static str;
+    /// What struct and union values are in this host ("an object").
     const RECORD: &'static str;
 
     /// The value's kind for error messages: "a string", "an object", "a float".
@@ -60,6 +61,7 @@ pub trait Build {
 
     /// `void` and absent optional data.
     fn null(&mut self) -> Self::Value;
+    /// `bool`.
     fn boolean(&mut self, v: bool) -> Self::Value;
     /// `int`, `unsigned int` and integer union discriminants.
     fn int(&mut self, v: i64) -> Self::Value;

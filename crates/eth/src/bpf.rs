@@ -20,27 +20,36 @@ const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
 
-/// XDP attach modes (linux/if_link.h).
+/// XDP attach mode (linux/if_link.h): generic XDP, run by the kernel after the driver; works
+/// on any interface (veth included), slower.
 pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+/// Attach in the driver (native XDP): fastest, where the driver supports it.
 pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
-/// XDP verdicts.
+/// XDP verdict: drop the packet.
 pub const XDP_DROP: i32 = 1;
+/// Let the packet go on up the kernel's stack.
 pub const XDP_PASS: i32 = 2;
+/// Send the packet back out of the interface it came in on.
 pub const XDP_TX: i32 = 3;
 
-/// Helper numbers (linux/bpf.h `__BPF_FUNC_MAPPER`).
+/// Helper (linux/bpf.h `__BPF_FUNC_MAPPER`) `bpf_redirect_map(map, key, flags)`: hand the
+/// packet to the map's entry `key` (an AF_XDP socket).
 pub const HELPER_REDIRECT_MAP: i32 = 51;
+/// `bpf_get_prandom_u32()`: a pseudo-random 32-bit number in r0.
 pub const HELPER_GET_PRANDOM_U32: i32 = 7;
 
 /// One eBPF instruction, laid out as `struct bpf_insn`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Insn {
+    /// Opcode: class, size or source, and operation (`BPF_*` bits).
     pub code: u8,
     /// dst in the low nibble, src in the high nibble.
     pub regs: u8,
+    /// Signed offset: of a memory access, or of a jump, in instructions.
     pub off: i16,
+    /// Immediate operand.
     pub imm: i32,
 }
 
@@ -48,18 +57,28 @@ pub struct Insn {
 pub mod asm {
     use super::Insn;
 
+    /// Register 0: return value of helpers and of the program.
     pub const R0: u8 = 0;
+    /// Register 1: first helper argument; the `xdp_md` context on entry.
     pub const R1: u8 = 1;
+    /// Register 2: second helper argument.
     pub const R2: u8 = 2;
+    /// Register 3: third helper argument.
     pub const R3: u8 = 3;
+    /// Register 4: fourth helper argument.
     pub const R4: u8 = 4;
+    /// Register 5: fifth helper argument.
     pub const R5: u8 = 5;
+    /// Register 6: callee-saved.
     pub const R6: u8 = 6;
+    /// Register 7: callee-saved.
     pub const R7: u8 = 7;
 
-    /// Access sizes.
+    /// Access size: four bytes.
     pub const W: u8 = 0x00;
+    /// Two bytes.
     pub const H: u8 = 0x08;
+    /// One byte.
     pub const B: u8 = 0x10;
 
     const fn ins(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
@@ -105,6 +124,7 @@ pub mod asm {
     pub const fn call(helper: i32) -> Insn {
         ins(0x85, 0, 0, 0, helper)
     }
+    /// return r0
     pub const fn exit() -> Insn {
         ins(0x95, 0, 0, 0, 0)
     }
@@ -202,6 +222,8 @@ pub struct XskMap {
 }
 
 impl XskMap {
+    /// A new XSKMAP of `entries` queues (needs `CAP_BPF` and `CAP_NET_ADMIN`:
+    /// [`Error::Privilege`] otherwise).
     pub fn new(entries: u32) -> Result<XskMap> {
         let mut a = MapCreateAttr {
             map_type: BPF_MAP_TYPE_XSKMAP,
@@ -229,6 +251,7 @@ impl XskMap {
         Ok(())
     }
 
+    /// The map's descriptor, for programs to refer to it ([`asm::ld_map_fd`]).
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

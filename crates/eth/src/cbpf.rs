@@ -18,6 +18,7 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Accepts every frame of lowlat's EtherType: no filter need be attached.
     pub fn is_empty(&self) -> bool {
         self.slot.is_none() && self.peer.is_none()
     }

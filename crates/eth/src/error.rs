@@ -5,66 +5,156 @@ use std::io;
 /// Errors of the eth and xdp transports and of the test hosts.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The interface is not in this network namespace.
     #[error(
         "network interface {iface:?} does not exist in this network namespace: list them with \
          `ip link` (inside a namespace: `ip netns exec NS ip link`)"
     )]
-    NoInterface { iface: String },
+    NoInterface {
+        /// The interface name given.
+        iface: String,
+    },
 
+    /// The operation needs a capability the process lacks.
     #[error(
         "{op} needs {cap}: run as root, or grant the capability to the binary \
          (`setcap cap_net_raw,cap_net_admin,cap_bpf+ep BINARY`)"
     )]
-    Privilege { op: &'static str, cap: &'static str },
+    Privilege {
+        /// What was refused.
+        op: &'static str,
+        /// The capability it needs, e.g. `"CAP_NET_RAW"`.
+        cap: &'static str,
+    },
 
+    /// The interface's MTU cannot carry the frames asked for.
     #[error(
         "interface {iface:?} has MTU {mtu}, but {what} needs at least {need}: raise it with \
          `ip link set dev {iface} mtu {need}`"
     )]
-    MtuTooSmall { iface: String, mtu: u32, need: u32, what: &'static str },
+    MtuTooSmall {
+        /// The interface.
+        iface: String,
+        /// Its MTU, in bytes.
+        mtu: u32,
+        /// The MTU needed, in bytes.
+        need: u32,
+        /// What needs it.
+        what: &'static str,
+    },
 
+    /// The XDP program could not be attached to the interface.
     #[error(
         "attaching the XDP program to {iface:?} failed ({source}): another XDP program may own \
          the interface (`ip link show dev {iface}`; remove it with `ip link set dev {iface} xdp off`), \
          or the driver does not support XDP"
     )]
-    XdpAttach { iface: String, source: io::Error },
+    XdpAttach {
+        /// The interface.
+        iface: String,
+        /// The kernel's error.
+        source: io::Error,
+    },
 
+    /// The kernel refused to load an XDP program.
     #[error("the kernel's verifier rejected lowlat's {prog} XDP program ({source}):\n{log}")]
-    Verifier { prog: &'static str, source: io::Error, log: String },
+    Verifier {
+        /// Which program.
+        prog: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+        /// The verifier's log, saying which instruction it refused and why.
+        log: String,
+    },
 
+    /// Discovery found no server on the link.
     #[error(
         "no lowlat server answered discovery on {iface:?} after {tries} broadcasts: start the server \
          (`lowlat serve eth://IFACE`) on the other end, or give its MAC (`eth://IFACE/aa:bb:cc:dd:ee:ff`)"
     )]
-    NoPeer { iface: String, tries: u32 },
+    NoPeer {
+        /// The interface broadcast on.
+        iface: String,
+        /// Broadcasts sent.
+        tries: u32,
+    },
 
+    /// A message does not fit one frame's payload on this interface.
     #[error("a {len}-byte payload does not fit the {max}-byte frame payload of {iface:?}")]
-    TooLong { iface: String, len: usize, max: usize },
+    TooLong {
+        /// The interface.
+        iface: String,
+        /// Bytes of the payload.
+        len: usize,
+        /// Bytes a frame's payload may have on it.
+        max: usize,
+    },
 
+    /// A receive buffer cannot hold the largest payload.
     #[error("receive buffer of {len} bytes is smaller than the {need}-byte maximum payload")]
-    BufferTooSmall { len: usize, need: usize },
+    BufferTooSmall {
+        /// Bytes of the buffer.
+        len: usize,
+        /// Bytes it needs.
+        need: usize,
+    },
 
+    /// An `eth://` or `xdp://` URI that does not name an endpoint.
     #[error("invalid endpoint {uri:?}: {why}")]
-    BadUri { uri: String, why: &'static str },
+    BadUri {
+        /// The URI given.
+        uri: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 
+    /// The kernel did not complete transmitted frames, so no room came free.
     #[error("the transmit ring of {iface:?} stayed full: the kernel is not completing frames")]
-    TxRingFull { iface: String },
+    TxRingFull {
+        /// The interface.
+        iface: String,
+    },
 
+    /// A command the test hosts run (`ip`, ...) failed.
     #[error("`{cmd}` failed ({status}): {stderr}")]
-    Command { cmd: String, status: String, stderr: String },
+    Command {
+        /// The command line.
+        cmd: String,
+        /// How it ended (exit status or signal).
+        status: String,
+        /// What it printed on standard error.
+        stderr: String,
+    },
 
+    /// No reply came in time.
     #[error("no reply on {iface:?} within {waited:?}: is the peer running, and is its MAC right?")]
-    NoReply { iface: String, waited: std::time::Duration },
+    NoReply {
+        /// The interface.
+        iface: String,
+        /// How long the exchange waited.
+        waited: std::time::Duration,
+    },
 
+    /// The process's socket on this queue was opened with the other checksum setting.
     #[error(
         "this process already holds the AF_XDP socket on {iface:?} with checksums {have}, and a \
          queue takes one socket: bind with checksums {have} as well, or from another process"
     )]
-    ChecksumMismatch { iface: String, have: &'static str },
+    ChecksumMismatch {
+        /// The interface.
+        iface: String,
+        /// The existing socket's setting: `"on"` or `"off"`.
+        have: &'static str,
+    },
 
+    /// A system call failed.
     #[error("{op}: {source}")]
-    Io { op: &'static str, source: io::Error },
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The system's error.
+        source: io::Error,
+    },
 }
 
 impl Error {
@@ -84,6 +174,7 @@ impl Error {
     }
 }
 
+/// A result whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

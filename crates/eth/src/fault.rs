@@ -13,6 +13,8 @@ pub struct Corruptor {
 }
 
 impl Corruptor {
+    /// Loads the corrupting program and attaches it (generic XDP) to `iface`, flipping bits in
+    /// about one in `2^shift` frames until the `Corruptor` is dropped.
     pub fn attach(iface: &str, shift: u32) -> Result<Corruptor> {
         let info = IfInfo::get(iface)?;
         let prog = Program::load_xdp("lowlat_corrupt", &bpf::corrupt_program(shift))?;

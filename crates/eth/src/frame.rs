@@ -19,11 +19,14 @@ use crate::Mac;
 pub const ETHERTYPE: u16 = 0x88B5;
 /// Ethernet header plus lowlat's shim.
 pub const HEADER_LEN: usize = 18;
+/// The Ethernet header alone: two MACs and the EtherType.
 pub const ETH_HEADER_LEN: usize = 14;
+/// Bytes of the CRC32C after the payload, when [`FLAG_CRC`] is set.
 pub const CRC_LEN: usize = 4;
 /// Frames on the wire are at least this long (without FCS); shorter ones get padded by NICs.
 pub const MIN_FRAME: usize = 60;
 
+/// Flag bit (byte 15): a CRC32C of bytes 14..18+len follows the payload.
 pub const FLAG_CRC: u8 = 1;
 
 mod field {
@@ -50,6 +53,7 @@ pub enum FrameType {
 }
 
 impl FrameType {
+    /// The kind's byte (byte 14 of the frame).
     pub fn to_u8(self) -> u8 {
         match self {
             FrameType::Data => 1,
@@ -58,6 +62,7 @@ impl FrameType {
             FrameType::Ping => 4,
         }
     }
+    /// The kind that byte `v` names; `None` for a kind this version does not know.
     pub fn from_u8(v: u8) -> Option<FrameType> {
         Some(match v {
             1 => FrameType::Data,
@@ -87,8 +92,11 @@ pub enum Reject {
 /// A validated frame: its kind, sender and where the payload lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parsed {
+    /// What the frame carries.
     pub kind: FrameType,
+    /// The sender's MAC (bytes 6..12).
     pub src: Mac,
+    /// The addressee's MAC (bytes 0..6), as sent (parsing does not check it).
     pub dst: Mac,
     /// Payload start is always [`HEADER_LEN`]; this is its length.
     pub len: usize,
@@ -150,10 +158,14 @@ pub fn parse(frame: &[u8], require_crc: bool) -> Result<Parsed, Reject> {
 /// The discovery message: a magic distinct from lowlat's header magic `Ll` + version, and a
 /// nonce so that a client only believes answers to its own question.
 pub mod discovery {
+    /// First four bytes of a client's question.
     pub const REQUEST: [u8; 4] = *b"lDs?";
+    /// First four bytes of a server's answer.
     pub const REPLY: [u8; 4] = *b"lDs!";
+    /// Bytes of a discovery message: magic, then the nonce (u64 little-endian).
     pub const LEN: usize = 12;
 
+    /// The message `magic` ‖ `nonce`.
     pub fn encode(magic: [u8; 4], nonce: u64) -> [u8; LEN] {
         let mut m = [0u8; LEN];
         m[..4].copy_from_slice(&magic);

@@ -10,9 +10,13 @@ use crate::Mac;
 /// An interface as seen from the calling thread's network namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IfInfo {
+    /// The interface's name.
     pub name: String,
+    /// The kernel's index of the interface.
     pub index: u32,
+    /// The MTU, in bytes: the largest Ethernet payload (our 4-byte shim included).
     pub mtu: u32,
+    /// The interface's own address.
     pub mac: Mac,
     /// The driver's name (`veth`, `virtio_net`, ...), empty when the driver does not say.
     pub driver: String,

@@ -18,7 +18,9 @@ use crate::{EthConfig, EthSocket, XdpConfig, XdpSocket};
 /// A socket to open on one side.
 #[derive(Clone, Copy, Debug)]
 pub enum Side {
+    /// An AF_PACKET socket ([`EthSocket`]).
     Eth(EthConfig),
+    /// An AF_XDP socket ([`XdpSocket`]).
     Xdp(XdpConfig),
 }
 
@@ -44,7 +46,9 @@ pub enum Responder {
 /// CPUs for the two threads (None: unpinned).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pinning {
+    /// The server thread's CPU.
     pub server: Option<usize>,
+    /// The client thread's CPU.
     pub client: Option<usize>,
 }
 

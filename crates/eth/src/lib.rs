@@ -14,6 +14,8 @@
 //!   the driver), and measurements across [`testhosts`] (two namespaces joined by veth).
 //! - [`fault`]: an XDP program that corrupts frames, to exercise checksums and retransmission.
 
+#![warn(missing_docs)]
+
 #[allow(unsafe_code)] // the bpf(2) system call
 pub mod bpf;
 pub mod cbpf;

@@ -59,12 +59,15 @@ impl Default for EthConfig {
 /// Counters of one socket, readable while it runs.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Frames received and accepted.
     pub rx_frames: AtomicU64,
+    /// Frames sent.
     pub tx_frames: AtomicU64,
     /// Frames dropped because their CRC32C did not match (or was missing while required).
     pub rx_bad_crc: AtomicU64,
     /// Frames dropped as short, truncated, of unknown kind, or too long for the caller's buffer.
     pub rx_malformed: AtomicU64,
+    /// Discovery broadcasts this socket answered (servers only).
     pub discovery_answered: AtomicU64,
 }
 
@@ -168,18 +171,22 @@ impl EthSocket {
         Ok(EthSocket { fd, info, cfg, ring, buf, stats: Stats::default() })
     }
 
+    /// The interface's MAC: this socket's address.
     pub fn mac(&self) -> Mac {
         self.info.mac
     }
 
+    /// The interface the socket is bound to.
     pub fn iface(&self) -> &IfInfo {
         &self.info
     }
 
+    /// The settings it was opened with.
     pub fn config(&self) -> &EthConfig {
         &self.cfg
     }
 
+    /// Its counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

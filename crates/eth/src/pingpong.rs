@@ -34,6 +34,7 @@ impl Floor {
         Ok(Floor { _link: link, _prog: prog, mode })
     }
 
+    /// The mode the program was attached in.
     pub fn mode(&self) -> XdpMode {
         self.mode
     }
@@ -60,9 +61,11 @@ pub fn serve(sock: &mut dyn FrameSocket, spin: SpinPolicy, stop: &AtomicBool) ->
 pub struct RunConfig {
     /// Payload bytes per frame (at least 8: a sequence number).
     pub size: usize,
+    /// Round trips measured (after the warm-up).
     pub rounds: usize,
     /// Round trips before measuring.
     pub warmup: usize,
+    /// How the client waits for each reply.
     pub spin: SpinPolicy,
     /// DATA for a user-level echo server, PING for the XDP floor.
     pub kind: FrameType,
@@ -119,12 +122,19 @@ pub fn run(sock: &mut dyn FrameSocket, peer: Mac, cfg: &RunConfig) -> Result<Vec
 /// Percentiles of a set of round trips, in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Summary {
+    /// Round trips summarised.
     pub count: usize,
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// The slowest.
     pub max: u64,
+    /// Arithmetic mean.
     pub mean: u64,
 }
 

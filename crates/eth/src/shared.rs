@@ -78,6 +78,8 @@ type Key = (u64, String);
 static OPEN: Mutex<Vec<(Key, Weak<SharedXdp>)>> = Mutex::new(Vec::new());
 
 impl SharedXdp {
+    /// Shares `sock` among handles (prefer [`get_or_open`](Self::get_or_open), which gives one
+    /// socket per interface and namespace, as an AF_XDP queue takes only one).
     pub fn new(sock: XdpSocket) -> Result<Arc<SharedXdp>> {
         Ok(Arc::new(SharedXdp {
             doorbell: lowlat_sys::EventFd::new().map_err(|e| Error::io("creating an eventfd", e))?,
@@ -119,10 +121,12 @@ impl SharedXdp {
         XdpHandle { shared: self.clone(), id, slot: None }
     }
 
+    /// The interface's MAC: the socket's address.
     pub fn mac(&self) -> Mac {
         self.mac
     }
 
+    /// The largest payload one frame carries, in bytes.
     pub fn max_payload(&self) -> usize {
         self.max_payload
     }
@@ -158,6 +162,7 @@ impl Drop for XdpHandle {
 }
 
 impl XdpHandle {
+    /// The socket this handle shares.
     pub fn shared(&self) -> &Arc<SharedXdp> {
         &self.shared
     }

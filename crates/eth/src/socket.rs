@@ -21,9 +21,13 @@ pub trait FrameSocket: Send {
     fn try_recv_from(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Mac)>>;
     /// The descriptor that polls readable when a frame may be waiting.
     fn raw_fd(&self) -> RawFd;
+    /// The largest `head.len() + body.len()` one frame carries, in bytes.
     fn max_payload(&self) -> usize;
+    /// The interface's MAC: this socket's address.
     fn mac(&self) -> Mac;
+    /// The interface the socket is bound to.
     fn iface(&self) -> &IfInfo;
+    /// Its counters.
     fn stats(&self) -> &Stats;
     /// Finds the server by broadcast.
     fn discover(&mut self, tries: u32, interval: Duration) -> Result<Mac>;
@@ -106,6 +110,8 @@ impl FrameSocket for XdpSocket {
 /// Options shared by both schemes when opening from an [`Endpoint`].
 #[derive(Clone, Copy, Debug)]
 pub struct OpenOptions {
+    /// Append a CRC32C to every frame and require one on every frame received: both ends must
+    /// agree.
     pub checksum: bool,
     /// eth:// only: receive through a PACKET_MMAP ring.
     pub rx_ring: bool,

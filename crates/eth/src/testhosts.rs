@@ -35,7 +35,9 @@ pub struct Host {
     pub ns: String,
     /// The veth interface inside it.
     pub iface: String,
+    /// The interface's IPv4 address: `10.77.X.1/24` in `a`, `10.77.X.2/24` in `b`.
     pub addr: Ipv4Addr,
+    /// The interface's MAC.
     pub mac: Mac,
 }
 
@@ -75,6 +77,7 @@ impl Between {
 /// How to build the pair.
 #[derive(Clone, Copy, Debug)]
 pub struct TestHostsConfig {
+    /// MTU of both ends of the veth pair, in bytes.
     pub mtu: u32,
     /// Join `a` and `b` through a namespace [`Between`] them instead of one veth pair: no
     /// frame passes until something there relays it.
@@ -91,9 +94,13 @@ impl Default for TestHostsConfig {
 /// deleted on drop.
 #[derive(Debug)]
 pub struct TestHosts {
+    /// The first namespace.
     pub a: Host,
+    /// The second namespace.
     pub b: Host,
+    /// The relay namespace between them, when asked for ([`TestHostsConfig::relay`]).
     pub relay: Option<Between>,
+    /// MTU of both ends, in bytes.
     pub mtu: u32,
     watcher: Option<(Child, ChildStdin)>,
 }
@@ -130,6 +137,8 @@ impl TestHosts {
         Self::with_config(TestHostsConfig::default())
     }
 
+    /// Creates the pair as `cfg` says, with names unique to this process (stale pairs of dead
+    /// processes are removed first). Needs root ([`Error::Privilege`] otherwise).
     pub fn with_config(cfg: TestHostsConfig) -> Result<TestHosts> {
         check_root().map_err(|_| Error::Privilege { op: "creating test namespaces", cap: "root" })?;
         sweep_stale();

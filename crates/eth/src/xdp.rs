@@ -26,6 +26,7 @@ use crate::Mac;
 
 /// Frames in the UMEM; half for receiving, half for sending.
 pub const NUM_FRAMES: u32 = 256;
+/// Bytes of each UMEM frame (one page): the most a frame's packet and headroom can take.
 pub const FRAME_SIZE: u32 = 4096;
 const RING_SIZE: u32 = 256;
 /// Room the kernel keeps in front of a received frame in copy mode (XDP_PACKET_HEADROOM).
@@ -58,11 +59,14 @@ pub enum ZeroCopy {
 /// Options of an [`XdpSocket`].
 #[derive(Clone, Copy, Debug)]
 pub struct XdpConfig {
+    /// Append a CRC32C to every frame and require one on every frame received: both ends must
+    /// agree.
     pub checksum: bool,
     /// Receive queue to bind (veth: 0).
     pub queue: u32,
     /// XDP attach mode; None tries native (driver) first, then generic.
     pub mode: Option<XdpMode>,
+    /// Whether to try zero-copy (the driver must support it).
     pub zero_copy: ZeroCopy,
     /// Answer discovery broadcasts with this interface's MAC (servers).
     pub answer_discovery: bool,
@@ -354,12 +358,15 @@ impl XdpSocket {
         Ok(XdpSocket { link, mode, _prog: prog, _map: map, xsk, tx_free, info, cfg, stats: Stats::default() })
     }
 
+    /// The interface's MAC: this socket's address.
     pub fn mac(&self) -> Mac {
         self.info.mac
     }
+    /// The interface the socket is bound to.
     pub fn iface(&self) -> &IfInfo {
         &self.info
     }
+    /// Its counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -367,6 +374,7 @@ impl XdpSocket {
     pub fn xdp_mode(&self) -> XdpMode {
         self.mode
     }
+    /// The kernel granted zero-copy mode (else frames are copied into the UMEM).
     pub fn zero_copy(&self) -> bool {
         self.xsk.zero_copy
     }
@@ -375,9 +383,11 @@ impl XdpSocket {
         self.cfg.checksum
     }
 
+    /// The largest `head.len() + body.len()` one frame carries, in bytes.
     pub fn max_payload(&self) -> usize {
         max_payload_for(self.info.mtu, self.cfg.checksum)
     }
+    /// The AF_XDP socket's descriptor: it polls readable when a frame may be waiting.
     pub fn raw_fd(&self) -> RawFd {
         self.xsk.fd.as_raw_fd()
     }

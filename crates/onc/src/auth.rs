@@ -4,7 +4,9 @@
 use crate::xdr::{put_opaque, put_u32, Reader};
 use crate::Error;
 
+/// Flavour 0: no credentials at all.
 pub const AUTH_NONE: u32 = 0;
+/// Flavour 1: the caller's uid, gid and groups as it states them (nothing proves them).
 pub const AUTH_SYS: u32 = 1;
 /// Longest credential or verifier body (RFC 5531 `opaque_auth`).
 pub const MAX_AUTH_BYTES: usize = 400;
@@ -16,18 +18,28 @@ pub const MAX_GIDS: usize = 16;
 /// Why a server refused a credential (`auth_stat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthStat {
+    /// Accepted.
     Ok,
+    /// The credential is malformed (seal broken).
     BadCred,
+    /// The client must begin a new session.
     RejectedCred,
+    /// The verifier is malformed (seal broken).
     BadVerf,
+    /// The verifier expired or was replayed.
     RejectedVerf,
+    /// The server refuses the credential for security reasons.
     TooWeak,
+    /// The response verifier is bogus.
     InvalidResp,
+    /// Failed for a reason not given.
     Failed,
+    /// A value RFC 5531 does not define, kept as sent.
     Unknown(u32),
 }
 
 impl AuthStat {
+    /// The status sent as `v` (an unknown value is kept, not refused).
     pub fn from_u32(v: u32) -> AuthStat {
         match v {
             0 => AuthStat::Ok,
@@ -42,6 +54,7 @@ impl AuthStat {
         }
     }
 
+    /// The status as sent on the wire.
     pub fn to_u32(self) -> u32 {
         match self {
             AuthStat::Ok => 0,
@@ -76,10 +89,13 @@ impl std::fmt::Display for AuthStat {
 /// AUTH_SYS credentials (`authsys_parms`), fixed-size so that holding one never allocates.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct AuthSys {
+    /// Arbitrary id the caller chose (by convention the time it made the credential, in seconds).
     pub stamp: u32,
     machine: [u8; MAX_MACHINE_NAME],
     machine_len: u8,
+    /// The caller's user id.
     pub uid: u32,
+    /// The caller's primary group id.
     pub gid: u32,
     gids: [u32; MAX_GIDS],
     ngids: u8,
@@ -121,10 +137,12 @@ impl AuthSys {
         AuthSys::new(stamp, host, uid, gid, &[gid])
     }
 
+    /// The caller's machine name, as sent (at most 255 bytes, not necessarily UTF-8).
     pub fn machine_name(&self) -> &[u8] {
         &self.machine[..self.machine_len as usize]
     }
 
+    /// The caller's supplementary groups (at most 16).
     pub fn gids(&self) -> &[u32] {
         &self.gids[..self.ngids as usize]
     }
@@ -180,7 +198,9 @@ fn ids_of_self() -> (u32, u32) {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Credential {
+    /// AUTH_NONE.
     None,
+    /// AUTH_SYS, with the credentials it states.
     Sys(AuthSys),
 }
 

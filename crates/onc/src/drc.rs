@@ -124,10 +124,12 @@ impl<A: Eq + Hash + Copy> DuplicateCache<A> {
         }
     }
 
+    /// Calls remembered, in progress or answered (at most the capacity).
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// No call is remembered.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

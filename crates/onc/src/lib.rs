@@ -16,6 +16,7 @@
 //! never depend on the lowlat runtime, its protocol engine or the code generator.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod auth;
 pub mod drc;

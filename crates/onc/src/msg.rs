@@ -14,9 +14,13 @@ const MSG_DENIED: u32 = 1;
 /// The fixed part of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallHeader {
+    /// Transaction id: the caller's choice, echoed by the reply; a retransmission keeps it.
     pub xid: u32,
+    /// The program number called.
     pub program: u32,
+    /// The version of that program.
     pub version: u32,
+    /// The procedure number within that version.
     pub procedure: u32,
 }
 
@@ -43,8 +47,11 @@ impl CallHeader {
 /// A parsed call: header, credential and the arguments, which stay where they lie.
 #[derive(Clone, Copy, Debug)]
 pub struct Call<'a> {
+    /// xid, program, version and procedure.
     pub header: CallHeader,
+    /// The caller's credential (its verifier, AUTH_NONE, is checked and dropped).
     pub cred: Credential,
+    /// The XDR-encoded arguments: the rest of the message, unvalidated.
     pub args: &'a [u8],
 }
 
@@ -74,18 +81,36 @@ impl<'a> Call<'a> {
 /// `accept_stat` with its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AcceptStatus {
+    /// The procedure ran; its results follow.
     Success,
+    /// The server does not serve the program.
     ProgUnavail,
-    ProgMismatch { low: u32, high: u32 },
+    /// The server serves the program, but not the version asked for.
+    ProgMismatch {
+        /// Lowest version served.
+        low: u32,
+        /// Highest version served.
+        high: u32,
+    },
+    /// The version has no such procedure.
     ProcUnavail,
+    /// The arguments could not be decoded.
     GarbageArgs,
+    /// The server failed (out of memory, a result too large to send, a procedure's error).
     SystemErr,
 }
 
 /// `reject_stat` with its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RejectStatus {
-    RpcMismatch { low: u32, high: u32 },
+    /// The call's RPC version is not served.
+    RpcMismatch {
+        /// Lowest RPC version served.
+        low: u32,
+        /// Highest RPC version served.
+        high: u32,
+    },
+    /// The credential or verifier was refused, for this reason.
     AuthError(AuthStat),
 }
 
@@ -110,15 +135,20 @@ impl RejectStatus {
 /// A reply's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyBody {
+    /// `MSG_ACCEPTED`: the call passed authentication; the status says what came of it.
     Accepted(AcceptStatus),
+    /// `MSG_DENIED`: the call was refused before any procedure was looked up.
     Denied(RejectStatus),
 }
 
 /// A parsed reply: xid, status and, on success, the results where they lie.
 #[derive(Clone, Copy, Debug)]
 pub struct Reply<'a> {
+    /// The xid of the call answered.
     pub xid: u32,
+    /// Accepted or denied, and how.
     pub body: ReplyBody,
+    /// The bytes after the status: the XDR-encoded results after SUCCESS (unvalidated).
     pub results: &'a [u8],
 }
 
@@ -175,6 +205,7 @@ pub fn peek_xid(msg: &[u8]) -> Option<u32> {
 }
 
 impl<'a> Reply<'a> {
+    /// Parses a reply; a call, an unknown status or a truncated message is an error.
     pub fn parse(msg: &'a [u8]) -> Result<Reply<'a>, Error> {
         let mut r = Reader::new(msg);
         let xid = r.u32("xid")?;

@@ -53,6 +53,8 @@ pub struct RecordReader {
 }
 
 impl RecordReader {
+    /// A reader of records of at most `max_record` bytes (a longer one is
+    /// [`RecordError::TooLarge`]).
     pub fn new(max_record: usize) -> RecordReader {
         RecordReader {
             input: Vec::new(),

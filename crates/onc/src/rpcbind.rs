@@ -17,7 +17,9 @@ use crate::record::{frame_record, RecordReader};
 use crate::xdr::{put_opaque, put_u32, Reader};
 use crate::Error;
 
+/// rpcbind's (and the portmapper's) program number.
 pub const PROGRAM: u32 = 100000;
+/// rpcbind's well-known port, on UDP and TCP.
 pub const PORT: u16 = 111;
 const SET: u32 = 1;
 const UNSET: u32 = 2;
@@ -28,7 +30,9 @@ const IPPROTO_UDP: u32 = 17;
 /// The transports ONC RPC names (`netid`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Netid {
+    /// Datagrams (`udp`, or `udp6` over IPv6).
     Udp,
+    /// A stream with record marking (`tcp`, or `tcp6` over IPv6).
     Tcp,
 }
 
@@ -192,17 +196,22 @@ fn stream_call<S: Read + Write>(
 /// Where rpcbind is reached.
 #[derive(Clone, Debug)]
 pub enum Via {
+    /// rpcbind's UDP port at this address.
     Udp(SocketAddr),
+    /// rpcbind's TCP port at this address.
     Tcp(SocketAddr),
+    /// rpcbind's Unix socket at this path (registrations go this way).
     Local(PathBuf),
 }
 
 /// A client of one rpcbind.
 #[derive(Clone, Debug)]
 pub struct Rpcbind {
+    /// How this client reaches rpcbind.
     pub via: Via,
     /// The host whose services are asked about (for addresses rpcbind gives as wildcards).
     pub addr: SocketAddr,
+    /// The deadline of each exchange with rpcbind.
     pub timeout: Duration,
 }
 

@@ -50,8 +50,14 @@ fn truncated(m: HmacSha256) -> Tag {
 /// Why a pre-shared key was not accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PskError {
+    /// The key has fewer bytes than [`Psk::MIN_LEN`].
     #[error("a pre-shared key of {len} bytes is too short: use at least {min} random bytes")]
-    TooShort { len: usize, min: usize },
+    TooShort {
+        /// Bytes given.
+        len: usize,
+        /// Bytes needed ([`Psk::MIN_LEN`]).
+        min: usize,
+    },
 }
 
 /// A pre-shared key, with the keys derived from it that do not depend on a session.
@@ -141,7 +147,9 @@ impl Psk {
 /// Which end of a session a [`FrameKeys`] belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
+    /// The end that bound: it sends with the client-to-server key.
     Client,
+    /// The end that granted the session: it sends with the server-to-client key.
     Server,
 }
 
@@ -180,6 +188,7 @@ impl FrameKey {
 pub struct Sealed([u8; HEADER_LEN + TAG_LEN]);
 
 impl Sealed {
+    /// The header (with [`flags::TAGGED`] set) and the tag: the bytes to send before the body.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
@@ -213,8 +222,11 @@ pub fn open<'a>(key: &FrameKey, frame: &[u8], after_header: &'a [u8]) -> Option<
 /// for `UnknownSession` errors ([`Psk::unbound_key`]).
 #[derive(Clone, Debug)]
 pub struct FrameKeys {
+    /// Tags the frames this end sends.
     pub send: FrameKey,
+    /// Verifies the frames this end receives.
     pub recv: FrameKey,
+    /// Tags and verifies `UnknownSession` errors, which no session's keys can cover.
     pub unbound: FrameKey,
 }
 
@@ -255,6 +267,8 @@ impl core::fmt::Debug for HmacSha256Debug {
 }
 
 impl ServerSecret {
+    /// A secret of 32 random bytes whose cookie keys rotate every `period` (at least 1 ms), the
+    /// first epoch starting at the first time the secret is used.
     pub fn new(secret: &[u8; 32], period: Duration) -> ServerSecret {
         ServerSecret {
             secret: HmacSha256Debug(keyed(secret)),

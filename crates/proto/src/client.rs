@@ -57,13 +57,22 @@ impl Default for ClientEngineConfig {
 /// What the client learnt from binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Session {
+    /// The token the server granted; every frame of the session carries it.
     pub token: u64,
+    /// Call slots granted: calls that may be in flight at once.
     pub slots: u16,
+    /// Fragments in flight granted per message.
     pub window: u16,
+    /// The order the server's bodies travel in (arguments are encoded in it too).
     pub server_order: ByteOrder,
+    /// Largest message, arguments or result, in bytes.
     pub max_message: u32,
+    /// Largest frame, header (and tag) included, in bytes.
     pub max_frame: u32,
+    /// The server's generation when it granted the session.
     pub generation: u16,
+    /// The transport is a reliable stream (TCP, shared memory), as the bind said: nothing is
+    /// retransmitted.
     pub reliable: bool,
     /// Frames carry tags under keys from a pre-shared key.
     pub keyed: bool,
@@ -79,15 +88,20 @@ impl Session {
 /// A session the server granted, with its frame keys when it is keyed.
 #[derive(Clone, Debug)]
 pub struct Bound {
+    /// What was granted.
     pub session: Session,
+    /// The session's frame keys (`None`: unkeyed).
     pub keys: Option<FrameKeys>,
 }
 
 /// Why a binding failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindError {
+    /// The server refused the binding, for this reason.
     Refused(Refusal),
+    /// No grant or refusal came by the deadline.
     Timeout {
+        /// How long the bind was tried.
         after: Duration,
     },
     /// The server's answer made no sense (named field).
@@ -115,6 +129,8 @@ pub struct Binder {
 }
 
 impl Binder {
+    /// A handshake for `req`, retransmitted (on unreliable transports) with the RTO of `cfg`
+    /// until `deadline`; call [`start`](Self::start) to send the first bind.
     pub fn new(req: BindRequest, cfg: &ClientEngineConfig, now: Instant, deadline: Instant) -> Binder {
         Binder {
             req,
@@ -155,6 +171,7 @@ impl Binder {
         out(&h.to_bytes(), &body[..n]);
     }
 
+    /// Sends the first bind at `now` (and arms its retransmission on an unreliable transport).
     pub fn start(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) {
         self.send(out);
         if self.req.flags & BIND_RELIABLE == 0 {
@@ -241,10 +258,14 @@ impl Binder {
         }
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) wants to be called: the next retransmission
+    /// or the deadline. Never `None`.
     pub fn poll_timeout(&self) -> Option<Instant> {
         Some(self.next_at.map_or(self.deadline, |t| t.min(self.deadline)))
     }
 
+    /// Retransmits the bind if due at `now`; `Some` once the deadline has passed: the binding
+    /// failed.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) -> Option<BindError> {
         if now >= self.deadline {
             return Some(BindError::Timeout { after: now - self.started });
@@ -285,13 +306,28 @@ impl core::fmt::Display for Execution {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallError {
     /// The per-call deadline passed.
-    Timeout { after: Duration, execution: Execution },
+    Timeout {
+        /// How long the call waited.
+        after: Duration,
+        /// Whether the procedure may have run.
+        execution: Execution,
+    },
     /// The server does not know the session. `restarted`: its generation changed.
     /// `retry_safe`: the call was refused on its first transmission by the same server
     /// incarnation, so it never ran and may be sent again on a new session.
-    SessionLost { restarted: bool, retry_safe: bool },
+    SessionLost {
+        /// The server restarted (its generation changed) rather than expiring the session.
+        restarted: bool,
+        /// The call never ran and may be sent again on a new session.
+        retry_safe: bool,
+    },
     /// The arguments exceed the session's maximum message size.
-    TooLarge { size: usize, max: u32 },
+    TooLarge {
+        /// Bytes of the arguments.
+        size: usize,
+        /// The session's maximum message, in bytes.
+        max: u32,
+    },
 }
 
 /// The result of feeding a frame to a busy slot.
@@ -303,7 +339,12 @@ pub enum Outcome<'a> {
     Failed(CallError),
     /// The server answered with an error, and why in its own words (`Ok("")` when it gave no
     /// reason; an `Err` when the reason it sent was malformed: too long, or not UTF-8).
-    Remote { code: ErrorCode, message: Result<&'a str, WireError> },
+    Remote {
+        /// The server's code.
+        code: ErrorCode,
+        /// The server's reason, checked.
+        message: Result<&'a str, WireError>,
+    },
 }
 
 /// One call slot of a bound client.
@@ -347,6 +388,8 @@ fn emit(keys: &Option<FrameKeys>, h: Header, body: &[u8], out: &mut impl FnMut(&
 }
 
 impl ClientSlot {
+    /// The slot `slot` of `session`, idle, with `cfg`'s timers (unkeyed: see
+    /// [`with_keys`](Self::with_keys)).
     pub fn new(session: Session, slot: u16, cfg: ClientEngineConfig) -> ClientSlot {
         let mut template = Header::new(Kind::Call);
         template.slot = slot;
@@ -384,10 +427,12 @@ impl ClientSlot {
         self
     }
 
+    /// The session this slot belongs to.
     pub fn session(&self) -> &Session {
         &self.session
     }
 
+    /// This slot's index in the session.
     pub fn slot(&self) -> u16 {
         self.template.slot
     }
@@ -397,6 +442,7 @@ impl ClientSlot {
         self.template.call_no
     }
 
+    /// A call is in flight on this slot: started, and neither completed nor failed yet.
     pub fn is_active(&self) -> bool {
         self.active
     }

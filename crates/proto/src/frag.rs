@@ -14,12 +14,32 @@ pub const ACK_BITS: u32 = 64;
 /// Why a received fragment was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FragError {
+    /// The fragment's offset is not a multiple of the fragment size.
     #[error("fragment at offset {offset} is not on a {frag_size}-byte fragment boundary")]
-    Misaligned { offset: u32, frag_size: u32 },
+    Misaligned {
+        /// The fragment's byte offset in the message.
+        offset: u32,
+        /// The session's fragment size, in bytes.
+        frag_size: u32,
+    },
+    /// The fragment is not as long as its place in the message says it must be.
     #[error("fragment at offset {offset} carries {len} bytes, expected {expected}")]
-    BadLength { offset: u32, len: usize, expected: usize },
+    BadLength {
+        /// The fragment's byte offset in the message.
+        offset: u32,
+        /// Bytes it carries.
+        len: usize,
+        /// Bytes a fragment at that offset has.
+        expected: usize,
+    },
+    /// The fragment gives the message another total length than the first one did.
     #[error("fragment says the message is {got} bytes, but it began as {expected}")]
-    TotalChanged { got: u32, expected: u32 },
+    TotalChanged {
+        /// The total this fragment gives.
+        got: u32,
+        /// The total the first fragment gave.
+        expected: u32,
+    },
 }
 
 fn nfrags(total: u32, frag_size: u32) -> u32 {
@@ -61,6 +81,7 @@ impl Burst {
     pub const CAPACITY: usize = 128;
     const REQ_ACK: u32 = 1 << 31;
 
+    /// An empty burst.
     pub fn new() -> Burst {
         Burst { items: [0; Burst::CAPACITY], len: 0 }
     }
@@ -121,6 +142,7 @@ impl FragSender {
         self.next = 0;
     }
 
+    /// Fragments in the message (1 for an empty message).
     pub fn fragments(&self) -> u32 {
         self.n
     }
@@ -132,6 +154,7 @@ impl FragSender {
         start..end
     }
 
+    /// Every fragment has been acknowledged.
     pub fn is_complete(&self) -> bool {
         self.acked_count == self.n
     }
@@ -285,10 +308,12 @@ impl FragReceiver {
         Ok(true)
     }
 
+    /// Every fragment of the message has arrived.
     pub fn is_complete(&self) -> bool {
         self.n > 0 && self.got_count == self.n
     }
 
+    /// At least one fragment of the message has arrived.
     pub fn has_any(&self) -> bool {
         self.got_count > 0
     }
@@ -308,10 +333,12 @@ impl FragReceiver {
         (self.cum, bitmap)
     }
 
+    /// The message's bytes (whole once [`is_complete`](Self::is_complete); gaps are zeros).
     pub fn message(&self) -> &[u8] {
         &self.buf
     }
 
+    /// Bytes of the whole message, as its first fragment said.
     pub fn total(&self) -> u32 {
         self.total
     }

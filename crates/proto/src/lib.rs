@@ -13,6 +13,7 @@
 //! a transport, an async runtime or the operating system.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod auth;
 pub mod client;

@@ -3,6 +3,7 @@
 
 use core::time::Duration;
 
+/// One path's round-trip estimate and the retransmission timeout it gives.
 #[derive(Clone, Copy, Debug)]
 pub struct RttEstimator {
     srtt: Option<Duration>,
@@ -13,6 +14,8 @@ pub struct RttEstimator {
 }
 
 impl RttEstimator {
+    /// No sample yet: the timeout is `initial` until the first, then kept within
+    /// `floor..=ceiling`.
     pub fn new(initial: Duration, floor: Duration, ceiling: Duration) -> Self {
         RttEstimator { srtt: None, rttvar: Duration::ZERO, initial, floor, ceiling }
     }

@@ -43,21 +43,28 @@ use crate::MAX_WINDOW;
 /// A program the server serves, with the range of versions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProgramVersions {
+    /// The program number.
     pub program: u32,
+    /// Lowest version served.
     pub low: u32,
+    /// Highest version served.
     pub high: u32,
 }
 
 /// Limits and timers of a server.
 #[derive(Clone, Debug)]
 pub struct ServerEngineConfig {
+    /// What may be bound: a bind for anything else is refused.
     pub programs: Vec<ProgramVersions>,
     /// Sessions at once (at most 65536: the index is 16 bits of the token).
     pub max_sessions: usize,
+    /// Call slots a session may have (a bind asking more gets this many; at least 1).
     pub max_slots: u16,
+    /// Largest message, arguments or result, in bytes (a bind asking more gets this).
     pub max_message: u32,
     /// Largest frame this server's transport carries.
     pub max_frame: u32,
+    /// Fragments in flight per message at most (kept within 2 to [`MAX_WINDOW`]).
     pub window: u16,
     /// Sessions idle this long are dropped (by a sweep every quarter of it: within one and a half
     /// times this long).
@@ -109,8 +116,11 @@ impl Default for ServerEngineConfig {
 /// Identifies a running call, to finish it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CallKey {
+    /// The session's token.
     pub token: u64,
+    /// The call's slot in the session.
     pub slot: u16,
+    /// The call's number on its slot.
     pub call_no: u32,
 }
 
@@ -131,13 +141,19 @@ fn session_of(token: u64) -> usize {
 /// slot's reassembly buffer; `reply` is the slot's result buffer, emptied.
 #[derive(Debug)]
 pub struct IncomingCall<'a> {
+    /// Which call this is: hand it back to [`ServerEngine::finish`] with the outcome.
     pub key: CallKey,
+    /// The program number (one the session was bound to).
     pub program: u32,
+    /// The version bound.
     pub version: u32,
+    /// The procedure number (unchecked: the caller knows its procedures).
     pub proc_no: u32,
     /// The byte order of the client (arguments arrive in the server's order; see `wire`).
     pub client_order: ByteOrder,
+    /// The arguments, in the server's byte order (unvalidated).
     pub args: &'a [u8],
+    /// Where the procedure writes its result, in the server's byte order (empty at the start).
     pub reply: &'a mut Vec<u8>,
 }
 
@@ -221,19 +237,28 @@ impl<A> Session<A> {
 /// Binds refused, by cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refusals {
+    /// The program is not served.
     pub unknown_program: u64,
+    /// The program is served, but not the version.
     pub version: u64,
+    /// The client speaks no protocol version the server does.
     pub protocol: u64,
+    /// The request was malformed (a frame too small, a window under 2, ...).
     pub malformed: u64,
     /// The session table was full of sessions with calls in progress.
     pub full: u64,
+    /// The client's source held [`ServerConfig::max_sessions_per_source`] sessions.
     pub source_limit: u64,
+    /// The server has a pre-shared key; the client had none.
     pub key_required: u64,
+    /// The client had a pre-shared key; the server has none.
     pub key_not_expected: u64,
+    /// The client's proof of its key was wrong.
     pub bad_key: u64,
 }
 
 impl Refusals {
+    /// Binds refused, all causes together.
     pub fn total(&self) -> u64 {
         self.unknown_program
             + self.version
@@ -292,9 +317,11 @@ pub struct ServerStats {
     pub sessions_reclaimed: u64,
     /// Sessions dropped because their stream connections all closed.
     pub sessions_closed: u64,
+    /// Binds that made a new session.
     pub binds_granted: u64,
     /// Retransmitted binds answered with the session the first one made.
     pub binds_repeated: u64,
+    /// Cookies sent in `BindRetry` answers.
     pub cookies_issued: u64,
     /// Binds whose cookie was forged, another address's or nonce's, or expired (a new one is
     /// issued).
@@ -315,6 +342,7 @@ pub struct ServerEngine<A> {
     live: usize,
     next_sweep: Option<Instant>,
     source_of: fn(&A) -> u128,
+    /// What the engine did on its own since it was made.
     pub stats: ServerStats,
 }
 

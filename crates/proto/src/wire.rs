@@ -33,7 +33,6 @@
 pub const HEADER_LEN: usize = 32;
 /// First two bytes of every lowlat frame.
 pub const MAGIC: [u8; 2] = *b"Ll";
-/// The protocol version this engine speaks.
 /// The protocol version this engine speaks (2: the cookie round and keyed sessions; a version 1
 /// client is refused with [`Refusal::ProtocolMismatch`], which it understands).
 pub const PROTOCOL_VERSION: u8 = 2;
@@ -85,6 +84,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind's byte on the wire (byte 3 of the header).
     pub fn to_u8(self) -> u8 {
         match self {
             Kind::Bind => 1,
@@ -102,6 +102,7 @@ impl Kind {
         }
     }
 
+    /// The kind that byte `k` names; a byte this version does not know is `Unknown(k)`.
     pub fn from_u8(k: u8) -> Kind {
         match k {
             1 => Kind::Bind,
@@ -141,6 +142,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code's value on the wire (the header's proc field, bytes 20..24).
     pub fn to_u32(self) -> u32 {
         match self {
             ErrorCode::UnknownProcedure => 1,
@@ -153,6 +155,7 @@ impl ErrorCode {
         }
     }
 
+    /// The code that `c` names; a value this version does not know is `Unknown(c)`.
     pub fn from_u32(c: u32) -> ErrorCode {
         match c {
             1 => ErrorCode::UnknownProcedure,
@@ -169,26 +172,58 @@ impl ErrorCode {
 /// Why a frame could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
+    /// The frame is shorter than a header.
     #[error("frame of {len} bytes is shorter than the {HEADER_LEN}-byte lowlat header")]
-    Truncated { len: usize },
+    Truncated {
+        /// Bytes of the frame.
+        len: usize,
+    },
+    /// The frame does not start with [`MAGIC`]: not lowlat's.
     #[error("not a lowlat frame: magic {found:02x?}, expected {MAGIC:02x?}")]
-    BadMagic { found: [u8; 2] },
+    BadMagic {
+        /// The frame's first two bytes.
+        found: [u8; 2],
+    },
+    /// A binding payload is shorter than its fixed size.
     #[error("{what} payload of {len} bytes is shorter than its {need} bytes")]
-    ShortPayload { what: &'static str, len: usize, need: usize },
+    ShortPayload {
+        /// Which payload (`"bind"`, `"cookie"`, `"bind grant"`, ...).
+        what: &'static str,
+        /// Bytes there were.
+        len: usize,
+        /// Bytes it needs.
+        need: usize,
+    },
+    /// An `Error` frame's message exceeds [`MAX_ERROR_MESSAGE`].
     #[error("error message of {len} bytes is longer than the {MAX_ERROR_MESSAGE} an error frame may carry")]
-    MessageTooLong { len: usize },
+    MessageTooLong {
+        /// Bytes of the message.
+        len: usize,
+    },
+    /// An `Error` frame's message is not UTF-8.
     #[error("error message is not UTF-8 (from byte {valid_up_to} on)")]
-    MessageNotUtf8 { valid_up_to: usize },
+    MessageNotUtf8 {
+        /// Bytes of valid UTF-8 before the first bad one.
+        valid_up_to: usize,
+    },
 }
 
 /// The fixed header, as plain fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The sender's protocol version (byte 2).
     pub version: u8,
+    /// What the frame is (byte 3).
     pub kind: Kind,
+    /// [`flags`] bits (byte 4).
     pub flags: u8,
+    /// The call slot within the session (bytes 6..8); 0 outside calls.
     pub slot: u16,
+    /// The session token the server granted (bytes 8..16); 0 before the session exists.
     pub token: u64,
+    /// The call's number, advanced by one for each call on its slot (bytes 16..20), so a result
+    /// of an earlier call on the slot is told from this one's. On the binding frames: the low 32
+    /// bits of the bind's nonce, which the answer echoes.
     pub call_no: u32,
     /// Procedure number on calls; [`ErrorCode`] on errors; unused otherwise.
     pub proc_or_code: u32,
@@ -347,9 +382,13 @@ impl Header {
 /// The fields naming a call sent whole, as [`Header::read_whole_call`] found them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WholeCall {
+    /// The call slot.
     pub slot: u16,
+    /// The session token.
     pub token: u64,
+    /// The call's number on its slot.
     pub call_no: u32,
+    /// The procedure called.
     pub proc_no: u32,
 }
 
@@ -395,7 +434,9 @@ impl<'a> ErrorMessage<'a> {
 /// Byte order of a peer's message bodies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByteOrder {
+    /// Least significant byte first (0 in a bind's byte-order byte).
     Little,
+    /// Most significant byte first (1 there; any other value reads as little-endian).
     Big,
 }
 
@@ -435,12 +476,18 @@ pub const BIND_KEYED: u8 = 4;
 /// The body of a `Bind` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BindRequest {
+    /// The program to bind to (bytes 0..4).
     pub program: u32,
+    /// Its version (bytes 4..8).
     pub version: u32,
-    /// Lowest and highest protocol versions the client speaks.
+    /// Lowest protocol version the client speaks (byte 8).
     pub proto_min: u8,
+    /// Highest protocol version the client speaks (byte 9).
     pub proto_max: u8,
+    /// The client machine's byte order (byte 10); bodies travel in the server's, which a client
+    /// of the other order converts to.
     pub byte_order: ByteOrder,
+    /// `BIND_*` bits (byte 11).
     pub flags: u8,
     /// Largest message (arguments or result) the client wants to exchange.
     pub max_message: u32,
@@ -455,8 +502,10 @@ pub struct BindRequest {
 }
 
 impl BindRequest {
+    /// Bytes of the request.
     pub const LEN: usize = 32;
 
+    /// The request's 32 bytes, little-endian: the fields in declaration order.
     pub fn emit(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..4].copy_from_slice(&self.program.to_le_bytes());
@@ -473,6 +522,9 @@ impl BindRequest {
         b
     }
 
+    /// Reads a request from the start of `b` (longer is allowed: a cookie may follow); shorter
+    /// than [`LEN`](Self::LEN) is [`WireError::ShortPayload`]. Every byte pattern is a request: the
+    /// server checks the values.
     pub fn parse(b: &[u8]) -> Result<BindRequest, WireError> {
         if b.len() < Self::LEN {
             return Err(WireError::ShortPayload { what: "bind", len: b.len(), need: Self::LEN });
@@ -498,13 +550,19 @@ impl BindRequest {
 /// MAC is the server's nonce for a keyed session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cookie {
+    /// The server's key epoch when it made the cookie (bytes 0..4): good in that epoch and the
+    /// next.
     pub epoch: u32,
+    /// MAC of the client's address, its nonce and the epoch under the server's secret
+    /// (bytes 4..20).
     pub mac: [u8; TAG_LEN],
 }
 
 impl Cookie {
+    /// Bytes of the cookie.
     pub const LEN: usize = 4 + TAG_LEN;
 
+    /// The cookie's bytes: epoch (little-endian), then MAC.
     pub fn emit(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..4].copy_from_slice(&self.epoch.to_le_bytes());
@@ -512,6 +570,8 @@ impl Cookie {
         b
     }
 
+    /// Reads a cookie from the start of `b`; shorter than [`LEN`](Self::LEN) is
+    /// [`WireError::ShortPayload`].
     pub fn parse(b: &[u8]) -> Result<Cookie, WireError> {
         if b.len() < Self::LEN {
             return Err(WireError::ShortPayload { what: "cookie", len: b.len(), need: Self::LEN });
@@ -526,8 +586,12 @@ impl Cookie {
 /// and the proof of the pre-shared key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bind {
+    /// The request proper.
     pub request: BindRequest,
+    /// The server's cookie, returned (second bind onwards).
     pub cookie: Option<Cookie>,
+    /// A MAC under the pre-shared key that proves the client holds it (keyed sessions, with a
+    /// cookie only).
     pub proof: Option<[u8; TAG_LEN]>,
 }
 
@@ -582,18 +646,25 @@ impl Bind {
 /// The body of a `BindOk` frame (the session token is in the header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BindGrant {
+    /// Call slots granted (bytes 0..2): at most the slots asked for.
     pub slots: u16,
+    /// Fragments in flight granted per message (bytes 2..4).
     pub window: u16,
+    /// The order of the server's bodies (byte 4); a client of the other order converts.
     pub byte_order: ByteOrder,
+    /// Largest message either side may send in this session, in bytes (bytes 8..12).
     pub max_message: u32,
+    /// Largest frame, header included, in bytes (bytes 12..16).
     pub max_frame: u32,
     /// The server's generation (also the top 16 bits of the token).
     pub generation: u16,
 }
 
 impl BindGrant {
+    /// Bytes of the grant.
     pub const LEN: usize = 16;
 
+    /// The grant's 16 bytes, little-endian (byte 5 is zero).
     pub fn emit(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..2].copy_from_slice(&self.slots.to_le_bytes());
@@ -605,6 +676,8 @@ impl BindGrant {
         b
     }
 
+    /// Reads a grant from the start of `b`; shorter than [`LEN`](Self::LEN) is
+    /// [`WireError::ShortPayload`].
     pub fn parse(b: &[u8]) -> Result<BindGrant, WireError> {
         if b.len() < Self::LEN {
             return Err(WireError::ShortPayload { what: "bind grant", len: b.len(), need: Self::LEN });
@@ -624,13 +697,26 @@ impl BindGrant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The server does not serve this program.
-    UnknownProgram { program: u32 },
+    UnknownProgram {
+        /// The program asked for.
+        program: u32,
+    },
     /// The server serves the program, but only versions `low..=high`.
-    VersionMismatch { low: u32, high: u32 },
+    VersionMismatch {
+        /// Lowest version served.
+        low: u32,
+        /// Highest version served.
+        high: u32,
+    },
     /// The server's session table is full.
     TooManySessions,
     /// The server speaks protocol versions `low..=high` only.
-    ProtocolMismatch { low: u8, high: u8 },
+    ProtocolMismatch {
+        /// Lowest protocol version the server speaks.
+        low: u8,
+        /// Highest protocol version the server speaks.
+        high: u8,
+    },
     /// The bind request was malformed.
     Malformed,
     /// The server requires a pre-shared key; the client has none.
@@ -650,8 +736,10 @@ pub enum Refusal {
 pub struct BindRefusal(pub Refusal);
 
 impl BindRefusal {
+    /// Bytes of the refusal: a code and two arguments, u32 little-endian each.
     pub const LEN: usize = 12;
 
+    /// The refusal's 12 bytes: code, then the two arguments (zero where the reason has none).
     pub fn emit(&self) -> [u8; Self::LEN] {
         let (code, a, b) = match self.0 {
             Refusal::UnknownProgram { program } => (1, program, 0),
@@ -672,6 +760,8 @@ impl BindRefusal {
         out
     }
 
+    /// Reads a refusal from the start of `b`; an unknown code is [`Refusal::Unknown`], shorter
+    /// than [`LEN`](Self::LEN) is [`WireError::ShortPayload`].
     pub fn parse(b: &[u8]) -> Result<BindRefusal, WireError> {
         if b.len() < Self::LEN {
             return Err(WireError::ShortPayload { what: "bind refusal", len: b.len(), need: Self::LEN });

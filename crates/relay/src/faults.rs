@@ -28,8 +28,10 @@ pub const MAX_HELD: usize = 16_384;
 pub struct Probability(f64);
 
 impl Probability {
+    /// Zero: the fault never happens.
     pub const NEVER: Probability = Probability(0.0);
 
+    /// `p` as a probability; an error unless `0.0 <= p <= 1.0` (a NaN included).
     pub fn new(p: f64) -> Result<Probability, ParseError> {
         if (0.0..=1.0).contains(&p) {
             Ok(Probability(p))
@@ -38,6 +40,7 @@ impl Probability {
         }
     }
 
+    /// The probability, from 0.0 to 1.0.
     pub fn value(self) -> f64 {
         self.0
     }
@@ -63,6 +66,7 @@ impl fmt::Display for Probability {
 /// How long a datagram is delayed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Delay {
+    /// Passed on at once.
     #[default]
     None,
     /// Always this long.
@@ -131,26 +135,41 @@ pub struct ParseError(pub String);
 /// The faults to inject, the same in both directions.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Faults {
+    /// Chance that a datagram is dropped.
     pub drop: Probability,
+    /// Chance that a datagram is sent twice (the copy with a delay of its own).
     pub dup: Probability,
+    /// Chance that a datagram is held until the next one of its direction has overtaken it (or
+    /// [`REORDER_HOLD`] has passed).
     pub reorder: Probability,
+    /// Chance that one bit of a datagram is flipped (empty datagrams never are).
     pub corrupt: Probability,
+    /// How long each datagram (and each copy) is held before it goes on.
     pub delay: Delay,
+    /// Seeds the random draws: the same seed and the same arrivals give the same faults.
     pub seed: u64,
 }
 
 /// What happened to the datagrams of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Datagrams that arrived.
     pub received: u64,
+    /// Datagrams sent on, copies included.
     pub sent: u64,
+    /// Datagrams dropped.
     pub dropped: u64,
+    /// Datagrams sent twice.
     pub duplicated: u64,
+    /// Datagrams held back to be overtaken.
     pub reordered: u64,
+    /// Datagrams (and copies) held for a delay.
     pub delayed: u64,
+    /// Datagrams with one bit flipped.
     pub corrupted: u64,
     /// Sent at once, unharmed, because too many were held already.
     pub overflow: u64,
+    /// Bytes that arrived (datagram payloads only).
     pub bytes_in: u64,
 }
 
@@ -165,6 +184,7 @@ pub struct Injector<P> {
     /// A datagram waiting for the next one of its direction to overtake it, and when it goes
     /// anyway.
     reorder_waiting: Option<(Instant, Held<P>)>,
+    /// What this direction did so far.
     pub stats: Stats,
 }
 

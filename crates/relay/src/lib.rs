@@ -10,6 +10,8 @@
 //! This crate must never depend on lowlat's protocol or runtime: it relays bytes it does not
 //! read, so it is a fair referee for any peer.
 
+#![warn(missing_docs)]
+
 pub mod faults;
 pub mod frames;
 pub mod udp;

@@ -36,7 +36,9 @@ struct Upstream {
 /// What the relay did, per direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Datagrams from clients to the target.
     pub to_target: Stats,
+    /// Datagrams from the target back to clients.
     pub to_clients: Stats,
     /// Clients seen in all.
     pub clients: u64,
@@ -188,6 +190,8 @@ pub struct RelayThread {
 }
 
 impl RelayThread {
+    /// Binds `listen` (port 0: any free port, see [`addr`](Self::addr)) and relays between it and
+    /// `target` on a thread of its own until stopped or dropped.
     pub fn start(listen: SocketAddr, target: SocketAddr, faults: Faults) -> io::Result<RelayThread> {
         let relay = UdpRelay::bind(listen, target, faults)?;
         let addr = relay.local_addr()?;

@@ -65,17 +65,24 @@ pub fn screenshot(
 /// near-white background) in each of `bands` horizontal bands, top to bottom.
 #[derive(Clone, Debug)]
 pub struct Drawn {
+    /// Width of the screenshot, in pixels.
     pub width: u32,
+    /// Height of the screenshot, in pixels.
     pub height: u32,
+    /// Drawn pixels in each band, top band first (`bands` entries, at least one).
     pub per_band: Vec<u64>,
 }
 
 impl Drawn {
+    /// Drawn pixels in the whole screenshot.
     pub fn total(&self) -> u64 {
         self.per_band.iter().sum()
     }
 }
 
+/// Counts the drawn pixels of the PNG at `png` in `bands` horizontal bands (0 is taken as 1).
+/// The error names the file and says why it could not be read or decoded (or that it has fewer
+/// than three colour channels).
 pub fn drawn_pixels(png: &Path, bands: usize) -> Result<Drawn, String> {
     let file = std::fs::File::open(png).map_err(|e| format!("open {}: {e}", png.display()))?;
     let mut reader = png::Decoder::new(file).read_info().map_err(|e| format!("{}: not a PNG: {e}", png.display()))?;

@@ -6,6 +6,8 @@
 //! it must never depend on lowlat's runtime or transports, so the report can be rendered from a
 //! results file on any machine.
 
+#![warn(missing_docs)]
+
 pub mod browser;
 pub mod html;
 pub mod machine;

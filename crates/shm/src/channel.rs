@@ -23,6 +23,7 @@ const LIVENESS_POLLS: u32 = 1 << 15;
 /// Client-side settings.
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
+    /// How the client waits for results (and for room in its call ring).
     pub spin: SpinPolicy,
     /// How long `connect` waits for the server's handshake.
     pub connect_timeout: Duration,
@@ -110,6 +111,7 @@ impl ShmChannel {
         self.calls.max_record()
     }
 
+    /// How this channel waits now.
     pub fn spin_policy(&self) -> SpinPolicy {
         self.spinner.policy()
     }

@@ -37,6 +37,8 @@ const CHECK_EVERY: u32 = 1 << 12;
 /// The client's only message on the Unix socket: the size of the messages to exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// Bytes of every message exchanged, the sequence word included
+    /// ([`MIN_FLOOR_MESSAGE`] to [`MAX_FLOOR_MESSAGE`]).
     pub size: u32,
 }
 
@@ -46,6 +48,7 @@ const VERSION: u16 = 1;
 pub const HANDSHAKE_LEN: usize = 12;
 
 impl Request {
+    /// The request as sent: magic `LlFl`, version (u16 LE), two zero bytes, size (u32 LE).
     pub fn encode(&self) -> [u8; HANDSHAKE_LEN] {
         let mut b = [0u8; HANDSHAKE_LEN];
         b[0..4].copy_from_slice(MAGIC);
@@ -92,7 +95,9 @@ unsafe impl Send for FloorEnd {}
 /// Which mailbox a side writes: the client the first, the echoer the second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
+    /// Writes the first mailbox, reads the second.
     Client,
+    /// Writes the second mailbox, reads the first.
     Echoer,
 }
 

@@ -10,6 +10,8 @@
 //! Messages are opaque bytes: this crate knows nothing of RPC headers.
 //! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
 
+#![warn(missing_docs)]
+
 pub mod channel;
 pub mod error;
 #[allow(unsafe_code)] // shared memory: the floor's mailboxes

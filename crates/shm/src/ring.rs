@@ -77,10 +77,18 @@ fn header_word(position: u32, kind: u64, len: usize) -> u64 {
 pub enum RingError {
     /// The peer wrote something no honest peer writes; the binding cannot be trusted any more.
     #[error("ring corrupted by the peer: {what}")]
-    Corrupt { what: &'static str },
+    Corrupt {
+        /// Which invariant the peer broke.
+        what: &'static str,
+    },
     /// A message exceeds the configured maximum.
     #[error("message of {len} bytes exceeds the limit of {max} bytes")]
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// Bytes of the message.
+        len: usize,
+        /// Bytes allowed.
+        max: usize,
+    },
 }
 
 fn corrupt(what: &'static str) -> RingError {
@@ -90,6 +98,7 @@ fn corrupt(what: &'static str) -> RingError {
 /// One index or flag alone on a cache line, so the two sides never false-share.
 #[repr(C, align(64))]
 pub struct CacheLine {
+    /// The value; the other 60 bytes of the line are padding.
     pub v: AtomicU32,
 }
 
@@ -142,6 +151,7 @@ impl RingRef {
         }
     }
 
+    /// The ring's shared control block (its atomics may change under us at any moment).
     pub fn ctl(&self) -> &RingControl {
         // SAFETY: `new`'s contract keeps the control block mapped; all its fields are atomics,
         // so shared references are sound even while the peer writes.
@@ -219,6 +229,7 @@ impl Producer {
         Producer { ring, head: 0, tail_seen: 0, wake }
     }
 
+    /// The ring this end produces into.
     pub fn ring(&self) -> &RingRef {
         &self.ring
     }
@@ -452,10 +463,13 @@ pub struct Consumer {
 unsafe impl Send for Consumer {}
 
 impl Consumer {
+    /// Takes over the consuming end of a ring; a message longer than `max_message` bytes (the
+    /// records of a streamed one together) is refused with [`RingError::TooLarge`].
     pub fn new(ring: RingRef, max_message: usize) -> Consumer {
         Consumer { ring, tail: 0, published: 0, buf: Vec::new(), assembling: false, held: Held::Nothing, max_message }
     }
 
+    /// The ring this end consumes from.
     pub fn ring(&self) -> &RingRef {
         &self.ring
     }

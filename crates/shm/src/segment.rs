@@ -25,7 +25,9 @@ pub fn page_size() -> usize {
 /// Sizes of one binding's rings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// Bytes of the call ring's data area (a power of two and a page multiple, 4 KiB to 1 GiB).
     pub call_ring: usize,
+    /// Bytes of the result ring's data area (a power of two and a page multiple, 4 KiB to 1 GiB).
     pub result_ring: usize,
 }
 
@@ -90,6 +92,7 @@ impl Segment {
         })
     }
 
+    /// The ring sizes the segment was made or checked with.
     pub fn layout(&self) -> Layout {
         self.layout
     }
@@ -131,26 +134,36 @@ impl Segment {
 /// eventfd attached (or with nothing attached, as a refusal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
+    /// Whether the server took the binding; only [`Status::Accepted`] comes with descriptors.
     pub status: Status,
     /// The peer's credentials as the server saw them.
     pub uid: u32,
+    /// The peer's primary group id as the server saw it.
     pub gid: u32,
+    /// The ring sizes of the segment attached (the server's configured sizes in a refusal).
     pub layout: Layout,
 }
 
+/// The server's answer to a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// The binding is made: the memfd and the doorbell are attached.
     Accepted,
+    /// The server's [`PeerPolicy`](crate::server::PeerPolicy) does not admit the client.
     Refused,
+    /// The server holds as many bindings as it allows.
     Busy,
 }
 
+/// Bytes of a [`Hello`] on the Unix socket.
 pub const HELLO_LEN: usize = 32;
 const HELLO_MAGIC: &[u8; 4] = b"LlSh";
 /// 2: records stamped with their position and polled in place (no producer index).
 const HELLO_VERSION: u16 = 2;
 
 impl Hello {
+    /// The message as sent: magic `LlSh`, version (u16 LE), status (u16 LE: 0 accepted, 1 refused,
+    /// 2 busy), uid, gid, call ring and result ring sizes (u32 LE each), eight zero bytes.
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[0..4].copy_from_slice(HELLO_MAGIC);
@@ -168,6 +181,8 @@ impl Hello {
         b
     }
 
+    /// Reads a server's message; the error says what is not a lowlat shm server of this version.
+    /// The layout is returned as sent: [`Layout::validate`] it before use.
     pub fn decode(b: &[u8]) -> Result<Hello, &'static str> {
         if b.len() != HELLO_LEN || &b[0..4] != HELLO_MAGIC {
             return Err("not a lowlat shm server");

@@ -30,7 +30,9 @@ use lowlat_sys::{self as sys, Epoll};
 /// Who may bind. A peer is allowed when its uid or its primary gid is listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerPolicy {
+    /// Users allowed, by uid.
     pub uids: Vec<u32>,
+    /// Groups allowed, by primary gid.
     pub gids: Vec<u32>,
 }
 
@@ -40,6 +42,7 @@ impl PeerPolicy {
         PeerPolicy { uids: vec![sys::effective_uid()], gids: vec![] }
     }
 
+    /// The peer with these credentials may bind.
     pub fn allows(&self, uid: u32, gid: u32) -> bool {
         self.uids.contains(&uid) || self.gids.contains(&gid)
     }
@@ -50,11 +53,13 @@ impl PeerPolicy {
 pub struct ShmServerConfig {
     /// Permissions of the socket file.
     pub mode: u32,
+    /// Who may bind (default: the server's own user).
     pub policy: PeerPolicy,
     /// Ring sizes of every binding.
     pub layout: Layout,
     /// The largest request accepted (larger ones close the binding).
     pub max_message: usize,
+    /// How the server thread waits for calls before arming a binding and sleeping.
     pub spin: SpinPolicy,
     /// How long a reply may wait for room in a client's result ring before the binding is
     /// dropped: the most one misbehaving client can delay the others.
@@ -87,8 +92,11 @@ pub struct BindingId {
 /// A client's credentials as the kernel reported them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerCred {
+    /// The client's user id.
     pub uid: u32,
+    /// The client's primary group id.
     pub gid: u32,
+    /// The client's process id, as the kernel reported it (in the server's pid namespace).
     pub pid: i32,
 }
 
@@ -99,8 +107,11 @@ pub trait ShmHandler {
     /// the client's to change at any moment: validate before trusting. Reply through `reply`
     /// now, or later with [`ShmServer::reply`]; dropping it sends nothing.
     fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>);
+    /// A binding was made with this client.
     fn opened(&mut self, _binding: BindingId, _peer: PeerCred) {}
+    /// This binding is gone (hung up, misbehaved, or stalled); its id is not used again.
     fn closed(&mut self, _binding: BindingId, _why: &ShmError) {}
+    /// A client was turned away by the [`PeerPolicy`].
     fn refused(&mut self, _peer: PeerCred) {}
 }
 
@@ -358,10 +369,12 @@ impl ShmServer {
         })
     }
 
+    /// The socket path the server listens on.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Bindings currently open, active or armed.
     pub fn binding_count(&self) -> usize {
         self.slots.len() - self.free.len()
     }

@@ -12,6 +12,7 @@ pub struct EventFd {
 }
 
 impl EventFd {
+    /// Opens a new eventfd with its counter at zero, non-blocking and closed on exec.
     pub fn new() -> io::Result<EventFd> {
         // SAFETY: plain syscall; the descriptor is wrapped at once.
         let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;

@@ -9,6 +9,7 @@
 //! kernel (the shared-memory rings, the AF_PACKET and AF_XDP rings) and the test allocator.
 
 #![allow(unsafe_code)] // the one place that talks to the operating system
+#![warn(missing_docs)]
 
 pub mod clock;
 pub mod event;

@@ -84,6 +84,8 @@ impl Mapping {
         Ok(map)
     }
 
+    /// The first byte of the mapping (its second view, if mapped twice, starts `len` bytes later).
+    /// Valid for as long as `self` lives.
     pub fn as_ptr(&self) -> *mut u8 {
         self.base.as_ptr()
     }

@@ -50,6 +50,7 @@ pub struct Epoll {
 }
 
 impl Epoll {
+    /// Opens a new epoll instance, closed on exec.
     pub fn new() -> io::Result<Epoll> {
         // SAFETY: plain syscall; wrapped at once.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
@@ -57,6 +58,8 @@ impl Epoll {
         Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
+    /// Watches `fd` for `events` (`EPOLLIN`, ...); each readiness reports `data`. `fd` must not
+    /// already be watched (use [`modify`](Self::modify)), and must stay open while it is.
     pub fn add(&self, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: data };
         // SAFETY: `ev` is a valid epoll_event for the call.

@@ -6,6 +6,8 @@
 //! that prove a steady-state call allocates nothing. [`simnet`]: a simulated network in virtual
 //! time, for the protocol engines' tests.
 
+#![warn(missing_docs)]
+
 pub mod simnet;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -26,6 +28,8 @@ pub struct CountingAlloc {
 }
 
 impl CountingAlloc {
+    /// An allocator that is not counting yet; `const` so that it can be a `static`
+    /// `#[global_allocator]`.
     pub const fn new() -> CountingAlloc {
         CountingAlloc {
             allocations: AtomicU64::new(0),

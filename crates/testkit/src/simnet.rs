@@ -19,6 +19,8 @@ pub struct Faults {
     pub dup: f64,
     /// Every copy takes this long, plus up to `jitter_us` more.
     pub base_delay_us: u64,
+    /// The most extra delay a copy takes, drawn uniformly from `0..=jitter_us` for each copy
+    /// (copies overtake one another when it exceeds their spacing).
     pub jitter_us: u64,
 }
 
@@ -34,6 +36,8 @@ pub struct SimNet<D: Ord> {
 }
 
 impl<D: Ord> SimNet<D> {
+    /// An empty network whose faults are drawn from `seed`: the same seed and the same sends give
+    /// the same deliveries.
     pub fn new(seed: u64, faults: Faults) -> SimNet<D> {
         SimNet { rng: StdRng::seed_from_u64(seed), faults, queue: BinaryHeap::new(), seq: 0 }
     }
@@ -72,6 +76,7 @@ impl<D: Ord> SimNet<D> {
         self.pop().map(|(_, dest, msg)| (dest, msg))
     }
 
+    /// No message is in flight.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

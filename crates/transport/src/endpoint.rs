@@ -10,20 +10,58 @@ use std::str::FromStr;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid endpoint {uri:?}: {reason}")]
 pub struct UriError {
+    /// The URI as given.
     pub uri: String,
+    /// What is wrong with it, with an example of what was expected.
     pub reason: String,
 }
 
 /// A parsed endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Endpoint {
-    Udp { host_port: String },
-    Tcp { host_port: String },
-    Shm { path: PathBuf },
-    Eth { iface: String, peer: Option<Mac> },
-    Xdp { iface: String, peer: Option<Mac> },
-    OncUdp { host: String, port: Option<u16> },
-    OncTcp { host: String, port: Option<u16> },
+    /// `udp://HOST:PORT`: lowlat's protocol over UDP datagrams.
+    Udp {
+        /// `HOST:PORT` as written (the port checked to be a number; the host resolved later).
+        host_port: String,
+    },
+    /// `tcp://HOST:PORT`: lowlat's protocol over a TCP stream.
+    Tcp {
+        /// `HOST:PORT` as written (the port checked to be a number; the host resolved later).
+        host_port: String,
+    },
+    /// `shm://PATH`: shared-memory rings, handed over on the Unix socket at `PATH`.
+    Shm {
+        /// The Unix socket's path (never empty).
+        path: PathBuf,
+    },
+    /// `eth://IFACE[/PEER-MAC]`: raw Ethernet frames (AF_PACKET) of lowlat's EtherType.
+    Eth {
+        /// The interface name (1 to 15 bytes, the kernel's limit).
+        iface: String,
+        /// The peer's address; without it a client discovers the server by broadcast.
+        peer: Option<Mac>,
+    },
+    /// `xdp://IFACE[/PEER-MAC]`: raw Ethernet frames through an AF_XDP socket.
+    Xdp {
+        /// The interface name (1 to 15 bytes, the kernel's limit).
+        iface: String,
+        /// The peer's address; without it a client discovers the server by broadcast.
+        peer: Option<Mac>,
+    },
+    /// `onc+udp://HOST[:PORT]`: ONC RPC (RFC 5531) over UDP.
+    OncUdp {
+        /// The host name or address (an IPv6 address keeps its brackets).
+        host: String,
+        /// Without it a client asks the host's rpcbind, and a server takes any free port.
+        port: Option<u16>,
+    },
+    /// `onc+tcp://HOST[:PORT]`: ONC RPC (RFC 5531) over TCP, with record marking.
+    OncTcp {
+        /// The host name or address (an IPv6 address keeps its brackets).
+        host: String,
+        /// Without it a client asks the host's rpcbind, and a server takes any free port.
+        port: Option<u16>,
+    },
 }
 
 impl Endpoint {
@@ -54,6 +92,7 @@ impl Endpoint {
 pub struct Mac(pub [u8; 6]);
 
 impl Mac {
+    /// `ff:ff:ff:ff:ff:ff`: every station on the link (used to discover a server).
     pub const BROADCAST: Mac = Mac([0xff; 6]);
 }
 

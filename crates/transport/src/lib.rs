@@ -5,6 +5,8 @@
 //! waits the same way ([`wait::Spinner`]: spin, then block), so RPC and raw ping-pong over one
 //! transport are compared like for like.
 
+#![warn(missing_docs)]
+
 pub mod allow;
 pub mod endpoint;
 pub mod tcp;

@@ -64,6 +64,7 @@ pub struct LengthPrefix {
 }
 
 impl LengthPrefix {
+    /// A reader of frames of at most `max` bytes (a larger one breaks the stream: `InvalidData`).
     pub fn new(max: usize) -> LengthPrefix {
         LengthPrefix { buf: Vec::new(), start: 0, end: 0, max }
     }
@@ -358,6 +359,7 @@ pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     live: usize,
     /// The earliest `establish_by` of a live connection (perhaps one closed since).
     next_deadline: Option<Instant>,
+    /// What the endpoint refused and cut off since it was bound.
     pub stats: TcpStats,
     logs: [RateLog; 4],
 }
@@ -401,6 +403,7 @@ impl<F: Framing> TcpEndpoint<F> {
         Ok(ep)
     }
 
+    /// The address bound (with the port the system chose, if 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }

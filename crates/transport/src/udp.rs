@@ -122,6 +122,8 @@ pub struct UdpChannel {
 }
 
 impl UdpChannel {
+    /// A socket bound to an ephemeral port and connected to `peer` (so it receives from `peer`
+    /// only), its largest datagram taken from the path MTU (1472 bytes if the system does not say).
     pub fn connect(peer: SocketAddr) -> io::Result<UdpChannel> {
         let sock = new_socket(&peer).map_err(|e| io_err("create UDP socket for", peer, e))?;
         let local: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
@@ -138,6 +140,7 @@ impl UdpChannel {
         self
     }
 
+    /// The server address the channel is connected to.
     pub fn peer(&self) -> SocketAddr {
         self.peer
     }
@@ -229,6 +232,8 @@ pub struct UdpEndpoint {
 }
 
 impl UdpEndpoint {
+    /// A non-blocking socket bound to `addr` (port 0: any free port, see
+    /// [`local_addr`](Self::local_addr)), serving every source until an allowlist is given.
     pub fn bind(addr: SocketAddr) -> io::Result<UdpEndpoint> {
         let sock = new_socket(&addr).map_err(|e| io_err("create UDP socket on", addr, e))?;
         sock.bind(&addr.into()).map_err(|e| io_err("bind UDP", addr, e))?;
@@ -260,10 +265,13 @@ impl UdpEndpoint {
         MAX_DATAGRAM - if self.checksum { CRC_LEN } else { 0 }
     }
 
+    /// The address bound (with the port the system chose, if 0 was asked).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
+    /// Sends `head` then `body` as one datagram to `to` (the checksum after them, if on). A full
+    /// socket buffer or an unreachable peer drops the datagram as the network would, without error.
     pub fn send_to(&self, to: &SocketAddr, head: &[u8], body: &[u8]) -> io::Result<()> {
         let to = SockAddr::from(*to);
         loop {

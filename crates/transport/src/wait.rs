@@ -79,6 +79,7 @@ pub struct Spinner {
 }
 
 impl Spinner {
+    /// A waiter with no history: `Adaptive` starts by assuming a fast peer (10 µs waits).
     pub fn new(policy: SpinPolicy) -> Self {
         Spinner {
             policy,
@@ -88,6 +89,7 @@ impl Spinner {
         }
     }
 
+    /// The policy it was made with.
     pub fn policy(&self) -> SpinPolicy {
         self.policy
     }

@@ -67,14 +67,27 @@ impl Default for ClientSlotConfig {
 #[derive(Debug)]
 pub enum CallError {
     /// The arguments do not fit one call message: nothing was sent.
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        /// Bytes of the call message the arguments would make.
+        size: usize,
+        /// Bytes a call message may have.
+        max: usize,
+    },
     /// The deadline passed without a reply. `sent`: the call left the client, so it may have run.
-    Timeout { after: Duration, sent: bool },
+    Timeout {
+        /// How long the call waited.
+        after: Duration,
+        /// The call left the client at least once.
+        sent: bool,
+    },
     /// Nobody listens at the server's address (the transport was refused).
     /// `may_have_executed` is false when the refused message was the call's only copy and no
     /// message of an earlier call was still unaccounted for: then the refusal is this call's, and
     /// the call reached no server.
-    Refused { may_have_executed: bool },
+    Refused {
+        /// The server may have run the call (see above).
+        may_have_executed: bool,
+    },
     /// The server answered with a status other than SUCCESS.
     Rejected(ReplyBody),
     /// The server's reply to this call could not be read.
@@ -169,6 +182,7 @@ impl ClientSlot {
         self.xid
     }
 
+    /// A call is in progress: started, and neither answered nor failed yet.
     pub fn is_active(&self) -> bool {
         self.active
     }

@@ -45,7 +45,9 @@ pub struct ServerEngineConfig {
 /// Identifies a call in progress, to finish it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallKey<A> {
+    /// The caller's transport address: the reply goes there.
     pub from: A,
+    /// The call's transaction id, as the caller chose it.
     pub xid: u32,
     /// The call's fingerprint in the duplicate-request cache (0 without one).
     hash: u64,
@@ -55,13 +57,19 @@ pub struct CallKey<A> {
 /// buffer, emptied.
 #[derive(Debug)]
 pub struct IncomingCall<'a, A> {
+    /// Which call this is: hand it back to [`ServerEngine::finish`] with the outcome.
     pub key: CallKey<A>,
+    /// The program number called.
     pub program: u32,
+    /// The version of that program.
     pub version: u32,
+    /// The procedure number within that version.
     pub procedure: u32,
     /// The caller's AUTH_SYS credentials, when it sent some.
     pub auth: Option<AuthSys>,
+    /// The XDR-encoded arguments, as received (not yet validated).
     pub args: &'a [u8],
+    /// Where the procedure writes its XDR-encoded results (empty at the start).
     pub results: &'a mut Vec<u8>,
 }
 
@@ -85,6 +93,7 @@ pub struct ServerEngine<A: Eq + Hash + Copy> {
     drc: Option<DuplicateCache<A>>,
     head: Vec<u8>,
     results: Vec<u8>,
+    /// What the engine did on its own since it was made.
     pub stats: ServerStats,
 }
 
@@ -119,6 +128,7 @@ impl<A: Eq + Hash + Copy> Replier<'_, A> {
 }
 
 impl<A: Eq + Hash + Copy> ServerEngine<A> {
+    /// An engine with `cfg`'s limits (and a duplicate-request cache if `cfg` asks for one).
     pub fn new(cfg: ServerEngineConfig) -> ServerEngine<A> {
         ServerEngine {
             drc: (cfg.duplicate_cache > 0).then(|| DuplicateCache::new(cfg.duplicate_cache, cfg.seed)),

@@ -315,6 +315,9 @@ pub struct ClientSlot {
     template: Header,
     rtt: RttEstimator,
     args: Vec<u8>,
+    /// The current call's arguments were written where they are read, not into `args`
+    /// ([`place_call`](ClientSlot::place_call)).
+    placed: bool,
     tx: FragSender,
     rx: FragReceiver,
     rx_started: bool,
@@ -359,6 +362,7 @@ impl ClientSlot {
             template,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             args: Vec::new(),
+            placed: false,
             tx: FragSender::default(),
             rx: FragReceiver::default(),
             rx_started: false,
@@ -412,10 +416,16 @@ impl ClientSlot {
         &mut self.args
     }
 
+    /// The arguments of the current (or last) call, for sending it again; `None` when they were
+    /// written in place ([`place_call`](Self::place_call)) and not kept here.
+    pub fn args(&self) -> Option<&[u8]> {
+        (!self.placed).then_some(&self.args[..])
+    }
+
     /// Whether the current call goes (went) as one frame without the fragment sender: over a
     /// reliable session, whose fragments are as large as its messages.
     fn sent_whole(&self) -> bool {
-        self.session.reliable && self.args.len() <= self.session.frag_size() as usize
+        self.session.reliable && self.template.total_len <= self.session.frag_size()
     }
 
     fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8], &[u8])) {
@@ -457,21 +467,11 @@ impl ClientSlot {
     /// read), and `time_call` need only precede [`poll_timeout`](Self::poll_timeout) and
     /// [`handle_timeout`](Self::handle_timeout).
     pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8], &[u8])) -> Result<(), CallError> {
-        assert!(!self.active, "a slot carries one call at a time");
         if self.args.len() > self.session.max_message as usize {
             return Err(CallError::TooLarge { size: self.args.len(), max: self.session.max_message });
         }
-        self.template.kind = Kind::Call;
-        self.template.call_no = self.template.call_no.wrapping_add(1);
-        self.template.proc_or_code = proc_no;
-        self.template.total_len = self.args.len() as u32;
-        self.calls += 1;
-        self.ack_due = None; // this call acknowledges the previous result
-        self.rx_started = false;
-        self.active = true;
-        self.retries = 0;
-        self.heard = false;
-        self.working = false;
+        self.begin(proc_no, self.args.len() as u32);
+        self.placed = false;
         if self.sent_whole() {
             // A reliable session's fragment is as large as its messages: the call goes in one
             // frame, as the fragment sender would send it, without setting the sender up
@@ -494,6 +494,42 @@ impl ClientSlot {
             self.emit_frag(i, r, false, out);
         }
         Ok(())
+    }
+
+    /// [`send_call`](Self::send_call) for arguments already written where the server will read
+    /// them, `len` bytes after room for the header (a shared-memory call ring's record, so
+    /// that they are written once): returns the header to write before them, which makes the
+    /// frame complete. Only a call that goes as one untagged frame can go so (a reliable,
+    /// unkeyed session, the arguments within its limits); for any other, `None` and nothing
+    /// changed: put the arguments in [`args_buf`](Self::args_buf) and `send_call`. The
+    /// arguments are not kept ([`args`](Self::args) is `None`): a call sent again after a
+    /// rebind needs them from where they were written.
+    pub fn place_call(&mut self, proc_no: u32, len: usize) -> Option<[u8; HEADER_LEN]> {
+        let fits = len <= self.session.max_message as usize && len <= self.session.frag_size() as usize;
+        if !self.session.reliable || self.keys.is_some() || !fits {
+            return None;
+        }
+        self.begin(proc_no, len as u32);
+        self.args.clear();
+        self.placed = true;
+        let t = &self.template;
+        Some(Header::whole_call(t.token, t.slot, t.call_no, proc_no, len as u32).to_bytes())
+    }
+
+    /// The state of a new call of `proc_no` with `len` bytes of arguments, not yet sent.
+    fn begin(&mut self, proc_no: u32, len: u32) {
+        assert!(!self.active, "a slot carries one call at a time");
+        self.template.kind = Kind::Call;
+        self.template.call_no = self.template.call_no.wrapping_add(1);
+        self.template.proc_or_code = proc_no;
+        self.template.total_len = len;
+        self.calls += 1;
+        self.ack_due = None; // this call acknowledges the previous result
+        self.rx_started = false;
+        self.active = true;
+        self.retries = 0;
+        self.heard = false;
+        self.working = false;
     }
 
     /// Starts the clock of the call just sent: it began at `now` and fails at `deadline`.

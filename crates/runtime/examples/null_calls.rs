@@ -57,12 +57,17 @@ fn main() {
         Some(n) => {
             let data: Vec<u8> = (0..n).map(|i| i as u8).collect();
             for _ in 0..calls {
-                let encode = |buf: &mut _| {
-                    lowlat_codec::Sink::extend_from_slice(buf, &data);
-                    Ok(())
-                };
                 let decode = |r: &[u8]| if r == data { Ok(()) } else { Err(BadEcho) };
-                client.call(1, encode, decode).unwrap();
+                client
+                    .call(
+                        1,
+                        |buf| {
+                            buf.extend_from_slice(&data);
+                            Ok(())
+                        },
+                        decode,
+                    )
+                    .unwrap();
             }
             println!("{calls} echo calls of {n} bytes over {uri}");
         }

@@ -822,6 +822,49 @@ mod tests {
         assert_eq!(offsets, [0, 100, 200, 300], "the acknowledgement let the next window go");
     }
 
+    /// A call whose arguments were written where they are read gets the very header `send_call`
+    /// would have sent whole, completes as any other, and keeps no copy of its arguments; a call
+    /// that cannot go as one untagged frame is declined with nothing changed.
+    #[test]
+    fn a_placed_call_is_sent_as_send_call_would_send_it() {
+        let mut slot = reliable_slot();
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        slot.args_buf().extend_from_slice(b"args");
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
+        assert_eq!(slot.args(), Some(&b"args"[..]));
+        // The server's answer to a call sent whole.
+        let whole_result = |call: &[u8], body: &[u8]| {
+            let (h, _) = Header::parse(call).unwrap();
+            [&Header::whole_result(h.token, h.slot, h.call_no, body.len() as u32).to_bytes()[..], body].concat()
+        };
+        assert_eq!(slot.take_whole_result(&whole_result(&sent[0], b"r")), Some(&b"r"[..]));
+
+        let head = slot.place_call(3, 4).expect("a reliable session's small call goes whole");
+        let frame = [&head[..], b"args"].concat();
+        let (h, body) = Header::parse(&frame).unwrap();
+        assert_eq!((h.kind, h.call_no, h.proc_or_code, h.total_len, body), (Kind::Call, 2, 3, 4, &b"args"[..]));
+        assert_eq!(head, Header::whole_call(h.token, 0, 2, 3, 4).to_bytes());
+        assert!(slot.is_active());
+        assert_eq!(slot.args(), None, "written in place, not kept");
+        assert_eq!(slot.take_whole_result(&whole_result(&frame, b"done")), Some(&b"done"[..]));
+        assert!(!slot.is_active());
+
+        // Larger than a fragment, or than a message; keyed; over datagrams: declined, no call
+        // begun.
+        slot.session.max_frame = HEADER_LEN as u32 + 100;
+        assert_eq!(slot.place_call(3, 101), None);
+        slot.session.max_frame = u32::MAX;
+        assert_eq!(slot.place_call(3, (1 << 20) + 1), None);
+        let mut datagrams = reliable_slot();
+        datagrams.session.reliable = false;
+        assert_eq!(datagrams.place_call(3, 4), None);
+        let keys = crate::auth::Psk::new(&[1; 32]).unwrap().session_keys(1, &[2; TAG_LEN], 3, Side::Client);
+        let mut keyed = reliable_slot().with_keys(Some(keys));
+        assert_eq!(keyed.place_call(3, 4), None);
+        assert!(!slot.is_active() && !datagrams.is_active() && !keyed.is_active());
+        assert_eq!(slot.call_no(), 2, "nothing begun");
+    }
+
     /// Over a reliable session the caller may feed the reply before telling the engine when the
     /// call began (it reads the clock only if the reply is slow): the call completes, and a
     /// later call still fails at the deadline it is given.

@@ -515,11 +515,8 @@ impl Lowlat {
         let mut clock = CallClock { begun: None, deadline: None, timeout };
         let mut guard = self.acquire(&mut clock, proc_no)?;
         self.prepare(&mut guard)?;
-        let sent = encode_args(&mut guard, proc_no, encode)
+        let sent = encode_args(&mut guard, proc_no, encode, trace.then_some(&mut marks.encoded))
             .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
-        if trace {
-            marks.encoded = trace::now_ns();
-        }
         let mut decode = Some(decode);
         let r = match self.run(&mut guard, proc_no, sent, &mut clock, &mut decode, trace.then_some(&mut marks)) {
             Err(e @ Error::SessionLost { execution: Execution::NotSent, .. }) => {
@@ -906,16 +903,24 @@ impl Lowlat {
 /// the header, and the call is then sent from there (`Ok(true)`) if it goes as one record (as a
 /// server's procedure writes its result into the result ring); otherwise, or when the ring's
 /// free space is too small (the encoder spills), into the slot engine's buffer, for
-/// [`Lowlat::run`] to send (`Ok(false)`).
+/// [`Lowlat::run`] to send (`Ok(false)`). `encoded`, when tracing: set to the moment the
+/// arguments were encoded, before the call is published (so it precedes the server's receipt).
 #[inline]
 fn encode_args<E>(
     slot: &mut Slot,
     proc_no: u32,
     encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+    mut encoded: Option<&mut u64>,
 ) -> Result<bool, E> {
+    let mut mark = || {
+        if let Some(at) = encoded.as_deref_mut() {
+            *at = trace::now_ns();
+        }
+    };
     let engine = slot.engine.as_mut().expect("prepared");
     let Some(SlotChannel::Shm(chan)) = slot.chan.as_mut() else {
         encode(&mut OutBuf::from(engine.args_buf()))?;
+        mark();
         return Ok(false);
     };
     let mut encode = Some(encode);
@@ -928,6 +933,7 @@ fn encode_args<E>(
             failed = Some(e);
             return None;
         }
+        mark();
         // Spilled into the engine's buffer: sent from there.
         let len = args.placed()?;
         match engine.place_call(proc_no, len).filter(|_| head.len() == HEADER_LEN) {
@@ -947,6 +953,7 @@ fn encode_args<E>(
     // Not lent at all (a broken channel, reported when the call is sent): encoded as elsewhere.
     if let Some(encode) = encode {
         encode(&mut OutBuf::from(engine.args_buf()))?;
+        mark();
     }
     Ok(matches!(built, Ok(Some(_))))
 }

@@ -936,9 +936,12 @@ fn encode_args<E>(
         mark();
         // Spilled into the engine's buffer: sent from there.
         let len = args.placed()?;
-        match engine.place_call(proc_no, len).filter(|_| head.len() == HEADER_LEN) {
-            Some(h) => {
-                head.copy_from_slice(&h);
+        // No room for the header (a full ring lends nothing), or a call that cannot go as one
+        // record: the engine has begun nothing, and the arguments go to its buffer.
+        let head: Option<&mut [u8; HEADER_LEN]> = head.try_into().ok();
+        match head.and_then(|head| Some((head, engine.place_call(proc_no, len)?))) {
+            Some((head, h)) => {
+                *head = h;
                 Some(HEADER_LEN + len)
             }
             None => {

@@ -373,10 +373,10 @@ impl Producer {
     /// consumer can change them: treat them as the peer's input, not as what was sent.
     pub fn last_written(&self) -> Option<&[u8]> {
         let (off, len) = self.last_whole?;
-        // SAFETY: `off` is below `size` plus a header, and `len` was the payload of a record
-        // that fitted the ring: `off + len <= 2 * size`, inside the double mapping. The bytes
-        // are no longer lent to any builder (`last_whole` is cleared when space is lent), and
-        // this producer writes nothing while the shared borrow lives.
+        // SAFETY: `off` is a record's start (below `size`) plus its header, and that record,
+        // published, took `record_len(len) <= size` bytes: `off + len < 2 * size`, inside the
+        // double mapping. No builder holds these bytes (`last_whole` is cleared whenever space
+        // is lent), and this producer writes nothing while the shared borrow lives.
         Some(unsafe { std::slice::from_raw_parts(self.ring.data.as_ptr().add(off), len) })
     }
 

@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use runtime::{ByteOrder, CallOptions, Client, OutBuf};
+use runtime::{ByteOrder, CallOptions, Client};
 
 use crate::error::{guard, CodecMessage, Failure, ResultTooLong, LOWLAT_OK};
 use crate::ffi;
@@ -275,12 +275,11 @@ pub unsafe extern "C" fn lowlat_client_invoke(
         client.call_with(
             proc,
             &options,
-            |buf| {
+            |out| {
                 let Some(encode) = encode else { return Ok(()) };
-                let mut out = OutBuf::from(buf);
                 // SAFETY: `encode` has lowlat_encode_fn's contract (the caller's promise); the
                 // buffer is lent for this call only.
-                let why = unsafe { encode(encode_ctx, lend(&mut out), enc()) };
+                let why = unsafe { encode(encode_ctx, lend(out), enc()) };
                 if why.is_null() {
                     return Ok(());
                 }

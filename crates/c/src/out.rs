@@ -1,6 +1,7 @@
 //! `lowlat_out`: the buffer a C encoder appends to, a call's arguments on the client and a
-//! procedure's result on the server. It is lowlat's `OutBuf`: over shared memory a result lies
-//! in the result ring, so what a C procedure appends is written once, where the client reads it.
+//! procedure's result on the server. It is lowlat's `OutBuf`: over shared memory a call's
+//! arguments lie in the call ring and a result in the result ring, so what C code appends is
+//! written once, where the other side reads it.
 
 use std::ffi::c_int;
 

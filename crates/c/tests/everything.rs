@@ -89,7 +89,7 @@ fn call_everything(uri: &str) {
     // The C procedure's failure and the C dispatcher's refusal of bad arguments reach the caller.
     let e = c.greet("fail").unwrap_err();
     assert!(matches!(e, lowlat::Error::ServerError { .. }), "{uri}: GREET(fail): {e}");
-    let one_byte = |b: &mut Vec<u8>| {
+    let one_byte = |b: &mut lowlat::OutBuf<'_>| {
         b.push(1);
         Ok::<_, lowlat::DecodeError>(())
     };

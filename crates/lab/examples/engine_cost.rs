@@ -19,8 +19,16 @@ fn main() {
     };
     for key in keys {
         let how = if key.is_some() { "keyed" } else { "plain" };
-        for (reliable, what) in [(false, "datagram session (udp, eth, xdp)"), (true, "reliable session (tcp, shm)")] {
-            let (client, server) = lowlat_lab::account::engine_costs(calls, reliable, key);
+        let sessions = [
+            (false, false, "datagram session (udp, eth, xdp)"),
+            (true, false, "reliable session (tcp)"),
+            (true, true, "reliable session, call completed in the ring (shm)"),
+        ];
+        for (reliable, in_place, what) in sessions {
+            if in_place && key.is_some() {
+                continue; // keys are not used over shm
+            }
+            let (client, server) = lowlat_lab::account::engine_costs(calls, reliable, in_place, key);
             println!("{how} {what}: client engine {client:.1} ns, server engine {server:.1} ns per null call");
         }
     }

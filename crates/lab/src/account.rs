@@ -79,8 +79,12 @@ pub fn join(client: &[ClientTrace], server: &[ServerTrace]) -> Joined {
 /// engine) in nanoseconds per call, medians over batches. Each timed interval also holds one
 /// clock read, which is taken off (the client's time is two intervals, the server's one).
 /// `reliable`: a session over a transport that delivers in order (no retransmission timers).
+/// `in_place`: the call's frame is completed where it lies, as over shared memory (arguments
+/// encoded into the call ring, the engine giving only the header: `ClientSlot::place_call`),
+/// rather than sent from the slot's buffer; a reliable, unkeyed session only.
 /// `psk`: a keyed session, every frame tagged and checked.
-pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f64, f64) {
+pub fn engine_costs(calls: u32, reliable: bool, in_place: bool, psk: Option<&lowlat::Psk>) -> (f64, f64) {
+    assert!(!in_place || (reliable && psk.is_none()), "only a reliable, unkeyed call is completed in place");
     let now = Instant::now();
     let mut server: ServerEngine<u32> = ServerEngine::new(lowlat_proto::ServerEngineConfig {
         programs: vec![ProgramVersions { program: interface::PROGRAM, low: 1, high: 1 }],
@@ -127,8 +131,13 @@ pub fn engine_costs(calls: u32, reliable: bool, psk: Option<&lowlat::Psk>) -> (f
         let (mut c, mut s) = (Duration::ZERO, Duration::ZERO);
         for _ in 0..BATCH {
             let t0 = Instant::now();
-            slot.args_buf();
-            slot.start(interface::NULL, t0, deadline, &mut |h, b| put(&mut frame, h, b)).expect("fits");
+            if in_place {
+                let head = slot.place_call(interface::NULL, 0).expect("a reliable session's null call goes whole");
+                put(&mut frame, &head, &[]);
+            } else {
+                slot.args_buf();
+                slot.start(interface::NULL, t0, deadline, &mut |h, b| put(&mut frame, h, b)).expect("fits");
+            }
             let t1 = Instant::now();
             // As the runtime does: a reliable channel's whole frames are recognised by their
             // headers first, everything else decoded.
@@ -269,7 +278,8 @@ pub fn account(
     let (raw, _) = bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default(), None)
         .map_err(|e| e.to_string())?;
     drop(pp);
-    let (client_engine, server_engine) = engine_costs(100_000, matches!(scheme.as_str(), "tcp" | "shm"), None);
+    let reliable = matches!(scheme.as_str(), "tcp" | "shm");
+    let (client_engine, server_engine) = engine_costs(100_000, reliable, scheme == "shm", None);
     let (marshal, procedure) = stub_and_procedure_costs(1_000_000);
     // Nine timestamps per traced call, but two of them (the client's after sending, the
     // server's after replying) are taken while the message travels and delay nothing; of the

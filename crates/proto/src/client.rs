@@ -356,6 +356,9 @@ pub struct ClientSlot {
     template: Header,
     rtt: RttEstimator,
     args: Vec<u8>,
+    /// The current call's arguments were written where they are read, not into `args`
+    /// ([`place_call`](ClientSlot::place_call)).
+    placed: bool,
     tx: FragSender,
     rx: FragReceiver,
     rx_started: bool,
@@ -402,6 +405,7 @@ impl ClientSlot {
             template,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             args: Vec::new(),
+            placed: false,
             tx: FragSender::default(),
             rx: FragReceiver::default(),
             rx_started: false,
@@ -458,10 +462,16 @@ impl ClientSlot {
         &mut self.args
     }
 
+    /// The arguments of the current (or last) call, for sending it again; `None` when they were
+    /// written in place ([`place_call`](Self::place_call)) and not kept here.
+    pub fn args(&self) -> Option<&[u8]> {
+        (!self.placed).then_some(&self.args[..])
+    }
+
     /// Whether the current call goes (went) as one frame without the fragment sender: over a
     /// reliable session, whose fragments are as large as its messages.
     fn sent_whole(&self) -> bool {
-        self.session.reliable && self.args.len() <= self.session.frag_size() as usize
+        self.session.reliable && self.template.total_len <= self.session.frag_size()
     }
 
     fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8], &[u8])) {
@@ -503,21 +513,11 @@ impl ClientSlot {
     /// read), and `time_call` need only precede [`poll_timeout`](Self::poll_timeout) and
     /// [`handle_timeout`](Self::handle_timeout).
     pub fn send_call(&mut self, proc_no: u32, out: &mut impl FnMut(&[u8], &[u8])) -> Result<(), CallError> {
-        assert!(!self.active, "a slot carries one call at a time");
         if self.args.len() > self.session.max_message as usize {
             return Err(CallError::TooLarge { size: self.args.len(), max: self.session.max_message });
         }
-        self.template.kind = Kind::Call;
-        self.template.call_no = self.template.call_no.wrapping_add(1);
-        self.template.proc_or_code = proc_no;
-        self.template.total_len = self.args.len() as u32;
-        self.calls += 1;
-        self.ack_due = None; // this call acknowledges the previous result
-        self.rx_started = false;
-        self.active = true;
-        self.retries = 0;
-        self.heard = false;
-        self.working = false;
+        self.begin(proc_no, self.args.len() as u32);
+        self.placed = false;
         if self.sent_whole() {
             // A reliable session's fragment is as large as its messages: the call goes in one
             // frame, as the fragment sender would send it, without setting the sender up
@@ -540,6 +540,42 @@ impl ClientSlot {
             self.emit_frag(i, r, false, out);
         }
         Ok(())
+    }
+
+    /// [`send_call`](Self::send_call) for arguments already written where the server will read
+    /// them, `len` bytes after room for the header (a shared-memory call ring's record, so
+    /// that they are written once): returns the header to write before them, which makes the
+    /// frame complete. Only a call that goes as one untagged frame can go so (a reliable,
+    /// unkeyed session, the arguments within its limits); for any other, `None` and nothing
+    /// changed: put the arguments in [`args_buf`](Self::args_buf) and `send_call`. The
+    /// arguments are not kept ([`args`](Self::args) is `None`): a call sent again after a
+    /// rebind needs them from where they were written.
+    pub fn place_call(&mut self, proc_no: u32, len: usize) -> Option<[u8; HEADER_LEN]> {
+        let fits = len <= self.session.max_message as usize && len <= self.session.frag_size() as usize;
+        if !self.session.reliable || self.keys.is_some() || !fits {
+            return None;
+        }
+        self.begin(proc_no, len as u32);
+        self.args.clear();
+        self.placed = true;
+        let t = &self.template;
+        Some(Header::whole_call(t.token, t.slot, t.call_no, proc_no, len as u32).to_bytes())
+    }
+
+    /// The state of a new call of `proc_no` with `len` bytes of arguments, not yet sent.
+    fn begin(&mut self, proc_no: u32, len: u32) {
+        assert!(!self.active, "a slot carries one call at a time");
+        self.template.kind = Kind::Call;
+        self.template.call_no = self.template.call_no.wrapping_add(1);
+        self.template.proc_or_code = proc_no;
+        self.template.total_len = len;
+        self.calls += 1;
+        self.ack_due = None; // this call acknowledges the previous result
+        self.rx_started = false;
+        self.active = true;
+        self.retries = 0;
+        self.heard = false;
+        self.working = false;
     }
 
     /// Starts the clock of the call just sent: it began at `now` and fails at `deadline`.
@@ -830,6 +866,49 @@ mod tests {
         assert_eq!(slot.handle(&ack, Instant::now, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())), None);
         let offsets: Vec<u32> = sent.iter().map(|f| Header::parse(f).unwrap().0.offset).collect();
         assert_eq!(offsets, [0, 100, 200, 300], "the acknowledgement let the next window go");
+    }
+
+    /// A call whose arguments were written where they are read gets the very header `send_call`
+    /// would have sent whole, completes as any other, and keeps no copy of its arguments; a call
+    /// that cannot go as one untagged frame is declined with nothing changed.
+    #[test]
+    fn a_placed_call_is_sent_as_send_call_would_send_it() {
+        let mut slot = reliable_slot();
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        slot.args_buf().extend_from_slice(b"args");
+        slot.send_call(3, &mut |h: &[u8], b: &[u8]| sent.push([h, b].concat())).unwrap();
+        assert_eq!(slot.args(), Some(&b"args"[..]));
+        // The server's answer to a call sent whole.
+        let whole_result = |call: &[u8], body: &[u8]| {
+            let (h, _) = Header::parse(call).unwrap();
+            [&Header::whole_result(h.token, h.slot, h.call_no, body.len() as u32).to_bytes()[..], body].concat()
+        };
+        assert_eq!(slot.take_whole_result(&whole_result(&sent[0], b"r")), Some(&b"r"[..]));
+
+        let head = slot.place_call(3, 4).expect("a reliable session's small call goes whole");
+        let frame = [&head[..], b"args"].concat();
+        let (h, body) = Header::parse(&frame).unwrap();
+        assert_eq!((h.kind, h.call_no, h.proc_or_code, h.total_len, body), (Kind::Call, 2, 3, 4, &b"args"[..]));
+        assert_eq!(head, Header::whole_call(h.token, 0, 2, 3, 4).to_bytes());
+        assert!(slot.is_active());
+        assert_eq!(slot.args(), None, "written in place, not kept");
+        assert_eq!(slot.take_whole_result(&whole_result(&frame, b"done")), Some(&b"done"[..]));
+        assert!(!slot.is_active());
+
+        // Larger than a fragment, or than a message; keyed; over datagrams: declined, no call
+        // begun.
+        slot.session.max_frame = HEADER_LEN as u32 + 100;
+        assert_eq!(slot.place_call(3, 101), None);
+        slot.session.max_frame = u32::MAX;
+        assert_eq!(slot.place_call(3, (1 << 20) + 1), None);
+        let mut datagrams = reliable_slot();
+        datagrams.session.reliable = false;
+        assert_eq!(datagrams.place_call(3, 4), None);
+        let keys = crate::auth::Psk::new(&[1; 32]).unwrap().session_keys(1, &[2; TAG_LEN], 3, Side::Client);
+        let mut keyed = reliable_slot().with_keys(Some(keys));
+        assert_eq!(keyed.place_call(3, 4), None);
+        assert!(!slot.is_active() && !datagrams.is_active() && !keyed.is_active());
+        assert_eq!(slot.call_no(), 2, "nothing begun");
     }
 
     /// Over a reliable session the caller may feed the reply before telling the engine when the

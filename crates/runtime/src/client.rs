@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use lowlat_proto::wire::{BindRequest, PROTOCOL_VERSION};
+use lowlat_codec::OutBuf;
+use lowlat_proto::wire::{BindRequest, Header, Kind as HeaderKind, PROTOCOL_VERSION};
 use lowlat_proto::{
     BindError, Binder, Bound, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, FrameKeys, Outcome, Refusal,
     Session, WireError, HEADER_LEN,
@@ -195,11 +196,12 @@ impl Client {
     }
 
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
-    /// (preallocated per slot); `decode` reads the result where it lies.
+    /// (over shared memory the call ring's free space, so they are written once; elsewhere a
+    /// buffer preallocated per slot); `decode` reads the result where it lies.
     pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         proc_no: u32,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let r = match &self.kind {
@@ -214,7 +216,7 @@ impl Client {
         &self,
         proc_no: u32,
         timeout: Duration,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let r = match &self.kind {
@@ -231,7 +233,7 @@ impl Client {
         &self,
         proc_no: u32,
         options: &CallOptions,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         match options.deadline {
@@ -494,11 +496,12 @@ impl Lowlat {
     }
 
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
-    /// (preallocated per slot); `decode` reads the result where it lies.
+    /// (over shared memory the call ring's free space, so they are written once; elsewhere a
+    /// buffer preallocated per slot); `decode` reads the result where it lies.
     pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         proc_no: u32,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         self.call_timeout(proc_no, self.shared.cfg.deadline, encode, decode)
@@ -509,7 +512,7 @@ impl Lowlat {
         &self,
         proc_no: u32,
         timeout: Duration,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let trace = self.shared.cfg.trace;
@@ -517,15 +520,12 @@ impl Lowlat {
         let mut clock = CallClock { begun: None, deadline: None, timeout };
         let mut guard = self.acquire(&mut clock, proc_no)?;
         self.prepare(&mut guard)?;
-        let engine = guard.engine.as_mut().expect("prepared");
-        encode(engine.args_buf()).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
-        if trace {
-            marks.encoded = trace::now_ns();
-        }
+        let sent = encode_args(&mut guard, proc_no, encode, trace.then_some(&mut marks.encoded))
+            .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         let mut decode = Some(decode);
-        let r = match self.run(&mut guard, proc_no, &mut clock, &mut decode, trace.then_some(&mut marks)) {
-            Err(Error::SessionLost { execution: Execution::NotSent, .. }) => {
-                self.rebind_and_rerun(&mut guard, proc_no, &mut clock, &mut decode)
+        let r = match self.run(&mut guard, proc_no, sent, &mut clock, &mut decode, trace.then_some(&mut marks)) {
+            Err(e @ Error::SessionLost { execution: Execution::NotSent, .. }) => {
+                self.rebind_and_rerun(&mut guard, proc_no, &mut clock, &mut decode, e)
             }
             r => r,
         };
@@ -550,8 +550,8 @@ impl Lowlat {
         r
     }
 
-    /// The server (same incarnation) never saw this session: binds again and sends the call
-    /// once more; it cannot run twice. Off the fast path, hence out of line.
+    /// The server (same incarnation) never saw this session (`refused`): binds again and sends
+    /// the call once more; it cannot run twice. Off the fast path, hence out of line.
     #[cold]
     #[inline(never)]
     fn rebind_and_rerun<R, E: std::error::Error + Send + Sync + 'static>(
@@ -560,13 +560,18 @@ impl Lowlat {
         proc_no: u32,
         clock: &mut CallClock,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+        refused: Error,
     ) -> Result<R, Error> {
-        let args = slot.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
+        // Taken before anything else is sent: arguments written into a call ring are read back
+        // from there. Where they cannot be, the call is not sent again (it did not run).
+        let Some(args) = sent_args(slot) else {
+            return Err(refused);
+        };
         self.invalidate(slot, false);
         self.prepare(slot)?;
         slot.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
         clock.begun = None; // the same deadline, but a fresh start for the new round trip
-        self.run(slot, proc_no, clock, decode, None)
+        self.run(slot, proc_no, false, clock, decode, None)
     }
 
     /// After a failed call: frees the slot's engine for the next call and, when the failure
@@ -725,11 +730,13 @@ impl Lowlat {
         Ok(())
     }
 
+    /// Sends the call, unless `sent` says it went as it was encoded, and waits for its outcome.
     #[inline]
     fn run<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         slot: &mut Slot,
         proc_no: u32,
+        sent: bool,
         clock: &mut CallClock,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         marks: Option<&mut Marks>,
@@ -737,18 +744,20 @@ impl Lowlat {
         let Slot { engine, chan, buf, outbox, spinner, .. } = slot;
         let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner };
         match chan.as_mut().expect("prepared") {
-            SlotChannel::Shm(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
-            SlotChannel::Other(c) => self.exchange(&mut **c, io, proc_no, clock, decode, marks),
+            SlotChannel::Shm(c) => self.exchange(&mut **c, io, proc_no, sent, clock, decode, marks),
+            SlotChannel::Other(c) => self.exchange(&mut **c, io, proc_no, sent, clock, decode, marks),
         }
     }
 
-    /// Sends the call and waits for its outcome: [`run`](Self::run) for one kind of channel.
+    /// [`run`](Self::run) for one kind of channel.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn exchange<R, E: std::error::Error + Send + Sync + 'static, C: ClientChannel + ?Sized>(
         &self,
         chan: &mut C,
         io: SlotIo<'_>,
         proc_no: u32,
+        sent: bool,
         clock: &mut CallClock,
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
@@ -764,13 +773,15 @@ impl Lowlat {
         if !reliable {
             clock.fix();
         }
-        engine
-            .send_call(proc_no, &mut |h: &[u8], b: &[u8]| {
-                if let Err(e) = chan.send(h, b) {
-                    send_err.get_or_insert(e);
-                }
-            })
-            .map_err(|e| self.call_error(proc_no, e))?;
+        if !sent {
+            engine
+                .send_call(proc_no, &mut |h: &[u8], b: &[u8]| {
+                    if let Err(e) = chan.send(h, b) {
+                        send_err.get_or_insert(e);
+                    }
+                })
+                .map_err(|e| self.call_error(proc_no, e))?;
+        }
         // Whether the engine knows when the call began and when it fails.
         let mut timed = false;
         if !reliable {
@@ -891,6 +902,84 @@ impl Lowlat {
             ErrorCode::Unknown(code) => Error::UnknownRemoteError { call, code, message },
         }
     }
+}
+
+/// Encodes a call's arguments: over shared memory straight into the call ring, after room for
+/// the header, and the call is then sent from there (`Ok(true)`) if it goes as one record (as a
+/// server's procedure writes its result into the result ring); otherwise, or when the ring's
+/// free space is too small (the encoder spills), into the slot engine's buffer, for
+/// [`Lowlat::run`] to send (`Ok(false)`). `encoded`, when tracing: set to the moment the
+/// arguments were encoded, before the call is published (so it precedes the server's receipt).
+#[inline]
+fn encode_args<E>(
+    slot: &mut Slot,
+    proc_no: u32,
+    encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+    mut encoded: Option<&mut u64>,
+) -> Result<bool, E> {
+    let mut mark = || {
+        if let Some(at) = encoded.as_deref_mut() {
+            *at = trace::now_ns();
+        }
+    };
+    let engine = slot.engine.as_mut().expect("prepared");
+    let Some(SlotChannel::Shm(chan)) = slot.chan.as_mut() else {
+        encode(&mut OutBuf::from(engine.args_buf()))?;
+        mark();
+        return Ok(false);
+    };
+    let mut encode = Some(encode);
+    let mut failed = None;
+    let built = chan.send_in_place(|record| {
+        let encode = encode.take()?;
+        let (head, body) = record.split_at_mut(HEADER_LEN.min(record.len()));
+        let mut args = OutBuf::in_region(body, engine.args_buf());
+        if let Err(e) = encode(&mut args) {
+            failed = Some(e);
+            return None;
+        }
+        mark();
+        // Spilled into the engine's buffer: sent from there.
+        let len = args.placed()?;
+        // No room for the header (a full ring lends nothing), or a call that cannot go as one
+        // record: the engine has begun nothing, and the arguments go to its buffer.
+        let head: Option<&mut [u8; HEADER_LEN]> = head.try_into().ok();
+        match head.and_then(|head| Some((head, engine.place_call(proc_no, len)?))) {
+            Some((head, h)) => {
+                *head = h;
+                Some(HEADER_LEN + len)
+            }
+            None => {
+                engine.args_buf().extend_from_slice(&body[..len]);
+                None
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // Not lent at all (a broken channel, reported when the call is sent): encoded as elsewhere.
+    if let Some(encode) = encode {
+        encode(&mut OutBuf::from(engine.args_buf()))?;
+        mark();
+    }
+    Ok(matches!(built, Ok(Some(_))))
+}
+
+/// The arguments of the call `slot` just sent, to send it again: kept by its engine or, written
+/// into a shared-memory call ring, read back from there (nothing has been sent since: it is the
+/// ring's last record, and its header names this call).
+fn sent_args(slot: &Slot) -> Option<Vec<u8>> {
+    let engine = slot.engine.as_ref()?;
+    if let Some(args) = engine.args() {
+        return Some(args.to_vec());
+    }
+    let Some(SlotChannel::Shm(chan)) = slot.chan.as_ref() else {
+        return None;
+    };
+    let (h, args) = Header::parse(chan.last_sent()?).ok()?;
+    let ours = h.kind == HeaderKind::Call && h.call_no == engine.call_no() && h.slot == engine.slot();
+    ours.then(|| args.to_vec())
 }
 
 /// A slot engine's counters.

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use lowlat_codec::OutBuf;
 use lowlat_onc::engine::{CallError, ClientSlot, ClientSlotConfig, Outcome};
 use lowlat_onc::rpcbind::{Netid, Rpcbind};
 use lowlat_onc::{AcceptStatus, CallHeader, Credential, RejectStatus, ReplyBody};
@@ -165,14 +166,15 @@ impl OncClient {
         &self,
         proc_no: u32,
         timeout: Duration,
-        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let now = Instant::now();
         let deadline = now + timeout;
         let mut guard = self.acquire();
         let Slot { engine, chan, buf, spinner } = &mut *guard;
-        encode(engine.args_buf()).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
+        encode(&mut OutBuf::from(engine.args_buf()))
+            .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         if chan.is_none() {
             *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
         }

@@ -79,14 +79,14 @@ fn inc(c: &Client, n: u32) -> Result<u32, Error> {
     c.call(1, put(&n.to_be_bytes()), u32_of)
 }
 
-fn put(bytes: &[u8]) -> impl FnOnce(&mut Vec<u8>) -> Result<(), lowlat::DecodeError> + '_ {
+fn put(bytes: &[u8]) -> impl FnOnce(&mut lowlat::OutBuf<'_>) -> Result<(), lowlat::DecodeError> + '_ {
     move |a| {
         a.extend_from_slice(bytes);
         Ok(())
     }
 }
 
-fn nothing(_: &mut Vec<u8>) -> Result<(), lowlat::DecodeError> {
+fn nothing(_: &mut lowlat::OutBuf<'_>) -> Result<(), lowlat::DecodeError> {
     Ok(())
 }
 

@@ -1,10 +1,10 @@
-//! The runtime over `shm://`, what only shared memory does: procedures write their results
-//! straight into the caller's result ring. (What every transport does is in the conformance
-//! suite, `tests/suite/mod.rs`.)
+//! The runtime over `shm://`, what only shared memory does: callers write their arguments
+//! straight into the call ring, and procedures their results straight into the caller's result
+//! ring. (What every transport does is in the conformance suite, `tests/suite/mod.rs`.)
 
 use std::path::PathBuf;
 
-use lowlat::{Client, Error, Program, Server};
+use lowlat::{Client, DecodeError, Error, Program, Server};
 
 mod common;
 use common::{bytes, PROG};
@@ -62,6 +62,55 @@ fn results_are_written_straight_into_the_result_ring() {
         assert!(r.len() == big.len() + 1 && r[..big.len()] == big[..] && r[big.len()] == 0);
         let refused = bytes(WHERE, &client, &[0xFF; 100]);
         assert!(matches!(&refused, Err(Error::GarbageArgs { call, .. }) if call.proc_no == WHERE), "{refused:?}");
+    }
+    server.shutdown();
+}
+
+/// Arguments are encoded straight into the call ring's free space: those that fit stay there
+/// (the encoder finds its bytes in place); those that outgrow it, however far the encoder got,
+/// move to the slot's buffer and go the general way (streamed when larger than the ring),
+/// whole. An encoder that fails after writing into the ring sends nothing, and the next call
+/// goes as ever.
+#[test]
+fn arguments_are_written_straight_into_the_call_ring() {
+    let (_dir, server, uri) = serve("args-in-place");
+    let client = Client::connect(&uri, PROG, 1).unwrap();
+    // The arguments written 1000 bytes at a time; whether they were still in the ring at the end.
+    let call = |arg: &[u8]| {
+        let mut in_ring = false;
+        let encode = |b: &mut lowlat::OutBuf<'_>| {
+            for chunk in arg.chunks(1000) {
+                b.extend_from_slice(chunk);
+            }
+            in_ring = b.placed().is_some();
+            Ok(())
+        };
+        let r = client.call::<_, DecodeError>(WHERE, encode, |r| Ok(r.to_vec())).unwrap();
+        (r, in_ring)
+    };
+    // A record holds the ring less its 8-byte header; a call, 32 bytes of header and its
+    // arguments.
+    let whole_record = RING - 8 - 32;
+    for round in 0..3 {
+        for n in [0, 1, 1440, RING / 4, whole_record, whole_record + 1, RING * 2] {
+            let arg: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ round).collect();
+            let (r, in_ring) = call(&arg);
+            assert!(r.len() == n + 1 && r[..n] == arg[..], "round {round}: {n} bytes came back changed");
+            // At least half the ring is lent (the consumer index is re-read below that).
+            if n <= RING / 2 - 64 {
+                assert!(in_ring, "round {round}: {n} bytes of arguments were not written in the ring");
+            }
+            if n > whole_record {
+                assert!(!in_ring, "round {round}: {n} bytes cannot go in one record");
+            }
+        }
+        let failing = |b: &mut lowlat::OutBuf<'_>| {
+            b.extend_from_slice(&[0x55; 100]);
+            Err(DecodeError::new("arguments refused by their encoder", 100))
+        };
+        let e = client.call::<(), DecodeError>(WHERE, failing, |_| Ok(())).unwrap_err();
+        assert!(matches!(&e, Error::Encode { call, .. } if call.proc_no == WHERE), "{e:?}");
+        assert_eq!(bytes(WHERE, &client, b"next").unwrap(), b"next\x01", "round {round}: the call after");
     }
     server.shutdown();
 }

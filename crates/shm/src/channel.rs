@@ -157,6 +157,28 @@ impl ShmChannel {
         self.send_within(&[first, second], timeout)
     }
 
+    /// Lends the call ring's free space (at most one record, and at most the channel's largest
+    /// message) to build a message of yet unknown length where the server will read it:
+    /// `build` returns how many bytes it wrote, sent then as one record, or `None` to send
+    /// nothing (the space may be too small: send it otherwise). Never waits.
+    #[inline]
+    pub fn send_in_place(&mut self, build: impl FnOnce(&mut [u8]) -> Option<usize>) -> Result<Option<usize>, ShmError> {
+        self.usable()?;
+        self.results.release();
+        match self.calls.write_in_place(self.max_message, build) {
+            Ok(n) => Ok(n),
+            Err(e @ RingError::TooLarge { .. }) => Err(e.into()),
+            Err(e) => Err(self.mark_broken(e.into())),
+        }
+    }
+
+    /// The message sent last, read back from the call ring, if it went as one record and
+    /// nothing has been sent or lent since (see [`Producer::last_written`]): for a caller that
+    /// must send it again (a call refused before it ran) and kept no copy.
+    pub fn last_sent(&self) -> Option<&[u8]> {
+        self.calls.last_written()
+    }
+
     fn send_by(&mut self, parts: &[&[u8]], deadline: impl Fn() -> Instant) -> Result<(), ShmError> {
         self.usable()?;
         self.results.release();

@@ -216,6 +216,9 @@ pub struct Producer {
     head: u32,
     /// The consumer index as last validated.
     tail_seen: u32,
+    /// Where the payload of the record published last lies (offset, length), if it was a whole
+    /// message and nothing has been written or lent since: see [`Producer::last_written`].
+    last_whole: Option<(usize, usize)>,
     wake: Wake,
 }
 
@@ -226,7 +229,7 @@ unsafe impl Send for Producer {}
 impl Producer {
     /// Takes over the producing end of a freshly initialised (all-zero) ring.
     pub fn new(ring: RingRef, wake: Wake) -> Producer {
-        Producer { ring, head: 0, tail_seen: 0, wake }
+        Producer { ring, head: 0, tail_seen: 0, last_whole: None, wake }
     }
 
     /// The ring this end produces into.
@@ -325,6 +328,7 @@ impl Producer {
         // erasure above, and the flag load below cannot pass it, which is what makes the
         // tripwire lose no wake-up.
         self.ring.header(self.head).swap(header_word(self.head, kind, len), Ordering::SeqCst);
+        self.last_whole = (kind == KIND_WHOLE).then_some((self.ring.offset(self.head) + RECORD_HEADER, len));
         let published = self.head;
         self.head = next;
         let ctl = self.ring.ctl();
@@ -348,6 +352,8 @@ impl Producer {
         if self.free() < self.ring.size() / 2 {
             self.refresh()?;
         }
+        // The space lent may cover records already read, the last one written among them.
+        self.last_whole = None;
         let Some(room) = self.free().checked_sub(RECORD_HEADER) else {
             // Not even an empty record fits (the consumer has a full ring to read): nothing is
             // lent and nothing is written.
@@ -369,6 +375,20 @@ impl Producer {
         // SAFETY: `len <= lend`, so its record fits as `lend`'s does.
         unsafe { self.commit(KIND_WHOLE, len) };
         Ok(Some(len))
+    }
+
+    /// The message published last, read back from where it was written, if it went as one
+    /// record and nothing has been written or lent since (for a sender that must send it again
+    /// and kept no copy). The consumer may have read it already: its bytes stay as they were
+    /// until the producer writes over them, which only a later write or lend does. A hostile
+    /// consumer can change them: treat them as the peer's input, not as what was sent.
+    pub fn last_written(&self) -> Option<&[u8]> {
+        let (off, len) = self.last_whole?;
+        // SAFETY: `off` is a record's start (below `size`) plus its header, and that record,
+        // published, took `record_len(len) <= size` bytes: `off + len < 2 * size`, inside the
+        // double mapping. No builder holds these bytes (`last_whole` is cleared whenever space
+        // is lent), and this producer writes nothing while the shared borrow lives.
+        Some(unsafe { std::slice::from_raw_parts(self.ring.data.as_ptr().add(off), len) })
     }
 
     /// Writes a whole message of `len` bytes in place if it fits in one record and there is room
@@ -725,6 +745,41 @@ mod tests {
             c.release();
         }
         assert!(!c.poll().unwrap());
+    }
+
+    #[test]
+    fn the_last_whole_message_reads_back_until_the_next_write_or_lend() {
+        let l = local(4096);
+        let mut p = Producer::new(l.ring, Wake::Futex);
+        let mut c = Consumer::new(l.ring, 1 << 20);
+        assert_eq!(p.last_written(), None, "nothing written yet");
+        assert_eq!(
+            p.write_in_place(1 << 20, |b| {
+                b[..4].copy_from_slice(b"call");
+                Some(4)
+            }),
+            Ok(Some(4))
+        );
+        // Read (and released) by the consumer: the bytes are still as written.
+        assert!(c.poll().unwrap());
+        c.release();
+        assert!(!c.poll().unwrap());
+        assert_eq!(p.last_written(), Some(&b"call"[..]));
+        // A streamed message is no single record: nothing to read back.
+        let big = vec![3u8; 5000];
+        p.send(&[&big], 1 << 20, |_, _| -> Result<(), RingError> {
+            while c.poll()? {
+                c.release();
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(p.last_written(), None);
+        assert!(p.try_write_whole(2, |b| b.copy_from_slice(b"ok")).unwrap());
+        assert_eq!(p.last_written(), Some(&b"ok"[..]));
+        // Space lent, even if nothing is published, may have been written over.
+        assert_eq!(p.write_in_place(1 << 20, |_| None), Ok(None));
+        assert_eq!(p.last_written(), None);
     }
 
     /// A ring in a real segment (the data area mapped twice), producer and consumer.

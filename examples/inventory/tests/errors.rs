@@ -10,7 +10,7 @@ use lowlat_example_inventory::{inventory_v1, programs, Category, Inventory, Inve
 
 /// An item in lowlat's native encoding (little- or big-endian), its name given as raw bytes, so
 /// that it can break the interface's bound of 16.
-fn native_item(out: &mut Vec<u8>, little: bool, name: &[u8], count: u32) {
+fn native_item(out: &mut lowlat::OutBuf<'_>, little: bool, name: &[u8], count: u32) {
     let u32_ = |v: u32| if little { v.to_le_bytes() } else { v.to_be_bytes() };
     out.extend_from_slice(&u32_(name.len() as u32));
     out.extend_from_slice(name);
@@ -60,12 +60,10 @@ fn the_client_names_where_in_the_result_it_could_not_decode() {
             |_, _, reply| {
                 // A server writes in its own byte order.
                 let little = cfg!(target_endian = "little");
-                let mut body = Vec::new();
-                body.extend_from_slice(&if little { 4u32.to_le_bytes() } else { 4u32.to_be_bytes() });
+                reply.extend_from_slice(&if little { 4u32.to_le_bytes() } else { 4u32.to_be_bytes() });
                 for name in [&b"saw"[..], b"drill", b"level", b"a very long name indeed"] {
-                    native_item(&mut body, little, name, 1);
+                    native_item(reply, little, name, 1);
                 }
-                reply.extend_from_slice(&body);
                 Ok(())
             },
         ))

@@ -56,6 +56,20 @@ impl ShmClient {
     }
 }
 
+impl ShmClient {
+    /// Lends the call ring's free space to build a frame where the server will read it, sent
+    /// as one record if `build` returns its length (see [`ShmChannel::send_in_place`]).
+    #[inline]
+    pub fn send_in_place(&mut self, build: impl FnOnce(&mut [u8]) -> Option<usize>) -> io::Result<Option<usize>> {
+        self.ch.send_in_place(build).map_err(to_io)
+    }
+
+    /// The frame sent last, read back from the call ring, if nothing was sent or lent since.
+    pub fn last_sent(&self) -> Option<&[u8]> {
+        self.ch.last_sent()
+    }
+}
+
 impl ClientChannel for ShmClient {
     #[inline]
     fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {

@@ -658,6 +658,35 @@ pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
     server.expect("serving").shutdown();
 }
 
+/// A session the server has forgotten (idle too long) refuses the next call before it runs:
+/// the client binds again and sends that call once more with its arguments whole (over shm://
+/// they were written straight into the call ring, and are read back from there), and the
+/// caller sees only the answer. ONC RPC has no sessions.
+pub fn a_forgotten_session_is_bound_again_and_the_call_sent_whole(t: &'static Transport) {
+    if t.caps.xdr {
+        return;
+    }
+    let Some(env) = Env::new(t) else { return };
+    let idle = Duration::from_millis(100);
+    let (server, uri) =
+        env.serve(ServerConfig { session_idle: idle, unused_session_idle: idle, ..ServerConfig::default() });
+    env.on_client(30, move || {
+        let client = Client::connect(&uri, PROG, 1).unwrap();
+        let lab = Lab::new(&client);
+        for round in 0..3u8 {
+            let arg: Vec<u8> = (0..1000u32).map(|i| i as u8 ^ round).collect();
+            assert_eq!(lab.echo(&arg).unwrap(), arg, "round {round}");
+            let binds = client.stats().binds;
+            // Forgotten within one and a half times `idle`.
+            std::thread::sleep(idle * 3);
+            let again: Vec<u8> = arg.iter().map(|b| b.wrapping_add(1)).collect();
+            assert_eq!(lab.echo(&again).unwrap(), again, "round {round}: the call sent again after binding again");
+            assert_eq!(client.stats().binds, binds + 1, "round {round}: the forgotten session was bound again");
+        }
+    });
+    server.shutdown();
+}
+
 /// A pre-shared key of the suite's (`n` picks one of several).
 fn psk(n: u8) -> Psk {
     Psk::new(&[n; 32]).unwrap()
@@ -850,6 +879,10 @@ macro_rules! conformance {
             fn killed_clients_leave_nothing_behind() {
                 let test = concat!(stringify!($name), "::killed_clients_leave_nothing_behind");
                 suite::killed_clients_leave_nothing_behind(&T, test)
+            }
+            #[test]
+            fn a_forgotten_session_is_bound_again_and_the_call_sent_whole() {
+                suite::a_forgotten_session_is_bound_again_and_the_call_sent_whole(&T)
             }
             #[test]
             fn keyed_bindings_work_and_key_mismatches_are_refused_at_once() {

@@ -32,12 +32,14 @@
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
 //! never depend on the lab, the CLI or any code generator.
 
+mod async_calls;
 mod client;
 mod config;
 mod doorbell;
 mod driver;
 mod error;
 mod onc_client;
+mod reactor;
 mod server;
 mod service;
 mod serving;

@@ -115,7 +115,17 @@ pub enum Wake {
     Futex,
     /// Ring an eventfd (a server watching many rings with epoll).
     Doorbell(RawFd),
+    /// A consumer that sleeps either way: FUTEX_WAKE when it sleeps on the stamp (its flag
+    /// [`SLEEPING`]), ring the eventfd when it waits in an event loop (its flag [`PARKED`], set
+    /// by [`Consumer::park`]).
+    FutexOrDoorbell(RawFd),
 }
+
+/// A consumer's "sleeping" flag while it sleeps on the stamp of the record it waits for.
+pub const SLEEPING: u32 = 1;
+/// A consumer's "sleeping" flag while it waits in an event loop for the producer's eventfd
+/// ([`Wake::FutexOrDoorbell`]).
+pub const PARKED: u32 = 2;
 
 /// Where one ring lives in this process. Plain pointers: the owner of the mappings guarantees
 /// they outlive every `RingRef` made from them.
@@ -191,7 +201,7 @@ pub fn record_len(len: usize) -> usize {
 /// wake-up: the waker stores the word then reads the flag, both sequentially consistent, and we
 /// store the flag then read the word.
 fn tripwire_wait(flag: &AtomicU32, word: &AtomicU32, pending: impl FnOnce() -> Option<u32>, timeout: Duration) {
-    flag.store(1, Ordering::SeqCst);
+    flag.store(SLEEPING, Ordering::SeqCst);
     if let Some(seen) = pending() {
         sys::futex_wait(word, seen, timeout);
     }
@@ -317,9 +327,11 @@ impl Producer {
         let published = self.head;
         self.head = next;
         let ctl = self.ring.ctl();
-        if ctl.consumer_sleeping.v.load(Ordering::SeqCst) != 0 {
+        let sleeping = ctl.consumer_sleeping.v.load(Ordering::SeqCst);
+        if sleeping != 0 {
             match self.wake {
-                Wake::Futex => sys::futex_wake(self.ring.stamp_futex(published)),
+                Wake::FutexOrDoorbell(fd) if sleeping == PARKED => sys::ring_fd(fd),
+                Wake::Futex | Wake::FutexOrDoorbell(_) => sys::futex_wake(self.ring.stamp_futex(published)),
                 Wake::Doorbell(fd) => sys::ring_fd(fd),
             }
         }
@@ -477,6 +489,21 @@ impl Consumer {
         };
         let ctl = self.ring.ctl();
         tripwire_wait(&ctl.consumer_sleeping.v, self.ring.stamp_futex(self.tail), pending, timeout);
+    }
+
+    /// Asks the producer to ring its eventfd ([`Wake::FutexOrDoorbell`]) when it publishes, for
+    /// a consumer about to wait in an event loop; returns whether the record is there already
+    /// (then there is nothing to wait for: [`unpark`](Self::unpark) and read it). No lost
+    /// wake-up, as for a sleeper: we store the flag then read the header, the producer stores
+    /// the header then reads the flag, all sequentially consistent.
+    pub fn park(&self) -> bool {
+        self.ring.ctl().consumer_sleeping.v.store(PARKED, Ordering::SeqCst);
+        self.has_data()
+    }
+
+    /// Ends a wait begun by [`park`](Self::park): the producer need ring no more.
+    pub fn unpark(&self) {
+        self.ring.ctl().consumer_sleeping.v.store(0, Ordering::Relaxed);
     }
 
     /// Releases the message handed out last, if any.

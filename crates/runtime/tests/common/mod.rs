@@ -172,7 +172,10 @@ impl<'a> Lab<'a> {
     fn opaque(&self, proc_no: u32, r: &[u8]) -> Result<Vec<u8>, Error> {
         match self.enc.get_opaque(r) {
             Some(d) => Ok(d.to_vec()),
-            None => Err(Error::Decode { call: self.c.call_site(proc_no), source: Box::new(DecodeError::new("opaque<>", r.len())) }),
+            None => Err(Error::Decode {
+                call: self.c.call_site(proc_no),
+                source: Box::new(DecodeError::new("opaque<>", r.len())),
+            }),
         }
     }
 

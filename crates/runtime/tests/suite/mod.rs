@@ -403,7 +403,8 @@ pub fn errors_carry_the_reason_and_name_the_call(t: &'static Transport) {
 pub fn graceful_stop_with_calls_in_flight(t: &'static Transport) {
     let Some(env) = Env::new(t) else { return };
     let (server, uri) = env.serve(ServerConfig::default());
-    let cfg = ClientConfig { deadline: Duration::from_secs(3), bind_timeout: Duration::from_secs(1), ..Default::default() };
+    let cfg =
+        ClientConfig { deadline: Duration::from_secs(3), bind_timeout: Duration::from_secs(1), ..Default::default() };
     let client = {
         let (uri, cfg) = (uri.clone(), cfg.clone());
         Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, cfg).unwrap()))

@@ -3,9 +3,9 @@
 
 void lab_buf_free(lab_buf *v) {
     if (v == NULL) return;
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
 }
 
 /* ---- version LAB_VERS ---- */
@@ -69,7 +69,7 @@ static int lab_vers_minus_encode_result(lowlat_writer *w, const void *value) {
 static int lab_vers_minus_decode_result(lowlat_reader *r, void *value) {
     int32_t *v = (int32_t *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_i32(r, &(*v))) goto fail;
+    if (lowlat_get_i32(r, v)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:
@@ -120,7 +120,7 @@ struct lab_vers_maxarg_args {
 
 static int lab_vers_maxarg_encode_args(lowlat_writer *w, const void *value) {
     const struct lab_vers_maxarg_call *v = (const struct lab_vers_maxarg_call *)value;
-    if (lowlat_put_body_opaque(w, (*v->data).val, (*v->data).len, 4294967295u, "MAXARG args: opaque<>")) return -1;
+    if (lowlat_put_body_opaque(w, v->data->val, v->data->len, 4294967295u, "MAXARG args: opaque<>")) return -1;
     return 0;
 }
 
@@ -196,20 +196,20 @@ fail:
 
 static int lab_vers_maxresult_encode_result(lowlat_writer *w, const void *value) {
     lab_buf const *v = (lab_buf const *)value;
-    if (lowlat_put_body_opaque(w, (*v).val, (*v).len, 4294967295u, "MAXRESULT result: opaque<>")) return -1;
+    if (lowlat_put_body_opaque(w, v->val, v->len, 4294967295u, "MAXRESULT result: opaque<>")) return -1;
     return 0;
 }
 
 static int lab_vers_maxresult_decode_result(lowlat_reader *r, void *value) {
     lab_buf *v = (lab_buf *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_body_opaque(r, 4294967295u, "MAXRESULT result: opaque<>", &(*v).len, &(*v).val)) goto fail;
+    if (lowlat_get_body_opaque(r, 4294967295u, "MAXRESULT result: opaque<>", &v->len, &v->val)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
     memset(v, 0, sizeof *v);
     return -1;
 }
@@ -260,7 +260,7 @@ struct lab_vers_echo_args {
 
 static int lab_vers_echo_encode_args(lowlat_writer *w, const void *value) {
     const struct lab_vers_echo_call *v = (const struct lab_vers_echo_call *)value;
-    if (lowlat_put_body_opaque(w, (*v->data).val, (*v->data).len, 4294967295u, "ECHO args: opaque<>")) return -1;
+    if (lowlat_put_body_opaque(w, v->data->val, v->data->len, 4294967295u, "ECHO args: opaque<>")) return -1;
     return 0;
 }
 
@@ -284,20 +284,20 @@ fail:
 
 static int lab_vers_echo_encode_result(lowlat_writer *w, const void *value) {
     lab_buf const *v = (lab_buf const *)value;
-    if (lowlat_put_body_opaque(w, (*v).val, (*v).len, 4294967295u, "ECHO result: opaque<>")) return -1;
+    if (lowlat_put_body_opaque(w, v->val, v->len, 4294967295u, "ECHO result: opaque<>")) return -1;
     return 0;
 }
 
 static int lab_vers_echo_decode_result(lowlat_reader *r, void *value) {
     lab_buf *v = (lab_buf *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_body_opaque(r, 4294967295u, "ECHO result: opaque<>", &(*v).len, &(*v).val)) goto fail;
+    if (lowlat_get_body_opaque(r, 4294967295u, "ECHO result: opaque<>", &v->len, &v->val)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
     memset(v, 0, sizeof *v);
     return -1;
 }

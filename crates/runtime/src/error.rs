@@ -283,6 +283,12 @@ impl Error {
     }
 }
 
+impl From<lowlat_transport::UriError> for Error {
+    fn from(e: lowlat_transport::UriError) -> Error {
+        Error::InvalidUri { uri: e.uri, reason: e.reason }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,11 +328,5 @@ mod tests {
             ),
             "{shown}"
         );
-    }
-}
-
-impl From<lowlat_transport::UriError> for Error {
-    fn from(e: lowlat_transport::UriError) -> Error {
-        Error::InvalidUri { uri: e.uri, reason: e.reason }
     }
 }

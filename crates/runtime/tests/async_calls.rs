@@ -110,6 +110,14 @@ async fn call(c: &Client, proc_no: u32, arg: Vec<u8>, options: CallOptions) -> R
     .await
 }
 
+fn call_blocking(c: &Client, proc_no: u32, arg: &[u8]) -> Result<Vec<u8>, Error> {
+    let encode = |out: &mut Vec<u8>| {
+        out.extend_from_slice(arg);
+        Ok::<_, lowlat::DecodeError>(())
+    };
+    c.call(proc_no, encode, |r| Ok(r.to_vec()))
+}
+
 fn connect(uri: &str, slots: u16) -> Arc<Client> {
     Arc::new(Client::connect_with(uri, PROG, 1, ClientConfig { slots, ..ClientConfig::default() }).unwrap())
 }
@@ -143,8 +151,7 @@ fn many_async_calls_at_once_on_few_slots_over_every_channel() {
             assert_eq!(got.unwrap_or_else(|e| panic!("{uri}: call {i}: {e}")), want, "{uri}: call {i}");
         }
         // The blocking path still works beside them, on the same slots.
-        let got = c.call(ECHO, |o| Ok::<_, lowlat::DecodeError>(o.extend_from_slice(b"sync")), |r| Ok(r.to_vec()));
-        assert_eq!(got.unwrap(), b"sync");
+        assert_eq!(call_blocking(&c, ECHO, b"sync").unwrap(), b"sync");
     }
 }
 
@@ -205,12 +212,7 @@ fn async_procedures_fail_and_panic_as_blocking_ones_do() {
         assert_eq!(call(&c, ECHO, b"alive".to_vec(), CallOptions::new()).await.unwrap(), b"alive");
     });
     // The blocking client reaches async procedures too.
-    let got = c.call(
-        LATER,
-        |o| Ok::<_, lowlat::DecodeError>(o.extend_from_slice(&later_args(5, b"blk"))),
-        |r| Ok(r.to_vec()),
-    );
-    assert_eq!(got.unwrap(), b"blk");
+    assert_eq!(call_blocking(&c, LATER, &later_args(5, b"blk")).unwrap(), b"blk");
 }
 
 /// A graceful stop waits for async procedures' pending calls as for any call in progress: they
@@ -223,13 +225,7 @@ fn a_graceful_stop_waits_for_pending_async_procedures() {
     let callers: Vec<_> = (0..3u8)
         .map(|i| {
             let c = c.clone();
-            std::thread::spawn(move || {
-                c.call(
-                    LATER,
-                    |o| Ok::<_, lowlat::DecodeError>(o.extend_from_slice(&later_args(200, &[i; 4]))),
-                    |r| Ok(r.to_vec()),
-                )
-            })
+            std::thread::spawn(move || call_blocking(&c, LATER, &later_args(200, &[i; 4])))
         })
         .collect();
     let until = Instant::now() + Duration::from_secs(5);

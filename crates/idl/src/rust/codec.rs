@@ -94,9 +94,27 @@ fn closure_arg(inner: &str) -> String {
         }
     }
     match inner.strip_suffix('?') {
-        Some(call) if !call.contains('?') => format!("|r| {call}"),
+        Some(call) if !has_question_mark_outside_parentheses(call) => format!("|r| {call}"),
         _ => format!("|r| Ok({inner})"),
     }
+}
+
+/// Whether `expr` applies `?` outside every parenthesis (a `?` inside them, in a nested
+/// closure's body say, leaves the expression's own value a `Result` to return as it is).
+fn has_question_mark_outside_parentheses(expr: &str) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    for c in expr.chars() {
+        match c {
+            '"' => in_string = !in_string,
+            _ if in_string => {}
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '?' if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 impl Gen<'_> {

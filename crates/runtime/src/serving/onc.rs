@@ -80,7 +80,7 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     /// Async procedures' calls whose futures are pending (answered through `completions`).
     async_calls: AsyncCalls,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<((CallKey<A>, Called), Status, Vec<u8>)>,
+    finished: Vec<Finished<A>>,
     log: ReasonLog,
     /// The calls on the worker pool or pending in `async_calls`, not yet answered.
     in_pool: Vec<(CallKey<A>, Called)>,
@@ -89,6 +89,9 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     drained: Drained,
     own: OncCounters,
 }
+
+/// A call the workers or an async procedure finished: the call, its status and its result.
+type Finished<A> = ((CallKey<A>, Called), Status, Vec<u8>);
 
 /// A call as the log names it: its context and its procedure's name.
 #[derive(Clone, Copy)]

@@ -367,7 +367,7 @@ pub fn errors_carry_the_reason_and_name_the_call(t: &'static Transport) {
         }
 
         // Every kind of call error names the endpoint and the procedure.
-        let failed = |r: Result<Vec<u8>, Error>| r.err().expect("the call failed");
+        let failed = |r: Result<Vec<u8>, Error>| r.expect_err("the call failed");
         let mut errors = vec![
             (REFUSE, failed(bytes(REFUSE, &client, &[]))),
             (MINUS, failed(bytes(MINUS, &client, &[1, 2, 3]))),

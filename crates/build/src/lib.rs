@@ -39,7 +39,8 @@
 //! |---|---|
 //! | `PROGRAM`, `VERSION`, `NULL`, `MINUS`, `ECHO` | the program, version and procedure numbers (`u32`) |
 //! | `LabVersClient` | the typed client, named after the version: `connect(uri)`, `connect_with(uri, lowlat::ClientConfig)`, `from_client(lowlat::Client)`, `client()`, and a method per procedure named after it in snake case: `minus(a, b) -> Result<i32, lowlat::Error>`; a procedure returning variable-length opaque data also gets `echo_into(data, &mut Vec<u8>)`, which reuses the buffer |
-//! | `LabVersClient::with(lowlat::CallOptions)` | the same methods on a `LabVersClientWith`, each call made with per-call options: `client.with(CallOptions::new().deadline(d)).minus(5, 7)` fails with `lowlat::Error::Timeout` unless it completes within `d` |
+//! | `LabVersClient::minus_async(a, b)`, ... | every method's async twin, named with `_async` (`echo_into_async` too): an `async fn` whose future any executor can await (tokio, ...; lowlat runs none of its own); see "Async calls" on the `lowlat` crate's front page |
+//! | `LabVersClient::with(lowlat::CallOptions)` | the same methods (and their async twins) on a `LabVersClientWith`, each call made with per-call options: `client.with(CallOptions::new().deadline(d)).minus(5, 7)` fails with `lowlat::Error::Timeout` unless it completes within `d`; `.minus_async(5, 7).await` likewise |
 //! | `LabVersService` | the server trait: a method per procedure, taking a `&lowlat::CallContext` and the arguments, returning `Result<_, lowlat::ProcError>` |
 //! | `program(Arc<S: LabVersService>)` | the `lowlat::Program` that dispatches calls over lowlat's own protocol (native bodies) to the implementation |
 //! | `program_xdr(Arc<S: LabVersService>)` | the same implementation for ONC RPC callers (XDR bodies: rpcgen/libtirpc clients, `onc+udp://`, `onc+tcp://`); serve both from one server |
@@ -76,7 +77,15 @@
 //!     assert_eq!(quick.echo(b"hi")?, b"hi");
 //! }
 //! ```
-//! (`crates/idl/tests/lab_runtime.rs` runs code of this shape on every scheme.)
+//! (`crates/idl/tests/lab_runtime.rs` runs code of this shape on every scheme, blocking and
+//! async.) From an async function the same client is awaited:
+//! `client.minus_async(5, 7).await?`, `client.with(options).echo_async(b"hi").await?`.
+//!
+//! The generated server trait's methods are blocking functions. A procedure that must await
+//! (another service, a timer) is registered by hand as an async one on the generated program,
+//! which replaces the trait's: `lab_vers::program(lab).procedure_async(lab_vers::ECHO, "ECHO",
+//! |ctx, args| async move { ... })`, decoding with `lab_vers::decode_echo_args_native` and
+//! encoding with `encode_echo_result_native` (see `lowlat::Program::procedure_async`).
 //!
 //! A procedure runs on the thread that received its call: the fast path, but a slow procedure
 //! holds up the calls behind it on that endpoint. [`Builder::long_running`] registers it to run

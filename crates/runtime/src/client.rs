@@ -21,6 +21,8 @@ use lowlat_proto::{
 use lowlat_transport::Spinner;
 
 use crate::driver::{self, ClientChannel, SlotChannel};
+
+mod call_async;
 use crate::error::KeyMismatch;
 use crate::onc_client::OncClient;
 use crate::stats::ClientStats;
@@ -41,6 +43,20 @@ struct Slot {
     spinner: Spinner,
     /// The counters of engines this slot had before its current one (rebinds replace it).
     earlier: ClientStats,
+}
+
+/// Why a wait for a frame stopped without one.
+pub(crate) enum Stop {
+    Io(std::io::Error),
+    /// An async call's spin found nothing: it parks in the reactor, for at most this long.
+    Park(Option<Duration>),
+}
+
+/// What waiting for a call's outcome came to.
+pub(crate) enum Waited<R> {
+    Done(Result<R, Error>),
+    /// An async call parks, for at most this long (its engine's next timer).
+    Park(Option<Duration>),
 }
 
 /// Moments of a traced call, filled in as it goes.
@@ -76,7 +92,14 @@ struct Shared {
     slots: Box<[Mutex<Slot>]>,
     /// Whether each slot has its channel open (set once, never cleared).
     opened: Box<[AtomicBool]>,
+    /// Whether each slot is lent to an async call (read and written under the slot's lock): its
+    /// call is in flight while no thread holds the lock, so whoever locks it next must not
+    /// take it.
+    lent: Box<[AtomicBool]>,
+    /// Threads and async calls waiting for a free slot.
     waiters: AtomicUsize,
+    /// The async calls among them, woken when a slot is released.
+    slot_wakers: Mutex<Vec<std::task::Waker>>,
     /// The acknowledger is looking at the slots (it holds one at a time).
     acknowledging: AtomicBool,
     free: Condvar,
@@ -243,6 +266,57 @@ impl Client {
     }
 }
 
+/// Async calls: each call of [`Client`] as a future, usable from any executor (tokio, a
+/// hand-rolled `block_on`): it needs no runtime of lowlat's own. A call spins for the binding's
+/// spin budget, as a blocking one does, so a fast reply costs what it costs blocking; a slower
+/// one parks the future in lowlat's reactor thread (epoll on the slot's socket; over shared
+/// memory, an eventfd the server rings for a parked client) and the executor's thread is free
+/// meanwhile. Many calls may be in flight at once on one client, one per slot (calls beyond the
+/// slots wait for one, within their deadline); a future dropped before it completes gives its
+/// slot back at once, its call abandoned (a late reply is ignored). Opening a slot's channel,
+/// and binding again after the server restarted, still happen within one poll.
+impl Client {
+    /// [`call`](Self::call) as a future.
+    pub fn call_async<'a, R, E>(
+        &'a self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
+        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
+    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    where
+        R: 'a,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.call_with_async(proc_no, &CallOptions::new(), encode, decode)
+    }
+
+    /// [`call_with`](Self::call_with) as a future: what generated clients' `*_async` methods
+    /// call through.
+    pub fn call_with_async<'a, R, E>(
+        &'a self,
+        proc_no: u32,
+        options: &CallOptions,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
+        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
+    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    where
+        R: 'a,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let deadline = options.deadline;
+        async move {
+            let r = match &self.kind {
+                Kind::Lowlat(c) => {
+                    let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
+                    c.call_async(proc_no, timeout, encode, decode).await
+                }
+                Kind::Onc(c) => c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode).await,
+            };
+            r.map_err(|e| e.named(&self.names))
+        }
+    }
+}
+
 /// When a call began and when it fails, read from the clock only once needed.
 struct CallClock {
     begun: Option<Instant>,
@@ -284,6 +358,7 @@ struct Binding {
 }
 
 /// A binding over lowlat's own protocol.
+#[derive(Clone)]
 struct Lowlat {
     shared: Arc<Shared>,
 }
@@ -451,6 +526,8 @@ impl Lowlat {
             server_big_endian: AtomicBool::new(session.server_order == ByteOrder::Big),
             binding: Mutex::new(Binding { epoch: 0, session, keys, stale: false, conn_gen: 0 }),
             opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
+            lent: (0..slots.len()).map(|_| AtomicBool::new(false)).collect(),
+            slot_wakers: Mutex::new(Vec::new()),
             slots,
             waiters: AtomicUsize::new(0),
             acknowledging: AtomicBool::new(false),
@@ -621,8 +698,12 @@ impl Lowlat {
     /// The first slot not busy now, among the open ones only if `open_only`.
     #[inline]
     fn try_claim(&self, open_only: bool) -> Option<MutexGuard<'_, Slot>> {
-        let slots = self.shared.slots.iter().zip(self.shared.opened.iter());
-        slots.filter(|(_, opened)| !open_only || opened.load(Ordering::Relaxed)).find_map(|(s, _)| s.try_lock().ok())
+        let s = &self.shared;
+        let slots = s.slots.iter().zip(s.opened.iter()).zip(s.lent.iter());
+        slots
+            .filter(|((_, opened), _)| !open_only || opened.load(Ordering::Relaxed))
+            // Lent to an async call: looked at under the lock, which orders it after the lend.
+            .find_map(|((slot, _), lent)| slot.try_lock().ok().filter(|_| !lent.load(Ordering::Relaxed)))
     }
 
     #[cold]
@@ -674,8 +755,15 @@ impl Lowlat {
 
     #[cold]
     fn notify_free(&self) {
-        let _g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.free.notify_one();
+        {
+            let _g = self.shared.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.free.notify_one();
+        }
+        let wakers = std::mem::take(&mut *self.shared.slot_wakers.lock().unwrap_or_else(|p| p.into_inner()));
+        self.shared.waiters.fetch_sub(wakers.len(), Ordering::SeqCst);
+        for w in wakers {
+            w.wake();
+        }
     }
 
     /// Makes sure the slot has a channel and an engine for the current session.
@@ -762,7 +850,32 @@ impl Lowlat {
         decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
         mut marks: Option<&mut Marks>,
     ) -> Result<R, Error> {
-        let SlotIo { engine, buf, outbox, spinner } = io;
+        // Whether the engine knows when the call began and when it fails.
+        let mut timed = false;
+        self.send_call(chan, io.engine, proc_no, sent, clock, &mut timed)?;
+        if let Some(m) = marks.as_deref_mut() {
+            m.sent = trace::now_ns();
+        }
+        let block = |c: &mut C, t: Option<Duration>| c.block(t).map_err(Stop::Io);
+        match self.await_outcome(chan, io, proc_no, clock, &mut timed, decode, marks, block) {
+            Waited::Done(r) => r,
+            Waited::Park(_) => unreachable!("a wait whose block never parks returned to park"),
+        }
+    }
+
+    /// Sends the call whose arguments are in `engine`'s buffer, unless `sent` says it went as it
+    /// was encoded (written in place in a shared-memory call ring).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn send_call<C: ClientChannel + ?Sized>(
+        &self,
+        chan: &mut C,
+        engine: &mut ClientSlot,
+        proc_no: u32,
+        sent: bool,
+        clock: &mut CallClock,
+        timed: &mut bool,
+    ) -> Result<(), Error> {
         let mut send_err: Option<std::io::Error> = None;
         // Over a reliable channel nothing is retransmitted and the clock serves only the
         // deadline, so it is read after the call is sent, and only once the reply has not come
@@ -782,23 +895,38 @@ impl Lowlat {
                 })
                 .map_err(|e| self.call_error(proc_no, e))?;
         }
-        // Whether the engine knows when the call began and when it fails.
-        let mut timed = false;
         if !reliable {
-            clock.time_once(&mut timed, engine);
+            clock.time_once(timed, engine);
         }
-        if let Some(e) = send_err.take() {
-            return Err(self.lost(proc_no, Execution::Unknown, e));
+        match send_err {
+            Some(e) => Err(self.lost(proc_no, Execution::Unknown, e)),
+            None => Ok(()),
         }
-        if let Some(m) = marks.as_deref_mut() {
-            m.sent = trace::now_ns();
-        }
+    }
+
+    /// Waits for the outcome of the call sent: spins, then `block`s (a blocking call sleeps in
+    /// it; an async one returns [`Stop::Park`] from it, and this returns [`Waited::Park`]).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn await_outcome<R, E: std::error::Error + Send + Sync + 'static, C: ClientChannel + ?Sized>(
+        &self,
+        chan: &mut C,
+        io: SlotIo<'_>,
+        proc_no: u32,
+        clock: &mut CallClock,
+        timed: &mut bool,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+        mut marks: Option<&mut Marks>,
+        mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), Stop>,
+    ) -> Waited<R> {
+        let SlotIo { engine, buf, outbox, spinner } = io;
+        let mut send_err: Option<std::io::Error> = None;
         loop {
             let deadline = || {
-                clock.time_once(&mut timed, engine);
+                clock.time_once(timed, engine);
                 engine.poll_timeout()
             };
-            let got = spinner.wait_on_lazy(deadline, &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
+            let got = spinner.wait_on_lazy(deadline, &mut *chan, |c| c.try_recv(buf).map_err(Stop::Io), &mut block);
             if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
                 m.received = trace::now_ns();
             }
@@ -808,7 +936,7 @@ impl Lowlat {
                     // by its header alone (the engine declines on any other session).
                     if let Some(body) = engine.take_whole_result(chan.received(buf, n)) {
                         let decode = decode.take().expect("one reply per call");
-                        return decode(body).map_err(|e| self.decode_error(proc_no, e));
+                        return Waited::Done(decode(body).map_err(|e| self.decode_error(proc_no, e)));
                     }
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.
@@ -829,7 +957,7 @@ impl Lowlat {
                         send_outbox(chan, outbox, &mut send_err);
                     }
                     if let Some(r) = outcome {
-                        return r;
+                        return Waited::Done(r);
                     }
                 }
                 Ok(None) => {
@@ -839,14 +967,15 @@ impl Lowlat {
                         }
                     };
                     if let Some(e) = engine.handle_timeout(Instant::now(), &mut out) {
-                        return Err(self.call_error(proc_no, e));
+                        return Waited::Done(Err(self.call_error(proc_no, e)));
                     }
                 }
-                Err(e) => return Err(self.lost(proc_no, Execution::Unknown, e)),
+                Err(Stop::Io(e)) => return Waited::Done(Err(self.lost(proc_no, Execution::Unknown, e))),
+                Err(Stop::Park(t)) => return Waited::Park(t),
             }
             if let Some(e) = send_err.take() {
                 if chan.reliable() {
-                    return Err(self.lost(proc_no, Execution::Unknown, e));
+                    return Waited::Done(Err(self.lost(proc_no, Execution::Unknown, e)));
                 }
             }
         }
@@ -1076,6 +1205,9 @@ mod tests {
         }
         fn block(&mut self, _: Option<Duration>) -> std::io::Result<()> {
             Ok(())
+        }
+        fn park(&mut self) -> std::io::Result<driver::WakeOn> {
+            Ok(driver::WakeOn::Now)
         }
         fn max_frame(&self) -> usize {
             1500

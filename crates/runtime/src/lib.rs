@@ -58,6 +58,26 @@
 //! server.shutdown();
 //! ```
 //!
+//! # Async calls and async procedures
+//!
+//! Every call of [`Client`] has a future twin ([`Client::call_async`],
+//! [`Client::call_with_async`]), and so has every generated method (`minus_async`): any
+//! executor can await them (tokio, a hand-rolled `block_on`); lowlat needs no runtime of its
+//! own. A call spins for the binding's spin budget as a blocking call does, so a fast reply
+//! costs about what it costs blocking; a slower one parks in lowlat's reactor thread (one per
+//! process, epoll on the call slot's socket; over `shm://` on an eventfd the server rings for a
+//! parked client) and the executor's thread is free meanwhile. One client carries as many calls
+//! at once as it has slots ([`ClientConfig::slots`]); more wait for a slot within their
+//! deadline. A future dropped before it completes frees its slot at once (its call abandoned: a
+//! late reply is ignored). Opening a slot's channel and binding again after a server restart
+//! still happen within one poll (they block it for a round trip).
+//!
+//! On the server, [`Program::procedure_async`] adds a procedure whose body is a future: polled
+//! on the thread that received the call, answered at once if ready, otherwise set aside while
+//! the thread serves other calls, and polled again when its waker rings the endpoint's doorbell.
+//! Graceful stops wait for such calls as for any call in progress.
+//! `crates/runtime/examples/async_null.rs` measures the async null call beside the blocking one.
+//!
 //! The public API is [`Client`] (a binding, shared by threads), [`Server`] with [`Program`]s of
 //! procedures, their configurations and [`Error`]. A server gives strangers nothing before they
 //! prove they receive at their address (a cookie round on datagram transports), bounds what one
@@ -67,12 +87,14 @@
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
 //! never depend on the lab, the CLI or any code generator.
 
+mod async_calls;
 mod client;
 mod config;
 mod doorbell;
 mod driver;
 mod error;
 mod onc_client;
+mod reactor;
 mod server;
 mod service;
 mod serving;

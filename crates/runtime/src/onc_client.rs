@@ -11,7 +11,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
@@ -20,9 +22,11 @@ use lowlat_onc::rpcbind::{Netid, Rpcbind};
 use lowlat_onc::{AcceptStatus, CallHeader, Credential, RejectStatus, ReplyBody};
 use lowlat_proto::{ByteOrder, Execution, Session};
 use lowlat_transport::udp::MAX_DATAGRAM;
-use lowlat_transport::Spinner;
+use lowlat_transport::{SpinPolicy, Spinner};
 
+use crate::client::{Stop, Waited};
 use crate::driver::{self, ClientChannel};
+use crate::reactor::{self, Parking};
 use crate::{CallSite, ClientConfig, Endpoint, Error};
 
 struct Slot {
@@ -30,6 +34,35 @@ struct Slot {
     chan: Option<Box<dyn ClientChannel>>,
     buf: Vec<u8>,
     spinner: Spinner,
+}
+
+/// How long a call that finds every slot lent to async calls waits before it looks again.
+const LENT_RECHECK: Duration = Duration::from_millis(1);
+
+/// A slot lent to an async call: given back when dropped, its call abandoned unless it
+/// `finished` (the future was dropped with the call in flight).
+struct Lent<'a> {
+    client: &'a OncClient,
+    slot: usize,
+    finished: bool,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let c = self.client;
+        let mut g = c.slots[self.slot].lock().unwrap_or_else(|p| p.into_inner());
+        if !self.finished {
+            g.engine.abandon();
+            if let Some(chan) = g.chan.as_mut() {
+                let _ = chan.unpark(false);
+            }
+            // A connection with a reply still to come for the abandoned call is not reused.
+            if c.tcp {
+                g.chan = None;
+            }
+        }
+        c.lent[self.slot].store(false, Ordering::Relaxed);
+    }
 }
 
 pub(crate) struct OncClient {
@@ -40,6 +73,9 @@ pub(crate) struct OncClient {
     target: SocketAddr,
     tcp: bool,
     slots: Box<[Mutex<Slot>]>,
+    /// Whether each slot is lent to an async call (read and written under its lock: see
+    /// `crate::client`'s own).
+    lent: Box<[AtomicBool]>,
 }
 
 impl std::fmt::Debug for OncClient {
@@ -108,7 +144,8 @@ impl OncClient {
                 }))
             })
             .collect::<Result<_, Error>>()?;
-        let c = OncClient { uri: uri.into(), program, version, cfg, target, tcp, slots };
+        let lent = (0..cfg.slots.max(1)).map(|_| AtomicBool::new(false)).collect();
+        let c = OncClient { uri: uri.into(), program, version, cfg, target, tcp, slots, lent };
         // Open the first channel now, so a server that is not there shows at connect time (TCP).
         let mut s0 = c.slots[0].lock().unwrap_or_else(|p| p.into_inner());
         s0.chan = Some(driver::open_onc_channel(c.target, c.tcp, &c.uri, &c.cfg)?);
@@ -146,11 +183,15 @@ impl OncClient {
         }
     }
 
+    /// A free slot, not lent to an async call, if there is one now.
+    fn try_claim(&self) -> Option<(usize, MutexGuard<'_, Slot>)> {
+        let mut slots = self.slots.iter().zip(self.lent.iter()).enumerate();
+        slots.find_map(|(i, (s, lent))| s.try_lock().ok().filter(|_| !lent.load(Ordering::Relaxed)).map(|g| (i, g)))
+    }
+
     fn acquire(&self) -> MutexGuard<'_, Slot> {
-        for s in self.slots.iter() {
-            if let Ok(g) = s.try_lock() {
-                return g;
-            }
+        if let Some((_, g)) = self.try_claim() {
+            return g;
         }
         // Every slot busy: queue on one (spread by thread so waiters do not pile on slot 0).
         let i = {
@@ -159,7 +200,18 @@ impl OncClient {
             std::thread::current().id().hash(&mut h);
             h.finish() as usize % self.slots.len()
         };
-        self.slots[i].lock().unwrap_or_else(|p| p.into_inner())
+        loop {
+            let g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+            if !self.lent[i].load(Ordering::Relaxed) {
+                return g;
+            }
+            // Lent to an async call in flight: look again shortly, at every slot.
+            drop(g);
+            std::thread::sleep(LENT_RECHECK);
+            if let Some((_, g)) = self.try_claim() {
+                return g;
+            }
+        }
     }
 
     pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
@@ -202,6 +254,23 @@ impl OncClient {
         deadline: Instant,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
+        self.send_call(chan, engine, proc_no, now, deadline)?;
+        let block = |c: &mut dyn ClientChannel, t: Option<Duration>| c.block(t).map_err(Stop::Io);
+        match self.await_outcome(chan, engine, buf, spinner, proc_no, &mut Some(decode), block) {
+            Waited::Done(r) => r,
+            Waited::Park(_) => unreachable!("a wait whose block never parks returned to park"),
+        }
+    }
+
+    /// Sends the call whose arguments are in `engine`'s buffer.
+    fn send_call(
+        &self,
+        chan: &mut dyn ClientChannel,
+        engine: &mut ClientSlot,
+        proc_no: u32,
+        now: Instant,
+        deadline: Instant,
+    ) -> Result<(), Error> {
         let mut send_err = None;
         let mut out = |h: &[u8], b: &[u8]| {
             let sent = match chan.send(h, b) {
@@ -219,16 +288,39 @@ impl OncClient {
             engine.abandon();
             return Err(self.lost(proc_no, e));
         }
+        Ok(())
+    }
+
+    /// Waits for the outcome of the call sent: spins, then `block`s (a blocking call sleeps in
+    /// it; an async one returns [`Stop::Park`] from it, and this returns [`Waited::Park`]).
+    #[allow(clippy::too_many_arguments)]
+    fn await_outcome<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        chan: &mut dyn ClientChannel,
+        engine: &mut ClientSlot,
+        buf: &mut Vec<u8>,
+        spinner: &mut Spinner,
+        proc_no: u32,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+        mut block: impl FnMut(&mut dyn ClientChannel, Option<Duration>) -> Result<(), Stop>,
+    ) -> Waited<R> {
         loop {
-            let got = spinner.wait_on(engine.poll_timeout(), &mut *chan, |c| c.try_recv(buf), |c, t| c.block(t));
-            match got {
+            let got = spinner.wait_on(
+                engine.poll_timeout(),
+                &mut *chan,
+                |c| c.try_recv(buf).map_err(Stop::Io),
+                |c, t| block(c, t),
+            );
+            let e = match got {
                 Ok(Some(n)) => match engine.handle(chan.received(buf, n)) {
                     Some(Outcome::Reply(results)) => {
-                        return decode(results)
-                            .map_err(|e| Error::Decode { call: self.site(proc_no), source: Box::new(e) })
+                        let decode = decode.take().expect("one reply per call");
+                        let r = decode(results)
+                            .map_err(|e| Error::Decode { call: self.site(proc_no), source: Box::new(e) });
+                        return Waited::Done(r);
                     }
-                    Some(Outcome::Failed(e)) => return Err(self.call_error(proc_no, e)),
-                    None => {}
+                    Some(Outcome::Failed(e)) => return Waited::Done(Err(self.call_error(proc_no, e))),
+                    None => continue,
                 },
                 Ok(None) => {
                     // Only datagrams are sent again, and one that cannot go is as good as lost:
@@ -236,21 +328,106 @@ impl OncClient {
                     let mut out = |h: &[u8], b: &[u8]| {
                         let _ = chan.send(h, b);
                     };
-                    if let Some(e) = engine.handle_timeout(Instant::now(), &mut out) {
-                        return Err(self.call_error(proc_no, e));
+                    match engine.handle_timeout(Instant::now(), &mut out) {
+                        Some(e) => return Waited::Done(Err(self.call_error(proc_no, e))),
+                        None => continue,
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    if let Some(e) = engine.handle_refused() {
-                        return Err(self.call_error(proc_no, e));
-                    }
+                Err(Stop::Park(t)) => return Waited::Park(t),
+                Err(Stop::Io(e)) => e,
+            };
+            if e.kind() == io::ErrorKind::ConnectionRefused {
+                if let Some(e) = engine.handle_refused() {
+                    return Waited::Done(Err(self.call_error(proc_no, e)));
                 }
-                Err(e) => {
-                    engine.abandon();
-                    return Err(self.lost(proc_no, e));
-                }
+            } else {
+                engine.abandon();
+                return Waited::Done(Err(self.lost(proc_no, e)));
             }
         }
+    }
+
+    /// [`call_timeout`](Self::call_timeout) as a future (see `crate::client`'s async calls).
+    /// A call that finds every slot busy looks again every [`LENT_RECHECK`] until one is free
+    /// or its deadline passes.
+    pub async fn call_async<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Duration,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let now = Instant::now();
+        let deadline = now + timeout;
+        let mut parking: Option<Parking> = None;
+        let claimed = std::future::poll_fn(|cx| {
+            parking = None;
+            if let Some((i, _g)) = self.try_claim() {
+                self.lent[i].store(true, Ordering::Relaxed);
+                return Poll::Ready(Ok(i));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let e = Error::Timeout { call: self.site(proc_no), after: timeout, execution: Execution::NotSent };
+                return Poll::Ready(Err(e));
+            }
+            match reactor::park(&[], Some(deadline.min(now + LENT_RECHECK)), cx.waker()) {
+                Ok(p) => {
+                    parking = Some(p);
+                    Poll::Pending
+                }
+                Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
+            }
+        })
+        .await;
+        let i = claimed?;
+        let mut lent = Lent { client: self, slot: i, finished: false };
+        let sent = (|| {
+            let mut g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+            let Slot { engine, chan, .. } = &mut *g;
+            encode(engine.args_buf()).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
+            if chan.is_none() {
+                *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
+            }
+            self.send_call(chan.as_deref_mut().expect("opened above"), engine, proc_no, now, deadline)
+        })();
+        sent.inspect_err(|_| lent.finished = true)?;
+        let mut decode = Some(decode);
+        let mut after_park: Option<Spinner> = None;
+        let r = std::future::poll_fn(|cx| {
+            let was_parked = parking.take().is_some();
+            let mut g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+            let Slot { engine, chan, buf, spinner } = &mut *g;
+            let chan = chan.as_deref_mut().expect("opened to send");
+            let mut check_peer = was_parked;
+            loop {
+                let spinner = after_park.as_mut().unwrap_or(spinner);
+                let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
+                match self.await_outcome(chan, engine, buf, spinner, proc_no, &mut decode, block) {
+                    Waited::Done(r) => return Poll::Ready(r),
+                    Waited::Park(t) => match reactor::park_on(chan, t, std::mem::take(&mut check_peer), cx.waker()) {
+                        Ok(None) => continue,
+                        Ok(Some(p)) => {
+                            parking = Some(p);
+                            after_park.get_or_insert_with(|| Spinner::new(SpinPolicy::Block));
+                            return Poll::Pending;
+                        }
+                        Err(e) => {
+                            engine.abandon();
+                            return Poll::Ready(Err(self.lost(proc_no, e)));
+                        }
+                    },
+                }
+            }
+        })
+        .await;
+        lent.finished = true;
+        if let Err(Error::ConnectionLost { .. } | Error::Timeout { .. }) = r {
+            if self.tcp {
+                self.slots[i].lock().unwrap_or_else(|p| p.into_inner()).chan = None;
+            }
+        }
+        r
     }
 
     /// Where a call of `proc_no` goes, as errors name it.

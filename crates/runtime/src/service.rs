@@ -9,7 +9,9 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use lowlat_codec::OutBuf;
@@ -89,10 +91,23 @@ pub struct CallContext {
 /// A procedure's body.
 pub type Handler = dyn Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync;
 
+/// The future of an async procedure's call: its result bytes, or why it failed.
+pub type ProcFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, ProcError>> + Send>>;
+
+/// An async procedure's body: the call's future, from its context and its arguments (owned: the
+/// future may outlive the frame they arrived in).
+pub type AsyncHandler = dyn Fn(CallContext, Vec<u8>) -> ProcFuture + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) enum Body {
+    Sync(Arc<Handler>),
+    Async(Arc<AsyncHandler>),
+}
+
 #[derive(Clone)]
 pub(crate) struct Procedure {
     pub name: &'static str,
-    pub handler: Arc<Handler>,
+    pub body: Body,
     pub long_running: bool,
 }
 
@@ -144,13 +159,13 @@ impl Program {
         self.version
     }
 
-    fn add(mut self, proc_no: u32, name: &'static str, long_running: bool, handler: Arc<Handler>) -> Program {
+    fn add(mut self, proc_no: u32, name: &'static str, long_running: bool, body: Body) -> Program {
         let i = proc_no as usize;
         assert!(i < 1 << 16, "procedure numbers above 65535 are not supported");
         if self.procs.len() <= i {
             self.procs.resize(i + 1, None);
         }
-        self.procs[i] = Some(Procedure { name, handler, long_running });
+        self.procs[i] = Some(Procedure { name, body, long_running });
         self
     }
 
@@ -161,7 +176,7 @@ impl Program {
         name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, intern(name.into()), false, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), false, Body::Sync(Arc::new(handler)))
     }
 
     /// Adds a procedure run on the worker pool (for calls that take long or block).
@@ -171,7 +186,24 @@ impl Program {
         name: impl Into<Cow<'static, str>>,
         handler: impl Fn(&CallContext, &[u8], &mut OutBuf<'_>) -> Result<(), ProcError> + Send + Sync + 'static,
     ) -> Program {
-        self.add(proc_no, intern(name.into()), true, Arc::new(handler))
+        self.add(proc_no, intern(name.into()), true, Body::Sync(Arc::new(handler)))
+    }
+
+    /// Adds an async procedure: `handler` makes the call's future from its context and
+    /// arguments, `|ctx, args| async move { ... Ok(result_bytes) }`. The serving thread polls it
+    /// at once: a future ready then is answered as an ordinary procedure is; one that is pending
+    /// is set aside and the thread serves other calls until the future's waker fires (it rings
+    /// the endpoint's doorbell), then polls it again there. No executor is needed: the future
+    /// may await anything whose waker it is given (a tokio timer or channel, a lowlat async
+    /// call). It must not block the thread it is polled on (the serving thread). A graceful
+    /// stop waits for pending calls as for calls in progress.
+    pub fn procedure_async<F, Fut>(self, proc_no: u32, name: impl Into<Cow<'static, str>>, handler: F) -> Program
+    where
+        F: Fn(CallContext, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, ProcError>> + Send + 'static,
+    {
+        let body: Arc<AsyncHandler> = Arc::new(move |ctx, args| Box::pin(handler(ctx, args)) as ProcFuture);
+        self.add(proc_no, intern(name.into()), false, Body::Async(body))
     }
 
     /// Runs every procedure of the program on the server's worker pool: for a program whose
@@ -204,7 +236,8 @@ impl Program {
         }
     }
 
-    /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost).
+    /// Runs procedure `proc_no` on this thread, as a server would (to measure its own cost); an
+    /// async one to its end, this thread sleeping while its future is pending.
     pub fn invoke(
         &self,
         proc_no: u32,
@@ -213,7 +246,11 @@ impl Program {
         reply: &mut OutBuf<'_>,
     ) -> Result<(), ProcError> {
         match self.procs.get(proc_no as usize) {
-            Some(Some(p)) => (p.handler)(ctx, args, reply),
+            Some(Some(Procedure { body: Body::Sync(h), .. })) => h(ctx, args, reply),
+            Some(Some(Procedure { body: Body::Async(h), .. })) => {
+                reply.extend_from_slice(&block_on(h(*ctx, args.to_vec()))?);
+                Ok(())
+            }
             _ => Err(ProcError::SystemError),
         }
     }
@@ -256,6 +293,9 @@ pub(crate) struct Services {
 pub(crate) enum Route<'a> {
     Inline(&'a Procedure),
     Worker(&'a Procedure),
+    /// An async procedure (its name, its body): its future, polled on the receiving thread
+    /// (`crate::async_calls`).
+    Async(&'static str, &'a AsyncHandler),
     Missing,
 }
 
@@ -264,6 +304,7 @@ impl Route<'_> {
     pub fn name(&self) -> Option<&'static str> {
         match self {
             Route::Inline(p) | Route::Worker(p) => Some(p.name),
+            Route::Async(name, _) => Some(name),
             Route::Missing => None,
         }
     }
@@ -312,6 +353,8 @@ impl Services {
 
     fn route_in(p: &Program, proc_no: u32) -> Route<'_> {
         match p.procs.get(proc_no as usize) {
+            // Async procedures block nothing, so they need no worker.
+            Some(Some(Procedure { name, body: Body::Async(h), .. })) => Route::Async(name, &**h),
             Some(Some(pr)) if pr.long_running => Route::Worker(pr),
             Some(Some(pr)) => Route::Inline(pr),
             _ => Route::Missing,
@@ -367,10 +410,48 @@ impl RouteCache {
 /// `reply` holds, instead of a result, the reason for the caller (or nothing), as the protocol
 /// engines take it.
 pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>) -> Status {
-    match catch_unwind(AssertUnwindSafe(|| (proc.handler)(ctx, args, reply))) {
+    let Body::Sync(handler) = &proc.body else {
+        // Routed to `crate::async_calls`, never here; answered as a failure rather than run
+        // blocking.
+        return failed(reply, (ErrorCode::ServerError, "an async procedure was run as a blocking one"));
+    };
+    match catch_unwind(AssertUnwindSafe(|| handler(ctx, args, reply))) {
         Ok(Ok(())) => Status::Ok,
         Ok(Err(e)) => failed(reply, e.code_and_message()),
-        Err(_) => failed(reply, (ErrorCode::ServerError, "the procedure panicked")),
+        Err(_) => failed(reply, (ErrorCode::ServerError, PANICKED)),
+    }
+}
+
+/// What a procedure that panicked answers.
+pub(crate) const PANICKED: &str = "the procedure panicked";
+
+/// An async procedure's outcome as a status and the bytes that go with it (the result, or the
+/// reason for the caller), as [`run`] leaves them.
+pub(crate) fn async_outcome(r: std::thread::Result<Result<Vec<u8>, ProcError>>) -> (Status, Vec<u8>) {
+    let (code, message) = match &r {
+        Ok(Ok(_)) => return (Status::Ok, r.ok().and_then(Result::ok).unwrap_or_default()),
+        Ok(Err(e)) => e.code_and_message(),
+        Err(_) => (ErrorCode::ServerError, PANICKED),
+    };
+    (Status::Error(code), message.as_bytes().to_vec())
+}
+
+/// Runs `f` to its end on this thread, which sleeps while it is pending.
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unparker(std::thread::Thread);
+    impl std::task::Wake for Unparker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unparker(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
     }
 }
 
@@ -391,10 +472,7 @@ mod tests {
     }
 
     fn name(r: Route<'_>) -> Option<&'static str> {
-        match r {
-            Route::Inline(p) | Route::Worker(p) => Some(p.name),
-            Route::Missing => None,
-        }
+        r.name()
     }
 
     #[test]

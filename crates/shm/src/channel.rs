@@ -54,6 +54,8 @@ pub struct ShmChannel {
     /// The liveness channel: stays open for the binding's life; hang-up means the server died.
     sock: UnixStream,
     _doorbell: OwnedFd,
+    /// Rung by the server when it publishes a result while we are parked ([`Self::park`]).
+    result_bell: sys::EventFd,
     seg: Segment,
 }
 
@@ -89,8 +91,8 @@ impl ShmChannel {
             Status::Busy => return Err(ShmError::Busy),
             Status::Accepted => {}
         }
-        let [memfd, doorbell]: [OwnedFd; 2] =
-            fds.try_into().map_err(|_| ShmError::Handshake { what: "expected a memfd and an eventfd" })?;
+        let [memfd, doorbell, result_bell]: [OwnedFd; 3] =
+            fds.try_into().map_err(|_| ShmError::Handshake { what: "expected a memfd and two eventfds" })?;
         let seg = Segment::map(&memfd, hello.layout)
             .map_err(|_| ShmError::Handshake { what: "segment layout, size or seals invalid" })?;
         drop(memfd);
@@ -102,6 +104,7 @@ impl ShmChannel {
             broken: None,
             sock,
             _doorbell: doorbell,
+            result_bell: sys::EventFd::from_owned(result_bell),
             seg,
         })
     }
@@ -257,6 +260,33 @@ impl ShmChannel {
         let t = Instant::now();
         self.results.block_for_data(slice);
         check_alive_after(t, slice, self.sock.as_raw_fd()).map_err(|e| self.mark_broken(e))
+    }
+
+    /// Prepares to wait for a result in an event loop rather than on the futex: empties the
+    /// result eventfd ([`result_bell`](Self::result_bell)), then asks the server to ring it when
+    /// it publishes. Returns whether a message is there already (then read it with
+    /// [`try_recv`](Self::try_recv) instead of waiting). Every wait ends with
+    /// [`unpark`](Self::unpark). A server's death shows as the liveness socket
+    /// ([`liveness_fd`](Self::liveness_fd)) turning readable.
+    pub fn park(&mut self) -> Result<bool, ShmError> {
+        self.usable()?;
+        self.result_bell.drain();
+        Ok(self.results.park())
+    }
+
+    /// Ends a wait begun by [`park`](Self::park). Looks at the liveness socket when `timed_out`
+    /// (a dead server rings nothing).
+    pub fn unpark(&mut self, timed_out: bool) -> Result<(), ShmError> {
+        self.results.unpark();
+        if timed_out && sys::hung_up(self.sock.as_raw_fd()) {
+            return Err(self.mark_broken(ShmError::PeerGone));
+        }
+        Ok(())
+    }
+
+    /// The eventfd the server rings for a parked wait.
+    pub fn result_bell(&self) -> RawFd {
+        self.result_bell.as_raw_fd()
     }
 
     /// `send` then `recv`.

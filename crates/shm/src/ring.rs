@@ -124,7 +124,17 @@ pub enum Wake {
     Futex,
     /// Ring an eventfd (a server watching many rings with epoll).
     Doorbell(RawFd),
+    /// A consumer that sleeps either way: FUTEX_WAKE when it sleeps on the stamp (its flag
+    /// [`SLEEPING`]), ring the eventfd when it waits in an event loop (its flag [`PARKED`], set
+    /// by [`Consumer::park`]).
+    FutexOrDoorbell(RawFd),
 }
+
+/// A consumer's "sleeping" flag while it sleeps on the stamp of the record it waits for.
+pub const SLEEPING: u32 = 1;
+/// A consumer's "sleeping" flag while it waits in an event loop for the producer's eventfd
+/// ([`Wake::FutexOrDoorbell`]).
+pub const PARKED: u32 = 2;
 
 /// Where one ring lives in this process. Plain pointers: the owner of the mappings guarantees
 /// they outlive every `RingRef` made from them.
@@ -201,7 +211,7 @@ pub fn record_len(len: usize) -> usize {
 /// wake-up: the waker stores the word then reads the flag, both sequentially consistent, and we
 /// store the flag then read the word.
 fn tripwire_wait(flag: &AtomicU32, word: &AtomicU32, pending: impl FnOnce() -> Option<u32>, timeout: Duration) {
-    flag.store(1, Ordering::SeqCst);
+    flag.store(SLEEPING, Ordering::SeqCst);
     if let Some(seen) = pending() {
         sys::futex_wait(word, seen, timeout);
     }
@@ -332,9 +342,11 @@ impl Producer {
         let published = self.head;
         self.head = next;
         let ctl = self.ring.ctl();
-        if ctl.consumer_sleeping.v.load(Ordering::SeqCst) != 0 {
+        let sleeping = ctl.consumer_sleeping.v.load(Ordering::SeqCst);
+        if sleeping != 0 {
             match self.wake {
-                Wake::Futex => sys::futex_wake(self.ring.stamp_futex(published)),
+                Wake::FutexOrDoorbell(fd) if sleeping == PARKED => sys::ring_fd(fd),
+                Wake::Futex | Wake::FutexOrDoorbell(_) => sys::futex_wake(self.ring.stamp_futex(published)),
                 Wake::Doorbell(fd) => sys::ring_fd(fd),
             }
         }
@@ -513,6 +525,21 @@ impl Consumer {
         tripwire_wait(&ctl.consumer_sleeping.v, self.ring.stamp_futex(self.tail), pending, timeout);
     }
 
+    /// Asks the producer to ring its eventfd ([`Wake::FutexOrDoorbell`]) when it publishes, for
+    /// a consumer about to wait in an event loop; returns whether the record is there already
+    /// (then there is nothing to wait for: [`unpark`](Self::unpark) and read it). No lost
+    /// wake-up, as for a sleeper: we store the flag then read the header, the producer stores
+    /// the header then reads the flag, all sequentially consistent.
+    pub fn park(&self) -> bool {
+        self.ring.ctl().consumer_sleeping.v.store(PARKED, Ordering::SeqCst);
+        self.has_data()
+    }
+
+    /// Ends a wait begun by [`park`](Self::park): the producer need ring no more.
+    pub fn unpark(&self) {
+        self.ring.ctl().consumer_sleeping.v.store(0, Ordering::Relaxed);
+    }
+
     /// Releases the message handed out last, if any.
     pub fn release(&mut self) {
         match std::mem::replace(&mut self.held, Held::Nothing) {
@@ -620,6 +647,7 @@ impl Consumer {
 mod tests {
     use super::*;
     use crate::segment::{Layout, Segment};
+    use std::os::fd::AsRawFd;
 
     /// A ring in private memory, for unit tests of the index logic (a real double mapping is
     /// exercised through `segment`).
@@ -842,6 +870,34 @@ mod tests {
         c.release();
         assert!(!c.poll().unwrap(), "stale payload bytes were taken for a record");
         assert_eq!(seg.call().header(64).load(Ordering::SeqCst), 0, "erased before publishing");
+    }
+
+    #[test]
+    fn a_parked_consumer_is_rung_through_the_eventfd_and_never_misses_a_record() {
+        let (seg, _fd) = Segment::create(Layout { call_ring: 4096, result_ring: 4096 }).unwrap();
+        let bell = sys::EventFd::new().unwrap();
+        let mut p = Producer::new(seg.call(), Wake::FutexOrDoorbell(bell.as_raw_fd()));
+        let mut c = Consumer::new(seg.call(), 1 << 20);
+        // Parked with nothing there: a record then rings the eventfd.
+        assert!(!c.park(), "nothing published yet");
+        assert!(!bell.drain());
+        assert!(p.try_write_whole(2, |b| b.copy_from_slice(b"hi")).unwrap());
+        assert!(bell.drain(), "the producer did not ring a parked consumer");
+        c.unpark();
+        assert!(c.poll().unwrap());
+        assert_eq!(c.message(), b"hi");
+        c.release();
+        // A record published before parking is seen by `park` itself (no wait, no lost record).
+        assert!(p.try_write_whole(3, |b| b.copy_from_slice(b"now")).unwrap());
+        assert!(!bell.drain(), "nobody was parked: nothing to ring");
+        assert!(c.park(), "the record already there was missed");
+        c.unpark();
+        assert!(c.poll().unwrap());
+        assert_eq!(c.message(), b"now");
+        c.release();
+        // Unparked: the producer rings nothing.
+        assert!(p.try_write_whole(1, |b| b[0] = 9).unwrap());
+        assert!(!bell.drain(), "an unparked consumer was rung");
     }
 
     #[test]

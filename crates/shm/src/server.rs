@@ -251,6 +251,9 @@ struct Binding {
     peer: PeerCred,
     sock: UnixStream,
     doorbell: sys::EventFd,
+    /// The eventfd `results` rings for a client parked in an event loop (kept open while the
+    /// producer holds its number).
+    _result_bell: sys::EventFd,
     _seg: Segment,
 }
 
@@ -742,9 +745,10 @@ impl ShmServer {
             return;
         };
         let Ok(doorbell) = sys::EventFd::new() else { return };
-        if sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[memfd.as_raw_fd(), doorbell.as_raw_fd()]).is_err()
-            || sock.set_nonblocking(true).is_err()
-        {
+        // Rung for a client that waits for its result in an event loop (an async call).
+        let Ok(result_bell) = sys::EventFd::new() else { return };
+        let fds = [memfd.as_raw_fd(), doorbell.as_raw_fd(), result_bell.as_raw_fd()];
+        if sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &fds).is_err() || sock.set_nonblocking(true).is_err() {
             return;
         }
         drop(memfd);
@@ -767,7 +771,7 @@ impl ShmServer {
             return;
         }
         let calls = Consumer::new(seg.call(), self.config.max_message);
-        let results = Producer::new(seg.result(), Wake::Futex);
+        let results = Producer::new(seg.result(), Wake::FutexOrDoorbell(result_bell.as_raw_fd()));
         self.slots[index as usize] = Some(Binding {
             id,
             calls,
@@ -778,6 +782,7 @@ impl ShmServer {
             peer,
             sock,
             doorbell,
+            _result_bell: result_bell,
             _seg: seg,
         });
         self.active.push(index);

@@ -16,7 +16,7 @@ pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32, i32)> {
     Ok((cred.uid, cred.gid, cred.pid))
 }
 
-const MAX_FDS: usize = 2;
+const MAX_FDS: usize = 3;
 
 /// Sends `data` with `fds` attached (`SCM_RIGHTS`).
 pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {

@@ -75,8 +75,9 @@ fn start_server(uris: &[String]) -> (Process, Vec<String>, mpsc::Receiver<String
     (server, served, lines)
 }
 
-fn client(uri: &str) -> String {
+fn client(uri: &str, asynchronous: bool) -> String {
     let child = Command::new(env!("CARGO_BIN_EXE_inventory-client"))
+        .args(asynchronous.then_some("--async"))
         .arg(uri)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -99,8 +100,10 @@ fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully
     let (server, uris, lines) = start_server(&listen);
     assert_eq!(uris.len(), 4, "{uris:?}");
     let mut stocked = 0;
-    for uri in &uris {
-        let out = client(uri);
+    // Each scheme's session twice: blocking, then async (the generated client's futures, on
+    // tokio), which gives the same answers.
+    for (uri, asynchronous) in uris.iter().flat_map(|u| [(u, false), (u, true)]) {
+        let out = client(uri, asynchronous);
         // The server's state carries over from one client to the next: three more hammers each.
         stocked += 3;
         let lines: Vec<&str> = out.lines().collect();
@@ -122,6 +125,7 @@ fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully
         let reason = ": nothing to add: nails came with a count of 0";
         let want = if uri.starts_with("onc+") { failed } else { format!("{failed}{reason}") };
         assert!(lines.contains(&want.as_str()), "{uri}: no line `{want}` in\n{out}");
+        assert_eq!(lines.contains(&"NULL x64 at once -> ok"), asynchronous, "{uri}:\n{out}");
         assert_eq!(lines.last().copied(), Some(format!("AUDIT -> {stocked} things in all").as_str()), "{uri}:\n{out}");
     }
 

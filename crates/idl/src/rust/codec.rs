@@ -94,26 +94,27 @@ fn closure_arg(inner: &str) -> String {
         }
     }
     match inner.strip_suffix('?') {
-        // `|r| Ok(x?)` is `|r| x` when the `?` ending `inner` is its only one outside brackets
-        // (those inside belong to arguments and nested closures).
-        Some(call) if top_level_questions(call) == 0 => format!("|r| {call}"),
+        Some(call) if !has_question_mark_outside_parentheses(call) => format!("|r| {call}"),
         _ => format!("|r| Ok({inner})"),
     }
 }
 
-/// How many `?` of `ex` stand outside every bracket.
-fn top_level_questions(ex: &str) -> usize {
+/// Whether `expr` applies `?` outside every parenthesis (a `?` inside them, in a nested
+/// closure's body say, leaves the expression's own value a `Result` to return as it is).
+fn has_question_mark_outside_parentheses(expr: &str) -> bool {
     let mut depth = 0usize;
-    let mut n = 0;
-    for c in ex.chars() {
+    let mut in_string = false;
+    for c in expr.chars() {
         match c {
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            '?' if depth == 0 => n += 1,
+            '"' => in_string = !in_string,
+            _ if in_string => {}
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '?' if depth == 0 => return true,
             _ => {}
         }
     }
-    n
+    false
 }
 
 impl Gen<'_> {

@@ -118,11 +118,23 @@ impl Gen<'_> {
             );
             self.line(format!("self.with({rt}::CallOptions::new()).{}({names})", pr.n.method));
             self.close("}");
+            self.line("");
+            self.open_method_async(rt, pr, &format!("[`{}`](Self::{}) as a future.", pr.n.method, pr.n.method), false);
+            self.line(format!("self.with({rt}::CallOptions::new()).{}_async({names}).await", pr.n.method));
+            self.close("}");
             if pr.var_opaque_result() {
+                let comma = if names.is_empty() { "" } else { ", " };
                 self.line("");
                 self.open_method(rt, pr, &Self::into_doc(pr), true);
-                let comma = if names.is_empty() { "" } else { ", " };
                 self.line(format!("self.with({rt}::CallOptions::new()).{}_into({names}{comma}out)", pr.n.method));
+                self.close("}");
+                self.line("");
+                let doc = format!("[`{0}_into`](Self::{0}_into) as a future.", pr.n.method);
+                self.open_method_async(rt, pr, &doc, true);
+                self.line(format!(
+                    "self.with({rt}::CallOptions::new()).{}_into_async({names}{comma}out).await",
+                    pr.n.method
+                ));
                 self.close("}");
             }
         }
@@ -139,6 +151,16 @@ impl Gen<'_> {
     /// Opens a client method: `method(&self, args..)`, or with `into`,
     /// `method_into(&self, args.., out: &mut Vec<u8>)`.
     fn open_method(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
+        self.open_method_as(rt, pr, doc, into, false)
+    }
+
+    /// [`open_method`](Self::open_method) for the method's async twin, `method_async` (or
+    /// `method_into_async`).
+    fn open_method_async(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
+        self.open_method_as(rt, pr, doc, into, true)
+    }
+
+    fn open_method_as(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool, asynchronous: bool) {
         let mut params = vec!["&self".to_string()];
         params.extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.param_ty(&a.ty))));
         let (name, ret) = if into {
@@ -151,7 +173,8 @@ impl Gen<'_> {
         if params.len() > 7 {
             self.line("#[allow(clippy::too_many_arguments)]");
         }
-        self.open(format!("pub fn {name}({}) -> ::std::result::Result<{ret}, {rt}::Error> {{", params.join(", ")));
+        let (name, kw) = if asynchronous { (format!("{name}_async"), "async ") } else { (name, "") };
+        self.open(format!("pub {kw}fn {name}({}) -> ::std::result::Result<{ret}, {rt}::Error> {{", params.join(", ")));
     }
 
     fn gen_client_with(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames) {
@@ -182,29 +205,46 @@ impl Gen<'_> {
             if i > 0 {
                 self.line("");
             }
-            self.open_method(rt, pr, &format!("Calls `{}`.", self.m.signature(pr.p)), false);
             let conv = match pr.p.result.as_ref().map(Type::resolved) {
                 Some(Type::VarOpaque(_)) => ".map(<[u8]>::to_vec)",
                 Some(Type::String(_)) => ".map(str::to_owned)",
                 _ => "",
             };
-            self.call_branches(pr, names, |g, e| {
-                let dec = g.result_decoder(pr, e);
-                let cp = g.cp();
-                format!("|body| {dec}{conv}.map_err({cp}::Error::from)")
-            });
-            self.close("}");
-            if pr.var_opaque_result() {
-                self.line("");
-                self.open_method(rt, pr, &Self::into_doc(pr), true);
-                self.call_branches(pr, names, |g, e| {
+            for asynchronous in [false, true] {
+                let doc = if asynchronous {
+                    format!("[`{0}`](Self::{0}) as a future.", pr.n.method)
+                } else {
+                    format!("Calls `{}`.", self.m.signature(pr.p))
+                };
+                if asynchronous {
+                    self.line("");
+                }
+                self.open_method_as(rt, pr, &doc, false, asynchronous);
+                self.call_branches(pr, names, asynchronous, |g, e| {
                     let dec = g.result_decoder(pr, e);
                     let cp = g.cp();
-                    format!(
-                        "|body| {{ let v = {dec}?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), {cp}::Error>::Ok(()) }}"
-                    )
+                    format!("|body| {dec}{conv}.map_err({cp}::Error::from)")
                 });
                 self.close("}");
+            }
+            if pr.var_opaque_result() {
+                for asynchronous in [false, true] {
+                    self.line("");
+                    let doc = if asynchronous {
+                        format!("[`{0}_into`](Self::{0}_into) as a future.", pr.n.method)
+                    } else {
+                        Self::into_doc(pr)
+                    };
+                    self.open_method_as(rt, pr, &doc, true, asynchronous);
+                    self.call_branches(pr, names, asynchronous, |g, e| {
+                        let dec = g.result_decoder(pr, e);
+                        let cp = g.cp();
+                        format!(
+                            "|body| {{ let v = {dec}?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), {cp}::Error>::Ok(()) }}"
+                        )
+                    });
+                    self.close("}");
+                }
             }
         }
         self.close("}");
@@ -222,8 +262,15 @@ impl Gen<'_> {
     }
 
     /// The body of a client method: XDR over ONC RPC, else the native encoding in the server's
-    /// byte order; `decoder` gives the result closure for an encoding.
-    fn call_branches(&mut self, pr: &Proc<'_>, names: &[String], decoder: impl Fn(&Self, Enc) -> String) {
+    /// byte order; `decoder` gives the result closure for an encoding. `asynchronous`: of an
+    /// `async fn`, awaiting the call's future.
+    fn call_branches(
+        &mut self,
+        pr: &Proc<'_>,
+        names: &[String],
+        asynchronous: bool,
+        decoder: impl Fn(&Self, Enc) -> String,
+    ) {
         let cp = self.cp();
         let encoder = |e: Enc| {
             if pr.p.args.is_empty() {
@@ -238,14 +285,15 @@ impl Gen<'_> {
             )
         };
         let konst = &pr.n.konst;
+        let (call, wait) = if asynchronous { ("call_with_async", ".await") } else { ("call_with", "") };
         self.open("if self.inner.is_onc() {");
         let (enc, dec) = (encoder(Enc::Xdr), decoder(self, Enc::Xdr));
-        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
+        self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
         self.close("} else {");
         self.indent += 1;
         self.line("let order = wire_order(self.inner);");
         let (enc, dec) = (encoder(Enc::Native), decoder(self, Enc::Native));
-        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
+        self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
         self.close("}");
     }
 

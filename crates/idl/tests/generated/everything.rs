@@ -1238,9 +1238,19 @@ pub mod everything_v1 {
             self.with(::lowlat::CallOptions::new()).ping()
         }
 
+        /// [`ping`](Self::ping) as a future.
+        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).ping_async().await
+        }
+
         /// Calls `ROUNDTRIP(everything arg) -> everything` with the binding's default options.
         pub fn roundtrip(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).roundtrip(arg)
+        }
+
+        /// [`roundtrip`](Self::roundtrip) as a future.
+        pub async fn roundtrip_async(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).roundtrip_async(arg).await
         }
 
         /// Calls `ADD(int arg1, int arg2) -> int` with the binding's default options.
@@ -1248,9 +1258,19 @@ pub mod everything_v1 {
             self.with(::lowlat::CallOptions::new()).add(arg1, arg2)
         }
 
+        /// [`add`](Self::add) as a future.
+        pub async fn add_async(&self, arg1: i32, arg2: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).add_async(arg1, arg2).await
+        }
+
         /// Calls `CONCAT(opaque<> a, opaque<> b) -> opaque<>` with the binding's default options.
         pub fn concat(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).concat(a, b)
+        }
+
+        /// [`concat`](Self::concat) as a future.
+        pub async fn concat_async(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).concat_async(a, b).await
         }
 
         /// Calls `CONCAT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -1258,14 +1278,29 @@ pub mod everything_v1 {
             self.with(::lowlat::CallOptions::new()).concat_into(a, b, out)
         }
 
+        /// [`concat_into`](Self::concat_into) as a future.
+        pub async fn concat_into_async(&self, a: &[u8], b: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).concat_into_async(a, b, out).await
+        }
+
         /// Calls `GREET(string<> who) -> string<>` with the binding's default options.
         pub fn greet(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).greet(who)
         }
 
+        /// [`greet`](Self::greet) as a future.
+        pub async fn greet_async(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).greet_async(who).await
+        }
+
         /// Calls `LOOKUP(string<32> key, color hint) -> result` with the binding's default options.
         pub fn lookup(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).lookup(key, hint)
+        }
+
+        /// [`lookup`](Self::lookup) as a future.
+        pub async fn lookup_async(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).lookup_async(key, hint).await
         }
     }
 
@@ -1296,6 +1331,16 @@ pub mod everything_v1 {
             }
         }
 
+        /// [`ping`](Self::ping) as a future.
+        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `ROUNDTRIP(everything arg) -> everything`.
         pub fn roundtrip(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1303,6 +1348,16 @@ pub mod everything_v1 {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`roundtrip`](Self::roundtrip) as a future.
+        pub async fn roundtrip_async(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
 
@@ -1316,6 +1371,16 @@ pub mod everything_v1 {
             }
         }
 
+        /// [`add`](Self::add) as a future.
+        pub async fn add_async(&self, arg1: i32, arg2: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_xdr(buf, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_native(buf, order, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `CONCAT(opaque<> a, opaque<> b) -> opaque<>`.
         pub fn concat(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1323,6 +1388,16 @@ pub mod everything_v1 {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`concat`](Self::concat) as a future.
+        pub async fn concat_async(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             }
         }
 
@@ -1336,6 +1411,16 @@ pub mod everything_v1 {
             }
         }
 
+        /// [`concat_into`](Self::concat_into) as a future.
+        pub async fn concat_into_async(&self, a: &[u8], b: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
+            }
+        }
+
         /// Calls `GREET(string<> who) -> string<>`.
         pub fn greet(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1346,6 +1431,16 @@ pub mod everything_v1 {
             }
         }
 
+        /// [`greet`](Self::greet) as a future.
+        pub async fn greet_async(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_xdr(buf, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_xdr(body).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_native(buf, order, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_native(body, order).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `LOOKUP(string<32> key, color hint) -> result`.
         pub fn lookup(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1353,6 +1448,16 @@ pub mod everything_v1 {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(LOOKUP, &self.options, |buf| encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`lookup`](Self::lookup) as a future.
+        pub async fn lookup_async(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_xdr(buf, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
     }
@@ -1628,9 +1733,19 @@ pub mod everything_v2 {
             self.with(::lowlat::CallOptions::new()).ping()
         }
 
+        /// [`ping`](Self::ping) as a future.
+        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).ping_async().await
+        }
+
         /// Calls `REVERSE(node arg) -> node` with the binding's default options.
         pub fn reverse(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).reverse(arg)
+        }
+
+        /// [`reverse`](Self::reverse) as a future.
+        pub async fn reverse_async(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).reverse_async(arg).await
         }
     }
 
@@ -1661,6 +1776,16 @@ pub mod everything_v2 {
             }
         }
 
+        /// [`ping`](Self::ping) as a future.
+        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `REVERSE(node arg) -> node`.
         pub fn reverse(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1668,6 +1793,16 @@ pub mod everything_v2 {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(REVERSE, &self.options, |buf| encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`reverse`](Self::reverse) as a future.
+        pub async fn reverse_async(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
     }

@@ -280,9 +280,19 @@ pub mod lab_vers {
             self.with(::lowlat::CallOptions::new()).null()
         }
 
+        /// [`null`](Self::null) as a future.
+        pub async fn null_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).null_async().await
+        }
+
         /// Calls `MINUS(int a, int b) -> int` with the binding's default options.
         pub fn minus(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).minus(a, b)
+        }
+
+        /// [`minus`](Self::minus) as a future.
+        pub async fn minus_async(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).minus_async(a, b).await
         }
 
         /// Calls `MAXARG(opaque<> data) -> void` with the binding's default options.
@@ -290,9 +300,19 @@ pub mod lab_vers {
             self.with(::lowlat::CallOptions::new()).maxarg(data)
         }
 
+        /// [`maxarg`](Self::maxarg) as a future.
+        pub async fn maxarg_async(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).maxarg_async(data).await
+        }
+
         /// Calls `MAXRESULT(unsigned int n) -> opaque<>` with the binding's default options.
         pub fn maxresult(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).maxresult(n)
+        }
+
+        /// [`maxresult`](Self::maxresult) as a future.
+        pub async fn maxresult_async(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).maxresult_async(n).await
         }
 
         /// Calls `MAXRESULT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -300,14 +320,29 @@ pub mod lab_vers {
             self.with(::lowlat::CallOptions::new()).maxresult_into(n, out)
         }
 
+        /// [`maxresult_into`](Self::maxresult_into) as a future.
+        pub async fn maxresult_into_async(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).maxresult_into_async(n, out).await
+        }
+
         /// Calls `ECHO(opaque<> data) -> opaque<>` with the binding's default options.
         pub fn echo(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).echo(data)
         }
 
+        /// [`echo`](Self::echo) as a future.
+        pub async fn echo_async(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).echo_async(data).await
+        }
+
         /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
         pub fn echo_into(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).echo_into(data, out)
+        }
+
+        /// [`echo_into`](Self::echo_into) as a future.
+        pub async fn echo_into_async(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).echo_into_async(data, out).await
         }
     }
 
@@ -338,6 +373,16 @@ pub mod lab_vers {
             }
         }
 
+        /// [`null`](Self::null) as a future.
+        pub async fn null_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `MINUS(int a, int b) -> int`.
         pub fn minus(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -345,6 +390,16 @@ pub mod lab_vers {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`minus`](Self::minus) as a future.
+        pub async fn minus_async(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
 
@@ -358,6 +413,16 @@ pub mod lab_vers {
             }
         }
 
+        /// [`maxarg`](Self::maxarg) as a future.
+        pub async fn maxarg_async(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `MAXRESULT(unsigned int n) -> opaque<>`.
         pub fn maxresult(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -365,6 +430,16 @@ pub mod lab_vers {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`maxresult`](Self::maxresult) as a future.
+        pub async fn maxresult_async(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             }
         }
 
@@ -378,6 +453,16 @@ pub mod lab_vers {
             }
         }
 
+        /// [`maxresult_into`](Self::maxresult_into) as a future.
+        pub async fn maxresult_into_async(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
+            }
+        }
+
         /// Calls `ECHO(opaque<> data) -> opaque<>`.
         pub fn echo(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -388,6 +473,16 @@ pub mod lab_vers {
             }
         }
 
+        /// [`echo`](Self::echo) as a future.
+        pub async fn echo_async(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
         /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
         pub fn echo_into(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -395,6 +490,16 @@ pub mod lab_vers {
             } else {
                 let order = wire_order(self.inner);
                 self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
+            }
+        }
+
+        /// [`echo_into`](Self::echo_into) as a future.
+        pub async fn echo_into_async(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             }
         }
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
 use lowlat_sys::poll_readable;
 
-use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
@@ -117,6 +117,10 @@ impl ClientChannel for EthClient {
                 return Ok(Some(n));
             }
         }
+    }
+
+    fn park(&mut self) -> io::Result<WakeOn> {
+        Ok(WakeOn::Readable([Some(self.sock.raw_fd()), None]))
     }
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+pub(crate) use crate::reactor::WakeOn;
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
@@ -40,6 +41,14 @@ pub(crate) trait ClientChannel: Send {
     }
     /// Sleeps until a frame may be ready or the timeout passes.
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+    /// What an async call waits for in the reactor (`crate::reactor`) instead of sleeping in
+    /// [`block`](Self::block), once its spin found no frame.
+    fn park(&mut self) -> io::Result<WakeOn>;
+    /// Ends a wait begun by [`park`](Self::park); `timed_out`: the reactor woke the call for
+    /// its deadline, not for a descriptor.
+    fn unpark(&mut self, _timed_out: bool) -> io::Result<()> {
+        Ok(())
+    }
     /// Largest frame (header + body) this channel carries in one piece.
     fn max_frame(&self) -> usize;
     /// Whether the transport delivers every frame, in order (no retransmission needed).

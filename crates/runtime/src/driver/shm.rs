@@ -14,7 +14,7 @@ use std::time::Duration;
 use lowlat_proto::HEADER_LEN;
 use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
 
-use super::{each_peer, ClientChannel, FrameHandler, Polled, Served, ServerTransport};
+use super::{each_peer, ClientChannel, FrameHandler, Polled, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
@@ -89,6 +89,20 @@ impl ClientChannel for ShmClient {
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.ch.block(timeout).map_err(to_io)
+    }
+
+    fn park(&mut self) -> io::Result<WakeOn> {
+        // The server rings the result eventfd for a parked client; a dead one makes the
+        // liveness socket readable.
+        if self.ch.park().map_err(to_io)? {
+            self.ch.unpark(false).map_err(to_io)?;
+            return Ok(WakeOn::Now);
+        }
+        Ok(WakeOn::Readable([Some(self.ch.result_bell()), Some(self.ch.liveness_fd())]))
+    }
+
+    fn unpark(&mut self, timed_out: bool) -> io::Result<()> {
+        self.ch.unpark(timed_out).map_err(to_io)
     }
 
     fn max_frame(&self) -> usize {

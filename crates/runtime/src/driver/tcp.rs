@@ -16,7 +16,7 @@ use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
 
-use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
@@ -152,6 +152,10 @@ impl<F: Framing> ClientChannel for TcpClient<F> {
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
         Ok(self.ch.try_recv(buf)?.map(|()| buf.len()))
+    }
+
+    fn park(&mut self) -> io::Result<WakeOn> {
+        Ok(WakeOn::Readable([Some(self.ch.as_raw_fd()), None]))
     }
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {

@@ -12,7 +12,7 @@ use lowlat_sys::poll_readable;
 use lowlat_transport::udp::{checksum_failures, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Cidr;
 
-use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport};
+use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::Error;
 
@@ -39,6 +39,10 @@ impl ClientChannel for UdpClient {
             buf.resize(MAX_DATAGRAM, 0);
         }
         self.ch.try_recv(buf)
+    }
+
+    fn park(&mut self) -> io::Result<WakeOn> {
+        Ok(WakeOn::Readable([Some(self.ch.as_raw_fd()), None]))
     }
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {

@@ -14,8 +14,11 @@ use lowlat_eth::shared::{SharedXdp, XdpHandle};
 use lowlat_eth::{Mac, XdpConfig};
 
 use super::eth::{discovery_tries, eth_error, peer_mac, slot_of, to_io};
-use super::ClientChannel;
+use super::{ClientChannel, WakeOn};
 use crate::{ClientConfig, Error};
+
+/// How long a parked async call over xdp:// waits before it polls the rings again.
+const XDP_PARK: Duration = Duration::from_micros(200);
 
 pub(crate) struct XdpClient {
     handle: XdpHandle,
@@ -49,6 +52,12 @@ impl ClientChannel for XdpClient {
                 return Ok(Some(n));
             }
         }
+    }
+
+    fn park(&mut self) -> io::Result<WakeOn> {
+        // The interface's rings are shared by every slot and demultiplexed by whoever polls
+        // them: no descriptor is this slot's alone, so a parked call looks again shortly.
+        Ok(WakeOn::After(XDP_PARK))
     }
 
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {

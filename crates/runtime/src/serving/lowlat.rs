@@ -9,9 +9,10 @@ use lowlat_codec::OutBuf;
 use lowlat_proto::{CallKey, ErrorCode, ProgramVersions, ServerEngine, Status, HEADER_LEN};
 
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
+use crate::async_calls::AsyncCalls;
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
-use crate::service::{self, CallContext, Procedure, Route, RouteCache};
+use crate::service::{self, Body, CallContext, Procedure, Route, RouteCache};
 use crate::stats::{self, EndpointStats};
 use crate::trace::{self, ServerTrace};
 use crate::workers::{Completions, Job};
@@ -44,6 +45,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         engine: ServerEngine::with_source(engine_cfg, T::source),
         ctx,
         completions: Completions::new(ctx.shared.clone()),
+        async_calls: AsyncCalls::new(ctx.shared.clone()),
         finished: Vec::new(),
         deferred: None,
         routes: RouteCache::default(),
@@ -63,10 +65,10 @@ fn stats_procedure(ctx: &Context) -> Procedure {
     let shared = ctx.shared.clone();
     Procedure {
         name: "STATS",
-        handler: Arc::new(move |_, _, out| {
+        body: Body::Sync(Arc::new(move |_, _, out| {
             out.extend_from_slice(shared.stats(Duration::from_secs(2)).to_text().as_bytes());
             Ok(())
-        }),
+        })),
         long_running: true,
     }
 }
@@ -78,6 +80,8 @@ struct LowlatEndpoint<'c, A> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
     completions: Arc<Completions<CallKey>>,
+    /// Async procedures' calls whose futures are pending (answered through `completions`).
+    async_calls: AsyncCalls,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
     finished: Vec<(CallKey, Status, Vec<u8>)>,
     /// A call finished while the transport had lent its space, whose answer is not there (an
@@ -86,7 +90,7 @@ struct LowlatEndpoint<'c, A> {
     deferred: Option<Finished>,
     /// Each session's program, so that a call finds its procedure without a search.
     routes: RouteCache,
-    /// The calls on the worker pool, not yet answered.
+    /// The calls on the worker pool or pending in `async_calls`, not yet answered.
     in_pool: Vec<CallKey>,
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
@@ -154,6 +158,7 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
             engine,
             ctx,
             completions,
+            async_calls,
             deferred,
             routes,
             in_pool,
@@ -214,6 +219,19 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
                 own.executed += 1;
                 service::run(p, &cctx, call.args, &mut call.reply.into())
             }
+            Route::Async(_, handler) => {
+                own.executed += 1;
+                match async_calls.start(handler(cctx, call.args.to_vec()), || completions.reply_to(key)) {
+                    Some((status, result)) => {
+                        call.reply.extend_from_slice(&result);
+                        status
+                    }
+                    None => {
+                        in_pool.push(key);
+                        return 0;
+                    }
+                }
+            }
             Route::Worker(p) => {
                 let job =
                     Job { proc: p.clone(), ctx: cctx, args: call.args.to_vec(), reply_to: completions.reply_to(key) };
@@ -265,6 +283,7 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
 
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        self.async_calls.poll_woken();
         self.completions.take(&mut self.finished);
         let out = &mut self.sent.counting(out);
         for (key, status, reply) in self.finished.drain(..) {
@@ -286,6 +305,7 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEnd
     }
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
+        self.async_calls.drop_all();
         let out = &mut self.sent.counting(out);
         let n = self.in_pool.len() as u64;
         for key in self.in_pool.drain(..) {

@@ -22,6 +22,7 @@ use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
 
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
+use crate::async_calls::AsyncCalls;
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::service::{self, CallContext, Route};
@@ -49,6 +50,7 @@ where
         uri: t.local_uri().into(),
         ctx,
         completions: Completions::new(ctx.shared.clone()),
+        async_calls: AsyncCalls::new(ctx.shared.clone()),
         finished: Vec::new(),
         log: ReasonLog::default(),
         in_pool: Vec::new(),
@@ -75,10 +77,12 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     uri: Arc<str>,
     /// Finished by the workers, with what each call was (to log a failure's reason).
     completions: Arc<Completions<(CallKey<A>, Called)>>,
+    /// Async procedures' calls whose futures are pending (answered through `completions`).
+    async_calls: AsyncCalls,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<FinishedCall<A>>,
+    finished: Vec<Finished<A>>,
     log: ReasonLog,
-    /// The calls on the worker pool, not yet answered.
+    /// The calls on the worker pool or pending in `async_calls`, not yet answered.
     in_pool: Vec<(CallKey<A>, Called)>,
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
@@ -86,8 +90,8 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     own: OncCounters,
 }
 
-/// A call the worker pool finished: what it was, its status and its result.
-type FinishedCall<A> = ((CallKey<A>, Called), Status, Vec<u8>);
+/// A call the workers or an async procedure finished: the call, its status and its result.
+type Finished<A> = ((CallKey<A>, Called), Status, Vec<u8>);
 
 /// A call as the log names it: its context and its procedure's name.
 #[derive(Clone, Copy)]
@@ -184,6 +188,23 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
                 }
                 status
             }
+            Route::Async(_, handler) => {
+                self.own.executed += 1;
+                let completions = &self.completions;
+                match self.async_calls.start(handler(ctx, call.args.to_vec()), || completions.reply_to((key, called))) {
+                    Some((status, result)) => {
+                        call.results.extend_from_slice(&result);
+                        if status != Status::Ok {
+                            self.log.note(&self.uri, called, status, call.results);
+                        }
+                        status
+                    }
+                    None => {
+                        self.in_pool.push((key, called));
+                        return 0;
+                    }
+                }
+            }
             Route::Worker(p) => {
                 let reply_to = self.completions.reply_to((key, called));
                 let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
@@ -211,6 +232,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
 
 impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        self.async_calls.poll_woken();
         self.completions.take(&mut self.finished);
         for ((key, called), status, result) in self.finished.drain(..) {
             if let Some(i) = self.in_pool.iter().position(|(k, _)| *k == key) {
@@ -235,6 +257,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     }
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
+        self.async_calls.drop_all();
         let n = self.in_pool.len() as u64;
         for (key, called) in std::mem::take(&mut self.in_pool) {
             let status = Status::Error(ErrorCode::ServerError);

@@ -1,0 +1,278 @@
+//! An async call over lowlat's protocol: the blocking call's steps (claim a slot, encode, send,
+//! spin for the budget) as a future that, where the blocking call would sleep, parks in the
+//! reactor (`crate::reactor`) on the slot's descriptor and its next timer, and returns.
+//!
+//! While parked the slot is lent to the call ([`Shared::lent`]): its lock is free (a future may
+//! move between threads, a lock guard may not), and every other caller passes it by. A dropped
+//! call gives its slot back at once, its call abandoned ([`ClientSlot::abandon`]): a late reply
+//! to it is stale to the next call, whose call number is new.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use lowlat_proto::Execution;
+use lowlat_transport::{SpinPolicy, Spinner};
+
+use super::{CallClock, Lowlat, Slot, SlotIo, Stop, Waited};
+use crate::driver::SlotChannel;
+use crate::reactor::{self, Parking};
+use crate::{Error, OutBuf};
+
+/// How long a call waiting for a free slot sleeps at most before it looks again (as a blocking
+/// one does: a release is also signalled, this only bounds a missed signal).
+const SLOT_RECHECK: Duration = Duration::from_millis(5);
+
+/// One async call ([`Lowlat::call_async`]).
+pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
+    client: &'c Lowlat,
+    proc_no: u32,
+    encode: Option<Enc>,
+    decode: Option<Dec>,
+    clock: CallClock,
+    /// The slot lent to this call, once it has sent.
+    slot: Option<usize>,
+    /// Whether the slot's engine knows when the call began and when it fails.
+    timed: bool,
+    /// Whether the call was sent again after a rebind (once at most, as a blocking call).
+    resent: bool,
+    parking: Option<Parking>,
+    /// Spins no more once it has parked: a wake-up means there is something to read (or a
+    /// timer), and a spurious one should not cost a spin.
+    after_park: Option<Spinner>,
+    _result: PhantomData<fn() -> (R, E)>,
+}
+
+// Nothing in the call points into itself: it may move between polls.
+impl<R, E, Enc, Dec> Unpin for LowlatCall<'_, R, E, Enc, Dec> {}
+
+impl Lowlat {
+    /// The call as a future.
+    pub(crate) fn call_async<R, E, Enc, Dec>(
+        &self,
+        proc_no: u32,
+        timeout: Duration,
+        encode: Enc,
+        decode: Dec,
+    ) -> LowlatCall<'_, R, E, Enc, Dec>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        Dec: FnOnce(&[u8]) -> Result<R, E>,
+    {
+        LowlatCall {
+            client: self,
+            proc_no,
+            encode: Some(encode),
+            decode: Some(decode),
+            clock: CallClock { begun: None, deadline: None, timeout },
+            slot: None,
+            timed: false,
+            resent: false,
+            parking: None,
+            after_park: None,
+            _result: PhantomData,
+        }
+    }
+}
+
+impl<R, E, Enc, Dec> Future for LowlatCall<'_, R, E, Enc, Dec>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+    Dec: FnOnce(&[u8]) -> Result<R, E>,
+{
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        // Whatever woke us, the earlier parking is over.
+        let was_parked = this.parking.take().is_some();
+        let c = this.client;
+        let mut guard = match this.slot {
+            Some(i) => {
+                let mut g = c.shared.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+                if was_parked {
+                    if let Err(e) = g.chan.as_mut().expect("lent with its channel").as_dyn().unpark(false) {
+                        let e = c.lost(this.proc_no, Execution::Unknown, e);
+                        return Poll::Ready(this.finish(g, Err(e)));
+                    }
+                }
+                g
+            }
+            None => match this.start(cx) {
+                Ok(Some(g)) => g,
+                Ok(None) => return Poll::Pending,
+                Err(e) => return Poll::Ready(Err(e)),
+            },
+        };
+        // Woken with nothing to read: before parking again, look at whether the peer is gone.
+        let mut check_peer = was_parked;
+        loop {
+            let waited = this.wait(&mut guard);
+            match waited {
+                Waited::Done(Err(Error::SessionLost { execution: Execution::NotSent, .. })) if !this.resent => {
+                    // The server (same incarnation) never saw this session: bind again and send
+                    // once more, as a blocking call does; it cannot run twice.
+                    this.resent = true;
+                    if let Err(e) = this.resend(&mut guard) {
+                        return Poll::Ready(this.finish(guard, Err(e)));
+                    }
+                }
+                Waited::Done(r) => return Poll::Ready(this.finish(guard, r)),
+                Waited::Park(timeout) => {
+                    let chan = guard.chan.as_mut().expect("lent with its channel").as_dyn();
+                    match reactor::park_on(chan, timeout, std::mem::take(&mut check_peer), cx.waker()) {
+                        Ok(None) => continue,
+                        Ok(Some(p)) => {
+                            this.parking = Some(p);
+                            this.after_park.get_or_insert_with(|| Spinner::new(SpinPolicy::Block));
+                            return Poll::Pending;
+                        }
+                        Err(e) => {
+                            let e = c.lost(this.proc_no, Execution::Unknown, e);
+                            return Poll::Ready(this.finish(guard, Err(e)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<'c, R, E, Enc, Dec> LowlatCall<'c, R, E, Enc, Dec>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+    Dec: FnOnce(&[u8]) -> Result<R, E>,
+{
+    /// Claims a slot, encodes and sends; `None`: every slot is busy (parked until one is
+    /// released, or the deadline).
+    fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<MutexGuard<'c, Slot>>, Error> {
+        let c = self.client;
+        let Some(mut g) = self.claim(cx)? else { return Ok(None) };
+        let r = (|| {
+            c.prepare(&mut g)?;
+            let engine = g.engine.as_mut().expect("prepared");
+            let encode = self.encode.take().expect("encoded once");
+            encode(&mut OutBuf::from(engine.args_buf())).map_err(|e| Error::Encode { call: c.site(self.proc_no), source: Box::new(e) })
+        })();
+        if let Err(e) = r {
+            drop(g);
+            c.release_notify();
+            return Err(e);
+        }
+        c.shared.lent[g.index as usize].store(true, Ordering::Relaxed);
+        self.slot = Some(g.index as usize);
+        if let Err(e) = self.send(&mut g) {
+            return self.finish(g, Err(e)).map(|_| None);
+        }
+        Ok(Some(g))
+    }
+
+    /// A free slot, or `None` with the call parked until one is released.
+    fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<MutexGuard<'c, Slot>>, Error> {
+        let c = self.client;
+        if let Some(g) = c.try_claim(true).or_else(|| c.try_claim(false)) {
+            return Ok(Some(g));
+        }
+        let deadline = self.clock.fix().1;
+        let now = Instant::now();
+        if now >= deadline {
+            let call = c.site(self.proc_no);
+            return Err(Error::Timeout { call, after: self.clock.timeout, execution: Execution::NotSent });
+        }
+        {
+            let mut wakers = c.shared.slot_wakers.lock().unwrap_or_else(|p| p.into_inner());
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+                c.shared.waiters.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        // Looked at again once registered: a slot released meanwhile is not missed.
+        if let Some(g) = c.try_claim(false) {
+            return Ok(Some(g));
+        }
+        let at = deadline.min(now + SLOT_RECHECK);
+        self.parking = Some(reactor::park(&[], Some(at), cx.waker()).map_err(|e| Error::io("park an async call", e))?);
+        Ok(None)
+    }
+
+    fn send(&mut self, g: &mut Slot) -> Result<(), Error> {
+        let c = self.client;
+        let Slot { engine, chan, .. } = g;
+        let engine = engine.as_mut().expect("prepared");
+        match chan.as_mut().expect("prepared") {
+            SlotChannel::Shm(ch) => c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed),
+            SlotChannel::Other(ch) => c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed),
+        }
+    }
+
+    /// Spins for the outcome (once parked, looks once), returning to park when none came.
+    fn wait(&mut self, g: &mut Slot) -> Waited<R> {
+        let c = self.client;
+        let Slot { engine, chan, buf, outbox, spinner, .. } = g;
+        let spinner = self.after_park.as_mut().unwrap_or(spinner);
+        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner };
+        let (proc_no, clock, timed, decode) = (self.proc_no, &mut self.clock, &mut self.timed, &mut self.decode);
+        match chan.as_mut().expect("prepared") {
+            SlotChannel::Shm(ch) => {
+                c.await_outcome(&mut **ch, io, proc_no, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+            }
+            SlotChannel::Other(ch) => {
+                c.await_outcome(&mut **ch, io, proc_no, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+            }
+        }
+    }
+
+    /// Binds again and sends the call once more (the server never saw the session).
+    #[cold]
+    fn resend(&mut self, g: &mut Slot) -> Result<(), Error> {
+        let c = self.client;
+        let args = g.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
+        c.invalidate(g, false);
+        c.prepare(g)?;
+        g.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
+        self.clock.begun = None; // the same deadline, but a fresh start for the new round trip
+        self.timed = false;
+        self.after_park = None;
+        self.send(g)
+    }
+
+    /// Gives the slot back, after mending it as a failed blocking call does.
+    fn finish(&mut self, mut g: MutexGuard<'c, Slot>, r: Result<R, Error>) -> Result<R, Error> {
+        let c = self.client;
+        if let Err(e) = &r {
+            c.recover(&mut g, e);
+        }
+        c.shared.lent[g.index as usize].store(false, Ordering::Relaxed);
+        self.slot = None;
+        drop(g);
+        c.release_notify();
+        r
+    }
+}
+
+impl<R, E, Enc, Dec> Drop for LowlatCall<'_, R, E, Enc, Dec> {
+    fn drop(&mut self) {
+        self.parking = None;
+        let Some(i) = self.slot.take() else { return };
+        // Dropped with its call in flight: the slot is free for the next call, which makes
+        // anything still coming for this one stale.
+        let c = self.client;
+        let mut g = c.shared.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(engine) = g.engine.as_mut() {
+            engine.abandon();
+        }
+        if let Some(chan) = g.chan.as_mut() {
+            let _ = chan.as_dyn().unpark(false);
+        }
+        c.shared.lent[i].store(false, Ordering::Relaxed);
+        drop(g);
+        c.release_notify();
+    }
+}

@@ -60,6 +60,7 @@ impl Host {
 /// joining its two ends but what runs there (a frame relay: `lowlat_relay::FrameRelay`).
 #[derive(Clone, Debug)]
 pub struct Between {
+    /// The namespace's name.
     pub ns: String,
     /// Its end of the pair to `a`.
     pub toward_a: String,

@@ -20,6 +20,7 @@ const MAX_FRAME: usize = 65_536;
 pub struct FrameReport {
     /// Frames that arrived on the first interface, sent out of the second.
     pub first_to_second: Stats,
+    /// Frames that arrived on the second interface, sent out of the first.
     pub second_to_first: Stats,
 }
 

@@ -42,7 +42,7 @@ fn main() {
     let client = Client::connect_with(&uri, PROG, 1, ClientConfig { spin, ..ClientConfig::default() }).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 
-    let null = |_: &mut Vec<u8>| Ok::<_, lowlat::DecodeError>(());
+    let null = |_: &mut lowlat::OutBuf<'_>| Ok::<_, lowlat::DecodeError>(());
     let done = |_: &[u8]| Ok::<_, lowlat::DecodeError>(());
     let (mut blocking, mut asynchronous) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
     // Warm both paths (slots opened, buffers grown, the reactor thread started).

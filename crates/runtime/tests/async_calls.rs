@@ -111,7 +111,7 @@ async fn call(c: &Client, proc_no: u32, arg: Vec<u8>, options: CallOptions) -> R
 }
 
 fn call_blocking(c: &Client, proc_no: u32, arg: &[u8]) -> Result<Vec<u8>, Error> {
-    let encode = |out: &mut Vec<u8>| {
+    let encode = |out: &mut lowlat::OutBuf<'_>| {
         out.extend_from_slice(arg);
         Ok::<_, lowlat::DecodeError>(())
     };

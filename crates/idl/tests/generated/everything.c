@@ -49,16 +49,16 @@ int shape_decode(lowlat_reader *r, shape *v) {
 
 void blob_free(blob *v) {
     if (v == NULL) return;
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
 }
 
 void small_blob_free(small_blob *v) {
     if (v == NULL) return;
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
 }
 
 void name_free(name *v) {
@@ -75,9 +75,9 @@ void text_free(text *v) {
 
 void counts_free(counts *v) {
     if (v == NULL) return;
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
 }
 
 int point_encode(lowlat_writer *w, const point *v) {
@@ -779,7 +779,7 @@ static int everything_v1_add_encode_result(lowlat_writer *w, const void *value) 
 static int everything_v1_add_decode_result(lowlat_reader *r, void *value) {
     int32_t *v = (int32_t *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_i32(r, &(*v))) goto fail;
+    if (lowlat_get_i32(r, v)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:
@@ -832,8 +832,8 @@ struct everything_v1_concat_args {
 
 static int everything_v1_concat_encode_args(lowlat_writer *w, const void *value) {
     const struct everything_v1_concat_call *v = (const struct everything_v1_concat_call *)value;
-    if (lowlat_put_opaque(w, (*v->a).val, (*v->a).len, 4294967295u, "CONCAT args: opaque<>")) return -1;
-    if (lowlat_put_opaque(w, (*v->b).val, (*v->b).len, 4294967295u, "CONCAT args: opaque<>")) return -1;
+    if (lowlat_put_opaque(w, v->a->val, v->a->len, 4294967295u, "CONCAT args: opaque<>")) return -1;
+    if (lowlat_put_opaque(w, v->b->val, v->b->len, 4294967295u, "CONCAT args: opaque<>")) return -1;
     return 0;
 }
 
@@ -861,20 +861,20 @@ fail:
 
 static int everything_v1_concat_encode_result(lowlat_writer *w, const void *value) {
     blob const *v = (blob const *)value;
-    if (lowlat_put_body_opaque(w, (*v).val, (*v).len, 4294967295u, "CONCAT result: opaque<>")) return -1;
+    if (lowlat_put_body_opaque(w, v->val, v->len, 4294967295u, "CONCAT result: opaque<>")) return -1;
     return 0;
 }
 
 static int everything_v1_concat_decode_result(lowlat_reader *r, void *value) {
     blob *v = (blob *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_body_opaque(r, 4294967295u, "CONCAT result: opaque<>", &(*v).len, &(*v).val)) goto fail;
+    if (lowlat_get_body_opaque(r, 4294967295u, "CONCAT result: opaque<>", &v->len, &v->val)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:
-    free((*v).val);
-    (*v).val = NULL;
-    (*v).len = 0;
+    free(v->val);
+    v->val = NULL;
+    v->len = 0;
     memset(v, 0, sizeof *v);
     return -1;
 }
@@ -956,7 +956,7 @@ static int everything_v1_greet_encode_result(lowlat_writer *w, const void *value
 static int everything_v1_greet_decode_result(lowlat_reader *r, void *value) {
     text *v = (text *)value;
     memset(v, 0, sizeof *v);
-    if (lowlat_get_body_string(r, 4294967295u, "GREET result: string<>", &(*v))) goto fail;
+    if (lowlat_get_body_string(r, 4294967295u, "GREET result: string<>", v)) goto fail;
     if (lowlat_finish(r)) goto fail;
     return 0;
 fail:

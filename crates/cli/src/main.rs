@@ -334,8 +334,9 @@ fn call(
     psk: Option<Psk>,
 ) -> Result<(), String> {
     let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, ..ClientConfig::default() };
-    let p = interface::procedure_number(proc)
-        .ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count or spin"))?;
+    let p = interface::procedure_number(proc).ok_or_else(|| {
+        format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count or spin")
+    })?;
     let arg =
         |i: usize, what: &str| -> Result<&String, String> { args.get(i).ok_or_else(|| format!("{proc} needs {what}")) };
     let num = |i: usize, what: &str| -> Result<i64, String> {

@@ -42,7 +42,12 @@ fn serve_and_call_from_the_command_line() {
     let (ok, _, err) = lowlat(&["call", &uri, "minus", "5"]);
     assert!(!ok && err.contains("two integers"), "{err}");
     let (ok, _, err) = lowlat(&["call", &uri, "42"]);
-    assert!(!ok && err.contains(&format!("{uri}: procedure 42 of program 0x20004c4c version 1: the server has no such procedure")), "{err}");
+    assert!(
+        !ok && err.contains(&format!(
+            "{uri}: procedure 42 of program 0x20004c4c version 1: the server has no such procedure"
+        )),
+        "{err}"
+    );
     let (ok, _, err) = lowlat(&["call", "udp://nowhere", "null"]);
     assert!(!ok && err.contains("HOST:PORT"), "{err}");
     let (ok, _, err) = lowlat(&["bench", &uri, "--spin-us", "soon"]);

@@ -122,10 +122,9 @@ fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, 
 /// Runs `spec` open loop at `spec.rate` (Poisson arrivals); the summary's latencies are from the
 /// scheduled send times, its rate the completed calls', its errors the `Busy` and other failures.
 pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
-    let rate = spec.rate.ok_or_else(|| Error::InvalidUri {
-        uri: spec.uri.clone(),
-        reason: "an open-loop run needs a rate".into(),
-    })?;
+    let rate = spec
+        .rate
+        .ok_or_else(|| Error::InvalidUri { uri: spec.uri.clone(), reason: "an open-loop run needs a rate".into() })?;
     let senders = openloop::senders_for(rate, spec.threads);
     let (proc_no, client) = connect(spec, senders)?;
     let plan = OpenLoop {
@@ -144,10 +143,9 @@ pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
         move || call_once(client, proc_no, &arg, spec.size, &mut out)
     })?;
     if run.completed == 0 {
-        return Err(run.first_failure.unwrap_or(Error::Io {
-            op: "benchmark".into(),
-            source: std::io::Error::other("no call completed"),
-        }));
+        return Err(run
+            .first_failure
+            .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
     let summary = summarise(spec, senders, &run.latency, run.wall_s, run.busy + run.failed);
     Ok((summary, run))

@@ -315,15 +315,8 @@ mod tests {
     /// says so.
     #[test]
     fn latency_is_timed_from_the_schedule_and_lag_is_reported() {
-        let spec = OpenLoop {
-            rate: 1_000.0,
-            arrivals: Arrivals::Fixed,
-            calls: 40,
-            senders: 1,
-            warmup: 0,
-            cpu: None,
-            seed: 1,
-        };
+        let spec =
+            OpenLoop { rate: 1_000.0, arrivals: Arrivals::Fixed, calls: 40, senders: 1, warmup: 0, cpu: None, seed: 1 };
         let slow_first = |_| {
             let mut n = 0;
             move || {

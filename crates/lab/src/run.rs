@@ -157,7 +157,8 @@ impl Lab {
         self.pin_client();
         let calls = self.scale.calls;
         let opts = crate::pingpong::RawOptions { floor: true, ..Default::default() };
-        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, opts, None).map_err(|e| e.to_string())?;
+        let (s, h) =
+            bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, opts, None).map_err(|e| e.to_string())?;
         self.histograms.push((format!("floor-{scheme}-{}-{size}", spin_name(spin)), h));
         Ok(s)
     }

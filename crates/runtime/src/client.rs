@@ -861,10 +861,9 @@ impl Lowlat {
             CallError::Timeout { after, execution } => Error::Timeout { call, after, execution },
             CallError::TooLarge { size, max } => Error::TooLarge { call, size: Some(size), max: max as usize },
             CallError::SessionLost { restarted: true, retry_safe: false } => Error::ServerRestarted { call },
-            CallError::SessionLost { retry_safe, .. } => Error::SessionLost {
-                call,
-                execution: if retry_safe { Execution::NotSent } else { Execution::Unknown },
-            },
+            CallError::SessionLost { retry_safe, .. } => {
+                Error::SessionLost { call, execution: if retry_safe { Execution::NotSent } else { Execution::Unknown } }
+            }
         }
     }
 

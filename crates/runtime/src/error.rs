@@ -302,13 +302,8 @@ mod tests {
 
     #[test]
     fn a_call_error_names_its_endpoint_and_procedure() {
-        let call = CallSite {
-            uri: "udp://127.0.0.1:7000".into(),
-            program: 0x2000_4c4c,
-            version: 1,
-            proc_no: 1,
-            name: None,
-        };
+        let call =
+            CallSite { uri: "udp://127.0.0.1:7000".into(), program: 0x2000_4c4c, version: 1, proc_no: 1, name: None };
         let e = Error::ServerError { call: call.clone(), message: Some("insufficient funds".into()) };
         assert_eq!(
             e.to_string(),
@@ -321,7 +316,12 @@ mod tests {
         );
         let e = Error::Timeout { call, after: Duration::from_nanos(1_000_012_345), execution: Execution::Unknown };
         let shown = e.named(&[(1, "MINUS".into())]).to_string();
-        assert!(shown.starts_with("udp://127.0.0.1:7000: MINUS (program 0x20004c4c version 1, procedure 1) timed out after 1.00 s: "), "{shown}");
+        assert!(
+            shown.starts_with(
+                "udp://127.0.0.1:7000: MINUS (program 0x20004c4c version 1, procedure 1) timed out after 1.00 s: "
+            ),
+            "{shown}"
+        );
     }
 }
 

@@ -222,7 +222,8 @@ impl OncClient {
             match got {
                 Ok(Some(n)) => match engine.handle(chan.received(buf, n)) {
                     Some(Outcome::Reply(results)) => {
-                        return decode(results).map_err(|e| Error::Decode { call: self.site(proc_no), source: Box::new(e) })
+                        return decode(results)
+                            .map_err(|e| Error::Decode { call: self.site(proc_no), source: Box::new(e) })
                     }
                     Some(Outcome::Failed(e)) => return Err(self.call_error(proc_no, e)),
                     None => {}

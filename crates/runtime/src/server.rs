@@ -57,7 +57,8 @@ impl ServerBuilder {
     pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
         let services = Arc::new(self.services);
         let workers = Workers::start(self.config.workers, self.config.worker_queue);
-        let mut server = Server { endpoints: Vec::new(), workers: Some(workers), drain_timeout: self.config.drain_timeout };
+        let mut server =
+            Server { endpoints: Vec::new(), workers: Some(workers), drain_timeout: self.config.drain_timeout };
         // Declared after `server`, so dropped before it when a URI fails: the workers end only
         // once every sender of their queue is gone, and dropping the server waits for them.
         let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
@@ -121,8 +122,7 @@ impl Server {
     ///
     /// [`block_termination_signals`]: crate::block_termination_signals
     pub fn wait_for_signal(self) -> Result<Drained, Error> {
-        lowlat_sys::block_termination_signals()
-            .map_err(|e| Error::io("block termination signals", e))?;
+        lowlat_sys::block_termination_signals().map_err(|e| Error::io("block termination signals", e))?;
         loop {
             if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
                 return Ok(self.shutdown());

@@ -1,4 +1,4 @@
-//! At-most-once on real sockets: many COUNT calls (a non-idempotent procedure: it increments a
+//! At-most-once on real sockets: many calls of the lab's COUNT (a non-idempotent procedure: it increments a
 //! server-wide counter and returns the new value) from several threads through a relay that
 //! drops, duplicates, reorders and corrupts datagrams both ways. Every call must succeed or fail
 //! with a typed error saying whether it may have executed; no value may come back twice; the
@@ -9,15 +9,16 @@
 //! million).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, Error, Program, Server};
+use lowlat::{Client, ClientConfig, Error, Server};
 use lowlat_relay::{Delay, Faults, Probability, RelayThread};
 
-const PROG: u32 = 0x2000_50AC;
-const COUNT: u32 = 1;
+mod common;
+use common::{Encoding, Lab};
+
 const THREADS: usize = 4;
 
 fn p(x: f64) -> Probability {
@@ -46,15 +47,8 @@ fn kind(e: &Error) -> &'static str {
 #[test]
 fn count_calls_through_a_faulty_relay_execute_at_most_once() {
     let calls: usize = std::env::var("LOWLAT_SOAK_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let counter = Arc::new(AtomicU64::new(0));
-    let c = counter.clone();
-    let program = Program::new(PROG, 1).procedure(COUNT, "COUNT", move |_, a, r| {
-        if !a.is_empty() {
-            return Err(lowlat::ProcError::GarbageArgs);
-        }
-        r.extend_from_slice(&(c.fetch_add(1, Ordering::SeqCst) + 1).to_ne_bytes());
-        Ok(())
-    });
+    // The lab's COUNT, as `lowlat serve` serves it.
+    let (program, counter) = common::lab_program_counting(Encoding::Native);
     let server = Server::builder().program(program).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
     let faults = Faults {
@@ -68,7 +62,7 @@ fn count_calls_through_a_faulty_relay_execute_at_most_once() {
     let relay = RelayThread::start("127.0.0.1:0".parse().unwrap(), target, faults).unwrap();
     let uri = format!("udp://{}", relay.addr());
     let cfg = ClientConfig { slots: THREADS as u16, deadline: Duration::from_secs(2), ..ClientConfig::default() };
-    let client = Arc::new(Client::connect_with(&uri, PROG, 1, cfg).unwrap());
+    let client = Arc::new(Client::connect_with(&uri, common::PROG, 1, cfg).unwrap());
     let began = Instant::now();
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -77,14 +71,7 @@ fn count_calls_through_a_faulty_relay_execute_at_most_once() {
             std::thread::spawn(move || {
                 let mut seen = Seen::default();
                 for _ in 0..n {
-                    let r = client.call::<_, lowlat::DecodeError>(
-                        COUNT,
-                        |_| Ok(()),
-                        |r| {
-                            let b: [u8; 8] = r.try_into().map_err(|_| lowlat::DecodeError::new("u64", r.len()))?;
-                            Ok(u64::from_ne_bytes(b))
-                        },
-                    );
+                    let r = Lab::new(&client).count();
                     match r {
                         Ok(v) => seen.values.push(v),
                         Err(e) => {

@@ -116,7 +116,9 @@ fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully
         stocked -= 1;
         // The procedure's reason comes with its error over lowlat's protocol; ONC RPC has no
         // place for it (the server logs it instead).
-        let failed = format!("ADD 0 nails -> error: {uri}: ADD (program 0x20494e56 version 1, procedure 1) failed on the server");
+        let failed = format!(
+            "ADD 0 nails -> error: {uri}: ADD (program 0x20494e56 version 1, procedure 1) failed on the server"
+        );
         let reason = ": nothing to add: nails came with a count of 0";
         let want = if uri.starts_with("onc+") { failed } else { format!("{failed}{reason}") };
         assert!(lines.contains(&want.as_str()), "{uri}: no line `{want}` in\n{out}");

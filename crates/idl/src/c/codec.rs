@@ -52,14 +52,12 @@ impl Gen<'_> {
                 self.c(format!("if ({}_encode(w, {})) return -1;", self.names.unions[id.index()], addr(lv)))
             }
             Type::FixedOpaque(n) => self.c(format!("lowlat_put_opaque_fixed(w, {lv}, {});", n.value)),
-            Type::VarOpaque(m) => {
-                self.c(format!(
+            Type::VarOpaque(m) => self.c(format!(
                 "if (lowlat_put_opaque(w, {}, {}, {}u, {w})) return -1;",
                 dot(lv, "val"),
                 dot(lv, "len"),
                 max_len(*m)
-            ))
-            }
+            )),
             Type::String(m) => self.c(format!("if (lowlat_put_string(w, {lv}, {}u, {w})) return -1;", max_len(*m))),
             Type::FixedArray(e, n) => {
                 let i = format!("i{depth}");

@@ -125,7 +125,8 @@ impl Planner<'_> {
     fn take_type(&mut self, name: &str, who: &str, pos: Pos, functions: bool, free: bool) {
         self.take(name, who, pos);
         if TYPE_CLASHES.contains(&name) {
-            let d = self.m.diag(pos, format!("{who}: `{name}` names a variable of the generated C code; rename the type"));
+            let d =
+                self.m.diag(pos, format!("{who}: `{name}` names a variable of the generated C code; rename the type"));
             self.diags.push(d);
         }
         if functions {
@@ -263,7 +264,10 @@ mod tests {
         let owns = crate::c::types::Owns::new(&m);
         let diags = plan(&m, &owns).unwrap_err();
         let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-        assert!(text.iter().any(|t| t.contains("the encoder of struct 'point' and constant 'point_encode'")), "{text:?}");
+        assert!(
+            text.iter().any(|t| t.contains("the encoder of struct 'point' and constant 'point_encode'")),
+            "{text:?}"
+        );
         assert!(text.iter().any(|t| t.contains("`r` names a variable of the generated C code")), "{text:?}");
     }
 }

@@ -264,7 +264,9 @@ impl Gen<'_> {
         } else {
             self.line("/// A procedure runs on the thread that received its call (no hand-off: the fast path), so a");
             self.line("/// slow one holds up the calls behind it on that endpoint. Mark it long-running to run it on");
-            self.line("/// the server's worker pool instead: at run time with `program(..).mark_long_running(\"NAME\")`");
+            self.line(
+                "/// the server's worker pool instead: at run time with `program(..).mark_long_running(\"NAME\")`",
+            );
             self.line("/// (or `.long_running_all()`), or from `build.rs` with `lowlat_build::Builder::long_running`.");
             if !long.is_empty() {
                 self.line(format!("/// Registered long-running: `{}`.", long.join("`, `")));

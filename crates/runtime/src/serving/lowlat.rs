@@ -151,7 +151,18 @@ fn count_status(own: &mut EndpointStats, status: Status) {
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
         let LowlatEndpoint {
-            engine, ctx, completions, deferred, routes, in_pool, refusing, drained, own, sent, stats_proc, ..
+            engine,
+            ctx,
+            completions,
+            deferred,
+            routes,
+            in_pool,
+            refusing,
+            drained,
+            own,
+            sent,
+            stats_proc,
+            ..
         } = self;
         let ctx: &Context = ctx;
         let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };

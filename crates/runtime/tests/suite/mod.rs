@@ -15,20 +15,21 @@ use lowlat_eth::testhosts::{self, TestHosts};
 
 use crate::common::{bytes, lab_program_in, Encoding, Lab, MINUS, PROG};
 
+/// The suite's own procedures, numbered after the lab's (NULL to SPIN, 0 to 6).
 /// Echoes its argument from the worker pool after `SLOW_FOR`: a long-running procedure.
-pub const SLOW_ECHO: u32 = 5;
+pub const SLOW_ECHO: u32 = 10;
 pub const SLOW_FOR: Duration = Duration::from_millis(300);
 /// Sleeps `DROWSY_FOR` on the worker pool, then answers nothing: a call that outlives any
 /// deadline the tests set.
-pub const DROWSY: u32 = 6;
+pub const DROWSY: u32 = 11;
 pub const DROWSY_FOR: Duration = Duration::from_millis(400);
 /// Fails with a reason of its own that says how many bytes it was given ([`refusal`]).
-pub const REFUSE: u32 = 7;
+pub const REFUSE: u32 = 12;
 /// Fails with a reason far longer than an error frame carries: [`RAMBLE_LEN`] bytes of `é`.
-pub const RAMBLE: u32 = 8;
+pub const RAMBLE: u32 = 13;
 pub const RAMBLE_LEN: usize = 3000;
 /// Sleeps `SLEEPY_FOR` on the receiving thread (unless marked long-running at run time).
-pub const SLEEPY: u32 = 9;
+pub const SLEEPY: u32 = 14;
 pub const SLEEPY_FOR: Duration = Duration::from_millis(500);
 /// Names of the procedures the suite's servers serve, for clients that name them in errors.
 pub const NAMES: &[(u32, &str)] =
@@ -403,7 +404,8 @@ pub fn errors_carry_the_reason_and_name_the_call(t: &'static Transport) {
 pub fn graceful_stop_with_calls_in_flight(t: &'static Transport) {
     let Some(env) = Env::new(t) else { return };
     let (server, uri) = env.serve(ServerConfig::default());
-    let cfg = ClientConfig { deadline: Duration::from_secs(3), bind_timeout: Duration::from_secs(1), ..Default::default() };
+    let cfg =
+        ClientConfig { deadline: Duration::from_secs(3), bind_timeout: Duration::from_secs(1), ..Default::default() };
     let client = {
         let (uri, cfg) = (uri.clone(), cfg.clone());
         Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, cfg).unwrap()))

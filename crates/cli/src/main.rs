@@ -55,6 +55,9 @@ enum Cmd {
         /// Threads for long-running procedures.
         #[arg(long, default_value_t = 4)]
         workers: usize,
+        /// Long-running calls queued for the workers; calls beyond are answered Busy at once.
+        #[arg(long, default_value_t = 1024)]
+        worker_queue: usize,
         /// Sessions at once per endpoint.
         #[arg(long, default_value_t = 1024)]
         max_sessions: usize,
@@ -535,6 +538,7 @@ fn main() -> ExitCode {
             spin_us,
             cpu,
             workers,
+            worker_queue,
             max_sessions,
             max_sessions_per_source,
             allow,
@@ -553,6 +557,7 @@ fn main() -> ExitCode {
                 spin: spin_us,
                 pin_cpu: cpu,
                 workers,
+                worker_queue,
                 max_sessions,
                 max_sessions_per_source,
                 allow,

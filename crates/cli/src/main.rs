@@ -55,6 +55,9 @@ enum Cmd {
         /// Threads for long-running procedures.
         #[arg(long, default_value_t = 4)]
         workers: usize,
+        /// Long-running calls queued for the workers; calls beyond are answered Busy at once.
+        #[arg(long, default_value_t = 1024)]
+        worker_queue: usize,
         /// Sessions at once per endpoint.
         #[arg(long, default_value_t = 1024)]
         max_sessions: usize,
@@ -157,7 +160,7 @@ enum Cmd {
         uri: String,
         #[arg(long, default_value = "null")]
         proc: String,
-        /// Payload bytes (maxarg, maxresult, echo).
+        /// Payload bytes (maxarg, maxresult, echo); microseconds of work per call (spin).
         #[arg(long, default_value_t = 0)]
         size: usize,
         /// Measured calls over all threads.
@@ -168,7 +171,9 @@ enum Cmd {
         warmup: u64,
         #[arg(long, default_value_t = 1)]
         threads: usize,
-        /// Offered calls per second (open loop, latency from the scheduled time).
+        /// Offered calls per second, open loop: Poisson arrivals sent on schedule whatever the
+        /// replies do (on as many threads as the rate needs, at least --threads), latency from
+        /// each call's scheduled time; prints the generator's own lag and the Busy count.
         #[arg(long)]
         rate: Option<f64>,
         #[arg(long, default_value = "adaptive")]
@@ -332,8 +337,9 @@ fn call(
     psk: Option<Psk>,
 ) -> Result<(), String> {
     let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, ..ClientConfig::default() };
-    let p = interface::procedure_number(proc)
-        .ok_or_else(|| format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult or echo"))?;
+    let p = interface::procedure_number(proc).ok_or_else(|| {
+        format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count or spin")
+    })?;
     let arg =
         |i: usize, what: &str| -> Result<&String, String> { args.get(i).ok_or_else(|| format!("{proc} needs {what}")) };
     let num = |i: usize, what: &str| -> Result<i64, String> {
@@ -366,6 +372,12 @@ fn call(
             let text = args.join(" ");
             c.echo(text.as_bytes(), &mut out).map_err(|e| e.to_string())?;
             println!("{}", String::from_utf8_lossy(&out));
+        }
+        interface::COUNT => println!("{}", c.count().map_err(|e| e.to_string())?),
+        interface::SPIN => {
+            let us = u32::try_from(num(0, "microseconds")?).map_err(|_| "microseconds must be 0 to 4294967295")?;
+            c.spin(us).map_err(|e| e.to_string())?;
+            println!("spin: {us} us");
         }
         other => {
             // A procedure the lab interface lacks: the server's answer tells the user so.
@@ -526,6 +538,7 @@ fn main() -> ExitCode {
             spin_us,
             cpu,
             workers,
+            worker_queue,
             max_sessions,
             max_sessions_per_source,
             allow,
@@ -544,6 +557,7 @@ fn main() -> ExitCode {
                 spin: spin_us,
                 pin_cpu: cpu,
                 workers,
+                worker_queue,
                 max_sessions,
                 max_sessions_per_source,
                 allow,
@@ -555,9 +569,10 @@ fn main() -> ExitCode {
                 checksum: !no_checksum,
                 ..ServerConfig::default()
             };
-            // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://.
-            let mut builder =
-                Server::builder().program(interface::program()).program(interface::program_xdr()).config(cfg);
+            // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://, with
+            // one COUNT counter between them.
+            let [native, xdr] = interface::programs();
+            let mut builder = Server::builder().program(native).program(xdr).config(cfg);
             if trace {
                 builder = builder.program(interface::trace_program());
             }
@@ -639,6 +654,20 @@ fn main() -> ExitCode {
                 psk,
                 ..BenchSpec::default()
             };
+            if spec.rate.is_some() {
+                return match bench::run_open(&spec) {
+                    Ok((s, run)) => {
+                        print_summary(&s, json);
+                        if json {
+                            println!("{}", bench::open_loop_json(&run));
+                        } else {
+                            println!("{}", run.describe());
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(e),
+                };
+            }
             match bench::run(&spec) {
                 Ok(s) => {
                     print_summary(&s, json);

@@ -15,6 +15,8 @@ use lab::lab_vers;
 
 struct Lab;
 
+const COUNT_VALUE: u64 = 0x0102_0304_0506_0708;
+
 impl lab_vers::LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
         Ok(())
@@ -33,6 +35,13 @@ impl lab_vers::LabVersService for Lab {
         out.extend_from_slice(data);
         Ok(())
     }
+    /// A value whose eight bytes all differ, so a half swapped or truncated shows.
+    fn count(&self, _: &CallContext) -> Result<u64, ProcError> {
+        Ok(COUNT_VALUE)
+    }
+    fn spin(&self, _: &CallContext, _: u32) -> Result<(), ProcError> {
+        Ok(())
+    }
 }
 
 #[test]
@@ -49,6 +58,7 @@ fn generated_program_serves_both_protocols() {
             let c = lab_vers::LabVersClient::connect(&uri).unwrap();
             assert_eq!(c.minus(10, 3).unwrap(), 7);
             assert_eq!(c.echo(b"abc").unwrap(), b"abc");
+            assert_eq!(c.count().unwrap(), COUNT_VALUE);
             continue;
         }
         let c = Client::connect(&uri, lab_vers::PROGRAM, lab_vers::VERSION).unwrap();
@@ -60,6 +70,18 @@ fn generated_program_serves_both_protocols() {
             )
             .unwrap();
         assert_eq!(m, 7, "{uri}");
+        // An unsigned hyper: eight big-endian bytes.
+        let n = c
+            .call(
+                lab_vers::COUNT,
+                |_| Ok::<_, CodecError>(()),
+                |r| {
+                    assert_eq!(r, COUNT_VALUE.to_be_bytes(), "{uri}");
+                    lab_vers::decode_count_result_xdr(r).map_err(CodecError::from)
+                },
+            )
+            .unwrap();
+        assert_eq!(n, COUNT_VALUE, "{uri}");
         for n in [0u32, 1, 5, 1440] {
             let got = c
                 .call(

@@ -7,6 +7,7 @@ mod lab {
     include!("generated/lab.rs");
 }
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +39,17 @@ impl LabVersService for Lab {
         out.extend_from_slice(data);
         Ok(())
     }
+    fn count(&self, _: &CallContext) -> Result<u64, ProcError> {
+        Ok(COUNTER.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+    fn spin(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
+        std::thread::sleep(Duration::from_micros(us.into()));
+        Ok(())
+    }
 }
+
+/// COUNT's counter (one for the test binary: the tests only look at its increments).
+static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
@@ -57,6 +68,10 @@ fn exercise(uri: &str) {
     let c = LabVersClient::connect(&uri).unwrap();
     c.null().unwrap();
     assert_eq!(c.minus(10, 3).unwrap(), 7);
+    // An unsigned hyper result, and a call that runs once per call.
+    let n = c.count().unwrap();
+    assert!(c.count().unwrap() > n);
+    c.spin(10).unwrap();
     assert_eq!(c.minus(i32::MIN, 1).unwrap(), i32::MAX);
     for n in [0, 1, 1440, 4000] {
         c.maxarg(&pattern(n)).unwrap();
@@ -154,6 +169,12 @@ impl LabVersService for Slow {
     }
     fn echo(&self, c: &CallContext, data: &[u8], out: &mut lowlat::OutBuf<'_>) -> Result<(), ProcError> {
         Lab.echo(c, data, out)
+    }
+    fn count(&self, c: &CallContext) -> Result<u64, ProcError> {
+        Lab.count(c)
+    }
+    fn spin(&self, c: &CallContext, us: u32) -> Result<(), ProcError> {
+        Lab.spin(c, us)
     }
 }
 

@@ -1,6 +1,6 @@
 //! RPC benchmarks over the lab interface: closed loop (each thread calls as soon as its previous
-//! call returns) or open loop (calls start on a fixed schedule and latency is measured from the
-//! scheduled time, so a slow call is charged for the calls it delays: no coordinated omission).
+//! call returns) or open loop (calls sent on a schedule by [`crate::openloop`], latency measured
+//! from the scheduled time: no coordinated omission).
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -9,22 +9,26 @@ use hdrhistogram::Histogram;
 use lowlat::{ClientConfig, Error, SpinPolicy};
 
 use crate::interface::{self, LabClient};
+use crate::openloop::{self, Arrivals, OpenLoop, OpenLoopRun};
 use crate::stats::{new_histogram, Summary};
 
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BenchSpec {
     pub uri: String,
-    /// A lab procedure: null, minus, maxarg, maxresult, echo.
+    /// A lab procedure: null, minus, maxarg, maxresult, echo, count, spin.
     pub proc: String,
-    /// Payload bytes (argument for maxarg/echo, result for maxresult/echo).
+    /// Payload bytes (argument for maxarg/echo, result for maxresult/echo); for spin, the
+    /// microseconds each call keeps a server worker busy.
     pub size: usize,
     /// Measured calls, over all threads.
     pub calls: u64,
     /// Calls per thread before measuring.
     pub warmup: u64,
+    /// Calling threads (closed loop); the fewest sending threads (open loop, which adds as many
+    /// as the rate needs: [`crate::openloop::senders_for`]).
     pub threads: usize,
-    /// Calls per second in all (open loop); `None` = closed loop.
+    /// Calls per second in all (open loop, Poisson arrivals); `None` = closed loop.
     pub rate: Option<f64>,
     pub spin: SpinPolicy,
     /// Pin the calling threads to this CPU.
@@ -62,6 +66,8 @@ pub fn payload_per_call(proc: &str, size: usize) -> usize {
         "minus" => 12,
         "maxarg" | "maxresult" => size,
         "echo" => 2 * size,
+        "count" => 8,
+        "spin" => 4,
         _ => size,
     }
 }
@@ -73,8 +79,76 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
         interface::MINUS => c.minus(7, 5).map(|_| ()),
         interface::MAXARG => c.maxarg(arg),
         interface::MAXRESULT => c.maxresult(size as u32, out),
+        interface::COUNT => c.count().map(|_| ()),
+        interface::SPIN => c.spin(size.try_into().unwrap_or(u32::MAX)),
         _ => c.echo(arg, out),
     }
+}
+
+/// The lab procedure `spec` names, and a client configured for `threads` callers.
+fn connect(spec: &BenchSpec, threads: usize) -> Result<(u32, LabClient), Error> {
+    let proc_no =
+        interface::procedure_number(&spec.proc).filter(|p| *p <= interface::SPIN).ok_or_else(|| Error::InvalidUri {
+            uri: spec.proc.clone(),
+            reason: "unknown lab procedure; expected null, minus, maxarg, maxresult, echo, count or spin".into(),
+        })?;
+    let cfg = ClientConfig {
+        spin: spec.spin,
+        slots: u16::try_from(threads).unwrap_or(u16::MAX).max(8),
+        deadline: spec.deadline,
+        max_message: spec.size.max(4 << 20),
+        checksum: spec.checksum,
+        psk: spec.psk.clone(),
+        ..ClientConfig::default()
+    };
+    Ok((proc_no, LabClient::connect(&spec.uri, cfg)?))
+}
+
+fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, errors: u64) -> Summary {
+    Summary::from_histogram(
+        "rpc",
+        spec.uri.split("://").next().unwrap_or("?"),
+        &spec.proc,
+        spec.size,
+        payload_per_call(&spec.proc, spec.size),
+        threads,
+        &spec.spin.to_string(),
+        h,
+        wall_s,
+        errors,
+    )
+}
+
+/// Runs `spec` open loop at `spec.rate` (Poisson arrivals); the summary's latencies are from the
+/// scheduled send times, its rate the completed calls', its errors the `Busy` and other failures.
+pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
+    let rate = spec
+        .rate
+        .ok_or_else(|| Error::InvalidUri { uri: spec.uri.clone(), reason: "an open-loop run needs a rate".into() })?;
+    let senders = openloop::senders_for(rate, spec.threads);
+    let (proc_no, client) = connect(spec, senders)?;
+    let plan = OpenLoop {
+        rate,
+        arrivals: Arrivals::Poisson,
+        calls: spec.calls,
+        senders,
+        warmup: spec.warmup,
+        cpu: spec.cpu,
+        seed: 0x6C6F_776C_6174,
+    };
+    let run = openloop::run(&plan, |_| {
+        let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
+        let mut out = Vec::with_capacity(spec.size);
+        let client = &client;
+        move || call_once(client, proc_no, &arg, spec.size, &mut out)
+    })?;
+    if run.completed == 0 {
+        return Err(run
+            .first_failure
+            .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
+    }
+    let summary = summarise(spec, senders, &run.latency, run.wall_s, run.busy + run.failed);
+    Ok((summary, run))
 }
 
 /// Runs the benchmark and summarises it.
@@ -91,29 +165,34 @@ struct ThreadRun {
     span: Option<(Instant, Instant)>,
 }
 
+/// What an open-loop run adds to its [`Summary`], as one JSON object.
+pub fn open_loop_json(run: &OpenLoopRun) -> String {
+    serde_json::json!({
+        "offered_calls_per_s": run.offered_per_s,
+        "sent_calls_per_s": run.sent_per_s,
+        "completed_calls_per_s": run.completed_per_s,
+        "senders": run.senders,
+        "busy": run.busy,
+        "other_failures": run.failed,
+        "max_lag_ns": run.max_lag_ns(),
+        "late_fraction": run.late_fraction(),
+        "sustained": run.sustained(),
+    })
+    .to_string()
+}
+
 /// Runs the benchmark; returns the summary and the histogram of every measured call.
 pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Error> {
-    let proc_no =
-        interface::procedure_number(&spec.proc).filter(|p| *p <= interface::ECHO).ok_or_else(|| Error::InvalidUri {
-            uri: spec.proc.clone(),
-            reason: "unknown lab procedure; expected null, minus, maxarg, maxresult or echo".into(),
-        })?;
+    if spec.rate.is_some() {
+        return run_open(spec).map(|(s, run)| (s, run.latency));
+    }
     let threads = spec.threads.max(1);
-    let cfg = ClientConfig {
-        spin: spec.spin,
-        slots: (threads as u16).max(8),
-        deadline: spec.deadline,
-        max_message: spec.size.max(4 << 20),
-        checksum: spec.checksum,
-        psk: spec.psk.clone(),
-        ..ClientConfig::default()
-    };
-    let client = Arc::new(LabClient::connect(&spec.uri, cfg)?);
+    let (proc_no, client) = connect(spec, threads)?;
+    let client = Arc::new(client);
     let per_thread = spec.calls.div_ceil(threads as u64);
     let barrier = Arc::new(Barrier::new(threads + 1));
-    let interval = spec.rate.map(|r| Duration::from_secs_f64(threads as f64 / r.max(1e-3)));
     let handles: Vec<_> = (0..threads)
-        .map(|t| {
+        .map(|_| {
             let client = client.clone();
             let barrier = barrier.clone();
             let spec = spec.clone();
@@ -137,33 +216,8 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                 // scheduled again only after these have made most of their calls (two CPUs, one
                 // of them the server's), so its clock would miss them.
                 let began = Instant::now();
-                let start = began + interval.map_or(Duration::ZERO, |i| i.mul_f64(t as f64 / threads as f64));
-                // Open loop: Poisson arrivals (exponential gaps with the mean interval), as the
-                // queueing model r = s/(1-u) assumes.
-                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                let mut offset = Duration::ZERO;
                 for _ in 0..per_thread {
-                    let t0 = match interval {
-                        Some(i) => {
-                            rng ^= rng << 13;
-                            rng ^= rng >> 7;
-                            rng ^= rng << 17;
-                            let u = ((rng >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-                            offset += i.mul_f64(-u.ln());
-                            let scheduled = start + offset;
-                            // Sleep through long gaps (a thread that spins all the time is the
-                            // first the scheduler preempts), then spin the last stretch.
-                            let now = Instant::now();
-                            if scheduled > now + Duration::from_micros(300) {
-                                std::thread::sleep(scheduled - now - Duration::from_micros(150));
-                            }
-                            while Instant::now() < scheduled {
-                                std::hint::spin_loop();
-                            }
-                            scheduled
-                        }
-                        None => Instant::now(),
-                    };
+                    let t0 = Instant::now();
                     match call_once(&client, proc_no, &arg, spec.size, &mut out) {
                         Ok(()) => {
                             let _ = h.record(t0.elapsed().as_nanos() as u64);
@@ -199,20 +253,7 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         return Err(first_error
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
-    let transport = spec.uri.split("://").next().unwrap_or("?");
-    let summary = Summary::from_histogram(
-        "rpc",
-        transport,
-        &spec.proc,
-        spec.size,
-        payload_per_call(&spec.proc, spec.size),
-        threads,
-        &spec.spin.to_string(),
-        &all,
-        wall,
-        errors,
-    );
-    Ok((summary, all))
+    Ok((summarise(spec, threads, &all, wall, errors), all))
 }
 
 /// Raw ping-pong of `size` bytes, summarised like an RPC run; also returns the latency histogram.

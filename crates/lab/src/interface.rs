@@ -9,12 +9,16 @@
 //! | 2 | `MAXARG` | `opaque buf<>` | none |
 //! | 3 | `MAXRESULT` | `unsigned n` | `opaque<n>` (n bytes) |
 //! | 4 | `ECHO` | `opaque buf<>` | `opaque<>` (the same bytes) |
+//! | 5 | `COUNT` | none | `unsigned hyper`: a server-wide counter, incremented (not idempotent) |
+//! | 6 | `SPIN` | `unsigned us` | none, after `us` microseconds' work on the worker pool |
 //!
 //! The stubs are generated from `idl/lab.x` at build time. Bodies use lowlat's native encoding
 //! (the server's byte order; a single opaque argument or result is the whole body, so
 //! `MAXARG(1440)` puts exactly 1440 bytes on the wire).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lowlat::codec::Sink;
 use lowlat::{CallContext, Client, ClientConfig, Error, OutBuf, ProcError, Program};
@@ -35,10 +39,23 @@ pub const MINUS: u32 = lab_vers::MINUS;
 pub const MAXARG: u32 = lab_vers::MAXARG;
 pub const MAXRESULT: u32 = lab_vers::MAXRESULT;
 pub const ECHO: u32 = lab_vers::ECHO;
+pub const COUNT: u32 = lab_vers::COUNT;
+pub const SPIN: u32 = lab_vers::SPIN;
+
+/// The longest `SPIN` the server accepts: a longer one is `GarbageArgs` (a worker held for
+/// seconds is a denial of service, not a measurement).
+pub const SPIN_MAX: Duration = Duration::from_secs(1);
 
 /// Procedure names by number, as the command line accepts them.
-pub const PROCEDURES: [(&str, u32); 5] =
-    [("null", NULL), ("minus", MINUS), ("maxarg", MAXARG), ("maxresult", MAXRESULT), ("echo", ECHO)];
+pub const PROCEDURES: [(&str, u32); 7] = [
+    ("null", NULL),
+    ("minus", MINUS),
+    ("maxarg", MAXARG),
+    ("maxresult", MAXRESULT),
+    ("echo", ECHO),
+    ("count", COUNT),
+    ("spin", SPIN),
+];
 
 /// The procedure number for a name (case-insensitive) or a number.
 pub fn procedure_number(name: &str) -> Option<u32> {
@@ -109,10 +126,23 @@ impl LabClient {
     pub fn echo(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
         self.stub.echo_into(data, out)
     }
+
+    /// Increments the server's counter; returns its new value.
+    pub fn count(&self) -> Result<u64, Error> {
+        self.stub.count()
+    }
+
+    /// Keeps a server worker busy for `us` microseconds.
+    pub fn spin(&self, us: u32) -> Result<(), Error> {
+        self.stub.spin(us)
+    }
 }
 
-/// The lab procedures' implementation.
-struct Lab;
+/// The lab procedures' implementation; its counter is `COUNT`'s.
+#[derive(Default)]
+struct Lab {
+    count: AtomicU64,
+}
 
 impl lab_vers::LabVersService for Lab {
     fn null(&self, _: &CallContext) -> Result<(), ProcError> {
@@ -142,18 +172,48 @@ impl lab_vers::LabVersService for Lab {
         out.extend_from_slice(data);
         Ok(())
     }
+
+    fn count(&self, _: &CallContext) -> Result<u64, ProcError> {
+        Ok(self.count.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    fn spin(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
+        let d = Duration::from_micros(us.into());
+        if d > SPIN_MAX {
+            return Err(ProcError::GarbageArgs);
+        }
+        // Work, not sleep: the service time holds whatever the scheduler does with sleepers.
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
 }
 
-/// The server side of the lab interface.
+/// `SPIN` runs on the worker pool (a procedure that takes time must not hold up the serving
+/// thread), whose bounded queue answers `Busy` beyond capacity.
+fn with_spin_on_workers(p: Program) -> Program {
+    p.mark_long_running("SPIN").expect("the lab interface has SPIN")
+}
+
+/// The server side of the lab interface (with a counter of its own).
 pub fn program() -> Program {
-    lab_vers::program(Arc::new(Lab))
+    with_spin_on_workers(lab_vers::program(Arc::new(Lab::default())))
 }
 
 /// The lab interface with XDR bodies, as ONC RPC callers (rpcgen clients of `idl/lab.x`, and
 /// [`LabClient`] over `onc+udp://` or `onc+tcp://`) send them: `MINUS`'s integers big-endian,
-/// opaque data with a four-byte big-endian length and padding.
+/// opaque data with a four-byte big-endian length and padding. A counter of its own.
 pub fn program_xdr() -> Program {
-    lab_vers::program_xdr(Arc::new(Lab))
+    with_spin_on_workers(lab_vers::program_xdr(Arc::new(Lab::default())))
+}
+
+/// Both encodings of the lab interface sharing one implementation, so `COUNT` counts every call
+/// the server ran, whichever protocol brought it (what `lowlat serve` serves).
+pub fn programs() -> [Program; 2] {
+    let lab = Arc::new(Lab::default());
+    [with_spin_on_workers(lab_vers::program(lab.clone())), with_spin_on_workers(lab_vers::program_xdr(lab))]
 }
 
 /// The accounting side program served by `lowlat serve --trace`: program 0x20004C4D version 1,

@@ -7,6 +7,7 @@ pub mod account;
 pub mod bench;
 pub mod interface;
 pub mod ladder;
+pub mod openloop;
 pub mod pingpong;
 pub mod procs;
 pub mod run;

@@ -417,7 +417,7 @@ fn load(lab: &mut Lab, results: &mut Results) {
                 let rate = capacity * u;
                 let calls = ((rate * lab.scale.load_seconds) as u64).clamp(200, 200_000);
                 let spec = BenchSpec { rate: Some(rate), ..lab.spec(&uri, "null", 0, calls, spin) };
-                let s = bench::run(&spec).map_err(|e| e.to_string())?;
+                let (s, run) = bench::run_open(&spec).map_err(|e| e.to_string())?;
                 points.push(LoadPoint {
                     offered_fraction: u,
                     offered_calls_per_s: rate,
@@ -426,6 +426,12 @@ fn load(lab: &mut Lab, results: &mut Results) {
                     p99_ns: s.p99_ns as f64,
                     p999_ns: s.p999_ns as f64,
                     model_ns: model_response_ns(service_ns, u),
+                    sent_calls_per_s: Some(run.sent_per_s),
+                    max_lag_ns: Some(run.max_lag_ns() as f64),
+                    late_fraction: Some(run.late_fraction()),
+                    sustained: Some(run.sustained()),
+                    busy: Some(run.busy),
+                    failed: Some(run.failed),
                 });
             }
             Ok(LoadSeries {
@@ -704,7 +710,10 @@ fn print_tables(r: &Results, sends: &[(f64, f64)]) {
             t.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
         );
     }
-    println!("\n== Load (open loop, Poisson arrivals): latency vs offered load, with r = s/(1-u) ==");
+    println!(
+        "\n== Load (open loop, Poisson arrivals, latency from each call's scheduled time): latency vs offered \
+         load, with r = s/(1-u); * = the generator fell behind its schedule ==",
+    );
     for l in &r.load {
         println!(
             "{} (capacity {} calls/s):",
@@ -713,12 +722,15 @@ fn print_tables(r: &Results, sends: &[(f64, f64)]) {
         );
         for p in &l.points {
             println!(
-                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs",
+                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {:>8} µs, {:.1}% late{}",
                 p.offered_fraction,
                 us(p.p50_ns as u64),
                 us(p.p99_ns as u64),
                 us(p.p999_ns as u64),
-                us(p.model_ns as u64)
+                us(p.model_ns as u64),
+                p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
+                100.0 * p.late_fraction.unwrap_or(0.0),
+                if p.sustained == Some(false) { "  *" } else { "" }
             );
         }
     }

@@ -537,19 +537,26 @@ fn load(out: &mut String, series: &[LoadSeries]) {
             ),
         );
         out.push_str(
-            r#"<table><tr><th>offered load</th><th>offered calls/s</th><th>achieved calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>model r</th></tr>"#,
+            r#"<table><tr><th>offered load</th><th>offered calls/s</th><th>achieved calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>model r</th><th>generator</th></tr>"#,
         );
         for p in &s.points {
+            // A point whose generator fell behind measured its own backlog too: say so.
+            let generator = match (p.sustained, p.max_lag_ns) {
+                (Some(false), lag) => format!("not sustained (lag up to {})", lag.map_or("?".into(), us)),
+                (Some(true), Some(lag)) => format!("on schedule (lag up to {})", us(lag)),
+                _ => "-".into(),
+            };
             let _ = write!(
                 out,
-                "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 fmt_num(pct(p.offered_fraction)),
                 fmt_num(p.offered_calls_per_s),
                 fmt_num(p.achieved_calls_per_s),
                 us(p.p50_ns),
                 us(p.p99_ns),
                 us(p.p999_ns),
-                us(p.model_ns)
+                us(p.model_ns),
+                generator
             );
         }
         out.push_str("</table>");

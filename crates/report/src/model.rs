@@ -256,6 +256,27 @@ pub struct LoadPoint {
     pub p999_ns: f64,
     /// The model's mean response time r = s/(1-u), ns.
     pub model_ns: f64,
+    /// Requests per second the generator actually sent (below `offered_calls_per_s` when it fell
+    /// behind its schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_calls_per_s: Option<f64>,
+    /// The latest any request was sent after its scheduled time, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lag_ns: Option<f64>,
+    /// Fraction of requests sent more than 10 µs after their scheduled time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_fraction: Option<f64>,
+    /// False when the generator could not keep its schedule (over 1% of sends late by more
+    /// than 10 µs): the latencies then include its own backlog, and the point is not the load it
+    /// names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<bool>,
+    /// Requests the server shed with `Busy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<u64>,
+    /// Requests that failed otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
 }
 
 /// Response time predicted by Lampson's single-server queue: r = s/(1-u). Infinite at u >= 1.

@@ -111,6 +111,12 @@ pub fn sample_results() -> Results {
                         p99_ns: model * (3.0 + 4.0 * u),
                         p999_ns: model * (6.0 + 12.0 * u),
                         model_ns: model,
+                        sent_calls_per_s: Some(u * 1e9 / s),
+                        max_lag_ns: Some(if u < 0.95 { 4_000.0 } else { 180_000.0 }),
+                        late_fraction: Some(if u < 0.95 { 0.001 } else { 0.04 }),
+                        sustained: Some(u < 0.95),
+                        busy: Some(0),
+                        failed: Some(0),
                     }
                 })
                 .collect();

@@ -385,7 +385,8 @@ impl OncClient {
         let sent = (|| {
             let mut g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
             let Slot { engine, chan, .. } = &mut *g;
-            encode(&mut OutBuf::from(engine.args_buf())).map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
+            encode(&mut OutBuf::from(engine.args_buf()))
+                .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
             if chan.is_none() {
                 *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
             }

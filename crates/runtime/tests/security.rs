@@ -3,38 +3,23 @@
 //! allowlists drop strangers; and the counters say exactly what happened.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Program, Psk, Server, ServerConfig};
 use lowlat_relay::{Faults, Probability, RelayThread};
 
-const PROG: u32 = 0x2000_5EC0;
-/// Increments a server-wide counter and returns it: a call run twice shows.
-const COUNT: u32 = 1;
+mod common;
+use common::{lab_program_counting, Encoding, Lab, PROG};
 
 fn psk() -> Psk {
     Psk::new(b"thirty-two bytes of a shared key").unwrap()
 }
 
-/// The COUNT program and its counter.
-fn count_program() -> (Program, Arc<AtomicU64>) {
-    let counter = Arc::new(AtomicU64::new(0));
-    let c = counter.clone();
-    let p = Program::new(PROG, 1).procedure(COUNT, "COUNT", move |_, _, r| {
-        r.extend_from_slice(&(c.fetch_add(1, Ordering::SeqCst) + 1).to_ne_bytes());
-        Ok(())
-    });
-    (p, counter)
-}
-
+/// The lab's COUNT (increments a server-wide counter and returns it: a call run twice shows).
 fn count(c: &Client) -> Result<u64, Error> {
-    c.call::<_, lowlat::DecodeError>(
-        COUNT,
-        |_| Ok(()),
-        |r| Ok(u64::from_ne_bytes(r.try_into().map_err(|_| lowlat::DecodeError::new("u64", r.len()))?)),
-    )
+    Lab::new(c).count()
 }
 
 /// Timers for tests that count frames: no retransmission or acknowledgement on a quiet
@@ -53,7 +38,7 @@ fn patient() -> lowlat_proto::ClientEngineConfig {
 /// each ran exactly once, and both ends counted the frames whose tags failed.
 #[test]
 fn frames_altered_in_flight_are_dropped_and_the_calls_complete() {
-    let (program, counter) = count_program();
+    let (program, counter) = lab_program_counting(Encoding::Native);
     let cfg = ServerConfig { psk: Some(psk()), checksum: false, ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
@@ -158,7 +143,7 @@ fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> low
 /// number) fails its tag. The server's counters say exactly that.
 #[test]
 fn replayed_and_forged_calls_never_run_and_are_counted() {
-    let (program, counter) = count_program();
+    let (program, counter) = lab_program_counting(Encoding::Native);
     let cfg = ServerConfig { psk: Some(psk()), ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
@@ -194,7 +179,7 @@ fn replayed_and_forged_calls_never_run_and_are_counted() {
 /// the program lacks), a refused bind, and no retransmission.
 #[test]
 fn server_stats_report_exactly_what_happened() {
-    let (program, _) = count_program();
+    let (program, _) = lab_program_counting(Encoding::Native);
     let server = Server::builder().program(program).serve(&["udp://127.0.0.1:0", "tcp://127.0.0.1:0"]).unwrap();
     let uris = server.local_uris();
     let cfg = ClientConfig { slots: 1, engine: patient(), ..ClientConfig::default() };
@@ -233,7 +218,7 @@ fn server_stats_report_exactly_what_happened() {
 /// are served.
 #[test]
 fn allowlists_drop_strangers_silently() {
-    let (program, _) = count_program();
+    let (program, _) = lab_program_counting(Encoding::Native);
     let uris = ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"];
     let elsewhere =
         ServerConfig { allow: vec!["10.0.0.0/8".parse().unwrap()], onc_register: false, ..ServerConfig::default() };
@@ -276,7 +261,7 @@ fn allowlists_drop_strangers_silently() {
 #[test]
 fn tcp_connections_that_do_not_bind_are_closed() {
     use std::io::Read;
-    let (program, _) = count_program();
+    let (program, _) = lab_program_counting(Encoding::Native);
     let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
     let addr = server.local_uris()[0].trim_start_matches("tcp://").to_string();

@@ -11,7 +11,7 @@ use common::{bytes, PROG};
 
 /// Echoes its argument, then one byte: 1 if the result was still being written straight into the
 /// result ring. Refuses (after writing) an argument starting with 0xFF.
-const WHERE: u32 = 7;
+const WHERE: u32 = 10;
 /// The shm transport's default ring size.
 const RING: usize = 64 << 10;
 

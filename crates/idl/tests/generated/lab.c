@@ -339,6 +339,103 @@ static int lab_vers_echo_xdr(void *user, const lowlat_call *call, const uint8_t 
     return lab_vers_echo_serve((const lab_vers_service *)user, call, body, len, out, LOWLAT_ENCODING_XDR);
 }
 
+static int lab_vers_count_encode_result(lowlat_writer *w, const void *value) {
+    uint64_t const *v = (uint64_t const *)value;
+    lowlat_put_u64(w, (*v));
+    return 0;
+}
+
+static int lab_vers_count_decode_result(lowlat_reader *r, void *value) {
+    uint64_t *v = (uint64_t *)value;
+    memset(v, 0, sizeof *v);
+    if (lowlat_get_u64(r, v)) goto fail;
+    if (lowlat_finish(r)) goto fail;
+    return 0;
+fail:
+    memset(v, 0, sizeof *v);
+    return -1;
+}
+
+int lab_vers_count(const lowlat_client *client, const lowlat_call_options *options, uint64_t *result) {
+    lowlat_call_codec codec;
+    codec.decode = lab_vers_count_decode_result;
+    codec.result = result;
+    return lowlat_client_invoke(client, LAB_VERS_COUNT, options, NULL, &codec, result != NULL ? lowlat_call_decode : lowlat_call_ignore, &codec);
+}
+
+static int lab_vers_count_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
+    lowlat_reader r;
+    lowlat_reader_init(&r, body, len, encoding);
+    if (lowlat_finish(&r)) return LOWLAT_PROC_GARBAGE_ARGS;
+    uint64_t result;
+    memset(&result, 0, sizeof result);
+    int status = s->count(s->user, call, &result);
+    if (status == LOWLAT_PROC_OK) {
+        char why[LOWLAT_WHY_LEN];
+        status = lowlat_encode_result(out, encoding, lab_vers_count_encode_result, &result, why);
+    }
+    return status;
+}
+
+static int lab_vers_count_native(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_count_serve((const lab_vers_service *)user, call, body, len, out, lowlat_host_encoding());
+}
+
+static int lab_vers_count_xdr(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_count_serve((const lab_vers_service *)user, call, body, len, out, LOWLAT_ENCODING_XDR);
+}
+
+struct lab_vers_spin_call {
+    uint32_t us;
+};
+
+struct lab_vers_spin_args {
+    uint32_t us;
+};
+
+static int lab_vers_spin_encode_args(lowlat_writer *w, const void *value) {
+    const struct lab_vers_spin_call *v = (const struct lab_vers_spin_call *)value;
+    lowlat_put_u32(w, v->us);
+    return 0;
+}
+
+static int lab_vers_spin_decode_args(lowlat_reader *r, void *value) {
+    struct lab_vers_spin_args *v = (struct lab_vers_spin_args *)value;
+    memset(v, 0, sizeof *v);
+    if (lowlat_get_u32(r, &v->us)) goto fail;
+    if (lowlat_finish(r)) goto fail;
+    return 0;
+fail:
+    memset(v, 0, sizeof *v);
+    return -1;
+}
+
+int lab_vers_spin(const lowlat_client *client, const lowlat_call_options *options, uint32_t us) {
+    lowlat_call_codec codec;
+    struct lab_vers_spin_call args = { us };
+    codec.encode = lab_vers_spin_encode_args;
+    codec.args = &args;
+    return lowlat_client_invoke(client, LAB_VERS_SPIN, options, lowlat_call_encode, &codec, NULL, &codec);
+}
+
+static int lab_vers_spin_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
+    lowlat_reader r;
+    lowlat_reader_init(&r, body, len, encoding);
+    struct lab_vers_spin_args args;
+    if (lab_vers_spin_decode_args(&r, &args)) return LOWLAT_PROC_GARBAGE_ARGS;
+    (void)out;
+    int status = s->spin(s->user, call, args.us);
+    return status;
+}
+
+static int lab_vers_spin_native(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_spin_serve((const lab_vers_service *)user, call, body, len, out, lowlat_host_encoding());
+}
+
+static int lab_vers_spin_xdr(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_spin_serve((const lab_vers_service *)user, call, body, len, out, LOWLAT_ENCODING_XDR);
+}
+
 int lab_vers_register(lowlat_server *server, const lab_vers_service *service) {
     int rc;
     if (service == NULL) return LOWLAT_E_INVALID_ARGUMENT;
@@ -370,6 +467,18 @@ int lab_vers_register(lowlat_server *server, const lab_vers_service *service) {
         rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_ECHO, "ECHO", 0, lab_vers_echo_native, (void *)service);
         if (rc != LOWLAT_OK) return rc;
         rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_ECHO, "ECHO", LOWLAT_PROCEDURE_XDR, lab_vers_echo_xdr, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+    }
+    if (service->count != NULL) {
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_COUNT, "COUNT", 0, lab_vers_count_native, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_COUNT, "COUNT", LOWLAT_PROCEDURE_XDR, lab_vers_count_xdr, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+    }
+    if (service->spin != NULL) {
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_SPIN, "SPIN", 0, lab_vers_spin_native, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_SPIN, "SPIN", LOWLAT_PROCEDURE_XDR, lab_vers_spin_xdr, (void *)service);
         if (rc != LOWLAT_OK) return rc;
     }
     return LOWLAT_OK;

@@ -31,6 +31,8 @@ void lab_buf_free(lab_buf *v);
 #define LAB_VERS_MAXARG 2u /* MAXARG(opaque<> data) -> void */
 #define LAB_VERS_MAXRESULT 3u /* MAXRESULT(unsigned int n) -> opaque<> */
 #define LAB_VERS_ECHO 4u /* ECHO(opaque<> data) -> opaque<> */
+#define LAB_VERS_COUNT 5u /* COUNT(void) -> unsigned hyper */
+#define LAB_VERS_SPIN 6u /* SPIN(unsigned int us) -> void */
 
 /*
  * Client functions: each calls one procedure through `client` (any scheme: XDR over onc+udp://
@@ -50,6 +52,10 @@ int lab_vers_maxarg(const lowlat_client *client, const lowlat_call_options *opti
 int lab_vers_maxresult(const lowlat_client *client, const lowlat_call_options *options, uint32_t n, lab_buf *result);
 /* ECHO(opaque<> data) -> opaque<> */
 int lab_vers_echo(const lowlat_client *client, const lowlat_call_options *options, const lab_buf *data, lab_buf *result);
+/* COUNT(void) -> unsigned hyper */
+int lab_vers_count(const lowlat_client *client, const lowlat_call_options *options, uint64_t *result);
+/* SPIN(unsigned int us) -> void */
+int lab_vers_spin(const lowlat_client *client, const lowlat_call_options *options, uint32_t us);
 
 /* The procedures of version LAB_VERS, implemented by a server. `user` is passed to each.
  * Each returns LOWLAT_PROC_OK, LOWLAT_PROC_GARBAGE_ARGS or LOWLAT_PROC_FAILED. Arguments are
@@ -70,6 +76,10 @@ typedef struct lab_vers_service {
     int (*maxresult)(void *user, const lowlat_call *call, uint32_t n, lab_buf *result);
     /* ECHO(opaque<> data) -> opaque<> */
     int (*echo)(void *user, const lowlat_call *call, lab_buf *data, lab_buf *result);
+    /* COUNT(void) -> unsigned hyper */
+    int (*count)(void *user, const lowlat_call *call, uint64_t *result);
+    /* SPIN(unsigned int us) -> void */
+    int (*spin)(void *user, const lowlat_call *call, uint32_t us);
 } lab_vers_service;
 
 /* Adds the procedures of `service` (not NULL) to `server` in both encodings: lowlat's native

@@ -22,8 +22,12 @@ pub mod lab_vers {
     pub const MAXRESULT: u32 = 3;
     /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
+    /// Procedure `COUNT(void) -> unsigned hyper`.
+    pub const COUNT: u32 = 5;
+    /// Procedure `SPIN(unsigned int us) -> void`.
+    pub const SPIN: u32 = 6;
     /// Every procedure's number and `.x` name, for messages that name them.
-    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO")];
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -239,6 +243,66 @@ pub mod lab_vers {
         Ok(result)
     }
 
+    /// Appends the xdr encoding of `COUNT`'s result.
+    pub fn encode_count_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: u64) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u64(result);
+        Ok(())
+    }
+
+    /// Decodes `COUNT`'s result from a whole xdr message body.
+    pub fn decode_count_result_xdr(body: &[u8]) -> ::std::result::Result<u64, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let result = r.field("result", |r| r.get_u64())?;
+        r.finish()?;
+        Ok(result)
+    }
+
+    /// Appends the native encoding of `COUNT`'s result.
+    pub fn encode_count_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: u64) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u64(result);
+        Ok(())
+    }
+
+    /// Decodes `COUNT`'s result from a whole native message body.
+    pub fn decode_count_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u64, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let result = r.field("result", |r| r.get_u64())?;
+        r.finish()?;
+        Ok(result)
+    }
+
+    /// Appends the xdr encoding of `SPIN`'s args.
+    pub fn encode_spin_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `SPIN`'s args from a whole xdr message body.
+    pub fn decode_spin_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
+    /// Appends the native encoding of `SPIN`'s args.
+    pub fn encode_spin_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `SPIN`'s args from a whole native message body.
+    pub fn decode_spin_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
     /// A typed client of `LAB_PROG` version `LAB_VERS`, right on every scheme: lowlat's native
     /// encoding over its own transports, XDR over `onc+udp://` and `onc+tcp://`. `Send + Sync`:
     /// share it between threads, whose calls then proceed in parallel.
@@ -343,6 +407,26 @@ pub mod lab_vers {
         /// [`echo_into`](Self::echo_into) as a future.
         pub async fn echo_into_async(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
             self.with(::lowlat::CallOptions::new()).echo_into_async(data, out).await
+        }
+
+        /// Calls `COUNT(void) -> unsigned hyper` with the binding's default options.
+        pub fn count(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).count()
+        }
+
+        /// [`count`](Self::count) as a future.
+        pub async fn count_async(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).count_async().await
+        }
+
+        /// Calls `SPIN(unsigned int us) -> void` with the binding's default options.
+        pub fn spin(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).spin(us)
+        }
+
+        /// [`spin`](Self::spin) as a future.
+        pub async fn spin_async(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).spin_async(us).await
         }
     }
 
@@ -502,6 +586,46 @@ pub mod lab_vers {
                 self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             }
         }
+
+        /// Calls `COUNT(void) -> unsigned hyper`.
+        pub fn count(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`count`](Self::count) as a future.
+        pub async fn count_async(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
+            }
+        }
+
+        /// Calls `SPIN(unsigned int us) -> void`.
+        pub fn spin(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(SPIN, &self.options, |buf| encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with(SPIN, &self.options, |buf| encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`spin`](Self::spin) as a future.
+        pub async fn spin_async(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
+            } else {
+                let order = wire_order(self.inner);
+                self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
+            }
+        }
     }
 
     /// The procedures of `LAB_PROG` version `LAB_VERS`, implemented by a server and served with
@@ -537,6 +661,10 @@ pub mod lab_vers {
         /// Append the result to `out`: it is the reply buffer (over shared memory, the result ring,
         /// so the result is written once, where the client reads it).
         fn echo(&self, ctx: &::lowlat::CallContext, data: &[u8], out: &mut ::lowlat::OutBuf<'_>) -> ::std::result::Result<(), ::lowlat::ProcError>;
+        /// `COUNT(void) -> unsigned hyper`
+        fn count(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<u64, ::lowlat::ProcError>;
+        /// `SPIN(unsigned int us) -> void`
+        fn spin(&self, ctx: &::lowlat::CallContext, us: u32) -> ::std::result::Result<(), ::lowlat::ProcError>;
     }
 
     /// The program that dispatches calls over lowlat's own protocol (native bodies) to `server`.
@@ -583,6 +711,23 @@ pub mod lab_vers {
                     let data = decode_echo_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.echo(ctx, data, reply)?;
                     Ok(())
+                }
+            })
+            .procedure(COUNT, "COUNT", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let order = ::lowlat_codec::ByteOrder::host();
+                    ::lowlat_codec::NativeReader::new(args, order).finish().map_err(::lowlat::ProcError::bad_args)?;
+                    let result = s.count(ctx)?;
+                    encode_count_result_native(reply, order, result).map_err(::lowlat::ProcError::bad_result)
+                }
+            })
+            .procedure(SPIN, "SPIN", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let order = ::lowlat_codec::ByteOrder::host();
+                    let us = decode_spin_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
+                    s.spin(ctx, us)
                 }
             })
     }
@@ -639,6 +784,21 @@ pub mod lab_vers {
                     reply[start..start + 4].copy_from_slice(&len.to_be_bytes());
                     reply.resize(reply.len() + (4 - n % 4) % 4, 0);
                     Ok(())
+                }
+            })
+            .procedure(COUNT, "COUNT", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    ::lowlat_codec::XdrReader::new(args).finish().map_err(::lowlat::ProcError::bad_args)?;
+                    let result = s.count(ctx)?;
+                    encode_count_result_xdr(reply, result).map_err(::lowlat::ProcError::bad_result)
+                }
+            })
+            .procedure(SPIN, "SPIN", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let us = decode_spin_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
+                    s.spin(ctx, us)
                 }
             })
     }

@@ -19,8 +19,12 @@ pub mod lab_vers {
     pub const MAXRESULT: u32 = 3;
     /// Procedure `ECHO(opaque<> data) -> opaque<>`.
     pub const ECHO: u32 = 4;
+    /// Procedure `COUNT(void) -> unsigned hyper`.
+    pub const COUNT: u32 = 5;
+    /// Procedure `SPIN(unsigned int us) -> void`.
+    pub const SPIN: u32 = 6;
     /// Every procedure's number and `.x` name, for messages that name them.
-    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO")];
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -234,5 +238,65 @@ pub mod lab_vers {
         let result = r.field("result", |r| r.get_body_opaque(4294967295, "opaque<>"))?;
         r.finish()?;
         Ok(result)
+    }
+
+    /// Appends the xdr encoding of `COUNT`'s result.
+    pub fn encode_count_result_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, result: u64) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u64(result);
+        Ok(())
+    }
+
+    /// Decodes `COUNT`'s result from a whole xdr message body.
+    pub fn decode_count_result_xdr(body: &[u8]) -> ::std::result::Result<u64, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let result = r.field("result", |r| r.get_u64())?;
+        r.finish()?;
+        Ok(result)
+    }
+
+    /// Appends the native encoding of `COUNT`'s result.
+    pub fn encode_count_result_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, result: u64) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u64(result);
+        Ok(())
+    }
+
+    /// Decodes `COUNT`'s result from a whole native message body.
+    pub fn decode_count_result_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u64, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let result = r.field("result", |r| r.get_u64())?;
+        r.finish()?;
+        Ok(result)
+    }
+
+    /// Appends the xdr encoding of `SPIN`'s args.
+    pub fn encode_spin_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `SPIN`'s args from a whole xdr message body.
+    pub fn decode_spin_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
+    /// Appends the native encoding of `SPIN`'s args.
+    pub fn encode_spin_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `SPIN`'s args from a whole native message body.
+    pub fn decode_spin_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
     }
 }

@@ -159,7 +159,8 @@ where
             c.prepare(&mut g)?;
             let engine = g.engine.as_mut().expect("prepared");
             let encode = self.encode.take().expect("encoded once");
-            encode(&mut OutBuf::from(engine.args_buf())).map_err(|e| Error::Encode { call: c.site(self.proc_no), source: Box::new(e) })
+            encode(&mut OutBuf::from(engine.args_buf()))
+                .map_err(|e| Error::Encode { call: c.site(self.proc_no), source: Box::new(e) })
         })();
         if let Err(e) = r {
             drop(g);
@@ -207,8 +208,12 @@ where
         let Slot { engine, chan, .. } = g;
         let engine = engine.as_mut().expect("prepared");
         match chan.as_mut().expect("prepared") {
-            SlotChannel::Shm(ch) => c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed),
-            SlotChannel::Other(ch) => c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed),
+            SlotChannel::Shm(ch) => {
+                c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed)
+            }
+            SlotChannel::Other(ch) => {
+                c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed)
+            }
         }
     }
 

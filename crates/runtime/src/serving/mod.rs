@@ -114,6 +114,10 @@ enum Ready<A> {
     Doorbell,
 }
 
+/// Under a flood, the timer is looked at once every this many frames served back to back (a
+/// clock read amortised to nothing per call).
+const TIMER_EVERY: u32 = 64;
+
 /// How long a draining endpoint waits for a frame before it counts as quiet: with no call left
 /// on the worker pool, a quiet endpoint has drained.
 const DRAIN_QUIET: Duration = Duration::from_millis(2);
@@ -131,6 +135,10 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     let shared = &ctx.shared;
     let doorbell = shared.doorbell.raw_fd();
     let mut draining = false;
+    // Frames served back to back since the timer was last looked at: the wait checks its
+    // deadline only when nothing is ready, so under a flood that always has a frame queued the
+    // timer (session sweeps) would never run; every TIMER_EVERY frames it is looked at anyway.
+    let mut served_running = 0u32;
     loop {
         match shared.state.load(Ordering::Acquire) {
             RUNNING => {}
@@ -172,7 +180,16 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             |(t, _, _), timeout| t.block(doorbell, timeout),
         );
         match got {
-            Ok(Some(Ready::Served)) => {}
+            Ok(Some(Ready::Served)) => {
+                served_running += 1;
+                if served_running >= TIMER_EVERY {
+                    served_running = 0;
+                    let now = Instant::now();
+                    if timer.is_some_and(|t| now >= t) {
+                        protocol.handle_timeout(now);
+                    }
+                }
+            }
             Ok(Some(Ready::Closed(peer))) => protocol.forget_peer(&peer),
             Ok(Some(Ready::Doorbell)) => {
                 protocol.complete(&mut |to, h, b| t.send(to, h, b));
@@ -184,7 +201,10 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
                 end_drain(shared, protocol.drained());
                 return;
             }
-            Ok(None) => protocol.handle_timeout(Instant::now()),
+            Ok(None) => {
+                served_running = 0;
+                protocol.handle_timeout(Instant::now());
+            }
             Err(e) => {
                 // The socket itself failed (not a peer): nothing to serve with any more.
                 eprintln!("lowlat: serving thread stopped: {e}");

@@ -4,6 +4,10 @@
 //! over ONC RPC). Each test binary uses a part of this module.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use lowlat::{Client, DecodeError, Error, ProcError, Program};
 
 pub const PROG: u32 = 0x2000_4C4C;
@@ -12,6 +16,8 @@ pub const MINUS: u32 = 1;
 pub const MAXARG: u32 = 2;
 pub const MAXRESULT: u32 = 3;
 pub const ECHO: u32 = 4;
+pub const COUNT: u32 = 5;
+pub const SPIN: u32 = 6;
 
 /// How bodies are encoded on a binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +43,20 @@ impl Encoding {
         match self {
             Encoding::Native => v.to_ne_bytes(),
             Encoding::Xdr => v.to_be_bytes(),
+        }
+    }
+
+    fn u64_to(self, v: u64) -> [u8; 8] {
+        match self {
+            Encoding::Native => v.to_ne_bytes(),
+            Encoding::Xdr => v.to_be_bytes(),
+        }
+    }
+
+    fn u64_from(self, b: [u8; 8]) -> u64 {
+        match self {
+            Encoding::Native => u64::from_ne_bytes(b),
+            Encoding::Xdr => u64::from_be_bytes(b),
         }
     }
 
@@ -79,11 +99,21 @@ impl Encoding {
     }
 }
 
-/// NULL, MINUS, MAXARG, MAXRESULT and ECHO as the lab serves them, in `enc`.
+/// The lab's procedures as the lab serves them, in `enc`.
 pub fn lab_program_in(enc: Encoding) -> Program {
+    lab_program_counting(enc).0
+}
+
+/// The lab's procedures as the lab serves them, in `enc`, and COUNT's counter: NULL, MINUS,
+/// MAXARG, MAXRESULT, ECHO, COUNT (increments the counter, returns its new value) and SPIN
+/// (`us` microseconds of work, on the worker pool).
+pub fn lab_program_counting(enc: Encoding) -> (Program, Arc<AtomicU64>) {
+    let counter = Arc::new(AtomicU64::new(0));
+    let c = counter.clone();
     let p = Program::new(PROG, 1);
     let p = if enc == Encoding::Xdr { p.xdr() } else { p };
-    p.procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
+    let p = p
+        .procedure(NULL, "NULL", |_, a, _| if a.is_empty() { Ok(()) } else { Err(ProcError::GarbageArgs) })
         .procedure(MINUS, "MINUS", move |_, a, r| {
             let a: [u8; 8] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
             let x = enc.u32_from([a[0], a[1], a[2], a[3]]) as i32;
@@ -109,6 +139,26 @@ pub fn lab_program_in(enc: Encoding) -> Program {
             enc.put_opaque(data, r);
             Ok(())
         })
+        .procedure(COUNT, "COUNT", move |_, a, r| {
+            if !a.is_empty() {
+                return Err(ProcError::GarbageArgs);
+            }
+            r.extend_from_slice(&enc.u64_to(c.fetch_add(1, Ordering::SeqCst) + 1));
+            Ok(())
+        })
+        .long_running(SPIN, "SPIN", move |_, a, _| {
+            let us: [u8; 4] = a.try_into().map_err(|_| ProcError::GarbageArgs)?;
+            let d = Duration::from_micros(enc.u32_from(us).into());
+            if d > Duration::from_secs(1) {
+                return Err(ProcError::GarbageArgs);
+            }
+            let end = Instant::now() + d;
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        });
+    (p, counter)
 }
 
 /// The lab program in lowlat's native encoding.
@@ -162,6 +212,21 @@ impl<'a> Lab<'a> {
         self.opaque(MAXRESULT, &r)
     }
 
+    /// Increments the server's counter; its new value.
+    pub fn count(&self) -> Result<u64, Error> {
+        let enc = self.enc;
+        self.c.call::<_, DecodeError>(
+            COUNT,
+            |_| Ok(()),
+            |r| r.try_into().map(|b| enc.u64_from(b)).map_err(|_| DecodeError::new("unsigned hyper", r.len())),
+        )
+    }
+
+    /// Keeps a server worker busy for `us` microseconds.
+    pub fn spin(&self, us: u32) -> Result<(), Error> {
+        bytes(SPIN, self.c, &self.enc.u32_to(us)).and_then(|r| expect_len(self.c, SPIN, &r, 0))
+    }
+
     pub fn echo(&self, data: &[u8]) -> Result<Vec<u8>, Error> {
         let mut arg = Vec::with_capacity(self.enc.opaque_len(data.len()));
         self.enc.put_opaque(data, &mut arg);
@@ -180,11 +245,14 @@ impl<'a> Lab<'a> {
     }
 
     /// What each of several calling threads checks, `t` telling its data apart from the
-    /// others': NULL, MINUS, then ECHO, MAXARG and MAXRESULT at each of `sizes`, every result
-    /// checked.
+    /// others': NULL, MINUS, COUNT (increasing: other threads count too), SPIN, then ECHO,
+    /// MAXARG and MAXRESULT at each of `sizes`, every result checked.
     pub fn check(&self, t: u8, sizes: &[usize]) {
         self.null().unwrap();
         assert_eq!(self.minus(7, 10 + t as i32).unwrap(), -3 - t as i32);
+        let n = self.count().unwrap();
+        assert!(self.count().unwrap() > n, "COUNT counts");
+        self.spin(1).unwrap();
         for &n in sizes {
             let msg: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_add(t)).collect();
             assert!(self.echo(&msg).unwrap() == msg, "ECHO {n}");

@@ -18,20 +18,21 @@ use crate::common::{bytes, lab_program_in, Encoding, Lab, MINUS, PROG};
 mod kill;
 pub use kill::{killed_clients_leave_nothing_behind, killed_server_restarted_on_the_same_address};
 
+/// The suite's own procedures, numbered after the lab's (NULL to SPIN, 0 to 6).
 /// Echoes its argument from the worker pool after `SLOW_FOR`: a long-running procedure.
-pub const SLOW_ECHO: u32 = 5;
+pub const SLOW_ECHO: u32 = 10;
 pub const SLOW_FOR: Duration = Duration::from_millis(300);
 /// Sleeps `DROWSY_FOR` on the worker pool, then answers nothing: a call that outlives any
 /// deadline the tests set.
-pub const DROWSY: u32 = 6;
+pub const DROWSY: u32 = 11;
 pub const DROWSY_FOR: Duration = Duration::from_millis(400);
 /// Fails with a reason of its own that says how many bytes it was given ([`refusal`]).
-pub const REFUSE: u32 = 7;
+pub const REFUSE: u32 = 12;
 /// Fails with a reason far longer than an error frame carries: [`RAMBLE_LEN`] bytes of `é`.
-pub const RAMBLE: u32 = 8;
+pub const RAMBLE: u32 = 13;
 pub const RAMBLE_LEN: usize = 3000;
 /// Sleeps `SLEEPY_FOR` on the receiving thread (unless marked long-running at run time).
-pub const SLEEPY: u32 = 9;
+pub const SLEEPY: u32 = 14;
 pub const SLEEPY_FOR: Duration = Duration::from_millis(500);
 /// Names of the procedures the suite's servers serve, for clients that name them in errors.
 pub const NAMES: &[(u32, &str)] =

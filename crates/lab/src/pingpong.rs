@@ -269,15 +269,22 @@ impl PingPongServer {
             });
         }
         match uri.parse::<Endpoint>()? {
-            Endpoint::Shm { path } => Ok(PingPongServer {
-                local_uri: format!("shm://{}", path.display()),
-                run: Box::new(move |stop| {
-                    lowlat_shm::floor::serve(&path, stop).map_err(|e| PingPongError::Io {
-                        op: "serve the floor".into(),
-                        source: io::Error::other(e.to_string()),
-                    })
-                }),
-            }),
+            Endpoint::Shm { path } => {
+                // Bound now, so that a client may connect as soon as the server says it is ready.
+                let floor = lowlat_shm::floor::FloorServer::bind(&path).map_err(|e| PingPongError::Io {
+                    op: format!("bind {uri}"),
+                    source: io::Error::other(e.to_string()),
+                })?;
+                Ok(PingPongServer {
+                    local_uri: format!("shm://{}", path.display()),
+                    run: Box::new(move |stop| {
+                        floor.serve(stop).map_err(|e| PingPongError::Io {
+                            op: "serve the floor".into(),
+                            source: io::Error::other(e.to_string()),
+                        })
+                    }),
+                })
+            }
             Endpoint::Udp { host_port } => {
                 let addr = resolve(&host_port).map_err(io_err(uri))?;
                 let sock = std::net::UdpSocket::bind(addr).map_err(io_err(format!("bind {uri}")))?;

@@ -186,26 +186,48 @@ impl FloorEnd {
 
 /// Echoes floor exchanges for clients connecting at `path`, one at a time, until `stop` is set.
 pub fn serve(path: &Path, stop: &AtomicBool) -> Result<(), ShmError> {
-    let (listener, file_id) = crate::server::listen(path, 0o600)?;
-    listener.set_nonblocking(true).map_err(io_err("listen"))?;
-    let served = (|| {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                // A client that breaks the protocol or goes away ends its own exchange only.
-                Ok((sock, _)) => {
-                    let _ = echo_client(sock, stop);
+    FloorServer::bind(path)?.serve(stop)
+}
+
+/// A floor echoer's listening socket, bound (so clients may connect as soon as this returns)
+/// but not yet serving.
+pub struct FloorServer {
+    listener: std::os::unix::net::UnixListener,
+    file_id: (u64, u64),
+    path: std::path::PathBuf,
+}
+
+impl FloorServer {
+    /// Binds the socket at `path`.
+    pub fn bind(path: &Path) -> Result<FloorServer, ShmError> {
+        let (listener, file_id) = crate::server::listen(path, 0o600)?;
+        listener.set_nonblocking(true).map_err(io_err("listen"))?;
+        Ok(FloorServer { listener, file_id, path: path.to_path_buf() })
+    }
+
+    /// Echoes floor exchanges, one client at a time, until `stop` is set; then removes the
+    /// socket file.
+    pub fn serve(self, stop: &AtomicBool) -> Result<(), ShmError> {
+        let listener = &self.listener;
+        let served = (|| {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    // A client that breaks the protocol or goes away ends its own exchange only.
+                    Ok((sock, _)) => {
+                        let _ = echo_client(sock, stop);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let _ = lowlat_sys::poll_readable(&[listener.as_raw_fd()], Some(Duration::from_millis(50)));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(ShmError::Io { op: "accept", source: e }),
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let _ = lowlat_sys::poll_readable(&[listener.as_raw_fd()], Some(Duration::from_millis(50)));
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ShmError::Io { op: "accept", source: e }),
             }
-        }
-        Ok(())
-    })();
-    crate::server::remove_if_ours(path, file_id);
-    served
+            Ok(())
+        })();
+        crate::server::remove_if_ours(&self.path, self.file_id);
+        served
+    }
 }
 
 fn echo_client(sock: UnixStream, stop: &AtomicBool) -> Result<(), ShmError> {
@@ -381,15 +403,19 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s");
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let server = {
-            let (path, stop) = (path.clone(), stop.clone());
-            std::thread::spawn(move || serve(&path, &stop))
+        // Once bound, a client may connect at once, before the echoer serves (what a process
+        // that says "ready" after binding promises; the lab's ladder relies on it).
+        let bound = FloorServer::bind(&path).unwrap();
+        let early = {
+            let path = path.clone();
+            std::thread::spawn(move || run(&path, 32, 100, Duration::from_secs(5)))
         };
-        let t = Instant::now();
-        while !path.exists() {
-            assert!(t.elapsed() < Duration::from_secs(5), "the floor server never listened");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        std::thread::sleep(Duration::from_millis(50));
+        let server = {
+            let stop = stop.clone();
+            std::thread::spawn(move || bound.serve(&stop))
+        };
+        assert_eq!(early.join().unwrap().expect("a client that connected before serving began is echoed").len(), 100);
         // Two clients one after the other: the first's hang-up ends its exchange only.
         for size in [32, 1024] {
             let v = run(&path, size, 1000, Duration::from_secs(5)).unwrap();

@@ -28,7 +28,9 @@ use pyo3::prelude::*;
 /// A program or version (or a spin policy) given by name or by number.
 #[derive(FromPyObject)]
 pub enum Choice {
+    /// By number (a Python int).
     Number(u64),
+    /// By name (a Python str), as the interface definition spells it.
     Name(String),
 }
 

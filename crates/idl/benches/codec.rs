@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p lowlat-idl --bench codec`
 
+// criterion_main! defines a `pub fn main` without documentation.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

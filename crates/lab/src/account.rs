@@ -37,12 +37,18 @@ pub const PARTS: [&str; 6] = [
 /// The accounted calls: mean nanoseconds of each part over the fastest 99% of the joined
 /// records, the mean send system call durations (client, server), and how many were joined.
 pub struct Joined {
+    /// Mean ns of each part, in the order of [`PARTS`].
     pub parts: [f64; 6],
+    /// Mean duration of the client's send system call, ns (overlaps the parts; not one of them).
     pub client_send_ns: f64,
+    /// Mean duration of the server's reply send system call, ns (overlaps the parts).
     pub server_send_ns: f64,
+    /// Calls averaged: records joined by (token, slot, call number), ordered, fastest 99%.
     pub calls: usize,
 }
 
+/// Joins client and server trace records of the same call (by token, slot and call number),
+/// drops unmatched and out-of-order records and the slowest 1% by total, and averages the parts.
 pub fn join(client: &[ClientTrace], server: &[ServerTrace]) -> Joined {
     let by_key: HashMap<(u64, u16, u32), &ServerTrace> =
         server.iter().map(|s| ((s.token, s.slot, s.call_no), s)).collect();

@@ -15,6 +15,7 @@ use crate::stats::{new_histogram, Summary};
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BenchSpec {
+    /// Server URI to bind to (e.g. `udp://host:port`).
     pub uri: String,
     /// A lab procedure: null, minus, maxarg, maxresult, echo, count, spin.
     pub proc: String,
@@ -30,9 +31,11 @@ pub struct BenchSpec {
     pub threads: usize,
     /// Calls per second in all (open loop, Poisson arrivals); `None` = closed loop.
     pub rate: Option<f64>,
+    /// Client spin policy: how long a caller busy-polls for the reply before blocking.
     pub spin: SpinPolicy,
     /// Pin the calling threads to this CPU.
     pub cpu: Option<usize>,
+    /// Deadline of each call (`ClientConfig::deadline`).
     pub deadline: Duration,
     /// eth:// and xdp:// only: the end-to-end CRC32C (must match the server's setting).
     pub checksum: bool,

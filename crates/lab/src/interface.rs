@@ -31,15 +31,26 @@ mod generated {
 
 pub use generated::lab_vers;
 
+/// The lab program number, 0x20004C4C.
 pub const PROGRAM: u32 = lab_vers::PROGRAM;
+/// The lab program's version, 1.
 pub const VERSION: u32 = lab_vers::VERSION;
 
+/// Procedure 0, `NULL`: no arguments, no result.
 pub const NULL: u32 = lab_vers::NULL;
+/// Procedure 1, `MINUS(int a, int b) -> int`: `a - b`.
 pub const MINUS: u32 = lab_vers::MINUS;
+/// Procedure 2, `MAXARG(opaque buf<>)`: takes the bytes, returns nothing.
 pub const MAXARG: u32 = lab_vers::MAXARG;
+/// Procedure 3, `MAXRESULT(unsigned n) -> opaque<n>`: returns `n` bytes.
 pub const MAXRESULT: u32 = lab_vers::MAXRESULT;
+/// Procedure 4, `ECHO(opaque buf<>) -> opaque<>`: returns the same bytes.
 pub const ECHO: u32 = lab_vers::ECHO;
+/// Procedure 5, `COUNT() -> unsigned hyper`: increments and returns a server-wide counter
+/// (not idempotent).
 pub const COUNT: u32 = lab_vers::COUNT;
+/// Procedure 6, `SPIN(unsigned us)`: occupies a server worker for `us` µs (at most
+/// [`SPIN_MAX`]), returns nothing.
 pub const SPIN: u32 = lab_vers::SPIN;
 
 /// The longest `SPIN` the server accepts: a longer one is `GarbageArgs` (a worker held for
@@ -90,22 +101,27 @@ pub struct LabClient {
 }
 
 impl LabClient {
+    /// Binds to the lab program at `uri` with `cfg`.
     pub fn connect(uri: &str, cfg: ClientConfig) -> Result<LabClient, Error> {
         Ok(LabClient { stub: lab_vers::LabVersClient::connect_with(uri, cfg)? })
     }
 
+    /// The underlying lowlat client.
     pub fn client(&self) -> &Client {
         self.stub.client()
     }
 
+    /// Calls `NULL`.
     pub fn null(&self) -> Result<(), Error> {
         self.stub.null()
     }
 
+    /// Calls `MINUS`: returns `a - b`.
     pub fn minus(&self, a: i32, b: i32) -> Result<i32, Error> {
         self.stub.minus(a, b)
     }
 
+    /// Calls `MAXARG` with `data` as the argument (exactly `data.len()` bytes of body).
     pub fn maxarg(&self, data: &[u8]) -> Result<(), Error> {
         self.stub.maxarg(data)
     }
@@ -220,8 +236,11 @@ pub fn programs() -> [Program; 2] {
 /// procedure 1 `TAKE(unsigned max) -> opaque<>`, which returns (and forgets) up to `max` of the
 /// serving thread's timestamp records ([`lowlat::trace::ServerTrace`], 48 bytes each).
 pub const TRACE_PROGRAM: u32 = 0x2000_4C4D;
+/// The `TAKE` procedure number of [`TRACE_PROGRAM`].
 pub const TRACE_TAKE: u32 = 1;
 
+/// The accounting side program ([`TRACE_PROGRAM`]), serving `TAKE` from the calling server
+/// thread's trace records (at most 60,000 records per call, whatever `max` asks).
 pub fn trace_program() -> Program {
     Program::new(TRACE_PROGRAM, 1).procedure(TRACE_TAKE, "TAKE", |_, args, reply| {
         let max: [u8; 4] = args.try_into().map_err(|_| ProcError::GarbageArgs)?;

@@ -15,19 +15,29 @@ use crate::stats::{us, Summary};
 /// One row: a transport in one waiting mode.
 #[derive(Clone, Debug, Serialize)]
 pub struct Rung {
+    /// Transport scheme (udp, tcp, ...).
     pub transport: String,
+    /// Waiting mode, as named by [`mode_name`].
     pub mode: String,
+    /// Bytes exchanged by the raw ping-pong; 32 = a null call's header (the RPC is then `null`,
+    /// otherwise `echo` of this many bytes).
     pub size: usize,
+    /// The raw ping-pong over the transport alone: the floor.
     pub raw: Summary,
+    /// The RPC through lowlat over the same transport and mode.
     pub rpc: Summary,
+    /// RPC median over raw median (raw clamped to at least 1 ns).
     pub ratio_p50: f64,
+    /// RPC median minus raw median, ns (negative if the RPC was faster).
     pub diff_p50_ns: i64,
 }
 
 /// Where the lab's servers run and callers sit.
 #[derive(Clone, Debug)]
 pub struct Placement {
+    /// CPU the servers are pinned to; `None` = unpinned.
     pub server_cpu: Option<usize>,
+    /// CPU the calling thread is pinned to; `None` = unpinned.
     pub client_cpu: Option<usize>,
 }
 
@@ -42,6 +52,8 @@ impl Placement {
     }
 }
 
+/// The name of a spin policy's waiting mode in tables and JSON: busy-poll, blocking, adaptive,
+/// or spin-then-block (any spin budget).
 pub fn mode_name(spin: SpinPolicy) -> &'static str {
     match spin {
         SpinPolicy::Forever => "busy-poll",

@@ -3,6 +3,8 @@
 //!
 //! Depends on the runtime and the transports; nothing depends on it but the command line.
 
+#![warn(missing_docs)]
+
 pub mod account;
 pub mod bench;
 pub mod interface;

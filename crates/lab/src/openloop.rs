@@ -40,6 +40,7 @@ pub enum Arrivals {
 pub struct OpenLoop {
     /// Calls per second, over all senders.
     pub rate: f64,
+    /// How sends are spaced in time.
     pub arrivals: Arrivals,
     /// Calls scheduled.
     pub calls: u64,
@@ -66,29 +67,37 @@ pub struct OpenLoopRun {
     pub latency: Histogram<u64>,
     /// How late each call was sent, ns (0 when on time).
     pub lag: Histogram<u64>,
+    /// Calls per second offered: the schedule's rate ([`OpenLoop::rate`]).
     pub offered_per_s: f64,
     /// Calls sent per second: below the offered rate when the generator fell behind.
     pub sent_per_s: f64,
     /// Successful calls per second.
     pub completed_per_s: f64,
+    /// Calls sent.
     pub sent: u64,
+    /// Calls that succeeded.
     pub completed: u64,
     /// Calls the server shed with `Busy`.
     pub busy: u64,
     /// Calls that failed otherwise (timeouts, lost sessions, ...).
     pub failed: u64,
+    /// The error of the first failed call seen (`Busy` included), if any.
     pub first_failure: Option<Error>,
     /// Calls sent more than [`LATE`] behind their schedule.
     pub late: u64,
+    /// Sending threads used.
     pub senders: usize,
+    /// Seconds from the start of the schedule to the last reply.
     pub wall_s: f64,
 }
 
 impl OpenLoopRun {
+    /// How late the latest send was, ns.
     pub fn max_lag_ns(&self) -> u64 {
         self.lag.max()
     }
 
+    /// The fraction of sent calls more than [`LATE`] behind schedule (0 when none were sent).
     pub fn late_fraction(&self) -> f64 {
         if self.sent == 0 {
             0.0

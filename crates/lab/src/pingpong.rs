@@ -28,20 +28,33 @@ use crate::stats::new_histogram;
 /// Why a ping-pong could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum PingPongError {
+    /// The URI did not parse.
     #[error(transparent)]
     Uri(#[from] lowlat_transport::UriError),
+    /// A socket operation failed.
     #[error("{op}: {source}")]
-    Io { op: String, source: io::Error },
+    Io {
+        /// The operation that failed (e.g. "connect").
+        op: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// No echo arrived within this time.
     #[error("no answer within {0:?}: is `lowlat pingpong --serve` running there?")]
     Timeout(Duration),
+    /// The transport scheme has no raw ping-pong.
     #[error("there is no raw ping-pong over {0}: the floor under ONC RPC is the ping-pong of udp:// or tcp://")]
     Unsupported(String),
+    /// A raw-Ethernet (eth:// or xdp://) operation failed.
     #[error(transparent)]
     Eth(#[from] lowlat_eth::Error),
+    /// `--floor` was asked for a scheme that has no floor.
     #[error("there is no --floor for {0}: the floor exists for shm://, udp://, eth:// and xdp://")]
     NoFloor(String),
+    /// A pre-shared key was given for a scheme other than udp:// or tcp://.
     #[error("the raw ping-pong tags messages with a pre-shared key over udp:// and tcp:// only, not {0}")]
     KeyUnsupported(String),
+    /// A received message's tag failed to verify under the pre-shared key.
     #[error("a message's tag did not verify: do both ends have the same pre-shared key?")]
     BadTag,
 }
@@ -139,6 +152,7 @@ type EchoLoop = Box<dyn FnOnce(&AtomicBool) -> Result<(), PingPongError> + Send>
 
 /// A running echo server for raw ping-pong.
 pub struct PingPongServer {
+    /// The URI the server is bound to, for clients to use (the actual port or MAC, not `:0`).
     pub local_uri: String,
     run: EchoLoop,
 }

@@ -60,6 +60,7 @@ pub fn spawn_command(mut cmd: Command, timeout: Duration) -> std::io::Result<Ser
 }
 
 impl ServerProcess {
+    /// The process id of the server process.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -13,22 +13,33 @@ pub fn new_histogram() -> Histogram<u64> {
 pub struct Summary {
     /// "rpc" (through lowlat's RPC layer) or "raw" (the transport alone: the floor).
     pub kind: String,
+    /// Transport scheme of the URI (udp, tcp, unix, shm, eth, xdp, ...).
     pub transport: String,
+    /// Lab procedure called (null, minus, maxarg, maxresult, echo, count, spin).
     pub proc: String,
     /// Payload bytes per call (argument or result, whichever the procedure carries).
     pub size: usize,
+    /// Calls measured (recorded in the histogram), over all threads.
     pub calls: u64,
+    /// Calling (or, open loop, sending) threads.
     pub threads: usize,
     /// Spin policy on the client ("0" = always block, "forever" = busy-poll, "adaptive").
     pub spin: String,
+    /// Median round trip, ns.
     pub p50_ns: u64,
+    /// 90th percentile round trip, ns.
     pub p90_ns: u64,
+    /// 99th percentile round trip, ns.
     pub p99_ns: u64,
+    /// 99.9th percentile round trip, ns.
     pub p999_ns: u64,
+    /// Slowest round trip, ns.
     pub max_ns: u64,
+    /// Mean round trip over all calls, ns.
     pub mean_ns: u64,
     /// Mean of the fastest 99% of calls: a mean that preemption by other processes cannot swamp.
     pub mean99_ns: u64,
+    /// Completed calls per second of wall time, over all threads.
     pub calls_per_s: f64,
     /// Payload megabits per second (arguments plus results).
     pub mbit_s: f64,
@@ -37,6 +48,9 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Builds a summary from round trips recorded in `h` (ns). `size` is the reported payload
+    /// size (bytes); `payload_bytes_per_call` (arguments plus results, bytes) and `wall_s` (the
+    /// measured interval, seconds) give the rates, which are 0 when `wall_s` is not positive.
     #[allow(clippy::too_many_arguments)]
     pub fn from_histogram(
         kind: &str,
@@ -73,6 +87,7 @@ impl Summary {
         }
     }
 
+    /// The summary as one line of JSON (no trailing newline).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
     }

@@ -173,6 +173,7 @@ impl Client {
         CallSite { name: self.names.iter().find(|(n, _)| *n == proc_no).map(|(_, name)| name.clone()), ..site }
     }
 
+    /// The endpoint, as given to `connect`.
     pub fn uri(&self) -> &str {
         match &self.kind {
             Kind::Lowlat(c) => c.uri(),

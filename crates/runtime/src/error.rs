@@ -16,8 +16,11 @@ use lowlat_proto::Execution;
 pub struct CallSite {
     /// The endpoint, as given to `connect`.
     pub uri: Arc<str>,
+    /// The program number.
     pub program: u32,
+    /// The program version.
     pub version: u32,
+    /// The procedure number within the program version.
     pub proc_no: u32,
     /// The procedure's name in its interface definition, when the client knows it.
     pub name: Option<Arc<str>>,
@@ -86,103 +89,304 @@ impl fmt::Display for Reason<'_> {
 /// Everything that can go wrong binding to a server or making a call.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The endpoint could not be parsed.
     #[error("invalid endpoint {uri:?}: {reason}")]
-    InvalidUri { uri: String, reason: String },
+    InvalidUri {
+        /// The endpoint as given.
+        uri: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// The endpoint's transport cannot be used here.
     #[error("{uri}: the {scheme} transport is not available in this build or on this machine: {reason}")]
-    Unsupported { uri: String, scheme: String, reason: String },
+    Unsupported {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The transport's scheme, such as `udp` or `onc+tcp`.
+        scheme: String,
+        /// Why it is not available.
+        reason: String,
+    },
 
+    /// Nothing answers at the endpoint.
     #[error("{uri}: no server is running there ({detail})")]
-    ServerNotRunning { uri: String, detail: String },
+    ServerNotRunning {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// What the operating system said (for example, connection refused).
+        detail: String,
+    },
 
+    /// The server does not serve the program.
     #[error("{uri}: the server does not serve program {program} ({program:#x})")]
-    UnknownProgram { uri: String, program: u32 },
+    UnknownProgram {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The program number asked for.
+        program: u32,
+    },
 
+    /// The server serves the program, but not this version.
     #[error("{uri}: program {program:#x} version {requested} is not served; the server has versions {low} to {high}")]
-    VersionMismatch { uri: String, program: u32, requested: u32, low: u32, high: u32 },
+    VersionMismatch {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The program number.
+        program: u32,
+        /// The version asked for.
+        requested: u32,
+        /// The lowest version the server has.
+        low: u32,
+        /// The highest version the server has.
+        high: u32,
+    },
 
+    /// The server and this client share no lowlat protocol version.
     #[error("{uri}: the server speaks lowlat protocol versions {low} to {high}; this client speaks {ours}")]
-    ProtocolMismatch { uri: String, ours: u8, low: u8, high: u8 },
+    ProtocolMismatch {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The protocol version this client speaks.
+        ours: u8,
+        /// The lowest protocol version the server speaks.
+        low: u8,
+        /// The highest protocol version the server speaks.
+        high: u8,
+    },
 
+    /// The server holds as many sessions as it allows (its `--max-sessions`).
     #[error("{uri}: the server has no room for another session; try again later or raise its --max-sessions")]
-    TooManySessions { uri: String },
+    TooManySessions {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+    },
 
+    /// The server holds as many sessions from this address as it allows one source (its
+    /// `--max-sessions-per-source`).
     #[error("{uri}: the server holds as many sessions from this address as it allows one source; close some or raise its --max-sessions-per-source")]
-    SourceLimit { uri: String },
+    SourceLimit {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+    },
 
+    /// The client and server disagree about the pre-shared key.
     #[error("{uri}: {reason}")]
-    KeyMismatch { uri: String, reason: KeyMismatch },
+    KeyMismatch {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// Which side has a key, or that the keys differ.
+        reason: KeyMismatch,
+    },
 
+    /// The pre-shared key file could not be read or is malformed.
     #[error("pre-shared key file {path}: {reason}")]
-    KeyFile { path: String, reason: String },
+    KeyFile {
+        /// The file's path.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
 
+    /// The server refused the binding for another reason.
     #[error("{uri}: the server refused the binding: {reason}")]
-    BindRefused { uri: String, reason: String },
+    BindRefused {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The server's reason.
+        reason: String,
+    },
 
+    /// No answer to the bind request in time.
     #[error("{uri}: no answer to the bind request within {}; is a lowlat server running there?", rounded(.after))]
-    BindTimeout { uri: String, after: Duration },
+    BindTimeout {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// How long the bind waited.
+        after: Duration,
+    },
 
+    /// The call got no result in time.
     #[error("{call} timed out after {}: {execution}", rounded(.after))]
-    Timeout { call: CallSite, after: Duration, execution: Execution },
+    Timeout {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// How long the call waited.
+        after: Duration,
+        /// Whether the procedure may have run.
+        execution: Execution,
+    },
 
+    /// The server's program version has no such procedure.
     #[error("{call}: the server has no such procedure")]
-    UnknownProcedure { call: CallSite },
+    UnknownProcedure {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+    },
 
     /// The server could not decode the arguments; `detail` says which and where when the server
     /// said (lowlat servers' generated stubs do, over lowlat's protocol).
     #[error("{call}: the server could not decode the arguments{}", Reason(.detail))]
-    GarbageArgs { call: CallSite, detail: Option<String> },
+    GarbageArgs {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// Which argument could not be decoded and where, when the server said.
+        detail: Option<String>,
+    },
 
     /// The procedure failed; `message` is its reason when it gave one
     /// ([`ProcError::failed`](crate::ProcError::failed)) and the protocol carries it (lowlat's
     /// does; ONC RPC has no place for it).
     #[error("{call} failed on the server{}", Reason(.message))]
-    ServerError { call: CallSite, message: Option<String> },
+    ServerError {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The procedure's reason, when it gave one and the protocol carries it.
+        message: Option<String>,
+    },
 
     /// The server did not run the call (overloaded, or stopping); `message` says which.
     #[error("{call} was not run: {}; try again", not_run(.message))]
-    Busy { call: CallSite, message: Option<String> },
+    Busy {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// Why the server did not run it (overloaded, or stopping), when it said.
+        message: Option<String>,
+    },
 
     /// A message is larger than the binding allows: the arguments (`size` known), or the result
     /// (refused by the server).
     #[error("{call}: {} exceeds this binding's maximum message of {max} bytes", too_large(.size))]
-    TooLarge { call: CallSite, size: Option<usize>, max: usize },
+    TooLarge {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The size of the arguments in bytes; `None` when the server refused the result.
+        size: Option<usize>,
+        /// The binding's maximum message size, in bytes.
+        max: usize,
+    },
 
+    /// The connection failed during the call.
     #[error("{call}: connection lost ({source}): {execution}")]
-    ConnectionLost { call: CallSite, execution: Execution, source: std::io::Error },
+    ConnectionLost {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// Whether the procedure may have run.
+        execution: Execution,
+        /// The I/O error that ended the connection.
+        source: std::io::Error,
+    },
 
+    /// The server restarted during the call; the procedure may have run before the restart.
     #[error("{call}: the server restarted during the call, which may have executed before the restart")]
-    ServerRestarted { call: CallSite },
+    ServerRestarted {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+    },
 
+    /// The server no longer knows this session.
     #[error("{call}: the server no longer knows this session: {execution}")]
-    SessionLost { call: CallSite, execution: Execution },
+    SessionLost {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// Whether the procedure may have run.
+        execution: Execution,
+    },
 
+    /// The arguments could not be encoded; nothing was sent.
     #[error("{call}: encoding the arguments: {source}")]
-    Encode { call: CallSite, source: Box<dyn std::error::Error + Send + Sync> },
+    Encode {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The encoder's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
+    /// The result could not be decoded; the procedure ran.
     #[error("{call}: decoding the result: {source}")]
-    Decode { call: CallSite, source: Box<dyn std::error::Error + Send + Sync> },
+    Decode {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The decoder's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
+    /// The server answered with an error code this client does not know.
     #[error("{call}: the server answered with an error this client does not know (code {code}){}", Reason(.message))]
-    UnknownRemoteError { call: CallSite, code: u32, message: Option<String> },
+    UnknownRemoteError {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The error code as received.
+        code: u32,
+        /// The server's message, when it gave one.
+        message: Option<String>,
+    },
 
+    /// An I/O operation outside a call failed.
     #[error("{op}: {source}")]
-    Io { op: String, source: std::io::Error },
+    Io {
+        /// What was being done, usually prefixed by the endpoint (`udp://…: serve`).
+        op: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 
+    /// The ONC RPC server does not speak RPC version 2.
     #[error("{call}: the server speaks ONC RPC versions {low} to {high}, not version 2")]
-    RpcMismatch { call: CallSite, low: u32, high: u32 },
+    RpcMismatch {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The lowest RPC version the server speaks.
+        low: u32,
+        /// The highest RPC version the server speaks.
+        high: u32,
+    },
 
+    /// The ONC RPC server refused the credentials.
     #[error("{call}: the server refused the credentials: {reason}")]
-    AuthError { call: CallSite, reason: lowlat_onc::AuthStat },
+    AuthError {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// The server's reason.
+        reason: lowlat_onc::AuthStat,
+    },
 
+    /// rpcbind could not say where the program is served.
     #[error("{uri}: rpcbind on {host} cannot say where program {program:#x} version {version} is: {detail}")]
-    NotRegistered { uri: String, host: String, program: u32, version: u32, detail: String },
+    NotRegistered {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// The host whose rpcbind was asked.
+        host: String,
+        /// The program number.
+        program: u32,
+        /// The program version.
+        version: u32,
+        /// What rpcbind or the connection to it said.
+        detail: String,
+    },
 
+    /// The reply could not be parsed.
     #[error("{call}: malformed reply: {detail}")]
-    MalformedReply { call: CallSite, detail: String },
+    MalformedReply {
+        /// The endpoint and procedure the call was for.
+        call: CallSite,
+        /// What is wrong with it.
+        detail: String,
+    },
 
+    /// A procedure was asked for by a name its program version does not have.
     #[error("program {program:#x} version {version} has no procedure named {name:?} (it has {known})")]
-    NoSuchProcedure { program: u32, version: u32, name: String, known: String },
+    NoSuchProcedure {
+        /// The program number.
+        program: u32,
+        /// The program version.
+        version: u32,
+        /// The name asked for.
+        name: String,
+        /// The names the program version has, listed.
+        known: String,
+    },
 }
 
 /// Why a binding with a pre-shared key, or without one, was refused.

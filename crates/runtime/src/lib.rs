@@ -87,6 +87,8 @@
 //! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
 //! never depend on the lab, the CLI or any code generator.
 
+#![warn(missing_docs)]
+
 mod async_calls;
 mod client;
 mod config;
@@ -124,11 +126,14 @@ pub use stats::{ClientStats, EndpointStats};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("expected {expected}, got {got} bytes")]
 pub struct DecodeError {
+    /// What the result should have been.
     pub expected: &'static str,
+    /// The size of the result received, in bytes.
     pub got: usize,
 }
 
 impl DecodeError {
+    /// The error for a result of `got` bytes that should have been `expected`.
     pub fn new(expected: &'static str, got: usize) -> DecodeError {
         DecodeError { expected, got }
     }

@@ -43,11 +43,13 @@ pub struct ServerBuilder {
 }
 
 impl ServerBuilder {
+    /// Adds a program version to serve.
     pub fn program(mut self, p: Program) -> Self {
         self.services.add(p);
         self
     }
 
+    /// Sets the configuration, replacing the default.
     pub fn config(mut self, c: ServerConfig) -> Self {
         self.config = c;
         self
@@ -84,6 +86,7 @@ impl ServerBuilder {
 }
 
 impl Server {
+    /// A builder with no programs and the default configuration.
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }

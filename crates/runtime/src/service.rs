@@ -79,8 +79,11 @@ impl ProcError {
 /// What a procedure knows about the call it is serving.
 #[derive(Clone, Copy, Debug)]
 pub struct CallContext {
+    /// The program number called.
     pub program: u32,
+    /// The program version called.
     pub version: u32,
+    /// The procedure number called.
     pub proc_no: u32,
     /// The byte order of the calling machine (arguments arrive in the server's order).
     pub client_order: ByteOrder,
@@ -134,6 +137,7 @@ impl std::fmt::Debug for Program {
 }
 
 impl Program {
+    /// A program version with no procedures yet.
     pub fn new(program: u32, version: u32) -> Program {
         Program { program, version, procs: Vec::new(), xdr: false }
     }
@@ -151,10 +155,12 @@ impl Program {
         self.xdr
     }
 
+    /// The program number.
     pub fn number(&self) -> u32 {
         self.program
     }
 
+    /// The program version.
     pub fn version(&self) -> u32 {
         self.version
     }

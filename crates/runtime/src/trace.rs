@@ -18,8 +18,12 @@ pub fn now_ns() -> u64 {
 /// The client's moments of one call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientTrace {
+    /// The session token of the call's binding.
     pub token: u64,
+    /// The call slot the call went in.
     pub slot: u16,
+    /// The call's number on its slot; with `token` and `slot`, matches a client record to the
+    /// server's.
     pub call_no: u32,
     /// The call began (before the arguments were encoded).
     pub begin: u64,
@@ -36,8 +40,12 @@ pub struct ClientTrace {
 /// The server's moments of one call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerTrace {
+    /// The session token of the call's binding.
     pub token: u64,
+    /// The call slot the call went in.
     pub slot: u16,
+    /// The call's number on its slot; with `token` and `slot`, matches a client record to the
+    /// server's.
     pub call_no: u32,
     /// The frame completing the call was received.
     pub received: u64,

@@ -27,6 +27,7 @@ use crate::error::KeyMismatch;
 use crate::onc_client::OncClient;
 use crate::stats::ClientStats;
 use crate::trace::{self, ClientTrace};
+pub(crate) use crate::waiting::{Stop, Waited};
 use crate::{CallOptions, CallSite, ClientConfig, Endpoint, Error};
 
 struct Slot {
@@ -43,20 +44,6 @@ struct Slot {
     spinner: Spinner,
     /// The counters of engines this slot had before its current one (rebinds replace it).
     earlier: ClientStats,
-}
-
-/// Why a wait for a frame stopped without one.
-pub(crate) enum Stop {
-    Io(std::io::Error),
-    /// An async call's spin found nothing: it parks in the reactor, for at most this long.
-    Park(Option<Duration>),
-}
-
-/// What waiting for a call's outcome came to.
-pub(crate) enum Waited<R> {
-    Done(Result<R, Error>),
-    /// An async call parks, for at most this long (its engine's next timer).
-    Park(Option<Duration>),
 }
 
 /// Moments of a traced call, filled in as it goes.

@@ -102,6 +102,7 @@ mod service;
 mod serving;
 pub mod stats;
 pub mod trace;
+mod waiting;
 mod workers;
 
 pub use client::Client;

@@ -24,9 +24,9 @@ use lowlat_proto::{ByteOrder, Execution, Session};
 use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_transport::{SpinPolicy, Spinner};
 
-use crate::client::{Stop, Waited};
 use crate::driver::{self, ClientChannel};
 use crate::reactor::{self, Parking};
+use crate::waiting::{Stop, Waited};
 use crate::{CallSite, ClientConfig, Endpoint, Error};
 
 struct Slot {

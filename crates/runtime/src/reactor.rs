@@ -16,18 +16,7 @@ use std::time::{Duration, Instant};
 
 use lowlat_sys::{Epoll, EventFd};
 
-use crate::driver::ClientChannel;
-
-/// What a parked call waits for.
-pub(crate) enum WakeOn {
-    /// Nothing: a frame may be ready already (poll again at once).
-    Now,
-    /// Any of these descriptors turning readable (or hanging up).
-    Readable([Option<RawFd>; 2]),
-    /// Nothing that can be watched: look again after this long (a transport without a
-    /// descriptor of its own per call slot).
-    After(Duration),
-}
+use crate::driver::{ClientChannel, WakeOn};
 
 /// A call parked in the reactor; dropping it (the call was polled again, finished or was
 /// dropped) forgets its waker.

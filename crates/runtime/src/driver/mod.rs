@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-pub(crate) use crate::reactor::WakeOn;
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
 
@@ -284,4 +283,15 @@ fn unsupported(uri: &str, e: &Endpoint) -> Error {
         scheme: e.scheme().to_string(),
         reason: "this transport is not built into this version of lowlat".to_string(),
     }
+}
+
+/// What a parked call waits for.
+pub(crate) enum WakeOn {
+    /// Nothing: a frame may be ready already (poll again at once).
+    Now,
+    /// Any of these descriptors turning readable (or hanging up).
+    Readable([Option<RawFd>; 2]),
+    /// Nothing that can be watched: look again after this long (a transport without a
+    /// descriptor of its own per call slot).
+    After(Duration),
 }

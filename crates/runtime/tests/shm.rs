@@ -114,3 +114,22 @@ fn arguments_are_written_straight_into_the_call_ring() {
     }
     server.shutdown();
 }
+
+/// A server that dies between accepting a connection and handing over the binding (it was killed
+/// while the client connected) is a server that is not running: the error says so, and that the
+/// call was never sent.
+#[test]
+fn server_dying_during_the_handshake_is_not_running() {
+    use std::os::unix::net::UnixListener;
+    let dir = Dir(std::env::temp_dir().join(format!("lowlat-rt-shm-handshake-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.join("s");
+    let listener = UnixListener::bind(&path).unwrap();
+    let uri = format!("shm://{}", path.display());
+    let dying = std::thread::spawn(move || drop(listener.accept().unwrap()));
+    let cfg = lowlat::ClientConfig { bind_timeout: std::time::Duration::from_secs(5), ..Default::default() };
+    let e = Client::connect_with(&uri, PROG, 1, cfg).and_then(|c| bytes(0, &c, &[])).unwrap_err();
+    assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
+    assert!(!e.may_have_executed(), "{e}");
+    dying.join().unwrap();
+}

@@ -83,7 +83,8 @@ impl ShmChannel {
             }
         })?;
         if n == 0 {
-            return Err(ShmError::Handshake { what: "server closed the connection" });
+            // The server died or stopped between accepting and handing over the binding.
+            return Err(ShmError::PeerGone);
         }
         let hello = Hello::decode(&buf[..n]).map_err(|what| ShmError::Handshake { what })?;
         match hello.status {

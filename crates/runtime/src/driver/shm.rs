@@ -42,11 +42,21 @@ impl ShmClient {
         let max_frame = cfg.max_message + HEADER_LEN;
         let ccfg = ChannelConfig { spin: cfg.spin, connect_timeout: cfg.bind_timeout, max_message: max_frame };
         let ch = ShmChannel::connect(path, ccfg).map_err(|e| match e {
+            // No server at the path, or one that died (or stopped) before handing over the
+            // binding: nothing was sent, so the caller may safely try again.
             ShmError::Io { source, .. }
-                if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) =>
+                if matches!(
+                    source.kind(),
+                    io::ErrorKind::NotFound
+                        | io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::BrokenPipe
+                ) =>
             {
                 Error::ServerNotRunning { uri: uri.to_string(), detail: source.to_string() }
             }
+            e @ ShmError::PeerGone => Error::ServerNotRunning { uri: uri.to_string(), detail: e.to_string() },
             e @ (ShmError::Refused { .. } | ShmError::Busy) => {
                 Error::BindRefused { uri: uri.to_string(), reason: e.to_string() }
             }

@@ -7,8 +7,11 @@
 //! ONC RPC (over `udp` and `tcp`, the latter with its record marking, [`tcp::RecordMarking`]).
 //! Drivers know nothing of either protocol's engine, and nothing of the server above them.
 //!
-//! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`, and an arm in
-//! [`open_channel`] and [`open_server`].
+//! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`; an arm in
+//! [`open_channel`] and one in [`open_server`], with an [`AnyServer`] variant (matched in
+//! [`AnyServer::local_uri`] and where the serving thread picks the protocol, `serving::start`);
+//! the scheme in `lowlat_transport::Endpoint`'s parser; and one line in `tests/conformance.rs`
+//! instantiating the conformance suite for it.
 
 use std::hash::Hash;
 use std::io;

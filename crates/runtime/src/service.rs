@@ -48,8 +48,8 @@ impl ProcError {
     }
 
     /// The arguments could not be decoded: what generated stubs answer with the decoder's
-    /// error, whose path starts at the argument (`argument `p.items[3].name`: string<16> got 20
-    /// bytes ...`).
+    /// error, whose path starts at the argument (``argument `p.items[3].name`: string<16> got
+    /// 20 bytes ...``).
     #[cold]
     pub fn bad_args(e: lowlat_codec::DecodeError) -> ProcError {
         ProcError::BadArgs(match e.path() {

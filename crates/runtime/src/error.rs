@@ -414,6 +414,30 @@ impl std::fmt::Display for KeyMismatch {
     }
 }
 
+/// The `call` field of the errors that are a call's (one list, for `call` and `call_mut`).
+macro_rules! call_site_of {
+    ($e:expr) => {
+        match $e {
+            Error::Timeout { call, .. }
+            | Error::UnknownProcedure { call }
+            | Error::GarbageArgs { call, .. }
+            | Error::ServerError { call, .. }
+            | Error::Busy { call, .. }
+            | Error::TooLarge { call, .. }
+            | Error::ConnectionLost { call, .. }
+            | Error::ServerRestarted { call }
+            | Error::SessionLost { call, .. }
+            | Error::Encode { call, .. }
+            | Error::Decode { call, .. }
+            | Error::UnknownRemoteError { call, .. }
+            | Error::RpcMismatch { call, .. }
+            | Error::AuthError { call, .. }
+            | Error::MalformedReply { call, .. } => Some(call),
+            _ => None,
+        }
+    };
+}
+
 impl Error {
     pub(crate) fn io(op: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io { op: op.into(), source }
@@ -433,45 +457,11 @@ impl Error {
 
     /// The call this error is about, for the errors of a call.
     pub fn call(&self) -> Option<&CallSite> {
-        match self {
-            Error::Timeout { call, .. }
-            | Error::UnknownProcedure { call }
-            | Error::GarbageArgs { call, .. }
-            | Error::ServerError { call, .. }
-            | Error::Busy { call, .. }
-            | Error::TooLarge { call, .. }
-            | Error::ConnectionLost { call, .. }
-            | Error::ServerRestarted { call }
-            | Error::SessionLost { call, .. }
-            | Error::Encode { call, .. }
-            | Error::Decode { call, .. }
-            | Error::UnknownRemoteError { call, .. }
-            | Error::RpcMismatch { call, .. }
-            | Error::AuthError { call, .. }
-            | Error::MalformedReply { call, .. } => Some(call),
-            _ => None,
-        }
+        call_site_of!(self)
     }
 
     fn call_mut(&mut self) -> Option<&mut CallSite> {
-        match self {
-            Error::Timeout { call, .. }
-            | Error::UnknownProcedure { call }
-            | Error::GarbageArgs { call, .. }
-            | Error::ServerError { call, .. }
-            | Error::Busy { call, .. }
-            | Error::TooLarge { call, .. }
-            | Error::ConnectionLost { call, .. }
-            | Error::ServerRestarted { call }
-            | Error::SessionLost { call, .. }
-            | Error::Encode { call, .. }
-            | Error::Decode { call, .. }
-            | Error::UnknownRemoteError { call, .. }
-            | Error::RpcMismatch { call, .. }
-            | Error::AuthError { call, .. }
-            | Error::MalformedReply { call, .. } => Some(call),
-            _ => None,
-        }
+        call_site_of!(self)
     }
 
     /// This error with its procedure named from `names`, when it is a call's.

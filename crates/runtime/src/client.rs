@@ -772,7 +772,13 @@ impl Lowlat {
             slot.chan = None;
         }
         if slot.chan.is_none() {
-            slot.chan = Some(driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg)?);
+            let opened = driver::open_channel(&self.shared.endpoint, &self.shared.uri, &self.shared.cfg);
+            if let Err(Error::ServerNotRunning { .. }) = &opened {
+                // The server is gone: a channel another slot opened while it was going may be
+                // one it accepted and then closed, so none opened so far is used again.
+                b.conn_gen += 1;
+            }
+            slot.chan = Some(opened?);
             slot.conn_gen = b.conn_gen;
             self.shared.opened[slot.index as usize].store(true, Ordering::Relaxed);
         }

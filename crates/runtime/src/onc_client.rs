@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -32,6 +32,8 @@ use crate::{CallSite, ClientConfig, Endpoint, Error};
 struct Slot {
     engine: ClientSlot,
     chan: Option<Box<dyn ClientChannel>>,
+    /// The connection generation `chan` was opened in (see [`OncClient::conn_gen`]).
+    gen: u64,
     buf: Vec<u8>,
     spinner: Spinner,
 }
@@ -76,6 +78,11 @@ pub(crate) struct OncClient {
     /// Whether each slot is lent to an async call (read and written under its lock: see
     /// `crate::client`'s own).
     lent: Box<[AtomicBool]>,
+    /// Moves on whenever a call finds the server gone (over TCP): every connection opened
+    /// before then is replaced before it is used. A slot idle while its server was killed
+    /// holds a connection the dead server accepted and the kernel closed; a call sent on it
+    /// would be lost after the server came back, with no way to say whether it ran.
+    conn_gen: AtomicU64,
 }
 
 impl std::fmt::Debug for OncClient {
@@ -139,18 +146,57 @@ impl OncClient {
                 Ok(Mutex::new(Slot {
                     engine: ClientSlot::new(program, version, &cred, engine_cfg, now),
                     chan: None,
+                    gen: 0,
                     buf: Vec::new(),
                     spinner: Spinner::new(cfg.spin),
                 }))
             })
             .collect::<Result<_, Error>>()?;
         let lent = (0..cfg.slots.max(1)).map(|_| AtomicBool::new(false)).collect();
-        let c = OncClient { uri: uri.into(), program, version, cfg, target, tcp, slots, lent };
+        let c =
+            OncClient { uri: uri.into(), program, version, cfg, target, tcp, slots, lent, conn_gen: AtomicU64::new(0) };
         // Open the first channel now, so a server that is not there shows at connect time (TCP).
         let mut s0 = c.slots[0].lock().unwrap_or_else(|p| p.into_inner());
-        s0.chan = Some(driver::open_onc_channel(c.target, c.tcp, &c.uri, &c.cfg)?);
+        let Slot { chan, gen, .. } = &mut *s0;
+        c.channel(chan, gen)?;
         drop(s0);
         Ok(c)
+    }
+
+    /// The slot's channel, opened (again) if it has none or one from before the server was
+    /// last found gone.
+    fn channel<'s>(
+        &self,
+        chan: &'s mut Option<Box<dyn ClientChannel>>,
+        gen: &mut u64,
+    ) -> Result<&'s mut dyn ClientChannel, Error> {
+        let now = self.conn_gen.load(Ordering::Acquire);
+        if *gen != now {
+            *chan = None;
+        }
+        if chan.is_none() {
+            *gen = now;
+            let opened = driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg);
+            *chan = Some(opened.inspect_err(|e| self.after_failure(e, &mut None))?);
+        }
+        Ok(chan.as_deref_mut().expect("opened above"))
+    }
+
+    /// After a call failed with `e`: a connection in an unknown state is not reused (a datagram
+    /// socket has none), and a server found gone retires every connection opened so far.
+    #[cold]
+    fn after_failure(&self, e: &Error, chan: &mut Option<Box<dyn ClientChannel>>) {
+        if !self.tcp {
+            return;
+        }
+        match e {
+            Error::ConnectionLost { .. } | Error::ServerNotRunning { .. } => {
+                self.conn_gen.fetch_add(1, Ordering::AcqRel);
+                *chan = None;
+            }
+            Error::Timeout { .. } => *chan = None,
+            _ => {}
+        }
     }
 
     pub fn uri(&self) -> &str {
@@ -224,19 +270,13 @@ impl OncClient {
         let now = Instant::now();
         let deadline = now + timeout;
         let mut guard = self.acquire();
-        let Slot { engine, chan, buf, spinner } = &mut *guard;
+        let Slot { engine, chan, gen, buf, spinner } = &mut *guard;
         encode(&mut OutBuf::from(engine.args_buf()))
             .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
-        if chan.is_none() {
-            *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
-        }
-        let c = chan.as_deref_mut().expect("opened above");
+        let c = self.channel(chan, gen)?;
         let r = self.exchange(c, engine, buf, spinner, proc_no, now, deadline, decode);
-        if let Err(Error::ConnectionLost { .. } | Error::Timeout { .. }) = r {
-            // A connection in an unknown state is not reused (a datagram socket has none).
-            if self.tcp {
-                *chan = None;
-            }
+        if let Err(e) = &r {
+            self.after_failure(e, chan);
         }
         r
     }
@@ -384,13 +424,15 @@ impl OncClient {
         let mut lent = Lent { client: self, slot: i, finished: false };
         let sent = (|| {
             let mut g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
-            let Slot { engine, chan, .. } = &mut *g;
+            let Slot { engine, chan, gen, .. } = &mut *g;
             encode(&mut OutBuf::from(engine.args_buf()))
                 .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
-            if chan.is_none() {
-                *chan = Some(driver::open_onc_channel(self.target, self.tcp, &self.uri, &self.cfg)?);
+            let c = self.channel(chan, gen)?;
+            let sent = self.send_call(c, engine, proc_no, now, deadline);
+            if let Err(e) = &sent {
+                self.after_failure(e, chan);
             }
-            self.send_call(chan.as_deref_mut().expect("opened above"), engine, proc_no, now, deadline)
+            sent
         })();
         sent.inspect_err(|_| lent.finished = true)?;
         let mut decode = Some(decode);
@@ -398,7 +440,7 @@ impl OncClient {
         let r = std::future::poll_fn(|cx| {
             let was_parked = parking.take().is_some();
             let mut g = self.slots[i].lock().unwrap_or_else(|p| p.into_inner());
-            let Slot { engine, chan, buf, spinner } = &mut *g;
+            let Slot { engine, chan, buf, spinner, .. } = &mut *g;
             let chan = chan.as_deref_mut().expect("opened to send");
             let mut check_peer = was_parked;
             loop {
@@ -423,10 +465,8 @@ impl OncClient {
         })
         .await;
         lent.finished = true;
-        if let Err(Error::ConnectionLost { .. } | Error::Timeout { .. }) = r {
-            if self.tcp {
-                self.slots[i].lock().unwrap_or_else(|p| p.into_inner()).chan = None;
-            }
+        if let Err(e) = &r {
+            self.after_failure(e, &mut self.slots[i].lock().unwrap_or_else(|p| p.into_inner()).chan);
         }
         r
     }

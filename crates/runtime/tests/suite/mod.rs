@@ -616,14 +616,17 @@ pub fn server_shut_down_during_calls(t: &'static Transport) {
 
 /// A server restarted on the same address is used by the same client: the calls sent while it
 /// was down fail with typed errors, and within a few calls after its return the client has
-/// bound again and is served.
+/// bound again and is served, on every call slot (not only the one that found the server back:
+/// a slot idle meanwhile must not use a channel the old server had).
 pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
+    const SLOTS: usize = 4;
     let Some(env) = Env::new(t) else { return };
     let (server, uri) = env.serve(ServerConfig::default());
     let listen = if t.client.is_some() { env.listen_uri() } else { uri.clone() };
     let cfg = ClientConfig {
         deadline: Duration::from_secs(1),
         bind_timeout: Duration::from_millis(500),
+        slots: SLOTS as u16,
         ..ClientConfig::default()
     };
     let client = Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, cfg).unwrap()));
@@ -631,9 +634,29 @@ pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
         let c = client.clone();
         env.on_client(10, move || Lab::new(&c).echo(b"are you there"))
     };
+    // Calls that hold every slot at once (each spins 2 ms on the server), so each has a channel.
+    let every_slot = || {
+        let c = client.clone();
+        env.on_client(10, move || {
+            let barrier = Arc::new(std::sync::Barrier::new(SLOTS));
+            let threads: Vec<_> = (0..SLOTS)
+                .map(|_| {
+                    let (c, barrier) = (c.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Lab::new(&c).spin(2000)
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        })
+    };
     let mut server = Some(server);
     for round in 0..3 {
         assert_eq!(call().unwrap(), b"are you there", "round {round}");
+        for r in every_slot() {
+            r.unwrap_or_else(|e| panic!("round {round}, every slot: {e}"));
+        }
         server.take().expect("serving").shutdown();
         let e = call().unwrap_err();
         assert!(is_server_gone(&e), "round {round}, server down: {e}");
@@ -652,6 +675,9 @@ pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
         };
         assert_eq!(answer, b"are you there");
         assert!(begun.elapsed() < Duration::from_secs(3), "round {round}: {:?}", begun.elapsed());
+        for r in every_slot() {
+            r.unwrap_or_else(|e| panic!("round {round}, every slot after the return: {e}"));
+        }
         for _ in 0..20 {
             assert_eq!(call().unwrap(), b"are you there", "round {round}");
         }

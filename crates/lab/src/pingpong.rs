@@ -76,8 +76,19 @@ fn untag<'a>(keys: &Option<lowlat_proto::FrameKeys>, m: &'a [u8]) -> Result<&'a 
 }
 
 /// The tag to send after `m` (nothing, without keys).
-fn tag(keys: &Option<lowlat_proto::FrameKeys>, m: &[u8]) -> Vec<u8> {
-    keys.as_ref().map_or(Vec::new(), |k| k.send.tag(m, &[]).to_vec())
+fn tag(keys: &Option<lowlat_proto::FrameKeys>, m: &[u8]) -> Trailer {
+    Trailer(keys.as_ref().map(|k| k.send.tag(m, &[])))
+}
+
+/// The bytes sent after a message: its tag, or none. On the stack, as on lowlat's call path: a
+/// baseline that allocated per message would flatter the RPC beside it.
+struct Trailer(Option<lowlat_proto::auth::Tag>);
+
+impl std::ops::Deref for Trailer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_ref().map_or(&[], |t| &t[..])
+    }
 }
 
 /// The raw-Ethernet endpoint `uri` names, if it is one.
@@ -142,9 +153,10 @@ impl Default for RawOptions {
     }
 }
 
+/// The error of a failed `op`, made only when it failed: the exchange loops map every send and
+/// receive through this, and must allocate nothing while they succeed.
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> PingPongError {
-    let op = op.into();
-    move |source| PingPongError::Io { op, source }
+    move |source| PingPongError::Io { op: op.into(), source }
 }
 
 /// An echo loop, run until its flag is set.

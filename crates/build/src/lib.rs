@@ -231,6 +231,19 @@ impl Builder {
         self
     }
 
+    /// Also generates, per program version, the async server trait (`LabVersAsyncService`: a
+    /// method per procedure returning a `Send + 'static` future, written as an `async fn`) and
+    /// `program_async`, `program_xdr_async` to serve an implementation of it; see "Async
+    /// procedures" on this crate's front page. Off by default: without it nothing generated
+    /// changes.
+    /// ```no_run
+    /// lowlat_build::Builder::new().async_service().compile(&["idl/lab.x"]).unwrap();
+    /// ```
+    pub fn async_service(mut self) -> Self {
+        self.options.async_service = true;
+        self
+    }
+
     /// Generates types and codecs only: no client, no server, no runtime dependency.
     /// ```no_run
     /// lowlat_build::Builder::new().types_only().compile(&["idl/lab.x"]).unwrap();

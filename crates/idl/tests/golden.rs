@@ -46,6 +46,14 @@ fn everything_with_runtime_is_up_to_date() {
     check("idl/examples/everything.x", "everything.rs", &with_runtime());
 }
 
+/// With the async server trait and its programs (`Options::async_service`). `everything.rs`
+/// above is the same interface with the option off, the default: the option adds items and
+/// changes none, so files generated before it existed are byte for byte what they were.
+#[test]
+fn everything_with_async_service_is_up_to_date() {
+    check("idl/examples/everything.x", "everything_async.rs", &Options { async_service: true, ..with_runtime() });
+}
+
 #[test]
 fn lab_with_runtime_is_up_to_date() {
     check("idl/lab.x", "lab.rs", &with_runtime());

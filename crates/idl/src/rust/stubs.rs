@@ -34,11 +34,12 @@ impl Gen<'_> {
             self.line(format!("/// [`{}`] calls it; a server implements [`{}`] and serves it", vn.client, vn.service));
             self.line("/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).");
             if self.opts.async_service {
+                // Paths from the module's parent, where this comment is resolved.
+                let (m, t) = (&vn.module, &vn.async_service);
+                self.line(format!("/// Or it implements [`{t}`]({m}::{t}), whose procedures are async, and serves it"));
                 self.line(format!(
-                    "/// Or it implements [`{}`], whose procedures are async, and serves it with",
-                    vn.async_service
+                    "/// with [`program_async`]({m}::program_async) and [`program_xdr_async`]({m}::program_xdr_async)."
                 ));
-                self.line("/// [`program_async`] and [`program_xdr_async`].");
             }
         }
         self.open(format!("pub mod {} {{", vn.module));

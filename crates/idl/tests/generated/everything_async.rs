@@ -865,8 +865,8 @@ impl ::lowlat_codec::Native for Everything {
 ///
 /// [`EverythingV1Client`] calls it; a server implements [`EverythingV1Service`] and serves it
 /// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
-/// Or it implements [`EverythingV1AsyncService`], whose procedures are async, and serves it with
-/// [`program_async`] and [`program_xdr_async`].
+/// Or it implements [`EverythingV1AsyncService`](everything_v1::EverythingV1AsyncService), whose procedures are async, and serves it
+/// with [`program_async`](everything_v1::program_async) and [`program_xdr_async`](everything_v1::program_xdr_async).
 pub mod everything_v1 {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4d;
@@ -1844,8 +1844,8 @@ pub mod everything_v1 {
 ///
 /// [`EverythingV2Client`] calls it; a server implements [`EverythingV2Service`] and serves it
 /// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
-/// Or it implements [`EverythingV2AsyncService`], whose procedures are async, and serves it with
-/// [`program_async`] and [`program_xdr_async`].
+/// Or it implements [`EverythingV2AsyncService`](everything_v2::EverythingV2AsyncService), whose procedures are async, and serves it
+/// with [`program_async`](everything_v2::program_async) and [`program_xdr_async`](everything_v2::program_xdr_async).
 pub mod everything_v2 {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4d;

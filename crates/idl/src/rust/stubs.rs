@@ -16,6 +16,14 @@ struct Proc<'m> {
 }
 
 impl Proc<'_> {
+    /// The pattern binding the decoded arguments: `a`, or `(a, b)`.
+    fn args_pattern(&self) -> String {
+        match self.n.args.as_slice() {
+            [one] => one.clone(),
+            names => format!("({})", names.join(", ")),
+        }
+    }
+
     fn var_opaque_result(&self) -> bool {
         self.p.result.as_ref().is_some_and(|t| matches!(t.resolved(), Type::VarOpaque(_)))
     }
@@ -275,6 +283,18 @@ impl Gen<'_> {
         }
     }
 
+    /// The decoding call of a procedure's arguments from `body` in encoding `e` (the native one
+    /// in a local `order`), without the error's conversion.
+    fn args_decoder(&self, pr: &Proc<'_>, e: Enc, body: &str) -> String {
+        let cp = self.cp();
+        match (pr.p.args.is_empty(), e) {
+            (true, Enc::Xdr) => format!("{cp}::XdrReader::new({body}).finish()"),
+            (true, Enc::Native) => format!("{cp}::NativeReader::new({body}, order).finish()"),
+            (false, Enc::Xdr) => format!("decode_{}_args_xdr({body})", pr.n.method),
+            (false, Enc::Native) => format!("decode_{}_args_native({body}, order)", pr.n.method),
+        }
+    }
+
     /// The body of a client method: XDR over ONC RPC, else the native encoding in the server's
     /// byte order; `decoder` gives the result closure for an encoding. `asynchronous`: of an
     /// `async fn`, awaiting the call's future.
@@ -418,20 +438,11 @@ impl Gen<'_> {
                 self.line(format!("let order = {cp}::ByteOrder::host();"));
             }
             let names = &pr.n.args;
+            let decode = self.args_decoder(pr, e, "args");
             if pr.p.args.is_empty() {
-                let reader = if xdr {
-                    format!("{cp}::XdrReader::new(args)")
-                } else {
-                    format!("{cp}::NativeReader::new(args, order)")
-                };
-                self.line(format!("{reader}.finish().map_err({rt}::ProcError::bad_args)?;"));
+                self.line(format!("{decode}.map_err({rt}::ProcError::bad_args)?;"));
             } else {
-                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
-                self.line(format!(
-                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err({rt}::ProcError::bad_args)?;",
-                    pr.n.method,
-                    e.name()
-                ));
+                self.line(format!("let {} = {decode}.map_err({rt}::ProcError::bad_args)?;", pr.args_pattern()));
             }
             let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
             match pr.p.result.as_ref().map(|t| (t, t.resolved())) {
@@ -582,40 +593,28 @@ impl Gen<'_> {
                 self.line(format!("let order = {cp}::ByteOrder::host();"));
             }
             let names = &pr.n.args;
-            // Decoded here, before the future, so the message's bytes need not live as long.
-            if pr.p.args.is_empty() {
-                let reader = if xdr {
-                    format!("{cp}::XdrReader::new(&args)")
-                } else {
-                    format!("{cp}::NativeReader::new(&args, order)")
-                };
-                self.line(format!("let args = {reader}.finish().map_err({rt}::ProcError::bad_args);"));
-            } else {
-                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
+            // Decoded here, before the future, so the message's bytes need not live as long;
+            // views (strings, opaque data) become owned values.
+            let pat = pr.args_pattern();
+            let to_owned = if pr.p.args.iter().any(|a| borrows(&a.ty)) {
                 let owned: Vec<String> = names
                     .iter()
                     .zip(&pr.p.args)
                     .map(|(n, a)| if borrows(&a.ty) { format!("{n}.to_owned()") } else { n.clone() })
                     .collect();
                 let owned = if owned.len() == 1 { owned[0].clone() } else { format!("({})", owned.join(", ")) };
-                let to_owned = if pr.p.args.iter().any(|a| borrows(&a.ty)) {
-                    format!(".map(|{pat}| {owned})")
-                } else {
-                    String::new()
-                };
-                self.line(format!(
-                    "let args = decode_{}_args_{}(&args{order_arg}){to_owned}.map_err({rt}::ProcError::bad_args);",
-                    pr.n.method,
-                    e.name()
-                ));
-            }
+                format!(".map(|{pat}| {owned})")
+            } else {
+                String::new()
+            };
+            let decode = self.args_decoder(pr, e, "&args");
+            self.line(format!("let args = {decode}{to_owned}.map_err({rt}::ProcError::bad_args);"));
             self.line("let s = ::std::sync::Arc::clone(&s);");
             self.open("async move {");
             let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
             if pr.p.args.is_empty() {
                 self.line("args?;");
             } else {
-                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
                 self.line(format!("let {pat} = args?;"));
             }
             match &pr.p.result {

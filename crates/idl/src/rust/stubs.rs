@@ -529,10 +529,21 @@ impl Gen<'_> {
         self.line("/// and served with [`program_async`] (lowlat's protocol) and [`program_xdr_async`] (ONC RPC),");
         self.line(format!("/// from one implementation; the async counterpart of [`{}`].", vn.service));
         self.line("///");
+        let has_args = procs.iter().any(|p| !p.p.args.is_empty());
+        let views = procs.iter().any(|p| p.p.args.iter().any(|a| borrows(&a.ty)));
         self.line("/// Implement a method as an `async fn` with the parameters it declares:");
         self.line("/// `async fn name(self: Arc<Self>, ctx: CallContext, ..) -> Result<R, ProcError>`.");
-        self.line("/// Each call's future owns what it uses (`self` as an `Arc`, the context, the arguments), so");
-        self.line("/// it may outlive the message the call arrived in; it must be `Send`.");
+        let what =
+            if has_args { "`self` as an `Arc`, the context, the arguments" } else { "`self` as an `Arc`, the context" };
+        self.line(format!("/// Each call's future owns what it uses ({what}):"));
+        self.line("/// it may outlive the message the call arrived in. It must be `Send`.");
+        if views {
+            self.line("/// Strings and opaque data arrive owned (`String`, `Vec<u8>`), not as views into the message.");
+        }
+        if procs.iter().any(|p| p.var_opaque_result()) {
+            self.line("/// A variable-length opaque result is returned as a `Vec<u8>` (there is no reply buffer to");
+            self.line("/// append to while a future is pending).");
+        }
         self.line("///");
         self.line("/// The future is polled first on the thread that received the call: answered at once if it");
         self.line("/// is ready, otherwise set aside while that thread serves other calls, and polled again there");
@@ -545,8 +556,12 @@ impl Gen<'_> {
             "/// A method fails with [`{rt}::ProcError`]: `ProcError::failed(message)` sends `message` to a"
         ));
         self.line("/// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets");
-        self.line("/// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the");
-        self.line("/// caller is told which argument and where.");
+        if has_args {
+            self.line("/// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the");
+            self.line("/// caller is told which argument and where.");
+        } else {
+            self.line("/// SYSTEM_ERR and the server logs it).");
+        }
         self.open(format!("pub trait {}: ::std::marker::Send + ::std::marker::Sync + 'static {{", vn.async_service));
         for (i, pr) in procs.iter().enumerate() {
             if i > 0 {

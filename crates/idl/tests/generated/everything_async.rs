@@ -1623,8 +1623,11 @@ pub mod everything_v1 {
     ///
     /// Implement a method as an `async fn` with the parameters it declares:
     /// `async fn name(self: Arc<Self>, ctx: CallContext, ..) -> Result<R, ProcError>`.
-    /// Each call's future owns what it uses (`self` as an `Arc`, the context, the arguments), so
-    /// it may outlive the message the call arrived in; it must be `Send`.
+    /// Each call's future owns what it uses (`self` as an `Arc`, the context, the arguments):
+    /// it may outlive the message the call arrived in. It must be `Send`.
+    /// Strings and opaque data arrive owned (`String`, `Vec<u8>`), not as views into the message.
+    /// A variable-length opaque result is returned as a `Vec<u8>` (there is no reply buffer to
+    /// append to while a future is pending).
     ///
     /// The future is polled first on the thread that received the call: answered at once if it
     /// is ready, otherwise set aside while that thread serves other calls, and polled again there
@@ -2101,8 +2104,8 @@ pub mod everything_v2 {
     ///
     /// Implement a method as an `async fn` with the parameters it declares:
     /// `async fn name(self: Arc<Self>, ctx: CallContext, ..) -> Result<R, ProcError>`.
-    /// Each call's future owns what it uses (`self` as an `Arc`, the context, the arguments), so
-    /// it may outlive the message the call arrived in; it must be `Send`.
+    /// Each call's future owns what it uses (`self` as an `Arc`, the context, the arguments):
+    /// it may outlive the message the call arrived in. It must be `Send`.
     ///
     /// The future is polled first on the thread that received the call: answered at once if it
     /// is ready, otherwise set aside while that thread serves other calls, and polled again there

@@ -298,7 +298,7 @@ fn a_slow_async_procedure_holds_up_no_fast_call_on_its_endpoint() {
     }
 }
 
-/// The arguments of GREET("hello") in `uri`'s encoding with one byte of the string made
+/// The arguments of GREET("hello") in the encoding `c` speaks, with one byte of the string made
 /// invalid UTF-8: a decode error the server finds in argument `who`.
 fn bad_greet_args(c: &EverythingV1Client) -> Vec<u8> {
     let mut body = Vec::new();

@@ -1,4 +1,6 @@
-//! Compiles `inventory.x` into Rust stubs (`$OUT_DIR/inventory.rs`), which `src/lib.rs` includes.
+//! Compiles `inventory.x` into Rust stubs (`$OUT_DIR/inventory.rs`), which `src/lib.rs` includes;
+//! with the async server trait too (`InventoryV1AsyncService`), which `src/async_service.rs`
+//! implements.
 fn main() {
-    lowlat_build::compile("inventory.x").expect("inventory.x compiles");
+    lowlat_build::Builder::new().async_service().compile(&["inventory.x"]).expect("inventory.x compiles");
 }

@@ -44,6 +44,7 @@
 //! | `LabVersService` | the server trait: a method per procedure, taking a `&lowlat::CallContext` and the arguments, returning `Result<_, lowlat::ProcError>` |
 //! | `program(Arc<S: LabVersService>)` | the `lowlat::Program` that dispatches calls over lowlat's own protocol (native bodies) to the implementation |
 //! | `program_xdr(Arc<S: LabVersService>)` | the same implementation for ONC RPC callers (XDR bodies: rpcgen/libtirpc clients, `onc+udp://`, `onc+tcp://`); serve both from one server |
+//! | `LabVersAsyncService`, `program_async`, `program_xdr_async` | with [`Builder::async_service`] only: the same server side with async procedures (see "Async procedures" below) |
 //! | `encode_minus_args_xdr`, `decode_minus_result_native`, ... | each procedure's argument and result codecs in both encodings, for calls through `lowlat::Client::call` by hand |
 //!
 //! The client is right on every scheme it accepts: over `onc+udp://` and `onc+tcp://` it sends
@@ -81,15 +82,57 @@
 //! async.) From an async function the same client is awaited:
 //! `client.minus_async(5, 7).await?`, `client.with(options).echo_async(b"hi").await?`.
 //!
-//! The generated server trait's methods are blocking functions. A procedure that must await
-//! (another service, a timer) is registered by hand as an async one on the generated program,
-//! which replaces the trait's: `lab_vers::program(lab).procedure_async(lab_vers::ECHO, "ECHO",
-//! |ctx, args| async move { ... })`, decoding with `lab_vers::decode_echo_args_native` and
-//! encoding with `encode_echo_result_native` (see `lowlat::Program::procedure_async`).
-//!
 //! A procedure runs on the thread that received its call: the fast path, but a slow procedure
 //! holds up the calls behind it on that endpoint. [`Builder::long_running`] registers it to run
 //! on the server's worker pool instead.
+//!
+//! # Async procedures
+//!
+//! With [`Builder::async_service`] (off by default), each version module also holds an async
+//! server trait and the programs that serve it, beside the blocking ones:
+//!
+//! | item | what it is |
+//! |---|---|
+//! | `LabVersAsyncService` | the async server trait: a method per procedure, `fn minus(self: Arc<Self>, ctx: lowlat::CallContext, a: i32, b: i32) -> impl Future<Output = Result<i32, lowlat::ProcError>> + Send + 'static`, implemented as an `async fn`; arguments are owned (`String`, `Vec<u8>`, not views) and a variable-length opaque result is returned as a `Vec<u8>` |
+//! | `program_async(Arc<S: LabVersAsyncService>)` | the `lowlat::Program` serving it over lowlat's own protocol, every procedure registered with `lowlat::Program::procedure_async` |
+//! | `program_xdr_async(Arc<S: LabVersAsyncService>)` | the same implementation for ONC RPC callers |
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use lab::lab_vers::{self, LabVersAsyncService};
+//! use lowlat::{CallContext, ProcError};
+//!
+//! struct Lab { rt: tokio::runtime::Handle }
+//! impl LabVersAsyncService for Lab {
+//!     async fn null(self: Arc<Self>, _: CallContext) -> Result<(), ProcError> { Ok(()) }
+//!     async fn minus(self: Arc<Self>, _: CallContext, a: i32, b: i32) -> Result<i32, ProcError> {
+//!         // Work that needs tokio runs on its runtime; the JoinHandle is awaited here.
+//!         self.rt.spawn(async move { a.wrapping_sub(b) }).await.map_err(|e| ProcError::failed(e.to_string()))
+//!     }
+//!     async fn echo(self: Arc<Self>, _: CallContext, data: Vec<u8>) -> Result<Vec<u8>, ProcError> { Ok(data) }
+//! }
+//! let lab = Arc::new(Lab { rt: tokio::runtime::Handle::current() });
+//! let server = lowlat::Server::builder()
+//!     .program(lab_vers::program_async(lab.clone()))
+//!     .program(lab_vers::program_xdr_async(lab))
+//!     .serve(&["udp://127.0.0.1:7000", "onc+udp://127.0.0.1:7001"])?;
+//! ```
+//! A call's future is polled first on the thread that received the call: answered at once if
+//! it is ready, otherwise set aside while that thread serves other calls, and polled again there
+//! when its waker fires, so a procedure awaiting a timer or another service holds up no other
+//! call. No executor is needed, but the future must not block that thread, and since the thread
+//! is not a tokio worker, what needs a tokio runtime's context when it is made (a timer, a
+//! socket) is made inside `Handle::enter` or in a task spawned onto the runtime. Arguments are
+//! decoded before the future starts (a decode error is the same typed error, naming the field,
+//! as from the blocking trait) and the result is encoded when it ends. [`Builder::long_running`]
+//! does not apply to async procedures: they never hold up their thread.
+//!
+//! Why this shape: the future outlives the message its call arrived in, so it owns what it uses
+//! (`self` as an `Arc`, the context, the arguments); a bare `async fn` in a public trait cannot
+//! promise `Send`, which the server needs, while `-> impl Future + Send` (stable since Rust
+//! 1.75) can and still lets implementations write `async fn`; `#[async_trait]` would box every
+//! future once more and add a dependency. `crates/idl/tests/async_service.rs` serves an async
+//! implementation on udp, shm and onc+udp; `examples/inventory` has an async server.
 //!
 //! # How `.x` types map to Rust
 //!
@@ -123,7 +166,7 @@
 //! `SCREAMING_CASE`; Rust keywords get `r#`. No two generated names clash: two `.x` names that
 //! would become one Rust name are an error at their position, and glob imports of a generated
 //! module, its version modules and `lowlat` side by side compile without warnings (the client
-//! and the server trait carry the version's name, so neither is `lowlat::Client` nor
+//! and the server traits carry the version's name, so none is `lowlat::Client` nor
 //! `lowlat::Server`; union variants are named after arms, not after the enumeration members
 //! that label them). A `.x` type named like a prelude type (`union result` -> `Result`) shadows
 //! it where the module is glob-imported: write `std::result::Result` there.
@@ -228,6 +271,19 @@ impl Builder {
     /// ```
     pub fn strip_enum_prefix(mut self) -> Self {
         self.options.strip_enum_prefix = true;
+        self
+    }
+
+    /// Also generates, per program version, the async server trait (`LabVersAsyncService`: a
+    /// method per procedure returning a `Send + 'static` future, written as an `async fn`) and
+    /// `program_async`, `program_xdr_async` to serve an implementation of it; see "Async
+    /// procedures" on this crate's front page. Off by default: without it nothing generated
+    /// changes.
+    /// ```no_run
+    /// lowlat_build::Builder::new().async_service().compile(&["idl/lab.x"]).unwrap();
+    /// ```
+    pub fn async_service(mut self) -> Self {
+        self.options.async_service = true;
         self
     }
 

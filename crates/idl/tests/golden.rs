@@ -46,6 +46,38 @@ fn everything_with_runtime_is_up_to_date() {
     check("idl/examples/everything.x", "everything.rs", &with_runtime());
 }
 
+/// With the async server trait and its programs (`Options::async_service`). `everything.rs`
+/// above is the same interface with the option off, the default: the option adds items and
+/// changes none, so files generated before it existed are byte for byte what they were.
+#[test]
+fn everything_with_async_service_is_up_to_date() {
+    check("idl/examples/everything.x", "everything_async.rs", &Options { async_service: true, ..with_runtime() });
+}
+
+/// The async trait's doc comment speaks of arguments, owned strings and opaque results only for
+/// an interface that has them.
+#[test]
+fn the_async_trait_says_only_what_its_interface_has() {
+    let doc_of = |x: &str| {
+        let opts = Options { async_service: true, ..with_runtime() };
+        let file = compile_str(&Source::new("t.x", x), Lang::Rust, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let text = &file[0].contents;
+        let end = text.find("pub trait V1AsyncService").expect("the async trait is generated");
+        let start = text[..end].rfind("/// The procedures of").unwrap();
+        text[start..end].to_string()
+    };
+    let bare = doc_of("program P { version V1 { void PING(void) = 0; int NOW(void) = 1; } = 1; } = 0x20000098;");
+    for absent in ["the arguments", "Strings and opaque data", "opaque result", "Arguments that do not decode"] {
+        assert!(!bare.contains(absent), "{absent:?} in\n{bare}");
+    }
+    let full = doc_of(
+        "typedef opaque buf<>; typedef string text<>;\nprogram P { version V1 { buf ECHO(text s, int n) = 1; } = 1; } = 0x20000098;",
+    );
+    for present in ["the arguments", "Strings and opaque data", "opaque result", "Arguments that do not decode"] {
+        assert!(full.contains(present), "no {present:?} in\n{full}");
+    }
+}
+
 #[test]
 fn lab_with_runtime_is_up_to_date() {
     check("idl/lab.x", "lab.rs", &with_runtime());

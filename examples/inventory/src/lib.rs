@@ -6,8 +6,10 @@
 //!   [`stubs`] includes them.
 //! - [`Inventory`]: the implementation of the generated server trait, written once and served
 //!   over lowlat's protocol and ONC RPC ([`programs`]).
+//! - [`AsyncInventory`] (`src/async_service.rs`): the same shelves behind the generated async
+//!   server trait, for a server on tokio ([`async_programs`]).
 //! - `src/bin/inventory-server.rs`: serves it on the URIs it is given until SIGTERM or SIGINT,
-//!   then stops gracefully.
+//!   then stops gracefully; `--async` serves the async implementation.
 //! - `src/bin/inventory-client.rs`: a session of calls over any scheme (udp, tcp, shm, onc+udp,
 //!   ...), through the generated client.
 //!
@@ -20,10 +22,15 @@ use std::time::Duration;
 
 use lowlat::{CallContext, ProcError, Program};
 
+mod async_service;
+pub use async_service::{async_programs, AsyncInventory};
+
 // ANCHOR: stubs
 /// The stubs generated from `inventory.x`: its types at the top (`Item`, `Category`, `Shelf`,
 /// `TakeResult`, ...) and the module `inventory_v1` (numbers, codecs, the client
-/// `InventoryV1Client`, the server trait `InventoryV1Service`, `program` and `program_xdr`).
+/// `InventoryV1Client`, the server trait `InventoryV1Service`, `program` and `program_xdr`, and
+/// the async server trait `InventoryV1AsyncService` with `program_async` and
+/// `program_xdr_async`).
 pub mod stubs {
     include!(concat!(env!("OUT_DIR"), "/inventory.rs"));
 }
@@ -49,6 +56,11 @@ impl Inventory {
 
     fn items(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Item>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many things there are in all (what AUDIT finds, when it is done being slow).
+    fn total(&self) -> u32 {
+        self.items().values().map(|i| i.count).fold(0, u32::saturating_add)
     }
 }
 
@@ -97,7 +109,7 @@ impl InventoryV1Service for Inventory {
 
     fn audit(&self, _: &CallContext) -> Result<u32, ProcError> {
         std::thread::sleep(self.audit_takes);
-        Ok(self.items().values().map(|i| i.count).fold(0, u32::saturating_add))
+        Ok(self.total())
     }
 }
 // ANCHOR_END: service

@@ -44,10 +44,11 @@ impl Process {
     }
 }
 
-/// The server, started on `uris`, once it has said `ready`; its stdout lines keep coming on
+/// The server (`--async`: its async implementation), started on `uris`, once it has said `ready`; its stdout lines keep coming on
 /// the channel.
-fn start_server(uris: &[String]) -> (Process, Vec<String>, mpsc::Receiver<String>) {
+fn start_server(asynchronous: bool, uris: &[String]) -> (Process, Vec<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inventory-server"))
+        .args(asynchronous.then_some("--async"))
         .args(uris)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -90,6 +91,18 @@ fn client(uri: &str, asynchronous: bool) -> String {
 
 #[test]
 fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully() {
+    sessions_then_graceful_stop(false);
+}
+
+/// The same of `inventory-server --async`, whose procedures are the generated async trait's
+/// (AUDIT awaiting a tokio timer rather than running on the worker pool): the same answers on
+/// every scheme, and a stop that waits for the AUDIT call pending at the signal.
+#[test]
+fn the_async_server_answers_as_the_blocking_one_and_stops_as_gracefully() {
+    sessions_then_graceful_stop(true);
+}
+
+fn sessions_then_graceful_stop(asynchronous_server: bool) {
     let dir = tempfile::tempdir().unwrap();
     let listen = [
         "udp://127.0.0.1:0".to_string(),
@@ -97,7 +110,7 @@ fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully
         format!("shm://{}", dir.path().join("inventory.sock").display()),
         "onc+udp://127.0.0.1:0".to_string(),
     ];
-    let (server, uris, lines) = start_server(&listen);
+    let (server, uris, lines) = start_server(asynchronous_server, &listen);
     assert_eq!(uris.len(), 4, "{uris:?}");
     let mut stocked = 0;
     // Each scheme's session twice: blocking, then async (the generated client's futures, on
@@ -129,7 +142,7 @@ fn the_client_is_served_on_every_scheme_and_a_signal_stops_the_server_gracefully
         assert_eq!(lines.last().copied(), Some(format!("AUDIT -> {stocked} things in all").as_str()), "{uri}:\n{out}");
     }
 
-    // SIGTERM while a call is in flight (AUDIT takes 300 ms, on the worker pool): the call
+    // SIGTERM while a call is in flight (AUDIT takes 300 ms, on the worker pool or pending): the call
     // completes, the server says so, and ends cleanly.
     let audit = {
         let uri = uris[0].clone();

@@ -1,6 +1,6 @@
 //! The Rust generator, from the resolved [`Model`]: types ([`types`]), straight-line XDR and
-//! native codecs ([`codec`]), and, with a runtime path, a typed client and a server trait for
-//! each program version ([`stubs`]). What each item is called is decided, and checked for
+//! native codecs ([`codec`]), and, with a runtime path, a typed client and a server trait (and,
+//! as an option, an async one) for each program version ([`stubs`]). What each item is called is decided, and checked for
 //! clashes, before anything is written ([`names`]).
 //!
 //! Everything generated refers to the codec and runtime through the configured paths only, uses
@@ -29,6 +29,10 @@ pub struct Options {
     /// Drop the leading words every member of an enumeration shares from its variants' names
     /// (`LAB_OK`, `LAB_DIV_BY_ZERO` -> `Ok`, `DivByZero`), as prost does. Default: off.
     pub strip_enum_prefix: bool,
+    /// Also generate, per program version, the async server trait (`LabVersAsyncService`) and
+    /// the programs that serve it (`program_async`, `program_xdr_async`). Default: off, which
+    /// leaves the generated file as it was without the option.
+    pub async_service: bool,
 }
 
 impl Default for Options {
@@ -38,6 +42,7 @@ impl Default for Options {
             runtime_path: Some("::lowlat".into()),
             long_running: Vec::new(),
             strip_enum_prefix: false,
+            async_service: false,
         }
     }
 }

@@ -6,9 +6,9 @@
 //! - a union's variant is named after its arm's field (`case RED: int code;` -> `Code(i32)`),
 //!   never after the case constant, which is already an enumeration's variant; a `void` case is
 //!   named after its label (the enumeration's variant name, `V2` for the literal 2);
-//! - the client, the view with per-call options and the server trait carry the version's name
-//!   (`LabVersClient`, `LabVersClientWith`, `LabVersService`), so none is `lowlat::Client` or
-//!   `lowlat::Server` under glob imports;
+//! - the client, the view with per-call options and the server traits carry the version's name
+//!   (`LabVersClient`, `LabVersClientWith`, `LabVersService`, `LabVersAsyncService`), so none is
+//!   `lowlat::Client` or `lowlat::Server` under glob imports, nor one another;
 //! - with [`Options::strip_enum_prefix`](super::Options), the words every member of an
 //!   enumeration begins with are dropped (`LAB_OK`, `LAB_DIV_BY_ZERO` -> `Ok`, `DivByZero`).
 
@@ -155,6 +155,8 @@ pub struct VersionNames {
     pub client_with: String,
     /// `LabVersService`
     pub service: String,
+    /// `LabVersAsyncService`
+    pub async_service: String,
     /// Per procedure.
     pub procs: Vec<ProcNames>,
 }
@@ -337,6 +339,7 @@ pub fn plan(m: &Model, strip_enum_prefix: bool) -> Result<Names, Vec<Diagnostic>
                 client: format!("{stem}Client"),
                 client_with: format!("{stem}ClientWith"),
                 service: format!("{stem}Service"),
+                async_service: format!("{stem}AsyncService"),
                 procs,
             });
         }

@@ -1,6 +1,7 @@
 //! A module per program version: its numbers, its procedures' codecs and, with a runtime path,
 //! the typed client (right on every scheme: XDR over ONC RPC, the native encoding elsewhere),
-//! its view with per-call options, the server trait and the programs that dispatch to it.
+//! its view with per-call options, the server trait and the programs that dispatch to it, and
+//! as an option the async server trait and its programs.
 
 use super::codec::Enc;
 use super::names::{ProcNames, VersionNames};
@@ -15,6 +16,14 @@ struct Proc<'m> {
 }
 
 impl Proc<'_> {
+    /// The pattern binding the decoded arguments: `a`, or `(a, b)`.
+    fn args_pattern(&self) -> String {
+        match self.n.args.as_slice() {
+            [one] => one.clone(),
+            names => format!("({})", names.join(", ")),
+        }
+    }
+
     fn var_opaque_result(&self) -> bool {
         self.p.result.as_ref().is_some_and(|t| matches!(t.resolved(), Type::VarOpaque(_)))
     }
@@ -32,6 +41,14 @@ impl Gen<'_> {
             self.line("///");
             self.line(format!("/// [`{}`] calls it; a server implements [`{}`] and serves it", vn.client, vn.service));
             self.line("/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).");
+            if self.opts.async_service {
+                // Paths from the module's parent, where this comment is resolved.
+                let (m, t) = (&vn.module, &vn.async_service);
+                self.line(format!("/// Or it implements [`{t}`]({m}::{t}), whose procedures are async, and serves it"));
+                self.line(format!(
+                    "/// with [`program_async`]({m}::program_async) and [`program_xdr_async`]({m}::program_xdr_async)."
+                ));
+            }
         }
         self.open(format!("pub mod {} {{", vn.module));
         self.scope = "super::";
@@ -57,6 +74,11 @@ impl Gen<'_> {
             self.gen_service(&rt, &procs, prog.name.as_str(), v, &vn);
             self.gen_program(&rt, &procs, &vn, Enc::Native);
             self.gen_program(&rt, &procs, &vn, Enc::Xdr);
+            if self.opts.async_service {
+                self.gen_async_service(&rt, &procs, prog.name.as_str(), v, &vn);
+                self.gen_program_async(&rt, &procs, &vn, Enc::Native);
+                self.gen_program_async(&rt, &procs, &vn, Enc::Xdr);
+            }
         }
         self.scope = "";
         self.close("}");
@@ -261,6 +283,18 @@ impl Gen<'_> {
         }
     }
 
+    /// The decoding call of a procedure's arguments from `body` in encoding `e` (the native one
+    /// in a local `order`), without the error's conversion.
+    fn args_decoder(&self, pr: &Proc<'_>, e: Enc, body: &str) -> String {
+        let cp = self.cp();
+        match (pr.p.args.is_empty(), e) {
+            (true, Enc::Xdr) => format!("{cp}::XdrReader::new({body}).finish()"),
+            (true, Enc::Native) => format!("{cp}::NativeReader::new({body}, order).finish()"),
+            (false, Enc::Xdr) => format!("decode_{}_args_xdr({body})", pr.n.method),
+            (false, Enc::Native) => format!("decode_{}_args_native({body}, order)", pr.n.method),
+        }
+    }
+
     /// The body of a client method: XDR over ONC RPC, else the native encoding in the server's
     /// byte order; `decoder` gives the result closure for an encoding. `asynchronous`: of an
     /// `async fn`, awaiting the call's future.
@@ -404,20 +438,11 @@ impl Gen<'_> {
                 self.line(format!("let order = {cp}::ByteOrder::host();"));
             }
             let names = &pr.n.args;
+            let decode = self.args_decoder(pr, e, "args");
             if pr.p.args.is_empty() {
-                let reader = if xdr {
-                    format!("{cp}::XdrReader::new(args)")
-                } else {
-                    format!("{cp}::NativeReader::new(args, order)")
-                };
-                self.line(format!("{reader}.finish().map_err({rt}::ProcError::bad_args)?;"));
+                self.line(format!("{decode}.map_err({rt}::ProcError::bad_args)?;"));
             } else {
-                let pat = if names.len() == 1 { names[0].clone() } else { format!("({})", names.join(", ")) };
-                self.line(format!(
-                    "let {pat} = decode_{}_args_{}(args{order_arg}).map_err({rt}::ProcError::bad_args)?;",
-                    pr.n.method,
-                    e.name()
-                ));
+                self.line(format!("let {} = {decode}.map_err({rt}::ProcError::bad_args)?;", pr.args_pattern()));
             }
             let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
             match pr.p.result.as_ref().map(|t| (t, t.resolved())) {
@@ -464,6 +489,169 @@ impl Gen<'_> {
                     ));
                 }
             }
+            self.close("}");
+            self.close("})");
+        }
+        self.indent -= 1;
+        self.close("}");
+    }
+}
+
+/// The async server trait and its programs.
+///
+/// Each method is `fn m(self: Arc<Self>, ctx: CallContext, args..) -> impl Future<Output =
+/// Result<R, ProcError>> + Send + 'static` (return-position `impl Trait` in a trait, stable since
+/// Rust 1.75), which an implementation may write as `async fn m(self: Arc<Self>, ..) -> Result<R,
+/// ProcError>`. Why this shape:
+/// - the future outlives the frame the call arrived in (a pending call is set aside while the
+///   serving thread serves others), so it owns everything: `self` as an `Arc` (one reference
+///   count per call), the context by value, owned arguments (`String`, `Vec<u8>`, not views);
+/// - a plain `async fn` in a public trait cannot promise `Send`, which the server needs (the
+///   `async_fn_in_trait` lint says as much), while `-> impl Future + Send` does and still lets
+///   implementations use `async fn`;
+/// - `#[async_trait]` would box every call's future a second time (`procedure_async` boxes it
+///   once) and bring a dependency into every user's crate.
+///
+/// A variable-length opaque result is returned as a `Vec<u8>` rather than appended to an `out`
+/// buffer: the reply buffer does not exist while the future is pending.
+impl Gen<'_> {
+    fn gen_async_service(&mut self, rt: &str, procs: &[Proc<'_>], prog: &str, v: &Version, vn: &VersionNames) {
+        let fut = |ret: &str| {
+            format!(
+                "impl ::std::future::Future<Output = ::std::result::Result<{ret}, {rt}::ProcError>> + ::std::marker::Send + 'static"
+            )
+        };
+        self.line("");
+        self.line(format!(
+            "/// The procedures of `{prog}` version `{}` as async functions, implemented by a server",
+            v.name
+        ));
+        self.line("/// and served with [`program_async`] (lowlat's protocol) and [`program_xdr_async`] (ONC RPC),");
+        self.line(format!("/// from one implementation; the async counterpart of [`{}`].", vn.service));
+        self.line("///");
+        let has_args = procs.iter().any(|p| !p.p.args.is_empty());
+        let views = procs.iter().any(|p| p.p.args.iter().any(|a| borrows(&a.ty)));
+        self.line("/// Implement a method as an `async fn` with the parameters it declares:");
+        self.line("/// `async fn name(self: Arc<Self>, ctx: CallContext, ..) -> Result<R, ProcError>`.");
+        let what =
+            if has_args { "`self` as an `Arc`, the context, the arguments" } else { "`self` as an `Arc`, the context" };
+        self.line(format!("/// Each call's future owns what it uses ({what}):"));
+        self.line("/// it may outlive the message the call arrived in. It must be `Send`.");
+        if views {
+            self.line("/// Strings and opaque data arrive owned (`String`, `Vec<u8>`), not as views into the message.");
+        }
+        if procs.iter().any(|p| p.var_opaque_result()) {
+            self.line("/// A variable-length opaque result is returned as a `Vec<u8>` (there is no reply buffer to");
+            self.line("/// append to while a future is pending).");
+        }
+        self.line("///");
+        self.line("/// The future is polled first on the thread that received the call: answered at once if it");
+        self.line("/// is ready, otherwise set aside while that thread serves other calls, and polled again there");
+        self.line("/// when its waker fires (no executor is needed, and a slow procedure holds up no other call).");
+        self.line("/// It must not block that thread. Since the thread is not a tokio worker, what needs a tokio");
+        self.line("/// runtime's context when it is made (a timer, a socket) is made inside `Handle::enter`, or");
+        self.line("/// the work is spawned onto the runtime and its `JoinHandle` awaited.");
+        self.line("///");
+        self.line(format!(
+            "/// A method fails with [`{rt}::ProcError`]: `ProcError::failed(message)` sends `message` to a"
+        ));
+        self.line("/// caller over lowlat's protocol (over ONC RPC, which has no place for it, the caller gets");
+        if has_args {
+            self.line("/// SYSTEM_ERR and the server logs it). Arguments that do not decode never reach a method: the");
+            self.line("/// caller is told which argument and where.");
+        } else {
+            self.line("/// SYSTEM_ERR and the server logs it).");
+        }
+        self.open(format!("pub trait {}: ::std::marker::Send + ::std::marker::Sync + 'static {{", vn.async_service));
+        for (i, pr) in procs.iter().enumerate() {
+            if i > 0 {
+                self.line("");
+            }
+            let mut params = vec!["self: ::std::sync::Arc<Self>".to_string(), format!("ctx: {rt}::CallContext")];
+            params.extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.rust_ty(&a.ty))));
+            let ret = pr.p.result.as_ref().map_or_else(|| "()".to_string(), |t| self.rust_ty(t));
+            self.line(format!("/// `{}`", self.m.signature(pr.p)));
+            if params.len() > 7 {
+                self.line("#[allow(clippy::too_many_arguments)]");
+            }
+            self.line(format!("fn {}({}) -> {};", pr.n.method, params.join(", "), fut(&ret)));
+        }
+        self.close("}");
+    }
+
+    /// `program_async()` (native bodies) or `program_xdr_async()` (XDR bodies): every procedure
+    /// registered with `Program::procedure_async`, decoding its arguments (into owned values)
+    /// before the future starts and encoding its result when it ends.
+    fn gen_program_async(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames, e: Enc) {
+        let cp = self.cp();
+        let service = &vn.async_service;
+        let xdr = e == Enc::Xdr;
+        self.line("");
+        let (name, new) = if xdr {
+            self.line("/// The program that dispatches ONC RPC calls (XDR bodies) to the async `server`; serve it");
+            self.line("/// beside [`program_async`] to answer rpcgen/libtirpc clients too.");
+            ("program_xdr_async", format!("{rt}::Program::new(PROGRAM, VERSION).xdr()"))
+        } else {
+            self.line("/// The program that dispatches calls over lowlat's own protocol (native bodies) to the async");
+            self.line("/// `server`.");
+            ("program_async", format!("{rt}::Program::new(PROGRAM, VERSION)"))
+        };
+        self.open(format!("pub fn {name}<S: {service}>(server: ::std::sync::Arc<S>) -> {rt}::Program {{"));
+        self.line(new);
+        self.indent += 1;
+        let order_arg = if xdr { "" } else { ", order" };
+        for pr in procs {
+            self.open(format!(".procedure_async({}, {:?}, {{", pr.n.konst, pr.p.name));
+            self.line("let s = ::std::sync::Arc::clone(&server);");
+            self.open(format!("move |ctx: {rt}::CallContext, args: ::std::vec::Vec<u8>| {{"));
+            if !xdr {
+                self.line(format!("let order = {cp}::ByteOrder::host();"));
+            }
+            let names = &pr.n.args;
+            // Decoded here, before the future, so the message's bytes need not live as long;
+            // views (strings, opaque data) become owned values.
+            let pat = pr.args_pattern();
+            let to_owned = if pr.p.args.iter().any(|a| borrows(&a.ty)) {
+                let owned: Vec<String> = names
+                    .iter()
+                    .zip(&pr.p.args)
+                    .map(|(n, a)| if borrows(&a.ty) { format!("{n}.to_owned()") } else { n.clone() })
+                    .collect();
+                let owned = if owned.len() == 1 { owned[0].clone() } else { format!("({})", owned.join(", ")) };
+                format!(".map(|{pat}| {owned})")
+            } else {
+                String::new()
+            };
+            let decode = self.args_decoder(pr, e, "&args");
+            self.line(format!("let args = {decode}{to_owned}.map_err({rt}::ProcError::bad_args);"));
+            self.line("let s = ::std::sync::Arc::clone(&s);");
+            self.open("async move {");
+            let call_args = std::iter::once("ctx".to_string()).chain(names.iter().cloned()).collect::<Vec<_>>();
+            if pr.p.args.is_empty() {
+                self.line("args?;");
+            } else {
+                self.line(format!("let {pat} = args?;"));
+            }
+            match &pr.p.result {
+                None => {
+                    self.line(format!("s.{}({}).await?;", pr.n.method, call_args.join(", ")));
+                    self.line(format!(
+                        "::std::result::Result::<::std::vec::Vec<u8>, {rt}::ProcError>::Ok(::std::vec::Vec::new())"
+                    ));
+                }
+                Some(t) => {
+                    self.line(format!("let result = s.{}({}).await?;", pr.n.method, call_args.join(", ")));
+                    self.line("let mut reply = ::std::vec::Vec::new();");
+                    let arg = if is_copy_scalar(t) { "result" } else { "&result" };
+                    self.line(format!(
+                        "encode_{}_result_{}(&mut reply{order_arg}, {arg}).map_err({rt}::ProcError::bad_result)?;",
+                        pr.n.method,
+                        e.name()
+                    ));
+                    self.line(format!("::std::result::Result::<::std::vec::Vec<u8>, {rt}::ProcError>::Ok(reply)"));
+                }
+            }
+            self.close("}");
             self.close("}");
             self.close("})");
         }

@@ -38,12 +38,15 @@ impl Gen<'_> {
         let procs: Vec<Proc<'_>> = v.procedures.iter().zip(&vn.procs).map(|(p, n)| Proc { p, n: n.clone() }).collect();
         self.line(format!("/// Program `{}` ({:#x}), version `{}` ({}).", prog.name, prog.number, v.name, v.number));
         if self.opts.runtime_path.is_some() {
+            // Paths from the module's parent, where this comment is resolved.
+            let (m, c, s) = (&vn.module, &vn.client, &vn.service);
             self.line("///");
-            self.line(format!("/// [`{}`] calls it; a server implements [`{}`] and serves it", vn.client, vn.service));
-            self.line("/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).");
+            self.line(format!("/// [`{c}`]({m}::{c}) calls it; a server implements [`{s}`]({m}::{s}) and serves it"));
+            self.line(format!(
+                "/// with [`program`]({m}::program) (lowlat's protocol) and [`program_xdr`]({m}::program_xdr) (ONC RPC)."
+            ));
             if self.opts.async_service {
-                // Paths from the module's parent, where this comment is resolved.
-                let (m, t) = (&vn.module, &vn.async_service);
+                let t = &vn.async_service;
                 self.line(format!("/// Or it implements [`{t}`]({m}::{t}), whose procedures are async, and serves it"));
                 self.line(format!(
                     "/// with [`program_async`]({m}::program_async) and [`program_xdr_async`]({m}::program_xdr_async)."

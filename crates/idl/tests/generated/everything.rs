@@ -863,8 +863,8 @@ impl ::lowlat_codec::Native for Everything {
 
 /// Program `EVERYTHING_PROG` (0x20004c4d), version `EVERYTHING_V1` (1).
 ///
-/// [`EverythingV1Client`] calls it; a server implements [`EverythingV1Service`] and serves it
-/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
+/// [`EverythingV1Client`](everything_v1::EverythingV1Client) calls it; a server implements [`EverythingV1Service`](everything_v1::EverythingV1Service) and serves it
+/// with [`program`](everything_v1::program) (lowlat's protocol) and [`program_xdr`](everything_v1::program_xdr) (ONC RPC).
 pub mod everything_v1 {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4d;
@@ -1618,8 +1618,8 @@ pub mod everything_v1 {
 
 /// Program `EVERYTHING_PROG` (0x20004c4d), version `EVERYTHING_V2` (2).
 ///
-/// [`EverythingV2Client`] calls it; a server implements [`EverythingV2Service`] and serves it
-/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
+/// [`EverythingV2Client`](everything_v2::EverythingV2Client) calls it; a server implements [`EverythingV2Service`](everything_v2::EverythingV2Service) and serves it
+/// with [`program`](everything_v2::program) (lowlat's protocol) and [`program_xdr`](everything_v2::program_xdr) (ONC RPC).
 pub mod everything_v2 {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4d;

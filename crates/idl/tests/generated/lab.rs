@@ -5,8 +5,8 @@ pub type LabBuf = ::std::vec::Vec<u8>;
 
 /// Program `LAB_PROG` (0x20004c4c), version `LAB_VERS` (1).
 ///
-/// [`LabVersClient`] calls it; a server implements [`LabVersService`] and serves it
-/// with [`program`] (lowlat's protocol) and [`program_xdr`] (ONC RPC).
+/// [`LabVersClient`](lab_vers::LabVersClient) calls it; a server implements [`LabVersService`](lab_vers::LabVersService) and serves it
+/// with [`program`](lab_vers::program) (lowlat's protocol) and [`program_xdr`](lab_vers::program_xdr) (ONC RPC).
 pub mod lab_vers {
     /// The program number.
     pub const PROGRAM: u32 = 0x20004c4c;

@@ -1,5 +1,9 @@
 //! The `lowlat` command: serve, call, benchmark, measure the floor, run the laboratory.
 
+// The doc comments of the argument structs are the command's help text (clap), where `[JSON]`
+// means an optional argument, not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

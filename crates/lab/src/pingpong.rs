@@ -171,7 +171,7 @@ pub struct PingPongServer {
 
 impl PingPongServer {
     /// Binds the echo server (so its address is known) without serving yet. `checksum`: eth://
-    /// and xdp:// only, as [`EthRaw::checksum`]. `psk`: udp:// and tcp:// only, messages are
+    /// and xdp:// only, as [`RawOptions::checksum`]. `psk`: udp:// and tcp:// only, messages are
     /// tagged (and a message whose tag fails stops the server with an error).
     pub fn bind(
         uri: &str,

@@ -247,7 +247,7 @@ pub struct Refusals {
     pub malformed: u64,
     /// The session table was full of sessions with calls in progress.
     pub full: u64,
-    /// The client's source held [`ServerConfig::max_sessions_per_source`] sessions.
+    /// The client's source held [`ServerEngineConfig::max_sessions_per_source`] sessions.
     pub source_limit: u64,
     /// The server has a pre-shared key; the client had none.
     pub key_required: u64,

@@ -49,20 +49,44 @@ fn send_frame(
     single: impl FnOnce(&[u8]) -> io::Result<usize>,
     gathered: impl FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    let crc = if checksum { trailer(head, body) } else { [0; CRC_LEN] };
-    let crc = if checksum { &crc[..] } else { &[][..] };
-    if body.is_empty() && crc.is_empty() {
+    if body.is_empty() && !checksum {
         return single(head);
     }
-    let len = head.len() + body.len() + crc.len();
-    if len <= SMALL_FRAME {
-        let mut frame = [0u8; SMALL_FRAME];
-        frame[..head.len()].copy_from_slice(head);
-        frame[head.len()..head.len() + body.len()].copy_from_slice(body);
-        frame[len - crc.len()..len].copy_from_slice(crc);
-        return single(&frame[..len]);
+    let len = head.len() + body.len() + if checksum { CRC_LEN } else { 0 };
+    // The buffer is zeroed before use: the smallest frames (a null call's, a small call's) get
+    // one of a cache line, not of SMALL_FRAME bytes.
+    if len <= TINY_FRAME {
+        return send_copied::<TINY_FRAME>(head, body, checksum, single);
     }
+    if len <= SMALL_FRAME {
+        return send_copied::<SMALL_FRAME>(head, body, checksum, single);
+    }
+    let crc = if checksum { trailer(head, body) } else { [0; CRC_LEN] };
+    let crc = if checksum { &crc[..] } else { &[][..] };
     gathered(&[IoSlice::new(head), IoSlice::new(body), IoSlice::new(crc)])
+}
+
+/// Frames up to this size are copied into a buffer of this size (see [`send_frame`]).
+const TINY_FRAME: usize = 64;
+
+/// Copies `head`, `body` and (with checksums on) their CRC32C, computed over the copy in one
+/// pass, into a buffer of `N` bytes, and sends it through `single`.
+fn send_copied<const N: usize>(
+    head: &[u8],
+    body: &[u8],
+    checksum: bool,
+    single: impl FnOnce(&[u8]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut frame = [0u8; N];
+    let n = head.len() + body.len();
+    frame[..head.len()].copy_from_slice(head);
+    frame[head.len()..n].copy_from_slice(body);
+    if !checksum {
+        return single(&frame[..n]);
+    }
+    let crc = crc32c::crc32c(&frame[..n]).to_le_bytes();
+    frame[n..n + CRC_LEN].copy_from_slice(&crc);
+    single(&frame[..n + CRC_LEN])
 }
 
 /// Datagrams received with a wrong or missing checksum (dropped), over all sockets of the

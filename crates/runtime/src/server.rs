@@ -68,8 +68,6 @@ impl ServerBuilder {
             let uri = uri.as_ref();
             let endpoint: Endpoint = uri.parse()?;
             let shared = EndpointShared::new()?;
-            let transport = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd())?;
-            let local = transport.local_uri();
             let ctx = Context {
                 services: services.clone(),
                 config: self.config.clone(),
@@ -78,7 +76,8 @@ impl ServerBuilder {
                 seed: random_seed()?,
                 secret: random_secret()?,
             };
-            let thread = serving::start(transport, format!("lowlat-{}", endpoint.scheme()), ctx)?;
+            let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), ctx };
+            let (local, thread) = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd(), start)??;
             server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
         }
         Ok(server)

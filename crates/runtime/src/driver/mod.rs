@@ -8,16 +8,16 @@
 //! Drivers know nothing of either protocol's engine, and nothing of the server above them.
 //!
 //! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`; an arm in
-//! [`open_channel`] and one in [`open_server`], with an [`AnyServer`] variant (matched in
-//! [`AnyServer::local_uri`] and where the serving thread picks the protocol, `serving::start`);
-//! the scheme in `lowlat_transport::Endpoint`'s parser; and one line in `tests/conformance.rs`
-//! instantiating the conformance suite for it.
+//! [`open_channel`] and one in [`open_server`]; the scheme in `lowlat_transport::Endpoint`'s
+//! parser; and one line in `tests/conformance.rs` instantiating the conformance suite for it.
 
 use std::hash::Hash;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
+
+use lowlat_onc::rpcbind::Netid;
 
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Endpoint, Error, ServerConfig};
@@ -206,78 +206,59 @@ pub(crate) fn resolve(uri: &str, host_port: &str) -> Result<SocketAddr, Error> {
         .map_err(|e| Error::InvalidUri { uri: uri.to_string(), reason: e.to_string() })
 }
 
-/// A transport serving `endpoint`, handed to a serving thread: lowlat's protocol on each, ONC
-/// RPC on the `Onc*` ones.
-pub(crate) enum AnyServer {
-    Udp(udp::UdpServer),
-    Tcp(tcp::TcpServer<tcp::LengthPrefix>),
-    Shm(Box<shm::ShmServerTransport>),
-    Eth(eth::FrameServer<lowlat_eth::EthSocket>),
-    Xdp(Box<eth::FrameServer<lowlat_eth::XdpSocket>>),
-    OncUdp(udp::UdpServer),
-    OncTcp(tcp::TcpServer<tcp::RecordMarking>),
+/// What is done with a server transport once it is bound: the serving layer's (it runs the
+/// protocol's serving loop on it). Generic over the transport, so that [`open_server`] matches
+/// each scheme once, and nothing here knows the protocols' engines.
+pub(crate) trait Bind {
+    /// What binding gives the caller.
+    type Out;
+    /// `t` speaks lowlat's own protocol.
+    fn lowlat<T: ServerTransport + Send + 'static>(self, t: T) -> Self::Out;
+    /// `t` speaks ONC RPC over `netid`, bound at `local` (for rpcbind).
+    fn onc<T: ServerTransport + Send + 'static>(self, t: T, netid: Netid, local: SocketAddr) -> Self::Out;
 }
 
-impl AnyServer {
-    /// The URI clients should use (with the real port when 0 was asked for).
-    pub fn local_uri(&self) -> String {
-        match self {
-            AnyServer::Udp(t) | AnyServer::OncUdp(t) => t.local_uri(),
-            AnyServer::Tcp(t) => t.local_uri(),
-            AnyServer::OncTcp(t) => t.local_uri(),
-            AnyServer::Shm(t) => t.local_uri(),
-            AnyServer::Eth(t) => t.local_uri(),
-            AnyServer::Xdp(t) => t.local_uri(),
-        }
-    }
-}
-
-pub(crate) fn open_server(
+/// Binds the server transport `endpoint` names and hands it to `bind`: lowlat's protocol on
+/// each scheme, ONC RPC on the `onc+` ones.
+pub(crate) fn open_server<B: Bind>(
     endpoint: &Endpoint,
     uri: &str,
     cfg: &ServerConfig,
     doorbell: RawFd,
-) -> Result<AnyServer, Error> {
+    bind: B,
+) -> Result<B::Out, Error> {
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
-    match endpoint {
-        Endpoint::Udp { host_port } => Ok(AnyServer::Udp(udp::UdpServer::bind(
+    Ok(match endpoint {
+        Endpoint::Udp { host_port } => bind.lowlat(udp::UdpServer::bind(
             uri,
             endpoint.scheme(),
             resolve(uri, host_port)?,
             cfg.checksum,
             &cfg.allow,
-        )?)),
+        )?),
         Endpoint::Tcp { host_port } => {
             let framing = tcp::lowlat_framing(cfg.max_message);
             let server =
                 tcp::TcpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbell, cfg)?;
-            Ok(AnyServer::Tcp(server.established_by_sessions()))
+            bind.lowlat(server.established_by_sessions())
         }
-        Endpoint::OncUdp { host, port } => Ok(AnyServer::OncUdp(udp::UdpServer::bind(
-            uri,
-            endpoint.scheme(),
-            onc_addr(host, *port)?,
-            false,
-            &cfg.allow,
-        )?)),
+        Endpoint::OncUdp { host, port } => {
+            let t = udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, false, &cfg.allow)?;
+            let local = t.local_addr();
+            bind.onc(t, Netid::Udp, local)
+        }
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.
             let framing = tcp::RecordMarking::new(cfg.max_message, usize::MAX);
-            Ok(AnyServer::OncTcp(
-                tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
-                    .established_by(tcp::onc_accepted),
-            ))
+            let t = tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
+                .established_by(tcp::onc_accepted);
+            let local = t.local_addr();
+            bind.onc(t, Netid::Tcp, local)
         }
-        Endpoint::Shm { path } => {
-            Ok(AnyServer::Shm(Box::new(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?)))
-        }
-        Endpoint::Eth { iface, .. } => {
-            Ok(AnyServer::Eth(eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?))
-        }
-        Endpoint::Xdp { iface, .. } => {
-            Ok(AnyServer::Xdp(Box::new(eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?)))
-        }
-    }
+        Endpoint::Shm { path } => bind.lowlat(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?),
+        Endpoint::Eth { iface, .. } => bind.lowlat(eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?),
+        Endpoint::Xdp { iface, .. } => bind.lowlat(eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?),
+    })
 }
 
 fn unsupported(uri: &str, e: &Endpoint) -> Error {

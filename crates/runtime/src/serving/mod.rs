@@ -9,6 +9,7 @@
 //! ([`lowlat`]) and ONC RPC ([`onc`]).
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use lowlat_transport::Spinner;
 
 use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING};
-use crate::driver::{AnyServer, FrameHandler, Polled, ServerTransport};
+use crate::driver::{Bind, FrameHandler, Polled, ServerTransport};
 use crate::service::Services;
 use crate::stats::EndpointStats;
 use crate::workers::Job;
@@ -73,32 +74,45 @@ pub(crate) fn counters<T: ServerTransport, P: Protocol<T::Addr>>(t: &T, protocol
     c
 }
 
-/// Starts serving `transport` on a thread of its own, with lowlat's protocol or, on the `Onc*`
-/// transports, ONC RPC (registered with rpcbind first when asked).
-pub(crate) fn start(transport: AnyServer, thread: String, ctx: Context) -> Result<JoinHandle<()>, Error> {
-    let registration = match &transport {
-        AnyServer::OncUdp(t) => Some(onc::Registration::register(&ctx, onc::Netid::Udp, t.local_addr())),
-        AnyServer::OncTcp(t) => Some(onc::Registration::register(&ctx, onc::Netid::Tcp, t.local_addr())),
-        _ => None,
-    };
+/// Serves a bound transport on a thread of its own named `thread` (the [`Bind`] the server hands
+/// to `driver::open_server`): with lowlat's protocol, or with ONC RPC, registered with rpcbind
+/// first when asked. Gives the URI clients should use (the real port when 0 was asked for) and
+/// the thread.
+pub(crate) struct Start {
+    pub thread: String,
+    pub ctx: Context,
+}
+
+impl Bind for Start {
+    type Out = Result<(String, JoinHandle<()>), Error>;
+
+    fn lowlat<T: ServerTransport + Send + 'static>(self, t: T) -> Self::Out {
+        let local = t.local_uri();
+        let ctx = self.ctx;
+        Ok((local, spawn(self.thread, move || lowlat::serve(t, &ctx))?))
+    }
+
+    fn onc<T: ServerTransport + Send + 'static>(self, t: T, netid: onc::Netid, at: SocketAddr) -> Self::Out {
+        let local = t.local_uri();
+        let ctx = self.ctx;
+        let registration = onc::Registration::register(&ctx, netid, at);
+        let thread = spawn(self.thread, move || {
+            onc::serve(t, &ctx, netid);
+            registration.unregister();
+        })?;
+        Ok((local, thread))
+    }
+}
+
+/// Runs `serve` on a new thread named `name`.
+fn spawn(name: String, serve: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {
     std::thread::Builder::new()
-        .name(thread)
+        .name(name)
         .spawn(move || {
             // Termination signals go to the application's threads, never to a serving one
             // (`Server::wait_for_signal` takes them synchronously).
             let _ = lowlat_sys::block_termination_signals();
-            match transport {
-                AnyServer::Udp(t) => lowlat::serve(t, &ctx),
-                AnyServer::Tcp(t) => lowlat::serve(t, &ctx),
-                AnyServer::Shm(t) => lowlat::serve(*t, &ctx),
-                AnyServer::Eth(t) => lowlat::serve(t, &ctx),
-                AnyServer::Xdp(t) => lowlat::serve(*t, &ctx),
-                AnyServer::OncUdp(t) => onc::serve(t, &ctx, onc::Netid::Udp),
-                AnyServer::OncTcp(t) => onc::serve(t, &ctx, onc::Netid::Tcp),
-            }
-            if let Some(r) = registration {
-                r.unregister();
-            }
+            serve();
         })
         .map_err(|e| Error::io("spawn serving thread", e))
 }

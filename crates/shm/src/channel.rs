@@ -216,7 +216,8 @@ impl ShmChannel {
                 }
                 polls = polls.wrapping_add(1);
                 if polls & (LIVENESS_POLLS - 1) == 0 && sys::hung_up(sock) {
-                    return Err(ShmError::PeerGone);
+                    // A reply published before the server went is delivered first.
+                    return if results.borrow_mut().poll()? { Ok(Some(())) } else { Err(ShmError::PeerGone) };
                 }
                 Ok(None)
             },
@@ -224,7 +225,7 @@ impl ShmChannel {
                 let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
                 let t = Instant::now();
                 results.borrow().block_for_data(slice);
-                check_alive_after(t, slice, sock)
+                check_alive_after(t, slice, sock, || results.borrow().has_data())
             },
         );
         match r {
@@ -260,7 +261,8 @@ impl ShmChannel {
         let slice = timeout.map_or(LIVENESS_SLICE, |t| t.min(LIVENESS_SLICE));
         let t = Instant::now();
         self.results.block_for_data(slice);
-        check_alive_after(t, slice, self.sock.as_raw_fd()).map_err(|e| self.mark_broken(e))
+        let alive = check_alive_after(t, slice, self.sock.as_raw_fd(), || self.results.has_data());
+        alive.map_err(|e| self.mark_broken(e))
     }
 
     /// Prepares to wait for a result in an event loop rather than on the futex: empties the
@@ -279,7 +281,7 @@ impl ShmChannel {
     /// (a dead server rings nothing).
     pub fn unpark(&mut self, timed_out: bool) -> Result<(), ShmError> {
         self.results.unpark();
-        if timed_out && sys::hung_up(self.sock.as_raw_fd()) {
+        if timed_out && sys::hung_up(self.sock.as_raw_fd()) && !self.results.has_data() {
             return Err(self.mark_broken(ShmError::PeerGone));
         }
         Ok(())
@@ -325,9 +327,17 @@ impl ShmChannel {
     }
 }
 
-/// After a blocking slice: if it ran its full length (no wake-up), look at the liveness socket.
-fn check_alive_after(start: Instant, slice: Duration, sock: RawFd) -> Result<(), ShmError> {
-    if start.elapsed() >= slice && sys::hung_up(sock) {
+/// After a blocking slice: if it ran its full length (no wake-up seen), look at the liveness
+/// socket. A hang-up counts only once `pending` finds nothing left to read: a reply published
+/// before the server went is delivered, even to a waiter that was woken for it but ran only
+/// after the slice's length (a starved CPU) and after the server had exited.
+fn check_alive_after(
+    start: Instant,
+    slice: Duration,
+    sock: RawFd,
+    pending: impl FnOnce() -> bool,
+) -> Result<(), ShmError> {
+    if start.elapsed() >= slice && sys::hung_up(sock) && !pending() {
         return Err(ShmError::PeerGone);
     }
     Ok(())
@@ -359,7 +369,7 @@ pub(crate) fn wait_space(
             let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
             let t = Instant::now();
             p.borrow_mut().block_for_space(slice);
-            check_alive_after(t, slice, sock)
+            check_alive_after(t, slice, sock, || false)
         },
     )?;
     r.ok_or(ShmError::Timeout { op: "send (waiting for ring space)" })

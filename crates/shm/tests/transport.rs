@@ -385,3 +385,54 @@ fn unresponsive_server_times_out_connect() {
     assert!(matches!(e, ShmError::Timeout { .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
+
+/// A reply the server published before it went is delivered, not reported as a hang-up: a
+/// waiter that comes back from its wait only after the server has exited (a starved CPU) finds
+/// the reply first, through `block` then `try_recv`, through `recv`, and after a parked wait.
+#[test]
+fn a_reply_published_before_the_server_went_is_delivered() {
+    use lowlat_shm::{Activity, ShmServer};
+    let dir = Scratch::new("last-reply");
+    let path = dir.path("s");
+    for way in ["block", "recv", "park"] {
+        let _ = std::fs::remove_file(&path);
+        let mut server = ShmServer::bind(&path, small_rings()).unwrap();
+        let serving = std::thread::spawn(move || {
+            let give_up = Instant::now() + Duration::from_secs(5);
+            loop {
+                let got = server.serve_next(|_, request, reply| reply.send(&[b"last:", request]).unwrap());
+                if let Some(Activity::Request(..)) = got {
+                    break; // the server goes, its binding with it
+                }
+                assert!(Instant::now() < give_up, "no request");
+                server.block(Some(Duration::from_millis(10))).unwrap();
+            }
+        });
+        let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
+        ch.send(&[b"words"], deadline(Duration::from_secs(5))).unwrap();
+        serving.join().unwrap();
+        let hung_up = Instant::now() + Duration::from_secs(5);
+        while !lowlat_sys::hung_up(ch.liveness_fd()) {
+            assert!(Instant::now() < hung_up, "the binding outlived its server");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let got = match way {
+            // A wait whose slice ran out (1 ns) with the server gone and the reply there.
+            "block" => {
+                ch.block(Some(Duration::from_nanos(1))).unwrap();
+                ch.try_recv().unwrap().map(<[u8]>::to_vec)
+            }
+            "recv" => Some(ch.recv(deadline(Duration::from_secs(1))).unwrap().to_vec()),
+            _ => {
+                let _ = ch.park().unwrap();
+                ch.unpark(true).unwrap();
+                ch.try_recv().unwrap().map(<[u8]>::to_vec)
+            }
+        };
+        assert_eq!(got.as_deref(), Some(&b"last:words"[..]), "{way}");
+        // Then, with nothing left to read, the hang-up is reported.
+        assert!(ch.try_recv().unwrap().is_none(), "{way}: the reply was handed out twice");
+        let e = ch.block(Some(Duration::from_nanos(1))).unwrap_err();
+        assert!(matches!(e, ShmError::PeerGone), "{way}: {e}");
+    }
+}

@@ -34,4 +34,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     "$vpy" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
 fi
 echo "python.sh: building and installing the lowlat package into $venv"
-"$vpy" -m pip install --quiet --disable-pip-version-check --no-build-isolation "$root/python"
+# maturin's build backend runs the `maturin` command: the one in the environment, which is not on
+# the PATH of a shell that never activated it (a fresh machine's).
+PATH="$venv/bin:$PATH" "$vpy" -m pip install --quiet --disable-pip-version-check --no-build-isolation "$root/python"

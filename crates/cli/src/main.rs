@@ -173,13 +173,20 @@ enum Cmd {
         /// Unmeasured calls per thread first.
         #[arg(long, default_value_t = 2_000)]
         warmup: u64,
+        /// Calling threads (closed loop); sending threads, each with many calls in flight (open
+        /// loop).
         #[arg(long, default_value_t = 1)]
         threads: usize,
         /// Offered calls per second, open loop: Poisson arrivals sent on schedule whatever the
-        /// replies do (on as many threads as the rate needs, at least --threads), latency from
-        /// each call's scheduled time; prints the generator's own lag and the Busy count.
+        /// replies do (async calls, many in flight per sending thread), latency from each
+        /// call's scheduled time; prints the generator's own lag and the Busy count. With
+        /// --spin-us 0 the senders also sleep until each send is due (less CPU, later sends).
         #[arg(long)]
         rate: Option<f64>,
+        /// Open loop: the most calls in flight at once (default: enough for replies of up to
+        /// 1 ms at --rate, 9 to 64); a call due while they are all out is sent late.
+        #[arg(long, requires = "rate")]
+        in_flight: Option<usize>,
         #[arg(long, default_value = "adaptive")]
         spin_us: SpinPolicy,
         /// Pin the calling threads to this CPU.
@@ -636,7 +643,21 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Cmd::Bench { uri, proc, size, calls, warmup, threads, rate, spin_us, cpu, json, no_checksum, key } => {
+        Cmd::Bench {
+            uri,
+            proc,
+            size,
+            calls,
+            warmup,
+            threads,
+            rate,
+            in_flight,
+            spin_us,
+            cpu,
+            json,
+            no_checksum,
+            key,
+        } => {
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
@@ -652,6 +673,7 @@ fn main() -> ExitCode {
                 warmup,
                 threads,
                 rate,
+                in_flight,
                 spin: spin_us,
                 cpu,
                 checksum: !no_checksum,

@@ -26,9 +26,12 @@ pub struct BenchSpec {
     pub calls: u64,
     /// Calls per thread before measuring.
     pub warmup: u64,
-    /// Calling threads (closed loop); the fewest sending threads (open loop, which adds as many
-    /// as the rate needs: [`crate::openloop::senders_for`]).
+    /// Calling threads (closed loop); sending threads (open loop, each with many calls in
+    /// flight).
     pub threads: usize,
+    /// Open loop: the most calls in flight at once (`None`: enough for the rate,
+    /// [`crate::openloop::in_flight_for`]).
+    pub in_flight: Option<usize>,
     /// Calls per second in all (open loop, Poisson arrivals); `None` = closed loop.
     pub rate: Option<f64>,
     /// Client spin policy: how long a caller busy-polls for the reply before blocking.
@@ -52,6 +55,7 @@ impl Default for BenchSpec {
             calls: 10_000,
             warmup: 1_000,
             threads: 1,
+            in_flight: None,
             rate: None,
             spin: SpinPolicy::Adaptive,
             cpu: None,
@@ -85,6 +89,20 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
         interface::COUNT => c.count().map(|_| ()),
         interface::SPIN => c.spin(size.try_into().unwrap_or(u32::MAX)),
         _ => c.echo(arg, out),
+    }
+}
+
+/// One call of `proc` as a future (results it returns are checked and dropped: an open-loop run
+/// may have many in flight, each with a buffer of its own).
+async fn call_async(c: &LabClient, proc: u32, arg: &[u8], size: usize) -> Result<(), Error> {
+    match proc {
+        interface::NULL => c.null_async().await,
+        interface::MINUS => c.minus_async(7, 5).await.map(|_| ()),
+        interface::MAXARG => c.maxarg_async(arg).await,
+        interface::MAXRESULT => c.maxresult_async(size as u32).await,
+        interface::COUNT => c.count_async().await.map(|_| ()),
+        interface::SPIN => c.spin_async(size.try_into().unwrap_or(u32::MAX)).await,
+        _ => c.echo_async(arg).await,
     }
 }
 
@@ -122,35 +140,39 @@ fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, 
     )
 }
 
-/// Runs `spec` open loop at `spec.rate` (Poisson arrivals); the summary's latencies are from the
-/// scheduled send times, its rate the completed calls', its errors the `Busy` and other failures.
+/// Runs `spec` open loop at `spec.rate` (Poisson arrivals) from `spec.threads` sending threads
+/// with up to `spec.in_flight` calls in flight; the summary's latencies are from the scheduled
+/// send times, its rate the completed calls', its errors the `Busy` and other failures. A call
+/// spins for its reply as `spec.spin` says before its sender goes on (time its next sends may be
+/// late by): a flood of slow calls wants [`SpinPolicy::Block`], with which the senders also
+/// sleep until each send is due instead of spinning its last [`openloop::SPIN_BEFORE_SEND`].
 pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
     let rate = spec
         .rate
         .ok_or_else(|| Error::InvalidUri { uri: spec.uri.clone(), reason: "an open-loop run needs a rate".into() })?;
-    let senders = openloop::senders_for(rate, spec.threads);
-    let (proc_no, client) = connect(spec, senders)?;
+    let in_flight = spec.in_flight.unwrap_or_else(|| openloop::in_flight_for(rate, spec.threads));
+    let (proc_no, client) = connect(spec, in_flight)?;
     let plan = OpenLoop {
         rate,
         arrivals: Arrivals::Poisson,
         calls: spec.calls,
-        senders,
+        senders: spec.threads.max(1),
+        in_flight,
         warmup: spec.warmup,
         cpu: spec.cpu,
         seed: 0x6C6F_776C_6174,
+        // A run told never to spin for replies does not spin for its schedule either.
+        spin_before_send: if spec.spin == SpinPolicy::Block { Duration::ZERO } else { openloop::SPIN_BEFORE_SEND },
     };
-    let run = openloop::run(&plan, |_| {
-        let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
-        let mut out = Vec::with_capacity(spec.size);
-        let client = &client;
-        move || call_once(client, proc_no, &arg, spec.size, &mut out)
-    })?;
+    let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
+    let (client, arg) = (&client, &arg[..]);
+    let run = openloop::run(&plan, |_| move || call_async(client, proc_no, arg, spec.size))?;
     if run.completed == 0 {
         return Err(run
             .first_failure
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
-    let summary = summarise(spec, senders, &run.latency, run.wall_s, run.busy + run.failed);
+    let summary = summarise(spec, run.senders, &run.latency, run.wall_s, run.busy + run.failed);
     Ok((summary, run))
 }
 

@@ -152,6 +152,49 @@ impl LabClient {
     pub fn spin(&self, us: u32) -> Result<(), Error> {
         self.stub.spin(us)
     }
+
+    /// [`null`](Self::null) as a future.
+    pub async fn null_async(&self) -> Result<(), Error> {
+        self.stub.null_async().await
+    }
+
+    /// [`minus`](Self::minus) as a future.
+    pub async fn minus_async(&self, a: i32, b: i32) -> Result<i32, Error> {
+        self.stub.minus_async(a, b).await
+    }
+
+    /// [`maxarg`](Self::maxarg) as a future.
+    pub async fn maxarg_async(&self, data: &[u8]) -> Result<(), Error> {
+        self.stub.maxarg_async(data).await
+    }
+
+    /// [`maxresult`](Self::maxresult) as a future, into a buffer of its own (checked, then
+    /// dropped).
+    pub async fn maxresult_async(&self, n: u32) -> Result<(), Error> {
+        let out = self.stub.maxresult_async(n).await?;
+        if out.len() != n as usize {
+            return Err(Error::Decode {
+                call: self.client().call_site(MAXRESULT),
+                source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", out.len())),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`echo`](Self::echo) as a future, into a buffer of its own (dropped).
+    pub async fn echo_async(&self, data: &[u8]) -> Result<(), Error> {
+        self.stub.echo_async(data).await.map(drop)
+    }
+
+    /// [`count`](Self::count) as a future.
+    pub async fn count_async(&self) -> Result<u64, Error> {
+        self.stub.count_async().await
+    }
+
+    /// [`spin`](Self::spin) as a future.
+    pub async fn spin_async(&self, us: u32) -> Result<(), Error> {
+        self.stub.spin_async(us).await
+    }
 }
 
 /// The lab procedures' implementation; its counter is `COUNT`'s.

@@ -1,16 +1,24 @@
 //! An honest open-loop load generator: calls are scheduled at a fixed or Poisson rate before the
-//! run starts and each is sent at its scheduled time whatever the replies do, by whichever of
-//! the sending threads is free; latency is timed from the **scheduled** send time (so a call
-//! held up by a slow one is charged for the wait: no coordinated omission), and the generator
-//! reports how far it fell behind its own schedule, so a point it could not offer is marked
-//! rather than mistaken for the server's queue.
+//! run starts and each is sent at its scheduled time whatever the replies do; latency is timed
+//! from the **scheduled** send time (so a call held up by a slow one is charged for the wait: no
+//! coordinated omission), and the generator reports how far it fell behind its own schedule, so
+//! a point it could not offer is marked rather than mistaken for the server's queue.
 //!
-//! Each sending thread carries one call at a time on a blocking client, so the number of
-//! threads bounds the calls in flight; [`senders_for`] sizes them from the rate, and a run that
-//! had too few shows it as lag.
+//! Sending is decoupled from receiving: a few sending threads each keep many calls in flight as
+//! futures ([`lowlat::Client::call_async`]), started when due and polled when their replies
+//! wake them. A thread per call in flight (the first shape of this generator) needed ~100
+//! threads to offer 10,000 slow calls a second, and on two CPUs their own scheduling was the
+//! tail the run measured. A sender sleeps until shortly before its next call is due (its
+//! timer slack made small, so the kernel does not defer the wake-up by its default 50 µs) and
+//! spins only the last [`SPIN_BEFORE_SEND`] (or none: a run that must leave every spare cycle
+//! to others sends 10-100 µs late instead, and says so).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -24,6 +32,18 @@ pub const LATE: Duration = Duration::from_micros(10);
 /// A run whose generator sent more than this fraction of its calls late did not offer the load
 /// it claims.
 pub const LATE_FRACTION_SUSTAINED: f64 = 0.01;
+
+/// How long before a call is due its sender stops sleeping and spins, unless the plan says
+/// otherwise ([`OpenLoop::spin_before_send`]): a wake-up from sleep comes 10-100 µs late here,
+/// and spinning all the time would take a CPU from the server being measured.
+pub const SPIN_BEFORE_SEND: Duration = Duration::from_micros(25);
+
+/// The timer slack of a sending thread.
+const SENDER_TIMER_SLACK: Duration = Duration::from_micros(1);
+
+/// The most calls in flight a run sizes for itself ([`in_flight_for`]): a lowlat server grants
+/// a client 64 call slots by default.
+pub const MAX_DEFAULT_IN_FLIGHT: usize = 64;
 
 /// How the calls' send times are spread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,20 +64,26 @@ pub struct OpenLoop {
     pub arrivals: Arrivals,
     /// Calls scheduled.
     pub calls: u64,
-    /// Sending threads: the most calls in flight at once.
+    /// Sending threads (each keeps many calls in flight).
     pub senders: usize,
-    /// Unscheduled calls before the run, spread over the senders.
+    /// The most calls in flight at once, over all senders (the client needs as many call
+    /// slots): a call due while its sender has this share in flight waits, and is sent late.
+    pub in_flight: usize,
+    /// Unscheduled calls before the run, one at a time, spread over the senders.
     pub warmup: u64,
     /// Pin the sending threads to this CPU.
     pub cpu: Option<usize>,
     /// Seeds the Poisson schedule (the same seed, the same schedule).
     pub seed: u64,
+    /// How long before each send its sender spins rather than sleeps ([`SPIN_BEFORE_SEND`]).
+    pub spin_before_send: Duration,
 }
 
-/// Senders enough for `rate` calls per second taking up to ~200 µs each (Little's law, with
-/// room), at least `min`: fewer would put the generator behind its schedule.
-pub fn senders_for(rate: f64, min: usize) -> usize {
-    ((rate * 200e-6).ceil() as usize + 1).max(min).clamp(1, 256)
+/// Calls in flight enough for `rate` calls per second whose replies take up to ~1 ms (Little's
+/// law, with room), at least `min`, at most [`MAX_DEFAULT_IN_FLIGHT`] unless `min` asks for
+/// more: fewer would put the generator behind its schedule.
+pub fn in_flight_for(rate: f64, min: usize) -> usize {
+    ((rate * 1e-3).ceil() as usize + 8).min(MAX_DEFAULT_IN_FLIGHT).max(min).max(1)
 }
 
 /// What an open-loop run measured.
@@ -87,6 +113,11 @@ pub struct OpenLoopRun {
     pub late: u64,
     /// Sending threads used.
     pub senders: usize,
+    /// The most calls that could be in flight at once.
+    pub in_flight: usize,
+    /// The most calls that were in flight at once (over all senders, summed per sender: an
+    /// upper bound).
+    pub peak_in_flight: usize,
     /// Seconds from the start of the schedule to the last reply.
     pub wall_s: f64,
 }
@@ -116,18 +147,22 @@ impl OpenLoopRun {
     /// One line for people.
     pub fn describe(&self) -> String {
         format!(
-            "open loop: offered {:.0} calls/s, sent {:.0}/s, completed {:.0}/s on {} senders; {} busy, {} other \
-             failures; p50 {} p99 {} p99.9 {} µs from the scheduled time; generator lag max {} µs, {:.2}% of \
-             sends late by > {} µs{}",
+            "open loop: offered {:.0} calls/s, sent {:.0}/s, completed {:.0}/s from {} sender{} (at most {} in \
+             flight, {} at the peak); {} busy, {} other failures; p50 {} p99 {} p99.9 {} µs from the scheduled \
+             time; generator lag p99 {} max {} µs, {:.2}% of sends late by > {} µs{}",
             self.offered_per_s,
             self.sent_per_s,
             self.completed_per_s,
             self.senders,
+            if self.senders == 1 { "" } else { "s" },
+            self.in_flight,
+            self.peak_in_flight,
             self.busy,
             self.failed,
             crate::stats::us(self.latency.value_at_quantile(0.50)),
             crate::stats::us(self.latency.value_at_quantile(0.99)),
             crate::stats::us(self.latency.value_at_quantile(0.999)),
+            crate::stats::us(self.lag.value_at_quantile(0.99)),
             crate::stats::us(self.max_lag_ns()),
             100.0 * self.late_fraction(),
             LATE.as_micros(),
@@ -156,15 +191,29 @@ fn schedule(spec: &OpenLoop) -> Vec<u64> {
         .collect()
 }
 
-/// Waits until `t`: asleep through a long gap (a thread that spins all the time is the first
-/// the scheduler preempts), spinning the last stretch.
-fn wait_until(t: Instant) {
-    let now = Instant::now();
-    if t > now + Duration::from_micros(300) {
-        std::thread::sleep(t - now - Duration::from_micros(150));
+/// Which of a sender's calls in flight were woken since it last looked; waking one also wakes
+/// the sender's thread.
+struct Woken {
+    thread: Thread,
+    any: AtomicBool,
+    calls: Vec<AtomicBool>,
+}
+
+/// The waker of call place `place` of a sender.
+struct PlaceWaker {
+    woken: Arc<Woken>,
+    place: usize,
+}
+
+impl Wake for PlaceWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
     }
-    while Instant::now() < t {
-        std::hint::spin_loop();
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.calls[self.place].store(true, Ordering::Release);
+        self.woken.any.store(true, Ordering::Release);
+        self.woken.thread.unpark();
     }
 }
 
@@ -178,17 +227,126 @@ struct SenderRun {
     late: u64,
     first_failure: Option<Error>,
     last_done: Option<Instant>,
+    peak_in_flight: usize,
 }
 
-/// Runs the schedule: `caller(i)` makes sender `i`'s calling function (owning its buffers, so
-/// the loop allocates nothing), which makes one call. A warm-up failure ends the run with that
-/// error.
-pub fn run<C, F>(spec: &OpenLoop, caller: F) -> Result<OpenLoopRun, Error>
+impl SenderRun {
+    fn new() -> SenderRun {
+        SenderRun {
+            latency: new_histogram(),
+            lag: lag_histogram(),
+            sent: 0,
+            busy: 0,
+            failed: 0,
+            late: 0,
+            first_failure: None,
+            last_done: None,
+            peak_in_flight: 0,
+        }
+    }
+
+    fn finished(&mut self, scheduled: Instant, result: Result<(), Error>) {
+        let done = Instant::now();
+        self.last_done = Some(done);
+        match result {
+            Ok(()) => {
+                let _ = self.latency.record((done - scheduled).as_nanos().max(10) as u64);
+            }
+            Err(e) => {
+                if matches!(e, Error::Busy { .. }) {
+                    self.busy += 1;
+                } else {
+                    self.failed += 1;
+                }
+                self.first_failure.get_or_insert(e);
+            }
+        }
+    }
+}
+
+fn lag_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid")
+}
+
+/// One sending thread's calls in flight, each in a place of its own with a waker made once.
+struct Places<Fut> {
+    calls: Vec<Option<(Pin<Box<Fut>>, Instant)>>,
+    free: Vec<usize>,
+    wakers: Vec<Waker>,
+    woken: Arc<Woken>,
+}
+
+impl<Fut: Future<Output = Result<(), Error>>> Places<Fut> {
+    fn new(n: usize) -> Places<Fut> {
+        let woken = Arc::new(Woken {
+            thread: std::thread::current(),
+            any: AtomicBool::new(false),
+            calls: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        });
+        Places {
+            calls: (0..n).map(|_| None).collect(),
+            free: (0..n).rev().collect(),
+            wakers: (0..n).map(|place| Waker::from(Arc::new(PlaceWaker { woken: woken.clone(), place }))).collect(),
+            woken,
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.calls.len() - self.free.len()
+    }
+
+    /// Starts `call` (scheduled at `scheduled`) in a free place and polls it once (which sends
+    /// it); false, and nothing started, when every place is taken.
+    fn start(&mut self, call: Fut, scheduled: Instant, run: &mut SenderRun) -> bool {
+        let Some(place) = self.free.pop() else { return false };
+        self.calls[place] = Some((Box::pin(call), scheduled));
+        self.poll(place, run);
+        run.peak_in_flight = run.peak_in_flight.max(self.in_flight());
+        true
+    }
+
+    fn poll(&mut self, place: usize, run: &mut SenderRun) {
+        let Some((call, scheduled)) = self.calls[place].as_mut() else { return };
+        let mut cx = Context::from_waker(&self.wakers[place]);
+        if let Poll::Ready(result) = call.as_mut().poll(&mut cx) {
+            let scheduled = *scheduled;
+            self.calls[place] = None;
+            self.free.push(place);
+            run.finished(scheduled, result);
+        }
+    }
+
+    /// Polls every call woken since the last look.
+    fn poll_woken(&mut self, run: &mut SenderRun) {
+        if !self.woken.any.swap(false, Ordering::Acquire) {
+            return;
+        }
+        for place in 0..self.calls.len() {
+            if self.woken.calls[place].swap(false, Ordering::Acquire) {
+                self.poll(place, run);
+            }
+        }
+    }
+
+    /// Sleeps until `until` at most, or until a call is woken.
+    fn park_until(&self, until: Instant) {
+        if !self.woken.any.load(Ordering::Acquire) {
+            std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+        }
+    }
+}
+
+/// Runs the schedule: `starter(i)` makes sender `i`'s function, which begins one call and
+/// returns it as a future (borrowing only what outlives the run, so that many of one sender's
+/// calls can be in flight together). A warm-up failure ends the run with that error.
+pub fn run<S, F, Fut>(spec: &OpenLoop, starter: F) -> Result<OpenLoopRun, Error>
 where
-    F: Fn(usize) -> C + Sync,
-    C: FnMut() -> Result<(), Error>,
+    F: Fn(usize) -> S + Sync,
+    S: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
 {
     let senders = spec.senders.max(1);
+    let per_sender = spec.in_flight.max(1).div_ceil(senders);
     let at = schedule(spec);
     let next = AtomicU64::new(0);
     let barrier = Barrier::new(senders);
@@ -196,15 +354,30 @@ where
     let runs: Vec<Result<SenderRun, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..senders)
             .map(|i| {
-                let (at, next, barrier, start_cell, caller) = (&at, &next, &barrier, &start_cell, &caller);
+                let (at, next, barrier, start_cell, starter) = (&at, &next, &barrier, &start_cell, &starter);
                 s.spawn(move || -> Result<SenderRun, Error> {
                     if let Some(cpu) = spec.cpu {
                         let _ = lowlat_sys::pin_to_cpu(cpu);
                     }
-                    let mut call = caller(i);
+                    // Best effort: without it sends are later, and the run says so.
+                    let _ = lowlat_sys::set_timer_slack(SENDER_TIMER_SLACK);
+                    let mut start_call = starter(i);
+                    let mut places = Places::new(per_sender);
+                    let mut r = SenderRun::new();
                     let mut warm = Ok(());
                     for _ in 0..spec.warmup.div_ceil(senders as u64) {
-                        warm = warm.and_then(|()| call());
+                        if warm.is_err() {
+                            break;
+                        }
+                        places.start(start_call(), Instant::now(), &mut r);
+                        while places.in_flight() > 0 {
+                            places.park_until(Instant::now() + Duration::from_millis(100));
+                            places.poll_woken(&mut r);
+                        }
+                        if let Some(e) = r.first_failure.take().filter(|e| !matches!(e, Error::Busy { .. })) {
+                            warm = Err(e);
+                        }
+                        r = SenderRun::new();
                     }
                     // Every sender waits here even after a failed warm-up, so none is left
                     // waiting for it.
@@ -212,41 +385,37 @@ where
                     warm?;
                     // A little ahead, so the first calls are not late by the threads' start.
                     let start: Instant = *start_cell.get_or_init(|| Instant::now() + Duration::from_millis(2));
-                    let mut r = SenderRun {
-                        latency: new_histogram(),
-                        lag: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid"),
-                        sent: 0,
-                        busy: 0,
-                        failed: 0,
-                        late: 0,
-                        first_failure: None,
-                        last_done: None,
-                    };
+                    let mut due = next_due(next, at, start);
                     loop {
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&offset) = at.get(k as usize) else { break };
-                        let scheduled = start + Duration::from_nanos(offset);
-                        wait_until(scheduled);
-                        let lag = Instant::now().saturating_duration_since(scheduled);
+                        places.poll_woken(&mut r);
+                        let Some(scheduled) = due else {
+                            if places.in_flight() == 0 {
+                                break;
+                            }
+                            places.park_until(Instant::now() + Duration::from_millis(100));
+                            continue;
+                        };
+                        let now = Instant::now();
+                        if now < scheduled {
+                            if scheduled - now > spec.spin_before_send {
+                                places.park_until(scheduled - spec.spin_before_send);
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                            continue;
+                        }
+                        if places.free.is_empty() {
+                            // Every place is in flight: the call waits for a reply (and will be
+                            // late; the lag says so).
+                            places.park_until(now + Duration::from_millis(1));
+                            continue;
+                        }
+                        let lag = now - scheduled;
                         let _ = r.lag.record(lag.as_nanos() as u64);
                         r.late += u64::from(lag > LATE);
                         r.sent += 1;
-                        let result = call();
-                        let done = Instant::now();
-                        r.last_done = Some(done);
-                        match result {
-                            Ok(()) => {
-                                let _ = r.latency.record((done - scheduled).as_nanos().max(10) as u64);
-                            }
-                            Err(e) => {
-                                if matches!(e, Error::Busy { .. }) {
-                                    r.busy += 1;
-                                } else {
-                                    r.failed += 1;
-                                }
-                                r.first_failure.get_or_insert(e);
-                            }
-                        }
+                        places.start(start_call(), scheduled, &mut r);
+                        due = next_due(next, at, start);
                     }
                     Ok(r)
                 })
@@ -256,7 +425,7 @@ where
     });
     let mut out = OpenLoopRun {
         latency: new_histogram(),
-        lag: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid"),
+        lag: lag_histogram(),
         offered_per_s: spec.rate,
         sent_per_s: 0.0,
         completed_per_s: 0.0,
@@ -267,6 +436,8 @@ where
         first_failure: None,
         late: 0,
         senders,
+        in_flight: per_sender * senders,
+        peak_in_flight: 0,
         wall_s: 0.0,
     };
     let mut last_done: Option<Instant> = None;
@@ -278,6 +449,7 @@ where
         out.busy += r.busy;
         out.failed += r.failed;
         out.late += r.late;
+        out.peak_in_flight += r.peak_in_flight;
         if out.first_failure.is_none() {
             out.first_failure = r.first_failure;
         }
@@ -295,21 +467,66 @@ where
     Ok(out)
 }
 
+/// The scheduled time of the next call no sender has taken yet, if any is left.
+fn next_due(next: &AtomicU64, at: &[u64], start: Instant) -> Option<Instant> {
+    let k = next.fetch_add(1, Ordering::Relaxed);
+    at.get(k as usize).map(|&offset| start + Duration::from_nanos(offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Ready once `d` has passed since its first poll (a thread of its own sleeps and wakes it,
+    /// as a reply would).
+    struct Delay {
+        d: Duration,
+        done: Option<Arc<AtomicBool>>,
+    }
+
+    impl Future for Delay {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            match &self.done {
+                Some(done) if done.load(Ordering::Acquire) => Poll::Ready(()),
+                Some(_) => Poll::Pending,
+                None => {
+                    let done = Arc::new(AtomicBool::new(false));
+                    let (d, flag, waker) = (self.d, done.clone(), cx.waker().clone());
+                    std::thread::spawn(move || {
+                        std::thread::sleep(d);
+                        flag.store(true, Ordering::Release);
+                        waker.wake();
+                    });
+                    self.done = Some(done);
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    fn delay(d: Duration) -> Delay {
+        Delay { d, done: None }
+    }
+
+    fn plan(rate: f64, calls: u64, senders: usize, in_flight: usize) -> OpenLoop {
+        OpenLoop {
+            rate,
+            arrivals: Arrivals::Fixed,
+            calls,
+            senders,
+            in_flight,
+            warmup: 0,
+            cpu: None,
+            seed: 1,
+            spin_before_send: SPIN_BEFORE_SEND,
+        }
+    }
 
     #[test]
     fn a_poisson_schedule_has_the_asked_rate_and_is_repeatable() {
-        let spec = OpenLoop {
-            rate: 10_000.0,
-            arrivals: Arrivals::Poisson,
-            calls: 20_000,
-            senders: 1,
-            warmup: 0,
-            cpu: None,
-            seed: 7,
-        };
+        let spec = OpenLoop { arrivals: Arrivals::Poisson, seed: 7, ..plan(10_000.0, 20_000, 1, 1) };
         let a = schedule(&spec);
         assert_eq!(a, schedule(&spec));
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
@@ -319,55 +536,66 @@ mod tests {
         assert_eq!(&fixed[..3], &[0, 100_000, 200_000]);
     }
 
-    /// A slow call does not hold up the schedule while senders are free, and is charged from its
-    /// scheduled time; with one sender, the calls behind a slow one are sent late, and the run
-    /// says so.
+    /// A slow call does not hold up the schedule while calls may be in flight, and is charged
+    /// from its scheduled time; with one call in flight at most, the calls behind a slow one
+    /// are sent late, and the run says so.
     #[test]
     fn latency_is_timed_from_the_schedule_and_lag_is_reported() {
-        let spec =
-            OpenLoop { rate: 1_000.0, arrivals: Arrivals::Fixed, calls: 40, senders: 1, warmup: 0, cpu: None, seed: 1 };
         let slow_first = |_| {
             let mut n = 0;
             move || {
                 n += 1;
-                if n == 1 {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Ok(())
+                delay(if n == 1 { Duration::from_millis(20) } else { Duration::ZERO }).then_ok()
             }
         };
-        let one = run(&spec, slow_first).unwrap();
+        let one = run(&plan(1_000.0, 40, 1, 1), slow_first).unwrap();
         assert_eq!((one.sent, one.completed, one.busy, one.failed), (40, 40, 0, 0));
         // The call due at 1 ms waited for the 20 ms one: sent ~19 ms late, and timed so.
         assert!(one.max_lag_ns() >= 15_000_000, "max lag {} ns", one.max_lag_ns());
         assert!(one.late >= 15 && !one.sustained(), "{}", one.describe());
         // ...and so were the calls behind it, each timed from its own scheduled time.
         assert!(one.latency.count_between(1_000_000, u64::MAX) >= 10, "{}", one.describe());
-        // Enough senders: the slow call is one sender's; the others keep the schedule.
-        let many = run(&OpenLoop { senders: 8, ..spec }, slow_first).unwrap();
+        // Calls in flight enough, on one sending thread: the slow call is one of them; the
+        // others keep the schedule.
+        let many = run(&plan(1_000.0, 40, 1, 8), slow_first).unwrap();
         assert_eq!(many.completed, 40);
         assert!(many.latency.max() >= 20_000_000, "the slow call counts from its scheduled time");
         assert!(many.latency.value_at_quantile(0.5) < 5_000_000, "{}", many.describe());
+        assert!(many.max_lag_ns() < 5_000_000, "{}", many.describe());
+        assert!(many.peak_in_flight >= 2, "{}", many.describe());
+    }
+
+    /// One sending thread keeps far more calls in flight than it has threads: 200 calls of 20 ms
+    /// each at 2,000 a second are ~40 in flight at once, every one sent on schedule.
+    #[test]
+    fn one_sender_keeps_many_calls_in_flight() {
+        let started = AtomicUsize::new(0);
+        let r = run(&plan(2_000.0, 200, 1, 64), |_| {
+            let started = &started;
+            move || {
+                started.fetch_add(1, Ordering::Relaxed);
+                delay(Duration::from_millis(20)).then_ok()
+            }
+        })
+        .unwrap();
+        assert_eq!((r.senders, started.load(Ordering::Relaxed)), (1, 200));
+        assert_eq!((r.sent, r.completed), (200, 200));
+        assert!(r.peak_in_flight >= 30, "{}", r.describe());
+        assert!(r.latency.value_at_quantile(0.5) < 60_000_000, "{}", r.describe());
+        // No call waited for a place: none was sent a millisecond late.
+        assert!(r.max_lag_ns() < 1_000_000, "{}", r.describe());
     }
 
     #[test]
     fn busy_and_other_failures_are_counted_apart() {
-        let spec = OpenLoop {
-            rate: 20_000.0,
-            arrivals: Arrivals::Poisson,
-            calls: 300,
-            senders: 2,
-            warmup: 0,
-            cpu: None,
-            seed: 3,
-        };
+        let spec = OpenLoop { arrivals: Arrivals::Poisson, seed: 3, ..plan(20_000.0, 300, 2, 4) };
         let call_site = lowlat::CallSite { uri: "udp://x".into(), program: 1, version: 1, proc_no: 0, name: None };
         let r = run(&spec, |_| {
             let call_site = call_site.clone();
             let mut n = 0u32;
             move || {
                 n += 1;
-                match n % 3 {
+                let result = match n % 3 {
                     0 => Err(Error::Busy { call: call_site.clone(), message: None }),
                     1 => Err(Error::Timeout {
                         call: call_site.clone(),
@@ -375,12 +603,29 @@ mod tests {
                         execution: lowlat::Execution::Unknown,
                     }),
                     _ => Ok(()),
-                }
+                };
+                std::future::ready(result)
             }
         })
         .unwrap();
         assert_eq!(r.sent, 300);
         assert_eq!(r.busy + r.failed + r.completed, 300);
         assert!(r.busy >= 90 && r.failed >= 90 && r.completed >= 90, "{}", r.describe());
+    }
+
+    #[test]
+    fn a_failed_warm_up_ends_the_run_with_its_error() {
+        let spec = OpenLoop { warmup: 4, ..plan(1_000.0, 10, 2, 4) };
+        let r = run(&spec, |_| {
+            || std::future::ready(Err(Error::Io { op: "warm-up".into(), source: std::io::Error::other("refused") }))
+        });
+        assert!(matches!(r, Err(Error::Io { .. })), "{r:?}");
+    }
+
+    impl Delay {
+        async fn then_ok(self) -> Result<(), Error> {
+            self.await;
+            Ok(())
+        }
     }
 }

@@ -28,7 +28,9 @@ pub use futex::{futex_wait, futex_wake};
 pub use memory::{check_sealed, sealed_memfd, Mapping};
 pub use packet::PacketSocket;
 pub use poll::{poll_readable, poll_set, wait_readable, Epoll};
-pub use process::{available_cpus, block_termination_signals, kill, pin_to_cpu, terminate, wait_termination};
+pub use process::{
+    available_cpus, block_termination_signals, kill, pin_to_cpu, set_timer_slack, terminate, wait_termination,
+};
 pub use sockopt::{getsockopt, setsockopt};
 pub use unix::{effective_uid, hung_up, peer_cred, recv_with_fds, send_with_fds};
 

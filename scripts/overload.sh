@@ -3,7 +3,8 @@
 # SPIN calls of 1 ms offered open loop at ten times its capacity on one binding, a well-behaved
 # client calling NULL on another. Prints offered, sent and served rates, the Busy count (client
 # and server), the server's resident memory before and at peak, and the well-behaved client's
-# p50/p99 unloaded and loaded. LOWLAT_OVERLOAD_SECONDS sets the length (default 20).
+# p50/p99 unloaded and loaded. LOWLAT_OVERLOAD_SECONDS sets the length (default 20);
+# LOWLAT_OVERLOAD_SERVER_SPIN the server's --spin-us (default 0: it blocks for messages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LOWLAT_OVERLOAD_SECONDS="${LOWLAT_OVERLOAD_SECONDS:-20}"

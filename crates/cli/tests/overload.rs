@@ -66,10 +66,15 @@ fn ms(ns: u64) -> String {
 #[test]
 fn ten_times_capacity_is_shed_with_busy_and_a_well_behaved_client_is_served() {
     let seconds: f64 = std::env::var("LOWLAT_OVERLOAD_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
+    // The server's spin budget: 0 unless LOWLAT_OVERLOAD_SERVER_SPIN says otherwise ("adaptive",
+    // to see what its spinning costs the well-behaved client).
+    let server_spin = std::env::var("LOWLAT_OVERLOAD_SERVER_SPIN").unwrap_or_else(|_| "0".into());
     let args: Vec<String> =
-        ["serve", "udp://127.0.0.1:0", "udp://127.0.0.1:0", "--workers", "1", "--worker-queue", "4", "--spin-us", "0"]
+        ["serve", "udp://127.0.0.1:0", "udp://127.0.0.1:0", "--workers", "1", "--worker-queue", "4", "--spin-us"]
             .map(String::from)
-            .into();
+            .into_iter()
+            .chain([server_spin.clone()])
+            .collect();
     let server = procs::spawn(EXE.as_ref(), &args, Duration::from_secs(10)).unwrap();
     let (flood_uri, honest_uri) = (server.uris[0].clone(), server.uris[1].clone());
 
@@ -117,7 +122,8 @@ fn ten_times_capacity_is_shed_with_busy_and_a_well_behaved_client_is_served() {
     let (u50, u99) = (unloaded.latency.value_at_quantile(0.5), unloaded.latency.value_at_quantile(0.99));
     let (l50, l99) = (loaded.latency.value_at_quantile(0.5), loaded.latency.value_at_quantile(0.99));
     eprintln!(
-        "overload: SPIN {SPIN_US} µs on 1 worker (capacity {CAPACITY:.0} calls/s), queue 4, for {seconds} s\n  \
+        "overload: SPIN {SPIN_US} µs on 1 worker (capacity {CAPACITY:.0} calls/s), queue 4, server --spin-us \
+         {server_spin}, for {seconds} s\n  \
          flood: {}\n  server: busy counted {busy_counted}; resident {rss_before} KiB before, peak {rss_peak} KiB \
          under overload\n  well-behaved NULL at {HONEST_RATE} calls/s on another binding: p50 {} p99 {} unloaded, \
          p50 {} p99 {} loaded ({:.1}x at p99)\n  loaded: {}",

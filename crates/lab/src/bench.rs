@@ -197,6 +197,8 @@ pub fn open_loop_json(run: &OpenLoopRun) -> String {
         "sent_calls_per_s": run.sent_per_s,
         "completed_calls_per_s": run.completed_per_s,
         "senders": run.senders,
+        "in_flight": run.in_flight,
+        "peak_in_flight": run.peak_in_flight,
         "busy": run.busy,
         "other_failures": run.failed,
         "max_lag_ns": run.max_lag_ns(),

@@ -63,6 +63,31 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
+/// `SPIN` calls offered at ten times the capacity for `seconds`, open loop, from one sending
+/// thread (in a thread of its own).
+fn flood(uri: &str, seconds: f64) -> std::thread::JoinHandle<Result<OpenLoopRun, lowlat::Error>> {
+    let offered = 10.0 * CAPACITY;
+    let spec = BenchSpec {
+        uri: uri.into(),
+        proc: "spin".into(),
+        size: SPIN_US,
+        calls: (offered * seconds) as u64,
+        warmup: 0,
+        rate: Some(offered),
+        // One sending thread; calls in flight enough that the ones the server holds (up to five,
+        // a queued one for up to 5 ms) and the Busy answers on their way never hold up the
+        // schedule.
+        threads: 1,
+        in_flight: Some(64),
+        // A call of the flood sleeps at once: a spinning one would hold up the sends behind it
+        // and take the CPU the well-behaved client shares.
+        spin: SpinPolicy::Block,
+        deadline: Duration::from_secs(5),
+        ..BenchSpec::default()
+    };
+    std::thread::spawn(move || bench::run_open(&spec).map(|(_, run)| run))
+}
+
 /// The tests of this file each load the machine: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -96,20 +121,7 @@ fn a_serving_thread_does_not_spin_while_its_calls_fill_the_worker_pool() {
     let args: Vec<String> =
         ["serve", "udp://127.0.0.1:0", "--workers", "1", "--worker-queue", "4"].map(String::from).into();
     let server = procs::spawn(EXE.as_ref(), &args, Duration::from_secs(10)).unwrap();
-    let flood_spec = BenchSpec {
-        uri: server.uris[0].clone(),
-        proc: "spin".into(),
-        size: SPIN_US,
-        calls: (10.0 * CAPACITY * 2.5) as u64,
-        warmup: 0,
-        rate: Some(10.0 * CAPACITY),
-        threads: 1,
-        in_flight: Some(64),
-        spin: SpinPolicy::Block,
-        deadline: Duration::from_secs(5),
-        ..BenchSpec::default()
-    };
-    let flood = std::thread::spawn(move || bench::run_open(&flood_spec).map(|(_, run)| run));
+    let flood = flood(&server.uris[0], 2.5);
     std::thread::sleep(Duration::from_millis(500));
     let pid = server.pid();
     let (serving, worker) = (thread_ticks(pid, "lowlat-udp"), thread_ticks(pid, "lowlat-worker"));
@@ -148,26 +160,7 @@ fn ten_times_capacity_is_shed_with_busy_and_a_well_behaved_client_is_served() {
     let unloaded = honest(&honest_uri, seconds.min(2.0));
     let rss_before = rss_kib(server.pid());
 
-    let offered = 10.0 * CAPACITY;
-    let flood_spec = BenchSpec {
-        uri: flood_uri.clone(),
-        proc: "spin".into(),
-        size: SPIN_US,
-        calls: (offered * (seconds + 1.0)) as u64,
-        warmup: 0,
-        rate: Some(offered),
-        // One sending thread; calls in flight enough that the ones the server holds (up to five,
-        // a queued one for up to 5 ms) and the Busy answers on their way never hold up the
-        // schedule.
-        threads: 1,
-        in_flight: Some(64),
-        // A call of the flood sleeps at once: a spinning one would hold up the sends behind it
-        // and take the CPU the well-behaved client shares.
-        spin: SpinPolicy::Block,
-        deadline: Duration::from_secs(5),
-        ..BenchSpec::default()
-    };
-    let flood = std::thread::spawn(move || bench::run_open(&flood_spec).map(|(_, run)| run));
+    let flood = flood(&flood_uri, seconds + 1.0);
     // The flood is under way before the well-behaved client starts, and outlasts it.
     std::thread::sleep(Duration::from_millis(500));
     let pid = server.pid();

@@ -50,7 +50,8 @@ enum Cmd {
         /// Endpoints: udp://HOST:PORT, tcp://HOST:PORT (port 0 picks a free one).
         #[arg(required = true)]
         uris: Vec<String>,
-        /// Spin budget in µs before blocking (0 = always block, `forever` = busy-poll, `adaptive`).
+        /// Spin budget in µs before blocking (0 = always block, `forever` = busy-poll, `adaptive`);
+        /// none while an endpoint's calls fill the worker pool.
         #[arg(long, default_value = "adaptive")]
         spin_us: SpinPolicy,
         /// Pin the serving threads to this CPU.

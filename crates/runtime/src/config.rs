@@ -90,7 +90,8 @@ impl CallOptions {
 /// How a server serves.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Spin budget of a server thread before it blocks.
+    /// Spin budget of a server thread before it blocks (none while the endpoint's calls fill the
+    /// worker pool: every call arriving then is answered Busy).
     pub spin: SpinPolicy,
     /// Sessions at once per endpoint.
     pub max_sessions: usize,

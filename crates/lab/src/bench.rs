@@ -106,8 +106,9 @@ async fn call_async(c: &LabClient, proc: u32, arg: &[u8], size: usize) -> Result
     }
 }
 
-/// The lab procedure `spec` names, and a client configured for `threads` callers.
-fn connect(spec: &BenchSpec, threads: usize) -> Result<(u32, LabClient), Error> {
+/// The lab procedure `spec` names, and a client with call slots for `calls_at_once` calls (a
+/// closed loop's threads, an open loop's calls in flight).
+fn connect(spec: &BenchSpec, calls_at_once: usize) -> Result<(u32, LabClient), Error> {
     let proc_no =
         interface::procedure_number(&spec.proc).filter(|p| *p <= interface::SPIN).ok_or_else(|| Error::InvalidUri {
             uri: spec.proc.clone(),
@@ -115,7 +116,7 @@ fn connect(spec: &BenchSpec, threads: usize) -> Result<(u32, LabClient), Error> 
         })?;
     let cfg = ClientConfig {
         spin: spec.spin,
-        slots: u16::try_from(threads).unwrap_or(u16::MAX).max(8),
+        slots: u16::try_from(calls_at_once).unwrap_or(u16::MAX).max(8),
         deadline: spec.deadline,
         max_message: spec.size.max(4 << 20),
         checksum: spec.checksum,

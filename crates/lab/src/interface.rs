@@ -129,10 +129,15 @@ impl LabClient {
     /// Asks for `n` bytes; they are copied into `out` (whose capacity is reused).
     pub fn maxresult(&self, n: u32, out: &mut Vec<u8>) -> Result<(), Error> {
         self.stub.maxresult_into(n, out)?;
-        if out.len() != n as usize {
+        self.check_maxresult(n, out)
+    }
+
+    /// A `MAXRESULT` result must hold exactly the bytes asked for.
+    fn check_maxresult(&self, n: u32, got: &[u8]) -> Result<(), Error> {
+        if got.len() != n as usize {
             return Err(Error::Decode {
                 call: self.client().call_site(MAXRESULT),
-                source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", out.len())),
+                source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", got.len())),
             });
         }
         Ok(())
@@ -172,13 +177,7 @@ impl LabClient {
     /// dropped).
     pub async fn maxresult_async(&self, n: u32) -> Result<(), Error> {
         let out = self.stub.maxresult_async(n).await?;
-        if out.len() != n as usize {
-            return Err(Error::Decode {
-                call: self.client().call_site(MAXRESULT),
-                source: Box::new(lowlat::DecodeError::new("as many bytes as asked for", out.len())),
-            });
-        }
-        Ok(())
+        self.check_maxresult(n, &out)
     }
 
     /// [`echo`](Self::echo) as a future, into a buffer of its own (dropped).

@@ -563,7 +563,7 @@ mod tests {
         assert_eq!(many.completed, 40);
         assert!(many.latency.max() >= 20_000_000, "the slow call counts from its scheduled time");
         assert!(many.latency.value_at_quantile(0.5) < 5_000_000, "{}", many.describe());
-        assert!(many.max_lag_ns() < 5_000_000, "{}", many.describe());
+        assert!(many.max_lag_ns() < 10_000_000, "{}", many.describe());
         assert!(many.peak_in_flight >= 2, "{}", many.describe());
     }
 
@@ -584,8 +584,10 @@ mod tests {
         assert_eq!((r.sent, r.completed), (200, 200));
         assert!(r.peak_in_flight >= 30, "{}", r.describe());
         assert!(r.latency.value_at_quantile(0.5) < 60_000_000, "{}", r.describe());
-        // No call waited for a place: none was sent a millisecond late.
-        assert!(r.max_lag_ns() < 1_000_000, "{}", r.describe());
+        // The sender never waited for a call to finish: a sender that did would fall 20 ms
+        // behind per call. (A busy test machine delays it a few ms at most: 2.7 ms seen while
+        // the whole suite ran.)
+        assert!(r.max_lag_ns() < 10_000_000, "{}", r.describe());
     }
 
     #[test]

@@ -214,6 +214,20 @@ fn account_reports_positive_parts_and_honest_arithmetic() {
         let diff = (measured - predicted) / measured * 100.0;
         assert!((diff - a["difference_percent"].as_f64().unwrap()).abs() < 1e-6);
         assert_eq!(a["flagged"].as_bool().unwrap(), diff.abs() > 10.0, "{uri}: flag must follow the difference");
+        // Where the path has a floor, the untraced call is set against it, measured in the same
+        // run: four parts from the floor up, adding up to the untraced call.
+        let gap = a["floor_gap"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if uri.starts_with("tcp") {
+            assert!(gap.is_empty(), "tcp has no floor: {out}");
+            continue;
+        }
+        assert_eq!(gap.len(), 4, "{uri}: {out}");
+        let floor = gap[0]["ns"].as_f64().unwrap();
+        assert!(floor > 0.0, "{uri}: the floor takes time: {out}");
+        let call: f64 = gap.iter().map(|p| p["ns"].as_f64().unwrap()).sum();
+        let pct: f64 = gap.iter().map(|p| p["percent"].as_f64().unwrap()).sum();
+        assert!((pct - 100.0).abs() < 0.01, "{uri}: the floor's parts are not shares of the call: {pct}");
+        assert!(call > floor, "{uri}: a null call faster than the floor of its path: {out}");
     }
 }
 

@@ -239,15 +239,16 @@ pub fn account(
 ) -> Result<(Accounting, f64, f64), String> {
     let scheme = bind_uri.split("://").next().unwrap_or("?").to_string();
     let spin_s = spin.to_string();
-    let srv = spawn_server(exe, &["serve", bind_uri, "--trace", "--spin-us", &spin_s], place)?;
-    let uri = srv.uris.first().cloned().ok_or("the server printed no URI")?;
     if let Some(c) = place.client_cpu {
         let _ = lowlat_sys::pin_to_cpu(c);
     }
     let warmup = (calls / 10).max(200);
-    // An untraced run first: the measured total the prediction is checked against.
+    // An untraced run first, against a server that does not trace either: the call as users
+    // make it, which the floor is compared with.
+    let plain = spawn_server(exe, &["serve", bind_uri, "--spin-us", &spin_s], place)?;
+    let plain_uri = plain.uris.first().cloned().ok_or("the server printed no URI")?;
     let untraced = bench::run(&BenchSpec {
-        uri: uri.clone(),
+        uri: plain_uri,
         proc: "null".into(),
         calls,
         warmup,
@@ -256,7 +257,10 @@ pub fn account(
         ..BenchSpec::default()
     })
     .map_err(|e| e.to_string())?;
+    drop(plain);
     // Then the traced calls.
+    let srv = spawn_server(exe, &["serve", bind_uri, "--trace", "--spin-us", &spin_s], place)?;
+    let uri = srv.uris.first().cloned().ok_or("the server printed no URI")?;
     let cfg = ClientConfig { spin, trace: true, ..ClientConfig::default() };
     let client = LabClient::connect(&uri, cfg.clone()).map_err(|e| e.to_string())?;
     let tracer = lowlat::Client::connect_with(&uri, interface::TRACE_PROGRAM, 1, ClientConfig { trace: false, ..cfg })
@@ -284,6 +288,7 @@ pub fn account(
     let (raw, _) = bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default(), None)
         .map_err(|e| e.to_string())?;
     drop(pp);
+    let floor = floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?;
     let reliable = matches!(scheme.as_str(), "tcp" | "shm");
     let (client_engine, server_engine) = engine_costs(100_000, reliable, scheme == "shm", None);
     let (marshal, procedure) = stub_and_procedure_costs(1_000_000);
@@ -303,7 +308,50 @@ pub fn account(
     ];
     let mut a = Accounting::from_parts(&scheme, joined.calls as u64, &named, traced_total, &predicted);
     a.timestamp_overhead_ns = Some(traced_total - untraced.mean99_ns as f64);
+    if let Some(floor) = floor {
+        let in_process = client_engine + server_engine + marshal + procedure;
+        let (floor, raw, call) = (floor.mean99_ns as f64, raw.mean99_ns as f64, untraced.mean99_ns as f64);
+        let gap = [
+            (FLOOR_GAP[0], floor),
+            (FLOOR_GAP[1], raw - floor),
+            (FLOOR_GAP[2], in_process),
+            (FLOOR_GAP[3], call - raw - in_process),
+        ];
+        a.floor_gap = Accounting::from_parts(&scheme, 0, &gap, call, &[]).parts;
+    }
     Ok((a, joined.client_send_ns, joined.server_send_ns))
+}
+
+/// The additive parts of an untraced null call above the machine's floor (see
+/// `Accounting::floor_gap`).
+pub const FLOOR_GAP: [&str; 4] = [
+    "the machine's floor (the simplest exchange, 32 bytes)",
+    "lowlat's transport above the floor (its raw ping-pong)",
+    "RPC layer: its code as measured in-process",
+    "RPC layer: the rest (not seen in-process)",
+];
+
+/// The machine's floor for the path of `bind_uri`, measured now, where it has one (shm: one
+/// cache line each way; udp: two connected sockets).
+fn floor_exchange(
+    exe: &Path,
+    scheme: &str,
+    bind_uri: &str,
+    calls: u64,
+    warmup: u64,
+    spin: SpinPolicy,
+    place: &Placement,
+) -> Result<Option<crate::stats::Summary>, String> {
+    if !matches!(scheme, "shm" | "udp") {
+        return Ok(None);
+    }
+    let spin_s = spin.to_string();
+    let srv = spawn_server(exe, &["pingpong", "--serve", "--floor", bind_uri, "--spin-us", &spin_s], place)?;
+    let uri = srv.uris.first().cloned().ok_or("the floor server printed no URI")?;
+    let opts = crate::pingpong::RawOptions { floor: true, ..Default::default() };
+    let (floor, _) =
+        bench::run_raw(&uri, HEADER_LEN, calls, warmup, spin, opts, None).map_err(|e| format!("the floor: {e}"))?;
+    Ok(Some(floor))
 }
 
 /// Nanoseconds one `trace::now_ns` takes.
@@ -380,6 +428,19 @@ pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String
         s.push_str(&format!(
             "  accounting on costs {:+.3} µs per call (traced minus untraced, fastest 99%)\n",
             o / 1000.0
+        ));
+    }
+    if let Some(floor) = a.floor_gap.first() {
+        s.push_str("\nThe untraced call above the machine's floor, measured in this run (parts add up to it)\n");
+        for p in &a.floor_gap {
+            s.push_str(&format!("  {:<56} {:>+8.3} {:>7.1}%\n", p.name, p.ns / 1000.0, p.percent));
+        }
+        let call: f64 = a.floor_gap.iter().map(|p| p.ns).sum();
+        s.push_str(&format!(
+            "  {:<56} {:>8.3}   {:.2}x the floor\n",
+            "the null call (untraced)",
+            call / 1000.0,
+            call / floor.ns.max(1.0)
         ));
     }
     s

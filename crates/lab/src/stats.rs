@@ -11,7 +11,7 @@ pub fn new_histogram() -> Histogram<u64> {
 /// One benchmark's result, in the JSON shape DESIGN.md fixes (one object per line).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {
-    /// "rpc" (through lowlat's RPC layer) or "raw" (the transport alone: the floor).
+    /// "rpc" (through lowlat's RPC layer) or "raw" (the transport alone, or the machine's floor).
     pub kind: String,
     /// Transport scheme of the URI (udp, tcp, unix, shm, eth, xdp, ...).
     pub transport: String,

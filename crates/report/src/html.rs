@@ -818,11 +818,37 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
         if let Some(o) = a.timestamp_overhead_ns {
             let _ = write!(
                 out,
-                r#"<p class="muted">Cost of the accounting timestamps when accounting is off: {} µs per call.</p>"#,
+                r#"<p class="muted">What accounting adds to a call (traced minus untraced): {} µs.</p>"#,
                 us(o)
             );
         }
+        floor_gap(out, a);
     }
+}
+
+/// The untraced call above the machine's floor, part by part (where the path has a floor).
+fn floor_gap(out: &mut String, a: &Accounting) {
+    let Some(floor) = a.floor_gap.first() else { return };
+    let call: f64 = a.floor_gap.iter().map(|p| p.ns).sum();
+    let _ = write!(
+        out,
+        r#"<table><tr><th class="l">the untraced call above the machine's floor (same run)</th><th>µs</th><th>% of the call</th></tr>"#
+    );
+    for p in &a.floor_gap {
+        let _ = write!(
+            out,
+            r#"<tr><td class="l">{}</td><td>{}</td><td>{:.1}</td></tr>"#,
+            esc(&p.name),
+            us(p.ns),
+            p.percent
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<tr><th class="l">the null call ({}× the floor)</th><th>{}</th><th>100</th></tr></table>"#,
+        fmt_num(call / floor.ns.max(1.0)),
+        us(call)
+    );
 }
 
 #[cfg(test)]

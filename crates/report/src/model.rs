@@ -469,10 +469,17 @@ pub struct Accounting {
     /// True when |difference_percent| > 10: the parts are wrong or something contends.
     #[serde(default)]
     pub flagged: bool,
-    /// Mean round trip with the timestamps compiled in but accounting off, minus the same
-    /// without them, ns: the cost of being able to account.
+    /// Mean round trip with accounting on (client and server taking their timestamps) minus
+    /// the same call untraced, ns: what accounting adds to a call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_overhead_ns: Option<f64>,
+    /// The untraced call against the machine's floor for its path, measured in the same run
+    /// (where the path has a floor: shm, udp), in additive parts that sum to the untraced call:
+    /// the floor, lowlat's transport above it, the RPC layer's code as measured in-process, and
+    /// the rest of the RPC layer. A part is negative where a layer beat what is below it.
+    /// `percent` is of the untraced call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub floor_gap: Vec<Part>,
     /// Why the transport was not accounted, if it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -530,6 +537,7 @@ impl Accounting {
             difference_percent,
             flagged: difference_percent.is_some_and(|d| d.abs() > ACCOUNTING_FLAG_PERCENT),
             timestamp_overhead_ns: None,
+            floor_gap: Vec::new(),
             skipped: None,
         }
     }

@@ -204,6 +204,10 @@ pub fn sample_results() -> Results {
         let predicted = [("raw ping-pong", *raw_rtt), ("marshaling (both ways)", 210.0), ("dispatch", 90.0)];
         let mut a = Accounting::from_parts(t, 100_000, &named, *total, &predicted);
         a.timestamp_overhead_ns = Some(3.0);
+        if t.starts_with("shm") {
+            let gap = [("floor", 110.0), ("transport", 10.0), ("rpc code", 30.0), ("rpc rest", *total - 150.0)];
+            a.floor_gap = Accounting::from_parts(t, 0, &gap, *total, &[]).parts;
+        }
         a
     })
     .collect();

@@ -96,8 +96,10 @@ enum Cmd {
     },
     /// Where the time of a null call goes, part by part, and whether the parts predict the whole.
     ///
-    /// Starts its own traced server and ping-pong server on this host at URI (port 0 picks a free
-    /// port), pinned when there are two CPUs.
+    /// Starts its own servers on this host at URI, one after the other (port 0 picks a free
+    /// port), pinned when there are two CPUs: a plain one for the untraced call, a traced one,
+    /// lowlat's ping-pong server and, for shm:// and udp://, the machine's floor, which the
+    /// untraced call is then set against, layer by layer.
     Account {
         /// Transport and address to serve on, e.g. udp://127.0.0.1:0, tcp://127.0.0.1:0, shm:///tmp/acct.sock
         uri: String,

@@ -6,6 +6,11 @@
 //! The parts are consecutive, so they add up to the traced total by construction; the real check
 //! is the prediction: the transport's raw ping-pong plus the engine's, the stubs' and the
 //! procedure's costs measured in-process, against an untraced run's median.
+//!
+//! Where the path has a floor (shm, udp), the untraced call is also set against the machine's
+//! floor measured in the same run (DESIGN principle 10): the floor, lowlat's transport above it,
+//! the RPC code as measured in-process, and the rest of the RPC layer, which no in-process
+//! measurement covers.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::{
-    Accounting, BusyServer, CdfSeries, ColdRow, LadderRow, Latency, LoadSeries, PeerRow, Results, SizeSeries,
+    Accounting, BusyServer, CdfSeries, ColdRow, LadderRow, Latency, LoadSeries, Part, PeerRow, Results, SizeSeries,
     ThreadsRow, ACCOUNTING_FLAG_PERCENT,
 };
 use crate::svg::{self, esc, fmt_num, Axis, Bar, LinePlot, Scale, Series, Stack, Style};
@@ -779,14 +779,7 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
             fmt_num(a.calls as f64)
         );
         for p in &a.parts {
-            let _ = write!(
-                out,
-                r#"<tr><td class="l">{}{}</td><td>{}</td><td>{:.1}</td></tr>"#,
-                swatch(&pal.color(&p.name)),
-                esc(&p.name),
-                us(p.ns),
-                p.percent
-            );
+            part_row(out, &swatch(&pal.color(&p.name)), p);
         }
         let _ = write!(
             out,
@@ -826,6 +819,18 @@ fn accounting(out: &mut String, rows: &[Accounting]) {
     }
 }
 
+/// One part of a call as a table row: `lead` (a swatch, or nothing), its name, µs and share.
+fn part_row(out: &mut String, lead: &str, p: &Part) {
+    let _ = write!(
+        out,
+        r#"<tr><td class="l">{}{}</td><td>{}</td><td>{:.1}</td></tr>"#,
+        lead,
+        esc(&p.name),
+        us(p.ns),
+        p.percent
+    );
+}
+
 /// The untraced call above the machine's floor, part by part (where the path has a floor).
 fn floor_gap(out: &mut String, a: &Accounting) {
     let Some(floor) = a.floor_gap.first() else { return };
@@ -835,13 +840,7 @@ fn floor_gap(out: &mut String, a: &Accounting) {
         r#"<table><tr><th class="l">the untraced call above the machine's floor (same run)</th><th>µs</th><th>% of the call</th></tr>"#
     );
     for p in &a.floor_gap {
-        let _ = write!(
-            out,
-            r#"<tr><td class="l">{}</td><td>{}</td><td>{:.1}</td></tr>"#,
-            esc(&p.name),
-            us(p.ns),
-            p.percent
-        );
+        part_row(out, "", p);
     }
     let _ = write!(
         out,

@@ -379,6 +379,10 @@ where
                         if let Some(e) = r.first_failure.take().filter(|e| !matches!(e, Error::Busy { .. })) {
                             warm = Err(e);
                         }
+                    }
+                    // The warm-up's counts are not the run's (reset once: a fresh run allocates
+                    // its histograms).
+                    if spec.warmup > 0 {
                         r = SenderRun::new();
                     }
                     // Every sender waits here even after a failed warm-up, so none is left
@@ -512,6 +516,14 @@ mod tests {
         Delay { d, done: None }
     }
 
+    impl Delay {
+        /// The delay, then success: a call's future.
+        async fn then_ok(self) -> Result<(), Error> {
+            self.await;
+            Ok(())
+        }
+    }
+
     fn plan(rate: f64, calls: u64, senders: usize, in_flight: usize) -> OpenLoop {
         OpenLoop {
             rate,
@@ -624,12 +636,5 @@ mod tests {
             || std::future::ready(Err(Error::Io { op: "warm-up".into(), source: std::io::Error::other("refused") }))
         });
         assert!(matches!(r, Err(Error::Io { .. })), "{r:?}");
-    }
-
-    impl Delay {
-        async fn then_ok(self) -> Result<(), Error> {
-            self.await;
-            Ok(())
-        }
     }
 }

@@ -236,7 +236,7 @@ impl SenderRun {
     fn new() -> SenderRun {
         SenderRun {
             latency: new_histogram(),
-            lag: lag_histogram(),
+            lag: new_histogram(),
             sent: 0,
             busy: 0,
             failed: 0,
@@ -264,10 +264,6 @@ impl SenderRun {
             }
         }
     }
-}
-
-fn lag_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid")
 }
 
 /// One sending thread's calls in flight, each in a place of its own with a waker made once.
@@ -431,7 +427,7 @@ where
     });
     let mut out = OpenLoopRun {
         latency: new_histogram(),
-        lag: lag_histogram(),
+        lag: new_histogram(),
         offered_per_s: spec.rate,
         sent_per_s: 0.0,
         completed_per_s: 0.0,

@@ -11,14 +11,13 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use lowlat_proto::Execution;
 use lowlat_transport::{SpinPolicy, Spinner};
 
-use super::{CallClock, Lowlat, Slot, SlotIo, Stop, Waited};
+use super::{CallClock, Lowlat, Slot, SlotGuard, SlotIo, Stop, Waited};
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
 use crate::{Error, OutBuf};
@@ -95,7 +94,7 @@ where
         let c = this.client;
         let mut guard = match this.slot {
             Some(i) => {
-                let mut g = c.shared.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+                let mut g = super::hold(&c.shared.slots[i]);
                 if was_parked {
                     if let Err(e) = g.chan.as_mut().expect("lent with its channel").as_dyn().unpark(false) {
                         let e = c.lost(this.proc_no, Execution::Unknown, e);
@@ -152,7 +151,7 @@ where
 {
     /// Claims a slot, encodes and sends; `None`: every slot is busy (parked until one is
     /// released, or the deadline).
-    fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<MutexGuard<'c, Slot>>, Error> {
+    fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<SlotGuard<'c>>, Error> {
         let c = self.client;
         let Some(mut g) = self.claim(cx)? else { return Ok(None) };
         let r = (|| {
@@ -176,7 +175,7 @@ where
     }
 
     /// A free slot, or `None` with the call parked until one is released.
-    fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<MutexGuard<'c, Slot>>, Error> {
+    fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<SlotGuard<'c>>, Error> {
         let c = self.client;
         if let Some(g) = c.try_claim(true).or_else(|| c.try_claim(false)) {
             return Ok(Some(g));
@@ -249,7 +248,7 @@ where
     }
 
     /// Gives the slot back, after mending it as a failed blocking call does.
-    fn finish(&mut self, mut g: MutexGuard<'c, Slot>, r: Result<R, Error>) -> Result<R, Error> {
+    fn finish(&mut self, mut g: SlotGuard<'c>, r: Result<R, Error>) -> Result<R, Error> {
         let c = self.client;
         if let Err(e) = &r {
             c.recover(&mut g, e);
@@ -269,7 +268,7 @@ impl<R, E, Enc, Dec> Drop for LowlatCall<'_, R, E, Enc, Dec> {
         // Dropped with its call in flight: the slot is free for the next call, which makes
         // anything still coming for this one stale.
         let c = self.client;
-        let mut g = c.shared.slots[i].lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = super::hold(&c.shared.slots[i]);
         if let Some(engine) = g.engine.as_mut() {
             engine.abandon();
         }

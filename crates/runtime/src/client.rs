@@ -10,8 +10,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-
-use spin::mutex::{SpinMutex, SpinMutexGuard};
 use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
@@ -21,6 +19,7 @@ use lowlat_proto::{
     Session, WireError, HEADER_LEN,
 };
 use lowlat_transport::Spinner;
+use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 use crate::driver::{self, ClientChannel, SlotChannel};
 
@@ -100,9 +99,9 @@ struct Shared {
     /// the lock so that asking costs a load, not a lock shared by all calling threads.
     server_big_endian: AtomicBool,
     /// Each claimed with one locked instruction and given back with a plain store (a standard
-    /// mutex's release is a second locked instruction: ~5 ns more per call here). A slot is
-    /// only ever tried, or held for a moment ([`hold`]), never waited for: a thread that finds
-    /// every slot busy waits on `free`.
+    /// mutex's release is a second locked instruction: ~5 ns more per call here). A call only
+    /// tries slots (a thread that finds every slot busy waits on `free`); a look that does not
+    /// call waits for one with [`hold`].
     slots: Box<[SpinMutex<Slot>]>,
     /// Whether each slot has its channel open (set once, never cleared).
     opened: Box<[AtomicBool]>,

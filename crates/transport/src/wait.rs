@@ -173,7 +173,6 @@ impl Spinner {
         //
         // `try_op` is called from one place only, so that the compiler can inline it here: the
         // poll is the whole of a spinning wait, and a call per poll shows in a round trip.
-        const CLOCK_EVERY: u32 = 32;
         let mut deadline = Some(deadline);
         // Clock-free polls left; unknown until the first poll has come back empty.
         let mut clock_free_left: Option<u32> = None;
@@ -193,7 +192,7 @@ impl Spinner {
             let t = match &mut timed {
                 Some(t) => t,
                 None => {
-                    let left = clock_free_left.get_or_insert_with(|| if self.clock_free() { CLOCK_EVERY } else { 0 });
+                    let left = clock_free_left.get_or_insert_with(|| self.clock_free_polls());
                     if *left > 0 {
                         *left -= 1;
                         std::hint::spin_loop();
@@ -222,6 +221,19 @@ impl Spinner {
         }
     }
 
+    /// How many polls the next wait makes before it first reads the clock (none for a fixed
+    /// budget or for blocking, which are timed from the first poll; see
+    /// [`wait_on_lazy`](Self::wait_on_lazy)): a caller that polls on its own before waiting may
+    /// make as many without changing what the policy means (and records an answer found there
+    /// as a wait of zero, with [`observe`](Self::observe), as the wait would).
+    pub fn clock_free_polls(&self) -> u32 {
+        if self.clock_free() {
+            CLOCK_EVERY
+        } else {
+            0
+        }
+    }
+
     /// Whether the next wait starts with clock-free polls (see `wait_on_lazy`).
     fn clock_free(&self) -> bool {
         match self.policy {
@@ -231,6 +243,9 @@ impl Spinner {
         }
     }
 }
+
+/// Polls a spinning wait makes before it reads the clock, and between two reads after that.
+const CLOCK_EVERY: u32 = 32;
 
 /// A wait past its clock-free polls: when it started reading the clock and what it must meet.
 struct Timed {

@@ -225,10 +225,10 @@ where
         let (proc_no, clock, timed, decode) = (self.proc_no, &mut self.clock, &mut self.timed, &mut self.decode);
         match chan.as_mut().expect("prepared") {
             SlotChannel::Shm(ch) => {
-                c.await_outcome(&mut **ch, io, proc_no, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+                c.await_outcome(&mut **ch, io, proc_no, None, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
             }
             SlotChannel::Other(ch) => {
-                c.await_outcome(&mut **ch, io, proc_no, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+                c.await_outcome(&mut **ch, io, proc_no, None, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
             }
         }
     }

@@ -126,18 +126,27 @@ struct Finished {
     times: [u64; 3],
 }
 
-fn push_trace(ctx: &Context, key: CallKey, [received, dispatched, returned]: [u64; 3]) {
+/// Records a traced call's times (nothing when the server does not trace: the check is inlined
+/// into every call's path, the recording is not).
+#[inline]
+fn push_trace(ctx: &Context, key: CallKey, times: [u64; 3]) {
     if ctx.config.trace {
-        trace::push_server_trace(ServerTrace {
-            token: key.token,
-            slot: key.slot,
-            call_no: key.call_no,
-            received,
-            dispatched,
-            returned,
-            replied: trace::now_ns(),
-        });
+        record_trace(key, times);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn record_trace(key: CallKey, [received, dispatched, returned]: [u64; 3]) {
+    trace::push_server_trace(ServerTrace {
+        token: key.token,
+        slot: key.slot,
+        call_no: key.call_no,
+        received,
+        dispatched,
+        returned,
+        replied: trace::now_ns(),
+    });
 }
 
 /// Counts a call's outcome by its error code.
@@ -170,7 +179,8 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
             ..
         } = self;
         let ctx: &Context = ctx;
-        let now_ns = || if ctx.config.trace { trace::now_ns() } else { 0 };
+        let tracing = ctx.config.trace;
+        let now_ns = || if tracing { trace::now_ns() } else { 0 };
         let received = now_ns();
         own.frames_in += 1;
         own.bytes_in += frame.len() as u64;

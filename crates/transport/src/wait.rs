@@ -224,8 +224,9 @@ impl Spinner {
     /// How many polls the next wait makes before it first reads the clock (none for a fixed
     /// budget or for blocking, which are timed from the first poll; see
     /// [`wait_on_lazy`](Self::wait_on_lazy)): a caller that polls on its own before waiting may
-    /// make as many without changing what the policy means (and records an answer found there
-    /// as a wait of zero, with [`observe`](Self::observe), as the wait would).
+    /// make as many, and record an answer found there as a wait of zero with
+    /// [`observe`](Self::observe), as the wait would have (if none comes, the wait that follows
+    /// makes its own).
     pub fn clock_free_polls(&self) -> u32 {
         if self.clock_free() {
             CLOCK_EVERY

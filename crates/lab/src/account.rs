@@ -435,18 +435,12 @@ pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String
             o / 1000.0
         ));
     }
-    if let Some(floor) = a.floor_gap.first() {
+    if let Some((call, ratio)) = a.over_floor() {
         s.push_str("\nThe untraced call above the machine's floor, measured in this run (parts add up to it)\n");
         for p in &a.floor_gap {
             s.push_str(&format!("  {:<56} {:>+8.3} {:>7.1}%\n", p.name, p.ns / 1000.0, p.percent));
         }
-        let call: f64 = a.floor_gap.iter().map(|p| p.ns).sum();
-        s.push_str(&format!(
-            "  {:<56} {:>8.3}   {:.2}x the floor\n",
-            "the null call (untraced)",
-            call / 1000.0,
-            call / floor.ns.max(1.0)
-        ));
+        s.push_str(&format!("  {:<56} {:>8.3}   {:.2}x the floor\n", "the null call (untraced)", call / 1000.0, ratio));
     }
     s
 }

@@ -833,8 +833,7 @@ fn part_row(out: &mut String, lead: &str, p: &Part) {
 
 /// The untraced call above the machine's floor, part by part (where the path has a floor).
 fn floor_gap(out: &mut String, a: &Accounting) {
-    let Some(floor) = a.floor_gap.first() else { return };
-    let call: f64 = a.floor_gap.iter().map(|p| p.ns).sum();
+    let Some((call, ratio)) = a.over_floor() else { return };
     let _ = write!(
         out,
         r#"<table><tr><th class="l">the untraced call above the machine's floor (same run)</th><th>µs</th><th>% of the call</th></tr>"#
@@ -845,7 +844,7 @@ fn floor_gap(out: &mut String, a: &Accounting) {
     let _ = write!(
         out,
         r#"<tr><th class="l">the null call ({}× the floor)</th><th>{}</th><th>100</th></tr></table>"#,
-        fmt_num(call / floor.ns.max(1.0)),
+        fmt_num(ratio),
         us(call)
     );
 }

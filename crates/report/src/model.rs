@@ -501,6 +501,14 @@ pub struct Part {
 pub const ACCOUNTING_FLAG_PERCENT: f64 = 10.0;
 
 impl Accounting {
+    /// The untraced call (the sum of [`floor_gap`](Self::floor_gap)'s parts), ns, and its ratio
+    /// to the machine's floor (the first part), where the path has a floor.
+    pub fn over_floor(&self) -> Option<(f64, f64)> {
+        let floor = self.floor_gap.first()?;
+        let call: f64 = self.floor_gap.iter().map(|p| p.ns).sum();
+        Some((call, call / floor.ns.max(1.0)))
+    }
+
     /// Builds an accounting from measured parts (name, ns) and independently measured prediction
     /// terms, doing the arithmetic: percentages, totals, difference and flag.
     pub fn from_parts(

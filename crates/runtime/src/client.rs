@@ -624,27 +624,19 @@ impl Lowlat {
         let sent = encode_args(&mut guard, proc_no, encode, trace.then_some(&mut marks.encoded))
             .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         let mut decode = Some(decode);
-        let mut pending = None;
-        if sent && !trace {
-            match self.await_placed(&mut guard, proc_no, &mut decode) {
-                Placed::Done(r) => {
-                    if let Err(e) = &r {
-                        self.recover(&mut guard, e);
+        let placed = if sent && !trace { self.await_placed(&mut guard, proc_no, &mut decode) } else { Placed::NotYet };
+        let r = match placed {
+            Placed::Done(r) => r,
+            waiting => {
+                let pending = if let Placed::Frame(n) = waiting { Some(n) } else { None };
+                let marks = trace.then_some(&mut marks);
+                match self.run(&mut guard, proc_no, sent, pending, &mut clock, &mut decode, marks) {
+                    Err(e @ Error::SessionLost { execution: Execution::NotSent, .. }) => {
+                        self.rebind_and_rerun(&mut guard, proc_no, &mut clock, &mut decode, e)
                     }
-                    drop(guard);
-                    self.release_notify();
-                    return r;
+                    r => r,
                 }
-                Placed::Frame(n) => pending = Some(n),
-                Placed::NotYet => {}
             }
-        }
-        let r = match self.run(&mut guard, proc_no, sent, pending, &mut clock, &mut decode, trace.then_some(&mut marks))
-        {
-            Err(e @ Error::SessionLost { execution: Execution::NotSent, .. }) => {
-                self.rebind_and_rerun(&mut guard, proc_no, &mut clock, &mut decode, e)
-            }
-            r => r,
         };
         if let Err(e) = &r {
             self.recover(&mut guard, e);
@@ -886,13 +878,12 @@ impl Lowlat {
         loop {
             match chan.try_recv(buf) {
                 Ok(Some(n)) => {
-                    let Some(body) = engine.take_whole_result(chan.received(buf, n)) else {
+                    let Some(r) = self.decode_whole(engine, chan.received(buf, n), proc_no, decode) else {
                         return Placed::Frame(n);
                     };
                     // As the spinner records an answer within its clock-free polls.
                     spinner.observe(Duration::ZERO);
-                    let decode = decode.take().expect("one reply per call");
-                    return Placed::Done(decode(body).map_err(|e| self.decode_error(proc_no, e)));
+                    return Placed::Done(r);
                 }
                 Ok(None) if polls > 0 => {
                     polls -= 1;
@@ -901,6 +892,21 @@ impl Lowlat {
                 Ok(None) | Err(_) => return Placed::NotYet,
             }
         }
+    }
+
+    /// The call's outcome if `frame` is its whole result, recognised by its header alone (the
+    /// engine declines on any other session or frame): its body decoded where it lies.
+    #[inline(always)]
+    fn decode_whole<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        engine: &mut ClientSlot,
+        frame: &[u8],
+        proc_no: u32,
+        decode: &mut Option<impl FnOnce(&[u8]) -> Result<R, E>>,
+    ) -> Option<Result<R, Error>> {
+        let body = engine.take_whole_result(frame)?;
+        let decode = decode.take().expect("one reply per call");
+        Some(decode(body).map_err(|e| self.decode_error(proc_no, e)))
     }
 
     /// Sends the call, unless `sent` says it went as it was encoded, and waits for its outcome;
@@ -1027,11 +1033,9 @@ impl Lowlat {
             }
             match got {
                 Ok(Some(n)) => {
-                    // Nearly every reply over a reliable channel: the whole result, recognised
-                    // by its header alone (the engine declines on any other session).
-                    if let Some(body) = engine.take_whole_result(chan.received(buf, n)) {
-                        let decode = decode.take().expect("one reply per call");
-                        return Waited::Done(decode(body).map_err(|e| self.decode_error(proc_no, e)));
+                    // Nearly every reply over a reliable channel.
+                    if let Some(r) = self.decode_whole(engine, chan.received(buf, n), proc_no, decode) {
+                        return Waited::Done(r);
                     }
                     // The frame may lie in the transport's own memory (a shared-memory ring), so
                     // what the engine sends in answer waits in the outbox until it is read.

@@ -158,8 +158,9 @@ pub enum Status {
 /// Bytes of a [`Hello`] on the Unix socket.
 pub const HELLO_LEN: usize = 32;
 const HELLO_MAGIC: &[u8; 4] = b"LlSh";
-/// 2: records stamped with their position and polled in place (no producer index).
-const HELLO_VERSION: u16 = 2;
+/// 2: records stamped with their position and polled in place (no producer index); 3: a guard
+/// after every record of more than one line (`ring::GUARD`), which moves every later record.
+const HELLO_VERSION: u16 = 3;
 
 impl Hello {
     /// The message as sent: magic `LlSh`, version (u16 LE), status (u16 LE: 0 accepted, 1 refused,
@@ -219,6 +220,10 @@ mod tests {
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         assert!(Hello::decode(&[0u8; HELLO_LEN]).is_err());
         assert!(Hello::decode(&h.encode()[..10]).is_err());
+        // A server of another ring format is refused, not misread.
+        let mut older = h.encode();
+        older[4..6].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(Hello::decode(&older).unwrap_err(), "unsupported handshake version");
     }
 
     #[test]

@@ -228,19 +228,15 @@ impl Spinner {
     /// [`observe`](Self::observe), as the wait would have (if none comes, the wait that follows
     /// makes its own).
     pub fn clock_free_polls(&self) -> u32 {
-        if self.clock_free() {
-            CLOCK_EVERY
-        } else {
-            0
-        }
-    }
-
-    /// Whether the next wait starts with clock-free polls (see `wait_on_lazy`).
-    fn clock_free(&self) -> bool {
-        match self.policy {
+        let clock_free = match self.policy {
             SpinPolicy::Forever => true,
             SpinPolicy::Adaptive => self.budget().is_some_and(|b| !b.is_zero()),
             SpinPolicy::Block | SpinPolicy::Budget(_) => false,
+        };
+        if clock_free {
+            CLOCK_EVERY
+        } else {
+            0
         }
     }
 }

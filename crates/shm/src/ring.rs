@@ -225,6 +225,9 @@ pub fn record_len(len: usize) -> usize {
     }
 }
 
+// Streaming sends chunks of half a ring, each a record of more than one line.
+const _: () = assert!(MIN_RING / 2 >= 2 * LINE + GUARD);
+
 /// The largest payload whose record fits in `free` bytes (a multiple of 64), if any.
 fn largest_payload(free: usize) -> Option<usize> {
     if free >= 2 * LINE + GUARD {
@@ -468,7 +471,7 @@ impl Producer {
             return Ok(());
         }
         // Half a ring per chunk: the consumer drains one half while we fill the other.
-        let chunk = self.ring.size() / 2 - RECORD_HEADER - GUARD;
+        let chunk = largest_payload(self.ring.size() / 2).expect("half of any ring holds a long record");
         let mut sent = 0;
         while sent < total {
             let len = chunk.min(total - sent);

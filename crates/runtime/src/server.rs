@@ -20,6 +20,9 @@ use crate::{Endpoint, EndpointStats, Error, Program, ServerConfig};
 
 /// How long a stop whose time ran out waits for the threads to answer what they hold and end.
 const STOP_GRACE: Duration = Duration::from_millis(100);
+/// How long `serve` waits for its serving threads to set themselves up: far more than a start
+/// takes, even on a loaded machine; past it, the threads go on starting on their own.
+const START_WAIT: Duration = Duration::from_secs(10);
 
 /// A running server. Dropping it stops it, as [`shutdown`](Self::shutdown) does.
 pub struct Server {
@@ -55,7 +58,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Starts serving every URI (one thread each). Fails without serving any if one fails.
+    /// Starts serving every URI (one thread each), and returns once every serving thread has
+    /// set itself up (or ten seconds have passed), so none of their start-up work overlaps the
+    /// caller's first calls. Fails without serving any if one fails.
     pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
         let services = Arc::new(self.services);
         let workers = Workers::start(self.config.workers, self.config.worker_queue);
@@ -64,6 +69,7 @@ impl ServerBuilder {
         // Declared after `server`, so dropped before it when a URI fails: the workers end only
         // once every sender of their queue is gone, and dropping the server waits for them.
         let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
+        let (ready, readied) = std::sync::mpsc::sync_channel(uris.len());
         for uri in uris {
             let uri = uri.as_ref();
             let endpoint: Endpoint = uri.parse()?;
@@ -75,10 +81,21 @@ impl ServerBuilder {
                 workers: queue.clone(),
                 seed: random_seed()?,
                 secret: random_secret()?,
+                ready: ready.clone(),
             };
             let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), ctx };
             let (local, thread) = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd(), start)??;
             server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
+        }
+        // A thread that ended during its start-up drops its sender: the wait then runs out, or
+        // ends at once when none is left.
+        drop(ready);
+        let deadline = Instant::now() + START_WAIT;
+        for _ in uris {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if readied.recv_timeout(left).is_err() {
+                break;
+            }
         }
         Ok(server)
     }

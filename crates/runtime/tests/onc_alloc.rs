@@ -1,6 +1,7 @@
 //! A steady-state ONC RPC call allocates nothing, on the client or on the server (both run in
 //! this process, so one counting allocator sees both), over UDP (through the duplicate-request
-//! cache, once it has filled and recycles its buffers) and TCP (record marking).
+//! cache, once it has filled and recycles its buffers) and TCP (record marking); nor does a
+//! server that has started and is idle.
 
 use lowlat::{Client, Program, Server, ServerConfig};
 use lowlat_testkit::CountingAlloc;
@@ -38,8 +39,13 @@ fn steady_state_onc_calls_do_not_allocate() {
     let server = Server::builder()
         .program(program)
         .config(cfg)
-        .serve(&["onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
+        .serve(&["onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"])
         .unwrap();
+    // `serve` returns once every serving thread has set itself up: an idle server allocates
+    // nothing from then on (on a loaded machine, a thread still starting once made a client's
+    // steady-state calls on another endpoint look as if they allocated).
+    let ((), n) = ALLOC.count(|| std::thread::sleep(std::time::Duration::from_millis(20)));
+    assert_eq!(n, 0, "{n} allocations by an idle server after serve returned");
     let arg = vec![7u8; 1440];
     for uri in server.local_uris() {
         let c = Client::connect(&uri, PROG, 1).unwrap();

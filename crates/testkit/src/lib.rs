@@ -14,7 +14,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Forwards to the system allocator and counts allocations (and reallocations) made by any
-/// thread while [`count`](Self::count) runs. Install it in a test binary:
+/// thread while [`count`](Self::count) runs, except the process's main thread when `count` runs
+/// on another: there the test harness records its tests at moments of its own (a test thread
+/// starting, a wait for results), which a loaded machine can delay into a test's counting. Tests
+/// run on threads of their own, and so does everything they start. Install it in a test binary:
 ///
 /// ```ignore
 /// #[global_allocator]
@@ -23,6 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct CountingAlloc {
     allocations: AtomicU64,
     counting: AtomicBool,
+    /// Whether the main thread's allocations are left out (`count` runs on another thread).
+    skip_main: AtomicBool,
     /// Print a backtrace of each counted allocation (`LOWLAT_ALLOC_TRACE` set in the environment).
     trace: AtomicBool,
 }
@@ -34,13 +39,15 @@ impl CountingAlloc {
         CountingAlloc {
             allocations: AtomicU64::new(0),
             counting: AtomicBool::new(false),
+            skip_main: AtomicBool::new(false),
             trace: AtomicBool::new(false),
         }
     }
 
     /// Runs `f` and returns its value with the allocations made meanwhile, by every thread of
-    /// the process (a server running in the same process included).
+    /// the process (a server running in the same process included) but the test harness's.
     pub fn count<R>(&self, f: impl FnOnce() -> R) -> (R, u64) {
+        self.skip_main.store(!on_main_thread(), Ordering::SeqCst);
         self.trace.store(std::env::var_os("LOWLAT_ALLOC_TRACE").is_some(), Ordering::SeqCst);
         self.allocations.store(0, Ordering::SeqCst);
         self.counting.store(true, Ordering::SeqCst);
@@ -51,6 +58,9 @@ impl CountingAlloc {
 
     fn note(&self) {
         if !self.counting.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.skip_main.load(Ordering::Relaxed) && on_main_thread() {
             return;
         }
         if !self.trace.load(Ordering::Relaxed) {
@@ -70,6 +80,22 @@ impl CountingAlloc {
 thread_local! {
     /// This thread is printing where a counted allocation was made.
     static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether this thread is the process's main thread, once asked (a constant initialiser
+    /// and no destructor: readable from an allocator, at any point of a thread's life).
+    static ON_MAIN_THREAD: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread is the process's main thread, without allocating.
+fn on_main_thread() -> bool {
+    ON_MAIN_THREAD.with(|known| {
+        known.get().unwrap_or_else(|| {
+            #[allow(unsafe_code)]
+            // SAFETY: gettid and getpid take no arguments, touch no memory and cannot fail.
+            let main = unsafe { libc::gettid() == libc::getpid() };
+            known.set(Some(main));
+            main
+        })
+    })
 }
 
 impl Default for CountingAlloc {

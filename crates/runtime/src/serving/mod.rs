@@ -39,6 +39,9 @@ pub(crate) struct Context {
     pub seed: u64,
     /// The server's secret: cookie keys and the random bits of session tokens.
     pub secret: [u8; 32],
+    /// Told once the endpoint has set itself up and is about to serve (`Server::serve` waits
+    /// for it, so that nothing of a thread's start-up happens after it returns).
+    pub ready: SyncSender<()>,
 }
 
 /// A protocol as the serving loop drives it: frames in (as a [`FrameHandler`]), the results the
@@ -160,6 +163,9 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     // deadline only when nothing is ready, so under a flood that always has a frame queued the
     // timer (session sweeps) would never run; every TIMER_EVERY frames it is looked at anyway.
     let mut served_running = 0u32;
+    // The channel has room for every endpoint's word, so this never blocks; the server may have
+    // stopped waiting (its bounded wait ran out), which is not an error.
+    let _ = ctx.ready.try_send(());
     loop {
         match shared.state.load(Ordering::Acquire) {
             RUNNING => {}

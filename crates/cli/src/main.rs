@@ -97,9 +97,12 @@ enum Cmd {
     /// Where the time of a null call goes, part by part, and whether the parts predict the whole.
     ///
     /// Starts its own servers on this host at URI, one after the other (port 0 picks a free
-    /// port), pinned when there are two CPUs: a plain one for the untraced call, a traced one,
+    /// port), pinned when there are two CPUs: a traced one, a plain one for the untraced call,
     /// lowlat's ping-pong server and, for shm:// and udp://, the machine's floor, which the
-    /// untraced call is then set against, layer by layer.
+    /// untraced call is then set against, layer by layer. The floor is measured before and
+    /// after the untraced call and the ping-pong; while the two disagree (a virtual machine's
+    /// host moved its CPUs) the three are measured again, up to three times, and then no
+    /// comparison is made.
     Account {
         /// Transport and address to serve on, e.g. udp://127.0.0.1:0, tcp://127.0.0.1:0, shm:///tmp/acct.sock
         uri: String,

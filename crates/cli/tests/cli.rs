@@ -221,6 +221,12 @@ fn account_reports_positive_parts_and_honest_arithmetic() {
             assert!(gap.is_empty(), "tcp has no floor: {out}");
             continue;
         }
+        // Unless the floor moved under every attempt (the host moved the CPUs): then it says so
+        // and sets nothing against it.
+        if let Some(why) = a["floor_unsteady"].as_str() {
+            assert!(gap.is_empty() && why.contains("the floor moved"), "{uri}: {out}");
+            continue;
+        }
         assert_eq!(gap.len(), 4, "{uri}: {out}");
         assert!(gap[0]["ns"].as_f64().unwrap() > 0.0, "{uri}: the floor takes time: {out}");
         let call: f64 = gap.iter().map(|p| p["ns"].as_f64().unwrap()).sum();

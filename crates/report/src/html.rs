@@ -833,6 +833,9 @@ fn part_row(out: &mut String, lead: &str, p: &Part) {
 
 /// The untraced call above the machine's floor, part by part (where the path has a floor).
 fn floor_gap(out: &mut String, a: &Accounting) {
+    if let Some(why) = &a.floor_unsteady {
+        let _ = write!(out, r#"<p class="muted">No comparison with the machine's floor: {}.</p>"#, esc(why));
+    }
     let Some((call, ratio)) = a.over_floor() else { return };
     let _ = write!(
         out,
@@ -852,6 +855,17 @@ fn floor_gap(out: &mut String, a: &Accounting) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_says_why_a_moving_floor_was_not_compared() {
+        let mut r = crate::sample::sample_results();
+        let shm = r.accounting.iter_mut().find(|a| a.transport.starts_with("shm")).expect("sample has shm");
+        shm.floor_gap.clear();
+        shm.floor_unsteady = Some("the floor moved during each of 3 attempts".into());
+        let html = render_html(&r);
+        assert!(html.contains("No comparison with the machine's floor: the floor moved during each of 3 attempts."));
+        assert!(!html.contains("the untraced call above the machine's floor"));
+    }
 
     #[test]
     fn every_transport_of_a_full_run_gets_its_own_colour() {

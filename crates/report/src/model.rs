@@ -480,6 +480,11 @@ pub struct Accounting {
     /// `percent` is of the untraced call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub floor_gap: Vec<Part>,
+    /// Why `floor_gap` is empty on a path that has a floor: the floor, measured before and after
+    /// the calls it is compared with, moved in every attempt (the host moved the two CPUs closer
+    /// together or further apart), so no part of the gap could be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_unsteady: Option<String>,
     /// Why the transport was not accounted, if it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -546,6 +551,7 @@ impl Accounting {
             flagged: difference_percent.is_some_and(|d| d.abs() > ACCOUNTING_FLAG_PERCENT),
             timestamp_overhead_ns: None,
             floor_gap: Vec::new(),
+            floor_unsteady: None,
             skipped: None,
         }
     }

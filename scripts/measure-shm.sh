@@ -10,6 +10,10 @@
 #   - iceoryx2 request-response (8 bytes each way, busy-waiting; peers/build.sh);
 #   - the blocking null call beside a futex ping-pong (two threads, both blocking);
 #   - the adaptive null call alone and with 100 idle bindings beside it.
+# Each round also measures the 32 B floor at its other end; a round whose two floors differ by
+# more than 1.5x
+# (the host moved the vCPUs during it: within a placement the floor varies by up to a third, a
+# move changes it 4-5x) is left out of the medians, and the output says so.
 # Then calls/s from 1 and 2 caller threads, allocations per call (crates/lab/tests/alloc.rs),
 # and `lowlat account shm://`.
 #   scripts/measure-shm.sh [CALLS]        (ROUNDS=5 by default; at least 5 for the report)
@@ -46,6 +50,7 @@ results="$dir/results" # lines: ROUND ROW P50_NS P99_NS
 record() { echo "$r $1 $2" >>"$results"; printf "%-3s %-22s %s\n" "$r" "$1" "$2"; }
 
 row_floor32() { start pingpong --serve --floor; record floor-32 "$("$ll" pingpong --floor "$uri" --size 32 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
+row_floor32_check() { start pingpong --serve --floor; record floor-32-check "$("$ll" pingpong --floor "$uri" --size 32 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
 row_floor1k() { start pingpong --serve --floor; record floor-1024 "$("$ll" pingpong --floor "$uri" --size 1024 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
 row_ring() { start pingpong --serve --spin-us forever; record ring-32 "$("$ll" pingpong "$uri" --size 32 --calls "$calls" --spin-us forever --cpu 0 --json | p50_p99)"; cleanup; }
 row_rpc() {
@@ -87,19 +92,27 @@ rows=(row_floor32 row_ring row_rpc row_floor1k row_iceoryx2 row_blocking row_idl
 echo "round row                    p50_ns p99_ns"
 for r in $(seq "$rounds"); do
     if [ $((r % 2)) -eq 1 ]; then order=("${rows[@]}"); else order=(); for ((i = ${#rows[@]} - 1; i >= 0; i--)); do order+=("${rows[$i]}"); done; fi
+    # The 32 B floor once more, at the end of the round that is not its own (odd rounds measure
+    # it first, even rounds last), so that the two bracket the round.
+    if [ $((r % 2)) -eq 0 ]; then row_floor32_check; fi
     for f in "${order[@]}"; do "$f"; done
+    if [ $((r % 2)) -eq 1 ]; then row_floor32_check; fi
 done
 
 echo
-echo "Median over $rounds rounds of each round's ratio (p50; p99 where named):"
+echo "Median over the $rounds rounds (less any left out below) of each round's ratio (p50; p99 where named):"
 python3 - "$results" <<'EOF'
 import sys, statistics
 rows = {}
 for line in open(sys.argv[1]):
     r, name, p50, p99 = line.split()
     rows.setdefault(name, {})[int(r)] = (float(p50), float(p99))
+own, check = rows.get("floor-32", {}), rows.get("floor-32-check", {})
+moved = {r for r in own if r in check and max(own[r][0], check[r][0]) > 1.5 * max(min(own[r][0], check[r][0]), 1)}
+for r in sorted(moved):
+    print("  round %d left out: the floor moved during it (32 B: %d and %d ns at p50, at its two ends)" % (r, own[r][0], check[r][0]))
 def ratio(a, b, q=0):
-    v = [rows[a][r][q] / rows[b][r][q] for r in rows.get(a, {}) if r in rows.get(b, {}) and rows[b][r][q] > 0]
+    v = [rows[a][r][q] / rows[b][r][q] for r in rows.get(a, {}) if r in rows.get(b, {}) and rows[b][r][q] > 0 and r not in moved]
     return "%.2fx (rounds: %s)" % (statistics.median(v), " ".join("%.2f" % x for x in v)) if v else "-"
 for a, b, q, what in [
     ("null", "floor-32", 0, "null call p50 / floor 32 B p50 (target <= 1.3x)"),

@@ -11,9 +11,8 @@
 #   - the blocking null call beside a futex ping-pong (two threads, both blocking);
 #   - the adaptive null call alone and with 100 idle bindings beside it.
 # Each round also measures the 32 B floor at its other end; a round whose two floors differ by
-# more than 1.5x
-# (the host moved the vCPUs during it: within a placement the floor varies by up to a third, a
-# move changes it 4-5x) is left out of the medians, and the output says so.
+# more than 1.5x (the host moved the vCPUs during it: within a placement the floor varies by up
+# to a third, a move changes it 4-5x) is left out of the medians, and the output says so.
 # Then calls/s from 1 and 2 caller threads, allocations per call (crates/lab/tests/alloc.rs),
 # and `lowlat account shm://`.
 #   scripts/measure-shm.sh [CALLS]        (ROUNDS=5 by default; at least 5 for the report)
@@ -92,8 +91,8 @@ rows=(row_floor32 row_ring row_rpc row_floor1k row_iceoryx2 row_blocking row_idl
 echo "round row                    p50_ns p99_ns"
 for r in $(seq "$rounds"); do
     if [ $((r % 2)) -eq 1 ]; then order=("${rows[@]}"); else order=(); for ((i = ${#rows[@]} - 1; i >= 0; i--)); do order+=("${rows[$i]}"); done; fi
-    # The 32 B floor once more, at the end of the round that is not its own (odd rounds measure
-    # it first, even rounds last), so that the two bracket the round.
+    # The 32 B floor once more, at the other end of the round from its own row (which comes
+    # first in odd rounds, last in even ones), so that the two bracket the round.
     if [ $((r % 2)) -eq 0 ]; then row_floor32_check; fi
     for f in "${order[@]}"; do "$f"; done
     if [ $((r % 2)) -eq 1 ]; then row_floor32_check; fi

@@ -48,9 +48,14 @@ rate() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%10
 results="$dir/results" # lines: ROUND ROW P50_NS P99_NS
 record() { echo "$r $1 $2" >>"$results"; printf "%-3s %-22s %s\n" "$r" "$1" "$2"; }
 
-row_floor32() { start pingpong --serve --floor; record floor-32 "$("$ll" pingpong --floor "$uri" --size 32 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
-row_floor32_check() { start pingpong --serve --floor; record floor-32-check "$("$ll" pingpong --floor "$uri" --size 32 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
-row_floor1k() { start pingpong --serve --floor; record floor-1024 "$("$ll" pingpong --floor "$uri" --size 1024 --calls "$calls" --cpu 0 --json | p50_p99)"; cleanup; }
+floor_row() { # NAME SIZE: the machine's floor for SIZE-byte messages, recorded as NAME
+    start pingpong --serve --floor
+    record "$1" "$("$ll" pingpong --floor "$uri" --size "$2" --calls "$calls" --cpu 0 --json | p50_p99)"
+    cleanup
+}
+row_floor32() { floor_row floor-32 32; }
+row_floor32_check() { floor_row floor-32-check 32; }
+row_floor1k() { floor_row floor-1024 1024; }
 row_ring() { start pingpong --serve --spin-us forever; record ring-32 "$("$ll" pingpong "$uri" --size 32 --calls "$calls" --spin-us forever --cpu 0 --json | p50_p99)"; cleanup; }
 row_rpc() {
     start serve --spin-us forever

@@ -279,9 +279,14 @@ pub fn account(
     let raw_bind = bind_uri.to_string();
     let mut unsteady = None;
     let mut attempt = 0;
+    // An attempt after the first starts from the floor the one before it ended with.
+    let mut last_floor = None;
     let (untraced, raw, floor) = loop {
         attempt += 1;
-        let before = floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?;
+        let before = match last_floor.take() {
+            Some(f) => Some(f),
+            None => floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?,
+        };
         let plain = spawn_server(exe, &["serve", bind_uri, "--spin-us", &spin_s], place)?;
         let plain_uri = plain.uris.first().cloned().ok_or("the server printed no URI")?;
         let untraced = bench::run(&BenchSpec {
@@ -303,6 +308,7 @@ pub fn account(
         let after = floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?;
         let (Some(before), Some(after)) = (before, after) else { break (untraced, raw, None) };
         let (a, b) = (before.mean99_ns as f64, after.mean99_ns as f64);
+        last_floor = Some(after);
         if floor_steady(a, b) {
             break (untraced, raw, Some((a + b) / 2.0));
         }

@@ -42,6 +42,8 @@ fn call_class(e: &Call) -> &'static str {
         | Call::AuthError { .. }
         | Call::SourceLimit { .. }
         | Call::KeyMismatch { .. }
+        | Call::UnauthenticatedRefusal { .. }
+        | Call::Encryption { .. }
         | Call::NotRegistered { .. } => "BindError",
         Call::Io { .. } | Call::KeyFile { .. } => "Error",
     }

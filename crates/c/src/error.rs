@@ -192,7 +192,9 @@ fn code(e: &runtime::Error) -> lowlat_status {
         E::Encode { .. } => LOWLAT_E_ENCODE,
         E::Decode { source, .. } if source.is::<ResultTooLong>() => LOWLAT_E_BUFFER_TOO_SMALL,
         E::Decode { .. } => LOWLAT_E_DECODE,
-        E::AuthError { .. } | E::KeyMismatch { .. } => LOWLAT_E_AUTH,
+        E::AuthError { .. } | E::KeyMismatch { .. } | E::UnauthenticatedRefusal { .. } | E::Encryption { .. } => {
+            LOWLAT_E_AUTH
+        }
         E::NotRegistered { .. } => LOWLAT_E_NOT_REGISTERED,
         E::MalformedReply { .. } | E::UnknownRemoteError { .. } => LOWLAT_E_MALFORMED_REPLY,
         E::Io { .. } | E::KeyFile { .. } => LOWLAT_E_IO,

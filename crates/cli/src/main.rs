@@ -35,6 +35,11 @@ struct KeyArgs {
     /// RPC). Both ends need the same file. Make one with `head -c 32 /dev/urandom > FILE`.
     #[arg(long, value_name = "FILE")]
     psk_file: Option<PathBuf>,
+    /// With --psk-file (serve, call, bench, stat): encrypt the body of every frame after the
+    /// bind as well (AES-256-GCM where the CPU has AES instructions, else ChaCha20-Poly1305).
+    /// A server with it refuses clients without it. Not over shm:// or ONC RPC.
+    #[arg(long, requires = "psk_file")]
+    encrypt: bool,
 }
 
 impl KeyArgs {
@@ -352,8 +357,10 @@ fn call(
     timeout_ms: u64,
     spin: SpinPolicy,
     psk: Option<Psk>,
+    encrypt: bool,
 ) -> Result<(), String> {
-    let cfg = ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, ..ClientConfig::default() };
+    let cfg =
+        ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, encrypt, ..ClientConfig::default() };
     let p = interface::procedure_number(proc).ok_or_else(|| {
         format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count or spin")
     })?;
@@ -425,6 +432,7 @@ fn stat(
     count: Option<u64>,
     timeout_ms: u64,
     psk: Option<Psk>,
+    encrypt: bool,
 ) -> Result<(), String> {
     // Patient retransmission: the answer takes a hop to a worker, and a reading that resends
     // would disturb the counters it reads (lost datagrams are all it must recover).
@@ -433,8 +441,14 @@ fn stat(
         min_rto: Duration::from_millis(100),
         ..lowlat_proto::ClientEngineConfig::default()
     };
-    let cfg =
-        ClientConfig { deadline: Duration::from_millis(timeout_ms), psk, slots: 1, engine, ..ClientConfig::default() };
+    let cfg = ClientConfig {
+        deadline: Duration::from_millis(timeout_ms),
+        psk,
+        encrypt,
+        slots: 1,
+        engine,
+        ..ClientConfig::default()
+    };
     let client = lowlat::Client::connect_with(uri, lowlat::stats::PROGRAM, 1, cfg).map_err(|e| e.to_string())?;
     let first = read_stats(&client)?;
     if !watch {
@@ -581,6 +595,7 @@ fn main() -> ExitCode {
                 onc_require_auth_sys: onc_auth_sys || !onc_uid.is_empty(),
                 onc_allowed_uids: onc_uid,
                 psk,
+                encrypt: key.encrypt,
                 max_message,
                 trace,
                 checksum: !no_checksum,
@@ -623,6 +638,7 @@ fn main() -> ExitCode {
                         spin: spin_us,
                         deadline: Duration::from_millis(timeout_ms),
                         psk,
+                        encrypt: key.encrypt,
                         ..ClientConfig::default()
                     };
                     let uri = if list { None } else { uri.as_deref() };
@@ -636,6 +652,7 @@ fn main() -> ExitCode {
                     timeout_ms,
                     spin_us,
                     psk,
+                    key.encrypt,
                 ),
             };
             match r {
@@ -644,7 +661,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Stat { uri, json, watch, count, timeout_ms, key } => {
-            match key.load().and_then(|psk| stat(&uri, json, watch, count, timeout_ms, psk)) {
+            match key.load().and_then(|psk| stat(&uri, json, watch, count, timeout_ms, psk, key.encrypt)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
@@ -684,6 +701,7 @@ fn main() -> ExitCode {
                 cpu,
                 checksum: !no_checksum,
                 psk,
+                encrypt: key.encrypt,
                 ..BenchSpec::default()
             };
             if spec.rate.is_some() {
@@ -709,6 +727,9 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Pingpong { uri, serve, floor, no_checksum, size, calls, warmup, spin_us, cpu, json, key } => {
+            if key.encrypt {
+                return fail("--encrypt applies to serve, call, bench and stat: a ping-pong carries no RPC frames to encrypt");
+            }
             if let Err(e) = pin(cpu) {
                 return fail(e);
             }
@@ -822,6 +843,9 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
+        }
+        Cmd::Lab { key, .. } if key.encrypt => {
+            fail("--encrypt applies to serve, call, bench and stat; the laboratory measures encryption with scripts/measure-security.sh")
         }
         Cmd::Lab { quick, out, key } => match lowlat_lab::run_lab(quick, out.as_deref(), key.psk_file.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,

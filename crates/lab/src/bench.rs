@@ -44,6 +44,8 @@ pub struct BenchSpec {
     pub checksum: bool,
     /// Bind with this pre-shared key and tag every frame (the server must have the same).
     pub psk: Option<lowlat::Psk>,
+    /// With `psk`: encrypt every frame's body (`ClientConfig::encrypt`).
+    pub encrypt: bool,
 }
 
 impl Default for BenchSpec {
@@ -62,6 +64,7 @@ impl Default for BenchSpec {
             deadline: Duration::from_secs(10),
             checksum: true,
             psk: None,
+            encrypt: false,
         }
     }
 }
@@ -121,6 +124,7 @@ fn connect(spec: &BenchSpec, calls_at_once: usize) -> Result<(u32, LabClient), E
         max_message: spec.size.max(4 << 20),
         checksum: spec.checksum,
         psk: spec.psk.clone(),
+        encrypt: spec.encrypt,
         ..ClientConfig::default()
     };
     Ok((proc_no, LabClient::connect(&spec.uri, cfg)?))

@@ -14,11 +14,19 @@
 //! | bind proof | HKDF(psk) "bind proof" | bind request (32 bytes) ‖ cookie (20 bytes) |
 //! | frame tags | HKDF(psk, salt = client nonce ‖ cookie MAC ‖ token), one key per direction | header (32 bytes) ‖ body |
 //! | `UnknownSession` errors | HKDF(psk) "unknown session" | header |
+//! | bind answers before a session (`BindRetry`, `BindRefused`) | HKDF(psk) "bind answers" | header ‖ body ‖ client nonce |
+//! | path challenge | HMAC(secret, "cookie" ‖ epoch) | "path" ‖ address (through `Hash`) ‖ token ‖ epoch |
+//! | sealed frames (`crate::seal`) | HKDF(psk, same salt as frame tags) "seal", one key per direction | AEAD over the body, header ‖ sequence number as associated data |
 //!
 //! The cookie's MAC is also the server's nonce: fresh per bind, unpredictable without the
 //! secret, and carried back by the client, so the server keeps nothing between the two rounds.
 //! The session token goes into the frame keys too, so a replayed bind that makes a new session
 //! after the first one ended gets other keys, and frames recorded from the old one are refused.
+//!
+//! A refusal or cookie round comes before the session has keys; under a key the server tags it
+//! with a key of its own over the answer and the client's nonce (fresh for every bind), so
+//! only a holder of the key can have made it, and only for this bind: one recorded from another
+//! bind does not verify.
 
 use core::hash::{Hash, Hasher};
 use core::time::Duration;
@@ -28,7 +36,7 @@ use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::wire::{flags, Cookie, Header, HEADER_LEN, TAG_LEN};
+use crate::wire::{flags, Cookie, Header, PathChallenge, HEADER_LEN, TAG_LEN};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -66,6 +74,7 @@ pub struct Psk {
     prk: Hkdf<Sha256>,
     proof: HmacSha256,
     unbound: FrameKey,
+    bind_answers: FrameKey,
     len: usize,
 }
 
@@ -93,6 +102,7 @@ impl Psk {
         Ok(Psk {
             proof: keyed(&expand(b"lowlat 2 bind proof")),
             unbound: FrameKey(keyed(&expand(b"lowlat 2 unknown session"))),
+            bind_answers: FrameKey(keyed(&expand(b"lowlat 2 bind answers"))),
             prk,
             len: key.len(),
         })
@@ -134,6 +144,37 @@ impl Psk {
             Side::Client => FrameKeys { send: to_server, recv: to_client, unbound },
             Side::Server => FrameKeys { send: to_client, recv: to_server, unbound },
         }
+    }
+
+    /// The AEAD keys of a sealed session (`crate::seal`), from the same inputs as
+    /// [`session_keys`](Self::session_keys)': (what this side sends with, what it receives with).
+    pub fn seal_keys(&self, client_nonce: u64, server_nonce: &Tag, token: u64, side: Side) -> ([u8; 32], [u8; 32]) {
+        let mut info = [0u8; 8 + TAG_LEN + 8 + 1];
+        info[..8].copy_from_slice(&client_nonce.to_le_bytes());
+        info[8..8 + TAG_LEN].copy_from_slice(server_nonce);
+        info[8 + TAG_LEN..8 + TAG_LEN + 8].copy_from_slice(&token.to_le_bytes());
+        let mut key = |direction: u8| {
+            info[8 + TAG_LEN + 8] = direction;
+            let mut k = [0u8; 32];
+            self.prk.expand_multi_info(&[b"lowlat 2 seal", &info], &mut k).expect("32 bytes is a valid length");
+            k
+        };
+        let (to_server, to_client) = (key(b'S'), key(b'C'));
+        match side {
+            Side::Client => (to_server, to_client),
+            Side::Server => (to_client, to_server),
+        }
+    }
+
+    /// The tag of a bind answer made before any session (a cookie round, a refusal): over the
+    /// answer's header and body and the client's full nonce.
+    pub fn bind_answer_tag(&self, head: &[u8], body: &[u8], client_nonce: u64) -> Tag {
+        self.bind_answers.tag_parts(&[head, body, &client_nonce.to_le_bytes()])
+    }
+
+    /// Whether `tag` is [`bind_answer_tag`](Self::bind_answer_tag)'s (in constant time).
+    pub fn check_bind_answer(&self, head: &[u8], body: &[u8], client_nonce: u64, tag: &[u8]) -> bool {
+        self.bind_answers.verify_parts(&[head, body, &client_nonce.to_le_bytes()], tag)
     }
 
     /// The key of `UnknownSession` errors: the server has no session keys for a token it does
@@ -180,6 +221,18 @@ impl FrameKey {
         let mut m = self.0.clone();
         m.update(head);
         m.update(body);
+        tag.len() == TAG_LEN && m.verify_truncated_left(tag).is_ok()
+    }
+
+    fn tag_parts(&self, parts: &[&[u8]]) -> Tag {
+        let mut m = self.0.clone();
+        parts.iter().for_each(|p| m.update(p));
+        truncated(m)
+    }
+
+    fn verify_parts(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        let mut m = self.0.clone();
+        parts.iter().for_each(|p| m.update(p));
         tag.len() == TAG_LEN && m.verify_truncated_left(tag).is_ok()
     }
 }
@@ -324,6 +377,33 @@ impl ServerSecret {
             return false;
         }
         self.cookie_mac(from, nonce, cookie.epoch).verify_truncated_left(&cookie.mac).is_ok()
+    }
+
+    fn path_mac<A: Hash>(&mut self, to: &A, token: u64, epoch: u32) -> HmacSha256 {
+        let mut h = MacHasher(self.cookie_key(epoch));
+        h.0.update(b"path");
+        to.hash(&mut h);
+        h.0.update(&token.to_le_bytes());
+        h.0.update(&epoch.to_le_bytes());
+        h.0
+    }
+
+    /// A challenge that only a receiver at `to` can answer, for the session `token`.
+    pub fn path_challenge<A: Hash>(&mut self, to: &A, token: u64, now: Instant) -> PathChallenge {
+        let epoch = self.epoch(now);
+        let full = self.path_mac(to, token, epoch).finalize().into_bytes();
+        let mut mac = [0u8; PathChallenge::MAC_LEN];
+        mac.copy_from_slice(&full[..PathChallenge::MAC_LEN]);
+        PathChallenge { epoch, mac }
+    }
+
+    /// Whether `c` is a challenge made for `from` and `token` in this epoch or the one before.
+    pub fn check_path<A: Hash>(&mut self, from: &A, token: u64, c: &PathChallenge, now: Instant) -> bool {
+        let epoch = self.epoch(now);
+        if c.epoch != epoch && c.epoch.wrapping_add(1) != epoch {
+            return false;
+        }
+        self.path_mac(from, token, c.epoch).verify_truncated_left(&c.mac).is_ok()
     }
 
     /// 32 bits no one can predict without the secret, the `n`th of them.

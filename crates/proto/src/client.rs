@@ -21,9 +21,11 @@ use std::time::Instant;
 use crate::auth::{self, FrameKeys, Psk, Side};
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
+use crate::seal::{CipherKind, Guard, Opener, SealKeys, Sealer, SEQ_LEN};
 use crate::wire::{
     flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, Cookie, ErrorCode, ErrorMessage, Header, Kind,
-    Refusal, WireError, BIND_KEYED, BIND_RELIABLE, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
+    PathChallenge, Refusal, WireError, BIND_KEYED, BIND_RELIABLE, BIND_SEALED, BIND_SEAL_AES, HEADER_LEN,
+    PROTOCOL_VERSION, TAG_LEN,
 };
 use crate::MAX_WINDOW;
 
@@ -76,12 +78,18 @@ pub struct Session {
     pub reliable: bool,
     /// Frames carry tags under keys from a pre-shared key.
     pub keyed: bool,
+    /// Frames after the bind are sealed (encrypted, `crate::seal`).
+    pub sealed: bool,
 }
 
 impl Session {
-    /// Body bytes per fragment (a frame less its header and, keyed, its tag).
+    /// Body bytes per fragment (a frame less its header and, keyed, its tag, and sealed, its
+    /// sequence number).
     pub fn frag_size(&self) -> u32 {
-        self.max_frame - HEADER_LEN as u32 - if self.keyed { TAG_LEN as u32 } else { 0 }
+        self.max_frame
+            - HEADER_LEN as u32
+            - if self.keyed { TAG_LEN as u32 } else { 0 }
+            - if self.sealed { SEQ_LEN as u32 } else { 0 }
     }
 }
 
@@ -92,6 +100,9 @@ pub struct Bound {
     pub session: Session,
     /// The session's frame keys (`None`: unkeyed).
     pub keys: Option<FrameKeys>,
+    /// The session's sealing keys (`None`: not sealed); give them to every slot
+    /// ([`ClientSlot::with_seal`]).
+    pub seal: Option<SealKeys>,
 }
 
 /// Why a binding failed.
@@ -106,6 +117,15 @@ pub enum BindError {
     },
     /// The server's answer made no sense (named field).
     Malformed(&'static str),
+    /// Nothing the client could believe came by the deadline, but answers that carried no
+    /// valid tag under the client's key did: a server holding another key or none, or someone
+    /// on the path. `refusal`: the last such refusal's claim (`None`: only cookie rounds).
+    Unauthenticated {
+        /// What the last unauthenticated refusal said.
+        refusal: Option<Refusal>,
+        /// How long the bind was tried.
+        after: Duration,
+    },
 }
 
 /// Cookie rounds a bind goes through before the client gives up: the server asks for one, and
@@ -124,7 +144,12 @@ pub struct Binder {
     next_at: Option<Instant>,
     retries: u32,
     rtt: RttEstimator,
-    /// Grants whose tag did not verify (ignored: a forged or altered answer).
+    seal: Option<CipherKind>,
+    /// The last answer whose tag did not verify under the client's key: `Some(None)` a cookie
+    /// round, `Some(Some(r))` a refusal.
+    unauthenticated: Option<Option<Refusal>>,
+    /// Grants, cookie rounds and refusals whose tag did not verify (ignored: a forged or
+    /// altered answer, or a server with another key or none).
     pub mac_failures: u64,
 }
 
@@ -142,8 +167,38 @@ impl Binder {
             next_at: None,
             retries: 0,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            seal: None,
+            unauthenticated: None,
             mac_failures: 0,
         }
+    }
+
+    /// Asks for a sealed session with `cipher` (`None`: not sealed). Needs a key
+    /// ([`with_key`](Self::with_key)): the server refuses a sealed bind without one.
+    pub fn with_seal(mut self, cipher: Option<CipherKind>) -> Binder {
+        self.req.flags &= !(BIND_SEALED | BIND_SEAL_AES);
+        if let Some(c) = cipher {
+            self.req.flags |= BIND_SEALED | if c == CipherKind::Aes256Gcm { BIND_SEAL_AES } else { 0 };
+        }
+        self.seal = cipher;
+        self
+    }
+
+    /// The payload of a cookie round or refusal, if the client can believe it: under a key,
+    /// only one tagged over this bind's nonce ([`Psk::bind_answer_tag`]); `None` (noted) else.
+    fn believe<'a>(&mut self, frame: &'a [u8], h: &Header, body: &'a [u8]) -> Option<&'a [u8]> {
+        let tagged = h.flags & flags::TAGGED != 0;
+        let (tag, payload) = if tagged { body.split_at_checked(TAG_LEN)? } else { (&[][..], body) };
+        let Some(psk) = &self.psk else { return Some(payload) };
+        if tagged && psk.check_bind_answer(&frame[..HEADER_LEN], payload, self.req.nonce, tag) {
+            return Some(payload);
+        }
+        self.mac_failures += 1;
+        self.unauthenticated = Some(match h.kind {
+            Kind::BindRefused => BindRefusal::parse(payload).ok().map(|r| r.0),
+            _ => None,
+        });
+        None
     }
 
     /// Binds with a pre-shared key (`None`: without one).
@@ -167,6 +222,12 @@ impl Binder {
             let proof = psk.prove(&body[..BindRequest::LEN], cookie);
             body[n..n + TAG_LEN].copy_from_slice(&proof);
             n += TAG_LEN;
+        }
+        if self.psk.is_some() {
+            // Padded (with zeros the server does not read) to the longest bind, as QUIC pads its
+            // Initial: the server answers an unproven address with no more than it sent, and its
+            // tagged cookie round is longer than a bare request.
+            n = Bind::MAX_LEN;
         }
         out(&h.to_bytes(), &body[..n]);
     }
@@ -195,6 +256,7 @@ impl Binder {
             Kind::BindRetry => {
                 // A copy of a round already answered, or anything that is no cookie: ignored
                 // (the retransmission timer stands).
+                let body = self.believe(frame, &h, body)?;
                 let cookie = Cookie::parse(body).ok()?;
                 if self.cookie == Some(cookie) {
                     return None;
@@ -237,6 +299,16 @@ impl Binder {
                 if g.window < 2 || g.window > MAX_WINDOW {
                     return Some(Err(BindError::Malformed("window granted")));
                 }
+                if g.sealed != self.seal.is_some() {
+                    return Some(Err(BindError::Malformed("sealing granted (not as asked)")));
+                }
+                let seal = match (&self.psk, self.seal) {
+                    (Some(psk), Some(kind)) => {
+                        let server_nonce = self.cookie.map_or([0; TAG_LEN], |c| c.mac);
+                        Some(SealKeys::new(kind, &psk.seal_keys(self.req.nonce, &server_nonce, h.token, Side::Client)))
+                    }
+                    _ => None,
+                };
                 let session = Session {
                     token: h.token,
                     slots: g.slots,
@@ -247,13 +319,19 @@ impl Binder {
                     generation: g.generation,
                     reliable: self.req.flags & BIND_RELIABLE != 0,
                     keyed: keys.is_some(),
+                    sealed: seal.is_some(),
                 };
-                Some(Ok(Bound { session, keys }))
+                Some(Ok(Bound { session, keys, seal }))
             }
-            Kind::BindRefused => Some(match BindRefusal::parse(body) {
-                Ok(r) => Err(BindError::Refused(r.0)),
-                Err(_) => Err(BindError::Malformed("bind refusal")),
-            }),
+            Kind::BindRefused => {
+                // Under a key an unauthenticated refusal is noted, not believed: the bind goes
+                // on until its deadline.
+                let body = self.believe(frame, &h, body)?;
+                Some(match BindRefusal::parse(body) {
+                    Ok(r) => Err(BindError::Refused(r.0)),
+                    Err(_) => Err(BindError::Malformed("bind refusal")),
+                })
+            }
             _ => None,
         }
     }
@@ -268,7 +346,11 @@ impl Binder {
     /// failed.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) -> Option<BindError> {
         if now >= self.deadline {
-            return Some(BindError::Timeout { after: now - self.started });
+            let after = now - self.started;
+            return Some(match self.unauthenticated {
+                Some(refusal) => BindError::Unauthenticated { refusal, after },
+                None => BindError::Timeout { after },
+            });
         }
         if let Some(t) = self.next_at {
             if now >= t {
@@ -347,11 +429,36 @@ pub enum Outcome<'a> {
     },
 }
 
-/// One call slot of a bound client.
+/// One call slot of a bound client: its [`SlotState`], and on a sealed session what opens the
+/// frames it receives. (The opened plaintext lies in the opener while the state, a field apart,
+/// reads it: so `handle` can return a result that borrows it.)
 #[derive(Debug)]
 pub struct ClientSlot {
+    state: SlotState,
+    opener: Option<Opener>,
+}
+
+impl core::ops::Deref for ClientSlot {
+    type Target = SlotState;
+    fn deref(&self) -> &SlotState {
+        &self.state
+    }
+}
+
+impl core::ops::DerefMut for ClientSlot {
+    fn deref_mut(&mut self) -> &mut SlotState {
+        &mut self.state
+    }
+}
+
+/// Everything of a call slot but the opener of sealed frames: the calls' state, timers and
+/// counters. Reached through [`ClientSlot`].
+#[derive(Debug)]
+pub struct SlotState {
     session: Session,
     keys: Option<FrameKeys>,
+    /// On a sealed session: seals what this slot sends (its counter shared by the session's slots).
+    sealer: Option<Sealer>,
     cfg: ClientEngineConfig,
     template: Header,
     rtt: RttEstimator,
@@ -378,16 +485,8 @@ pub struct ClientSlot {
     pub mac_failures: u64,
     /// Calls sent.
     pub calls: u64,
-}
-
-/// Sends `h` then `body` through `out`, with the tag under the session's sending key after the
-/// header on a keyed session.
-#[inline]
-fn emit(keys: &Option<FrameKeys>, h: Header, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
-    match keys {
-        None => out(&h.to_bytes(), body),
-        Some(k) => out(auth::seal(&k.send, h, body).as_bytes(), body),
-    }
+    /// Path challenges answered (the server saw this slot from a new address).
+    pub challenges_answered: u64,
 }
 
 impl ClientSlot {
@@ -398,9 +497,10 @@ impl ClientSlot {
         template.slot = slot;
         template.token = session.token;
         let now = Instant::now();
-        ClientSlot {
+        let state = SlotState {
             session,
             keys: None,
+            sealer: None,
             cfg,
             template,
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
@@ -421,16 +521,62 @@ impl ClientSlot {
             retransmissions: 0,
             mac_failures: 0,
             calls: 0,
-        }
+            challenges_answered: 0,
+        };
+        ClientSlot { state, opener: None }
     }
 
     /// The slot of a keyed session, with the keys the bind gave (`None`: unkeyed).
     pub fn with_keys(mut self, keys: Option<FrameKeys>) -> ClientSlot {
-        self.session.keyed = keys.is_some();
-        self.keys = keys;
+        self.state.session.keyed = keys.is_some();
+        self.state.keys = keys;
         self
     }
 
+    /// The slot of a sealed session, with the keys the bind gave ([`Bound::seal`]; `None`: not
+    /// sealed). The sealer's counter is the session's, shared with its other slots.
+    pub fn with_seal(mut self, seal: Option<SealKeys>) -> ClientSlot {
+        self.state.session.sealed = seal.is_some();
+        let (sealer, opener) = seal.map(|s| (s.send, s.recv)).unzip();
+        self.state.sealer = sealer;
+        self.opener = opener;
+        self
+    }
+
+    /// Feeds one received frame, which arrived at `now()`: asked only on an unreliable
+    /// session, whose timers (retransmission, acknowledgement) use the time; a reliable one's
+    /// only timer is the deadline, so a reply there costs no clock read (~30 ns in a VM).
+    ///
+    /// A [`Kind::PathChallenge`] from the server (it heard this slot from an address the
+    /// session had not proven: the client's address changed) is answered at once, and the
+    /// call in flight sent again, so that the call completes a round trip later.
+    pub fn handle<'a>(
+        &'a mut self,
+        frame: &'a [u8],
+        now: impl FnOnce() -> Instant,
+        out: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Option<Outcome<'a>> {
+        let Ok((h, body)) = Header::parse(frame) else {
+            self.state.ignored += 1;
+            return None;
+        };
+        let (body, opened) = if h.flags & flags::SEALED == 0 {
+            (body, false)
+        } else {
+            match self.opener.as_mut().and_then(|o| o.open(frame)) {
+                Some(b) => (b, true),
+                None => {
+                    self.state.ignored += 1;
+                    self.state.mac_failures += 1;
+                    return None;
+                }
+            }
+        };
+        self.state.handle_opened(h, frame, body, opened, now, out)
+    }
+}
+
+impl SlotState {
     /// The session this slot belongs to.
     pub fn session(&self) -> &Session {
         &self.session
@@ -474,12 +620,44 @@ impl ClientSlot {
         self.session.reliable && self.template.total_len <= self.session.frag_size()
     }
 
+    fn guard(&mut self) -> Guard<'_> {
+        Guard::of(self.keys.as_ref().map(|k| &k.send), self.sealer.as_mut())
+    }
+
+    /// Answers a path challenge from the server, then sends the call in flight again at once
+    /// (the server answered it with nothing but the challenge).
+    fn answer_challenge(&mut self, h: &Header, out: &mut impl FnMut(&[u8], &[u8])) {
+        self.challenges_answered += 1;
+        let response = PathChallenge::read(h).header(Kind::PathResponse, self.session.token, self.template.slot);
+        self.guard().emit(response, &[], out);
+        if self.active && !self.session.reliable {
+            self.retransmissions += 1;
+            self.resend(out);
+        }
+    }
+
+    /// Sends again what the server has not acknowledged of the call in flight: fragments,
+    /// a probe for a call sent whole, or a stalled acknowledgement of a result half received.
+    fn resend(&mut self, out: &mut impl FnMut(&[u8], &[u8])) {
+        if self.rx_started {
+            self.send_frag_ack(flags::STALLED | flags::RETRANSMIT, out);
+        } else if self.tx.is_complete() {
+            self.send_control(Kind::Probe, flags::RETRANSMIT, &[], out);
+        } else {
+            let mut pending = Burst::new();
+            self.tx.resend_unacked(|i, r| pending.push(i, r));
+            // A lost tail of a burst shows up as a full collection: ask for an ack on the last.
+            pending.req_ack_on_last();
+            self.emit_pending(&pending, out);
+        }
+    }
+
     fn emit_frag(&mut self, i: u32, req_ack: bool, retransmit: bool, out: &mut impl FnMut(&[u8], &[u8])) {
         let r = self.tx.range(i);
         let mut h = self.template;
         h.offset = r.start as u32;
         h.flags = if req_ack { flags::REQ_ACK } else { 0 } | if retransmit { flags::RETRANSMIT } else { 0 };
-        emit(&self.keys, h, &self.args[r], out);
+        Guard::of(self.keys.as_ref().map(|k| &k.send), self.sealer.as_mut()).emit(h, &self.args[r], out);
     }
 
     fn send_control(&mut self, kind: Kind, fl: u8, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
@@ -488,7 +666,7 @@ impl ClientSlot {
         h.flags = fl;
         h.total_len = body.len() as u32;
         h.offset = 0;
-        emit(&self.keys, h, body, out);
+        self.guard().emit(h, body, out);
     }
 
     /// Sends the call whose arguments are in [`args_buf`](Self::args_buf), begun at `now`, to
@@ -524,7 +702,7 @@ impl ClientSlot {
             // (nothing is retransmitted or acknowledged by fragment on such a session).
             let t = &self.template;
             let h = Header::whole_call(t.token, t.slot, t.call_no, proc_no, self.args.len() as u32);
-            emit(&self.keys, h, &self.args, out);
+            Guard::of(self.keys.as_ref().map(|k| &k.send), self.sealer.as_mut()).emit(h, &self.args, out);
             return Ok(());
         }
         self.tx.reset(self.args.len() as u32, self.session.frag_size(), self.session.window as u32);
@@ -609,35 +787,38 @@ impl ClientSlot {
         }
     }
 
-    /// Feeds one received frame, which arrived at `now()`: asked only on an unreliable
-    /// session, whose timers (retransmission, acknowledgement) use the time; a reliable one's
-    /// only timer is the deadline, so a reply there costs no clock read (~30 ns in a VM).
-    pub fn handle<'a>(
+    /// [`ClientSlot::handle`] once a sealed frame is open (`opened`: `body` is its plaintext).
+    fn handle_opened<'a>(
         &'a mut self,
+        h: Header,
         frame: &'a [u8],
+        body: &'a [u8],
+        opened: bool,
         now: impl FnOnce() -> Instant,
         out: &mut impl FnMut(&[u8], &[u8]),
     ) -> Option<Outcome<'a>> {
         // On a reliable session no use of `now` below reaches a timer; the call's start will do.
         let now = if self.session.reliable { self.started } else { now() };
-        let Ok((h, body)) = Header::parse(frame) else {
-            self.ignored += 1;
-            return None;
-        };
-        if !self.active
-            || h.token != self.session.token
-            || h.slot != self.template.slot
-            || h.call_no != self.template.call_no
-        {
+        if h.token != self.session.token || h.slot != self.template.slot {
             self.ignored += 1;
             return None;
         }
         let body = match &self.keys {
+            None if opened => body, // not reached: an unkeyed slot has no opener
             None => body,
+            Some(_) if opened => body,
             Some(k) => {
-                // The server tags a session it does not know under the key's own.
+                // The server tags a session it does not know under the key's own; a sealed
+                // session takes nothing else unsealed.
                 let unknown = h.kind == Kind::Error && ErrorCode::from_u32(h.proc_or_code) == ErrorCode::UnknownSession;
-                match auth::open(if unknown { &k.unbound } else { &k.recv }, frame, body) {
+                let opened = if unknown {
+                    auth::open(&k.unbound, frame, body)
+                } else if self.sealer.is_some() {
+                    None
+                } else {
+                    auth::open(&k.recv, frame, body)
+                };
+                match opened {
                     Some(b) => b,
                     None => {
                         self.ignored += 1;
@@ -647,6 +828,14 @@ impl ClientSlot {
                 }
             }
         };
+        if h.kind == Kind::PathChallenge {
+            self.answer_challenge(&h, out);
+            return None;
+        }
+        if !self.active || h.call_no != self.template.call_no {
+            self.ignored += 1;
+            return None;
+        }
         match h.kind {
             Kind::Result => {
                 self.heard = true;
@@ -765,7 +954,7 @@ impl ClientSlot {
         h.flags = fl;
         h.total_len = self.rx.total();
         h.offset = cum;
-        emit(&self.keys, h, &bitmap.to_le_bytes(), out);
+        self.guard().emit(h, &bitmap.to_le_bytes(), out);
     }
 
     /// When `handle_timeout` should next be called.
@@ -798,17 +987,7 @@ impl ClientSlot {
         }
         self.retries += 1;
         self.retransmissions += 1;
-        if self.rx_started {
-            self.send_frag_ack(flags::STALLED | flags::RETRANSMIT, out);
-        } else if self.tx.is_complete() {
-            self.send_control(Kind::Probe, flags::RETRANSMIT, &[], out);
-        } else {
-            let mut pending = Burst::new();
-            self.tx.resend_unacked(|i, r| pending.push(i, r));
-            // A lost tail of a burst shows up as a full collection: ask for an ack on the last.
-            pending.req_ack_on_last();
-            self.emit_pending(&pending, out);
-        }
+        self.resend(out);
         let next = if self.working {
             self.cfg.working_probe.max(self.rtt.backed_off(self.retries))
         } else {
@@ -834,6 +1013,7 @@ mod tests {
             generation: 1,
             reliable: true,
             keyed: false,
+            sealed: false,
         };
         ClientSlot::new(session, 0, ClientEngineConfig::default())
     }

@@ -2,7 +2,8 @@
 //! frames to send (through a callback given a header and a body), events, and its next timer.
 //!
 //! - [`wire`]: the fixed 32-byte header and the handshake payloads.
-//! - [`auth`]: bind cookies, the pre-shared key and the per-session frame tags.
+//! - [`auth`]: bind cookies, path challenges, the pre-shared key and the per-session frame tags.
+//! - [`seal`]: encrypted frames (AEAD) on sessions that ask for them.
 //! - [`client`]: binding ([`Binder`]) and call slots ([`ClientSlot`]) with retransmission.
 //! - [`server`]: sessions, at-most-once execution, duplicate suppression ([`ServerEngine`]).
 //! - [`frag`]: windowed fragmentation with selective retransmission.
@@ -19,11 +20,13 @@ pub mod auth;
 pub mod client;
 pub mod frag;
 pub mod rtt;
+pub mod seal;
 pub mod server;
 pub mod wire;
 
 pub use auth::{FrameKeys, Psk, PskError};
 pub use client::{BindError, Binder, Bound, CallError, ClientEngineConfig, ClientSlot, Execution, Outcome, Session};
+pub use seal::{CipherKind, SEALED_HEAD_LEN};
 pub use server::{
     CallKey, IncomingCall, ProgramVersions, Refusals, ServerEngine, ServerEngineConfig, ServerStats, Status,
 };

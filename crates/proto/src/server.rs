@@ -32,11 +32,12 @@ use core::hash::Hash;
 use core::time::Duration;
 use std::time::Instant;
 
-use crate::auth::{self, FrameKey, FrameKeys, Psk, ServerSecret, Side, Tag};
+use crate::auth::{self, FrameKeys, Psk, ServerSecret, Side, Tag};
 use crate::frag::{Burst, FragReceiver, FragSender};
+use crate::seal::{CipherKind, Guard, Opener, SealKeys, Sealer, SEALED_HEAD_LEN};
 use crate::wire::{
-    flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal,
-    BIND_KEYED, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
+    flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, PathChallenge,
+    Refusal, BIND_KEYED, BIND_SEALED, BIND_SEAL_AES, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
 };
 use crate::MAX_WINDOW;
 
@@ -82,6 +83,10 @@ pub struct ServerEngineConfig {
     /// Binds must prove this key, and every frame of a session carries a tag under keys derived
     /// from it. `None`: unauthenticated sessions.
     pub psk: Option<Psk>,
+    /// Every session must be sealed (its frames encrypted, `crate::seal`): an unsealed bind is
+    /// refused with [`Refusal::EncryptionRequired`]. Without it, a client may still ask for a
+    /// sealed session (it decides its own secrecy). Needs `psk`.
+    pub require_sealed: bool,
     /// Bind cookies are made under a key that changes this often; a cookie is good for the
     /// period it was made in and the next.
     pub cookie_period: Duration,
@@ -106,6 +111,7 @@ impl Default for ServerEngineConfig {
             max_sessions_per_source: 128,
             reliable: false,
             psk: None,
+            require_sealed: false,
             cookie_period: Duration::from_secs(60),
             seed: 0x9E37_79B9_7F4A_7C15,
             secret: [0x5A; 32],
@@ -178,6 +184,10 @@ enum Phase {
 
 #[derive(Debug)]
 struct Slot<A> {
+    /// Where the slot's answers go. Over datagrams only a proven address: the bind's, or one
+    /// that answered a path challenge on this slot (a client may call from a socket per slot).
+    /// A frame from any other address is answered with a challenge only (QUIC's address
+    /// validation, RFC 9000 §8-9).
     peer: Option<A>,
     call_no: u32,
     phase: Phase,
@@ -193,11 +203,17 @@ struct Session<A> {
     /// The cookie's MAC the session was made with (zero without a cookie round): a bind
     /// repeated with another cookie is another bind.
     server_nonce: Tag,
+    /// Over datagrams, proven by the bind's cookie round: frames from it are answered on any slot.
     bind_peer: A,
     /// The source `bind_peer` counts against.
     source: u128,
     /// Frame keys, on a session bound with a pre-shared key.
     keys: Option<FrameKeys>,
+    /// On a sealed session: what seals the frames sent (the keys' tags are then unused, but for
+    /// `UnknownSession`)...
+    seal_send: Option<Sealer>,
+    /// ... and what opens the frames received.
+    seal_recv: Option<Opener>,
     bound_at: Instant,
     program: u32,
     version: u32,
@@ -225,12 +241,14 @@ impl<A> Session<A> {
     /// that never called, then those quiet since the last sweep, the longest quiet first. `None`
     /// while a call is arriving or running.
     fn reclaim_rank(&self) -> Option<(bool, bool, Instant)> {
-        let busy = self.slots.iter().any(|s| matches!(s.phase, Phase::Receiving | Phase::Running));
-        (!busy).then(|| (self.called(), self.active, if self.called() { self.last_active } else { self.bound_at }))
+        (!self.busy())
+            .then(|| (self.called(), self.active, if self.called() { self.last_active } else { self.bound_at }))
     }
 
-    fn send_key(&self) -> Option<&FrameKey> {
-        self.keys.as_ref().map(|k| &k.send)
+    /// A slot that still needs the session alive: a call arriving or running. Such a session is
+    /// never swept (its procedure will finish), so nothing but new work need keep it live.
+    fn busy(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s.phase, Phase::Receiving | Phase::Running))
     }
 }
 
@@ -255,6 +273,8 @@ pub struct Refusals {
     pub key_not_expected: u64,
     /// The client's proof of its key was wrong.
     pub bad_key: u64,
+    /// The server seals every session; the client did not ask to, or asked without a key.
+    pub encryption: u64,
 }
 
 impl Refusals {
@@ -269,6 +289,7 @@ impl Refusals {
             + self.key_required
             + self.key_not_expected
             + self.bad_key
+            + self.encryption
     }
 
     fn count(&mut self, r: Refusal) {
@@ -281,6 +302,7 @@ impl Refusals {
             Refusal::KeyRequired => &mut self.key_required,
             Refusal::KeyNotExpected => &mut self.key_not_expected,
             Refusal::BadKey => &mut self.bad_key,
+            Refusal::EncryptionRequired | Refusal::EncryptionUnavailable => &mut self.encryption,
             Refusal::Malformed | Refusal::Unknown(_) => &mut self.malformed,
         } += 1;
     }
@@ -328,6 +350,18 @@ pub struct ServerStats {
     pub cookies_rejected: u64,
     /// Binds refused, by cause.
     pub refused: Refusals,
+    /// Frames of a session from an address it has not proven (not run, not answered but with a
+    /// path challenge).
+    pub unproven: u64,
+    /// Path challenges sent.
+    pub path_challenges: u64,
+    /// Addresses that answered a challenge: the session's answers go there since.
+    pub paths_validated: u64,
+    /// Path responses whose challenge was forged, another address's, or expired.
+    pub path_failures: u64,
+    /// Answers not sent to an address not yet proven because they were larger than what it had
+    /// sent (no amplification before validation).
+    pub withheld: u64,
 }
 
 /// The server's protocol state for one transport endpoint. `A` is the transport's peer address.
@@ -437,8 +471,14 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
         }
     }
 
-    /// Feeds one frame received from `from`. `now` is asked only by a bind: serving a call reads
-    /// no clock (a read costs ~30 ns in a VM, a tenth of a shared-memory round trip).
+    /// Feeds one frame received from `from`. `now` is asked only by a bind and by a frame from
+    /// an address its session has not proven: serving a call reads no clock (a read costs
+    /// ~30 ns in a VM, a tenth of a shared-memory round trip).
+    ///
+    /// Before an address is proven (a bind's cookie round, a path challenge), nothing sent to it
+    /// is larger than the frame it sent: refusals, cookies, `UnknownSession` errors and
+    /// challenges too. A frame changes a session's state, its liveness included, only once its
+    /// tag and its call number have passed: a replay changes nothing.
     pub fn handle<'a>(
         &'a mut self,
         from: A,
@@ -451,7 +491,7 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
             return None;
         };
         if h.kind == Kind::Bind {
-            self.handle_bind(from, &h, body, now(), out);
+            self.handle_bind(from, &h, frame.len(), body, now(), out);
             return None;
         }
         if h.version != PROTOCOL_VERSION {
@@ -468,20 +508,33 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                 e.total_len = 0;
                 e.offset = self.generation as u32;
                 // No session, no session keys; but a keyed client can believe the key's own.
-                emit(self.cfg.psk.as_ref().map(Psk::unbound_key), e, &[], &mut |hd, b| out(&from, hd, b));
+                let key = self.cfg.psk.as_ref().map(Psk::unbound_key);
+                let mut g = Guard::of(key, None);
+                if g.head_len() <= frame.len() {
+                    g.emit(e, &[], &mut |hd, b| out(&from, hd, b));
+                } else {
+                    self.stats.withheld += 1;
+                }
             }
             return None;
         };
         let stats = &mut self.stats;
         let sess = self.sessions[idx].as_mut().expect("index checked above");
         // Nothing of a frame is believed before its tag is checked.
-        let body = match &sess.keys {
-            None if h.flags & flags::TAGGED != 0 => {
+        let body = match (&sess.keys, &mut sess.seal_recv) {
+            (None, _) if h.flags & flags::TAGGED != 0 => {
                 stats.malformed += 1;
                 return None;
             }
-            None => body,
-            Some(k) => match auth::open(&k.recv, frame, body) {
+            (None, _) => body,
+            (Some(_), Some(opener)) => match opener.open(frame) {
+                Some(b) => b,
+                None => {
+                    stats.mac_failures += 1;
+                    return None;
+                }
+            },
+            (Some(k), None) => match auth::open(&k.recv, frame, body) {
                 Some(b) => b,
                 None => {
                     stats.mac_failures += 1;
@@ -489,26 +542,51 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                 }
             },
         };
-        if h.flags & flags::RETRANSMIT != 0 {
-            stats.retransmits_received += 1;
-        }
-        let key = sess.keys.as_ref().map(|k| &k.send);
+        let mut guard = Guard::of(sess.keys.as_ref().map(|k| &k.send), sess.seal_send.as_mut());
         let Some(slot) = sess.slots.get_mut(h.slot as usize) else {
             stats.malformed += 1;
             return None;
         };
-        sess.active = true;
+        if !sess.reliable && slot.peer != Some(from) && from != sess.bind_peer {
+            // An address the slot has not proven: a response proves it; anything else is
+            // answered with a challenge (no larger than the frame), and changes nothing.
+            let now = now();
+            if h.kind == Kind::PathResponse {
+                if self.secret.check_path(&from, sess.token, &PathChallenge::read(&h), now) {
+                    slot.peer = Some(from);
+                    stats.paths_validated += 1;
+                } else {
+                    stats.path_failures += 1;
+                }
+                return None;
+            }
+            stats.unproven += 1;
+            let challenge = self.secret.path_challenge(&from, sess.token, now);
+            if guard.head_len() <= frame.len() {
+                stats.path_challenges += 1;
+                guard.emit(challenge.header(Kind::PathChallenge, h.token, h.slot), &[], &mut |hd, b| out(&from, hd, b));
+            } else {
+                stats.withheld += 1;
+            }
+            return None;
+        }
+        if h.flags & flags::RETRANSMIT != 0 {
+            stats.retransmits_received += 1;
+        }
         slot.peer = Some(from);
+        let g = &mut guard;
         match h.kind {
             Kind::Call => {
                 if h.call_no.wrapping_sub(slot.call_no) as i32 > 0 || slot.phase == Phase::Empty {
-                    // A new call: it acknowledges the previous result.
+                    // A new call: it acknowledges the previous result, and shows the session
+                    // alive (a replay never gets here: its number is not new).
+                    sess.active = true;
                     if h.total_len > sess.max_message {
                         stats.too_large += 1;
                         slot.call_no = h.call_no;
                         slot.result.clear();
                         slot.phase = Phase::Done(Status::Error(ErrorCode::TooLarge));
-                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
+                        send_result(g, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
                         return None;
                     }
                     slot.call_no = h.call_no;
@@ -554,18 +632,18 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                             });
                         }
                         if h.flags & flags::REQ_ACK != 0 {
-                            send_frag_ack(key, sess.token, h.slot, slot, out);
+                            send_frag_ack(g, sess.token, h.slot, slot, out);
                         }
                         None
                     }
                     Phase::Running if h.flags & flags::REQ_ACK != 0 => {
                         stats.working += 1;
-                        send_simple(key, Kind::Working, sess.token, h.slot, slot, out);
+                        send_simple(g, Kind::Working, sess.token, h.slot, slot, out);
                         None
                     }
                     Phase::Done(_) if h.flags & flags::REQ_ACK != 0 => {
                         stats.duplicates += 1;
-                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
+                        send_result(g, sess.token, sess.frag_size, sess.window, h.slot, slot, out);
                         None
                     }
                     _ => {
@@ -578,19 +656,20 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                 match slot.phase {
                     Phase::Running => {
                         stats.working += 1;
-                        send_simple(key, Kind::Working, sess.token, h.slot, slot, out)
+                        send_simple(g, Kind::Working, sess.token, h.slot, slot, out)
                     }
                     Phase::Done(_) => {
                         stats.duplicates += 1;
-                        send_result(key, sess.token, sess.frag_size, sess.window, h.slot, slot, out)
+                        send_result(g, sess.token, sess.frag_size, sess.window, h.slot, slot, out)
                     }
-                    Phase::Receiving => send_frag_ack(key, sess.token, h.slot, slot, out),
+                    Phase::Receiving => send_frag_ack(g, sess.token, h.slot, slot, out),
                     Phase::Empty | Phase::Acked => {}
                 }
                 None
             }
             Kind::Ack if h.call_no == slot.call_no => {
                 if matches!(slot.phase, Phase::Done(_)) {
+                    sess.active = true;
                     slot.phase = Phase::Acked;
                     release(slot);
                 }
@@ -603,11 +682,13 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                     let mut pending = Burst::new();
                     slot.tx.on_ack(h.offset, bitmap, stalled, |i, r| pending.push(i, r));
                     for (i, r) in pending.iter() {
-                        emit_result_frag(key, sess.token, h.slot, slot, i, r, out);
+                        emit_result_frag(g, sess.token, h.slot, slot, i, r, out);
                     }
                 }
                 None
             }
+            // A response from the proven address itself: nothing to prove.
+            Kind::PathResponse => None,
             _ => {
                 stats.malformed += 1;
                 None
@@ -660,23 +741,45 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
     /// A bind: checked (stateless refusals first), then, where the transport or a key asks
     /// for it, answered with a cookie until it comes back with a valid one; then given the
     /// session a retransmission of it already has, or a new one in room the table makes.
-    fn handle_bind(&mut self, from: A, h: &Header, body: &[u8], now: Instant, out: &mut impl FnMut(&A, &[u8], &[u8])) {
+    ///
+    /// Until the cookie comes back the address is unproven: no answer is larger than the
+    /// `frame_len` bytes it sent (an honest bind always has room for every answer). Under a key
+    /// every cookie and refusal is tagged over the client's nonce ([`Psk::bind_answer_tag`]).
+    fn handle_bind(
+        &mut self,
+        from: A,
+        h: &Header,
+        frame_len: usize,
+        body: &[u8],
+        now: Instant,
+        out: &mut impl FnMut(&A, &[u8], &[u8]),
+    ) {
         // Binds read the clock anyway: a server flooded with frames may never time out.
         self.handle_timeout(now);
-        let mut reply = Header::new(Kind::BindRefused);
-        reply.call_no = h.call_no;
-        let refuse = |this: &mut Self, out: &mut SendTo<'_, A>, r: Refusal| {
-            this.stats.refused.count(r);
-            out(&from, &reply.to_bytes(), &BindRefusal(r).emit());
-        };
         let Ok(bind) = Bind::parse(body) else {
-            return refuse(self, out, Refusal::Malformed);
+            self.stats.refused.count(Refusal::Malformed);
+            self.answer_bind(
+                &from,
+                Kind::BindRefused,
+                h,
+                None,
+                &BindRefusal(Refusal::Malformed).emit(),
+                frame_len,
+                out,
+            );
+            return;
         };
         let req = bind.request;
+        let refuse = |this: &mut Self, out: &mut SendTo<'_, A>, r: Refusal| {
+            this.stats.refused.count(r);
+            this.answer_bind(&from, Kind::BindRefused, h, Some(req.nonce), &BindRefusal(r).emit(), frame_len, out);
+        };
+        let sealed = req.flags & BIND_SEALED != 0;
         if req.proto_min > PROTOCOL_VERSION || req.proto_max < PROTOCOL_VERSION {
             return refuse(self, out, Refusal::ProtocolMismatch { low: PROTOCOL_VERSION, high: PROTOCOL_VERSION });
         }
-        if (req.max_frame as usize) <= HEADER_LEN + TAG_LEN || req.window < 2 {
+        let least_frame = if sealed { SEALED_HEAD_LEN } else { HEADER_LEN + TAG_LEN };
+        if (req.max_frame as usize) <= least_frame || req.window < 2 {
             return refuse(self, out, Refusal::Malformed);
         }
         let Some(p) = self.cfg.programs.iter().find(|p| p.program == req.program).copied() else {
@@ -688,6 +791,10 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
         match (self.cfg.psk.is_some(), req.flags & BIND_KEYED != 0) {
             (true, false) => return refuse(self, out, Refusal::KeyRequired),
             (false, true) => return refuse(self, out, Refusal::KeyNotExpected),
+            (false, false) if sealed => return refuse(self, out, Refusal::EncryptionUnavailable),
+            (true, true) if self.cfg.require_sealed && !sealed => {
+                return refuse(self, out, Refusal::EncryptionRequired)
+            }
             _ => {}
         }
         let mut server_nonce = [0u8; TAG_LEN];
@@ -697,11 +804,10 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
                 if bind.cookie.is_some() {
                     self.stats.cookies_rejected += 1;
                 }
-                self.stats.cookies_issued += 1;
                 let fresh = self.secret.issue_cookie(&from, req.nonce, now);
-                let mut retry = Header::new(Kind::BindRetry);
-                retry.call_no = h.call_no;
-                out(&from, &retry.to_bytes(), &fresh.emit());
+                if self.answer_bind(&from, Kind::BindRetry, h, Some(req.nonce), &fresh.emit(), frame_len, out) {
+                    self.stats.cookies_issued += 1;
+                }
                 return;
             };
             if let Some(psk) = &self.cfg.psk {
@@ -728,11 +834,49 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
             max_message: s.max_message,
             max_frame: if s.reliable { req.max_frame } else { s.frag_size + s.head_len() },
             generation: self.generation,
+            sealed: s.seal_send.is_some(),
         };
         let mut ok = Header::new(Kind::BindOk);
         ok.call_no = h.call_no;
         ok.token = s.token;
-        emit(s.send_key(), ok, &grant.emit(), &mut |hd, b| out(&from, hd, b));
+        // The grant is tagged, not sealed: sealing begins with the first frame after the bind.
+        Guard::of(s.keys.as_ref().map(|k| &k.send), None).emit(ok, &grant.emit(), &mut |hd, b| out(&from, hd, b));
+    }
+
+    /// Sends a cookie round or a refusal (`kind`) answering the bind `h` with `body`: tagged
+    /// under the key over the client's `nonce` when there is a key and the nonce is known, and
+    /// only if it is no larger than the `limit` bytes the bind had. Whether it was sent.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_bind(
+        &mut self,
+        from: &A,
+        kind: Kind,
+        h: &Header,
+        nonce: Option<u64>,
+        body: &[u8],
+        limit: usize,
+        out: &mut SendTo<'_, A>,
+    ) -> bool {
+        let mut reply = Header::new(kind);
+        reply.call_no = h.call_no;
+        let tagged = self.cfg.psk.as_ref().zip(nonce);
+        let len = HEADER_LEN + body.len() + if tagged.is_some() { TAG_LEN } else { 0 };
+        if len > limit {
+            self.stats.withheld += 1;
+            return false;
+        }
+        match tagged {
+            None => out(from, &reply.to_bytes(), body),
+            Some((psk, nonce)) => {
+                reply.flags |= flags::TAGGED;
+                let head = reply.to_bytes();
+                let mut sealed = [0u8; HEADER_LEN + TAG_LEN];
+                sealed[..HEADER_LEN].copy_from_slice(&head);
+                sealed[HEADER_LEN..].copy_from_slice(&psk.bind_answer_tag(&head, body, nonce));
+                out(from, &sealed, body);
+            }
+        }
+        true
     }
 
     /// Where the session of a bind from `from` goes: the one a retransmission of it already
@@ -800,8 +944,17 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
         self.tokens += 1;
         let token = (self.generation as u64) << 48 | (i as u64) << 32 | self.secret.random_bits(self.tokens) as u64;
         let keys = self.cfg.psk.as_ref().map(|psk| psk.session_keys(req.nonce, &server_nonce, token, Side::Server));
+        // The bind was checked: sealing was asked with a key (its flags under the key's proof).
+        let seal = match &self.cfg.psk {
+            Some(psk) if req.flags & BIND_SEALED != 0 => {
+                let kind =
+                    if req.flags & BIND_SEAL_AES != 0 { CipherKind::Aes256Gcm } else { CipherKind::ChaCha20Poly1305 };
+                Some(SealKeys::new(kind, &psk.seal_keys(req.nonce, &server_nonce, token, Side::Server)))
+            }
+            _ => None,
+        };
         let reliable = self.cfg.reliable;
-        let head = HEADER_LEN as u32 + if keys.is_some() { TAG_LEN as u32 } else { 0 };
+        let head = head_len(keys.is_some(), seal.is_some()) as u32;
         let max_frame = if reliable { u32::MAX } else { req.max_frame.min(self.cfg.max_frame) };
         let slots = req.slots.clamp(1, self.cfg.max_slots);
         self.sessions[i] = Some(Session {
@@ -811,6 +964,8 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
             bind_peer: from,
             source,
             keys,
+            seal_send: seal.as_ref().map(|s| s.send.clone()),
+            seal_recv: seal.map(|s| s.recv),
             bound_at: now,
             program: req.program,
             version: req.version,
@@ -853,7 +1008,7 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
         let Some((sess, i)) = self.slot_of(key) else { return false };
         let (token, frag, window, reliable) = (sess.token, sess.frag_size, sess.window, sess.reliable);
         let max_message = sess.max_message as usize;
-        let send_key = sess.keys.as_ref().map(|k| &k.send);
+        let mut guard = Guard::of(sess.keys.as_ref().map(|k| &k.send), sess.seal_send.as_mut());
         let slot = &mut sess.slots[i];
         // A result larger than the session allows is refused, as an oversized call is.
         let status = match status {
@@ -870,10 +1025,10 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
             // (nothing is retransmitted or acknowledged by fragment on such a session).
             if let Some(peer) = slot.peer.as_ref() {
                 let h = Header::whole_result(token, key.slot, slot.call_no, slot.result.len() as u32);
-                emit(send_key, h, &slot.result, &mut |hd, b| out(peer, hd, b));
+                guard.emit(h, &slot.result, &mut |hd, b| out(peer, hd, b));
             }
         } else {
-            send_result(send_key, token, frag, window, key.slot, slot, out);
+            send_result(&mut guard, token, frag, window, key.slot, slot, out);
         }
         if reliable || matches!(status, Status::Error(_)) {
             // Nothing to retransmit on a reliable stream; errors are cheap to recompute.
@@ -945,11 +1100,14 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
     /// never goes before it has been idle that long, and, with sweeps every quarter of it (as
     /// `poll_timeout` asks), goes within one and a half times that long. A session that has
     /// made no call goes once `unused_idle` has passed since its bind, whatever else it sent.
+    /// "Sent anything" means a frame that passed the replay check and changed the session (a
+    /// new call, a new fragment, a first acknowledgement): a replayed frame keeps nothing
+    /// alive. A session with a call arriving or running is not swept (its client waits).
     fn sweep(&mut self, now: Instant) {
         let (idle, unused) = (self.cfg.session_idle, self.cfg.unused_idle);
         for s in self.sessions.iter_mut() {
             let Some(sess) = s.as_mut() else { continue };
-            let active = std::mem::take(&mut sess.active);
+            let active = std::mem::take(&mut sess.active) || sess.busy();
             if active {
                 sess.last_active = now;
             }
@@ -995,19 +1153,21 @@ enum Placed {
 }
 
 impl<A> Session<A> {
-    /// Bytes before a body in each frame: the header, and the tag on a keyed session.
+    /// Bytes before a body in each frame: the header, the tag on a keyed session, the sequence
+    /// number on a sealed one.
     fn head_len(&self) -> u32 {
-        HEADER_LEN as u32 + if self.keys.is_some() { TAG_LEN as u32 } else { 0 }
+        head_len(self.keys.is_some(), self.seal_send.is_some()) as u32
     }
 }
 
-/// Sends `h` then `body` through `out`, with the tag under `key` after the header when there is
-/// a key (and flag [`flags::TAGGED`] set in the header it covers).
-#[inline]
-fn emit(key: Option<&FrameKey>, h: Header, body: &[u8], out: &mut impl FnMut(&[u8], &[u8])) {
-    match key {
-        None => out(&h.to_bytes(), body),
-        Some(k) => out(auth::seal(k, h, body).as_bytes(), body),
+/// Bytes before a body: the header, a tag when keyed, a sequence number when sealed.
+fn head_len(keyed: bool, sealed: bool) -> usize {
+    if sealed {
+        SEALED_HEAD_LEN
+    } else if keyed {
+        HEADER_LEN + TAG_LEN
+    } else {
+        HEADER_LEN
     }
 }
 
@@ -1027,7 +1187,7 @@ fn base_header<A>(kind: Kind, token: u64, slot_no: u16, slot: &Slot<A>) -> Heade
 }
 
 fn send_simple<A>(
-    key: Option<&FrameKey>,
+    g: &mut Guard<'_>,
     kind: Kind,
     token: u64,
     slot_no: u16,
@@ -1035,12 +1195,12 @@ fn send_simple<A>(
     out: &mut impl FnMut(&A, &[u8], &[u8]),
 ) {
     if let Some(peer) = slot.peer.as_ref() {
-        emit(key, base_header(kind, token, slot_no, slot), &[], &mut |hd, b| out(peer, hd, b));
+        g.emit(base_header(kind, token, slot_no, slot), &[], &mut |hd, b| out(peer, hd, b));
     }
 }
 
 fn send_frag_ack<A>(
-    key: Option<&FrameKey>,
+    g: &mut Guard<'_>,
     token: u64,
     slot_no: u16,
     slot: &Slot<A>,
@@ -1051,11 +1211,11 @@ fn send_frag_ack<A>(
     let mut h = base_header(Kind::FragAck, token, slot_no, slot);
     h.total_len = slot.rx.total();
     h.offset = cum;
-    emit(key, h, &bitmap.to_le_bytes(), &mut |hd, b| out(peer, hd, b));
+    g.emit(h, &bitmap.to_le_bytes(), &mut |hd, b| out(peer, hd, b));
 }
 
 fn emit_result_frag<A>(
-    key: Option<&FrameKey>,
+    g: &mut Guard<'_>,
     token: u64,
     slot_no: u16,
     slot: &Slot<A>,
@@ -1069,12 +1229,12 @@ fn emit_result_frag<A>(
     h.total_len = slot.result.len() as u32;
     h.offset = r.start as u32;
     h.flags = if req_ack { flags::REQ_ACK } else { 0 };
-    emit(key, h, &slot.result[r], &mut |hd, b| out(peer, hd, b));
+    g.emit(h, &slot.result[r], &mut |hd, b| out(peer, hd, b));
 }
 
 /// Sends (or sends again from the start) the slot's finished result.
 fn send_result<A>(
-    key: Option<&FrameKey>,
+    g: &mut Guard<'_>,
     token: u64,
     frag_size: u32,
     window: u16,
@@ -1090,18 +1250,18 @@ fn send_result<A>(
             let mut h = base_header(Kind::Error, token, slot_no, slot);
             h.proc_or_code = code.to_u32();
             h.total_len = message.as_bytes().len() as u32;
-            emit(key, h, message.as_bytes(), &mut |hd, b| out(peer, hd, b));
+            g.emit(h, message.as_bytes(), &mut |hd, b| out(peer, hd, b));
         }
         Phase::Done(Status::Ok) => {
             slot.tx.reset(slot.result.len() as u32, frag_size, window as u32);
             if let Some(req_ack) = slot.tx.send_single() {
-                emit_result_frag(key, token, slot_no, slot, 0, req_ack, out);
+                emit_result_frag(g, token, slot_no, slot, 0, req_ack, out);
                 return;
             }
             let mut pending = Burst::new();
             slot.tx.send_new(|i, r| pending.push(i, r));
             for (i, r) in pending.iter() {
-                emit_result_frag(key, token, slot_no, slot, i, r, out);
+                emit_result_frag(g, token, slot_no, slot, i, r, out);
             }
         }
         _ => {}

@@ -51,6 +51,9 @@ pub mod flags {
     pub const STALLED: u8 = 4;
     /// A [`TAG_LEN`](super::TAG_LEN)-byte tag follows the header (keyed sessions).
     pub const TAGGED: u8 = 8;
+    /// With [`TAGGED`]: the tag is an AEAD's, a sequence number follows it, and the body is
+    /// encrypted (`crate::seal`).
+    pub const SEALED: u8 = 16;
 }
 
 /// What a frame is.
@@ -79,6 +82,14 @@ pub enum Kind {
     Probe,
     /// Server: bind again with this cookie (payload: [`Cookie`]); it keeps nothing meanwhile.
     BindRetry,
+    /// Server: a frame of this session came from an address the session has not proven; answer
+    /// from there with a [`Kind::PathResponse`] carrying this header's challenge (the call number,
+    /// procedure, length and offset fields: [`PathChallenge`]) before anything more is answered
+    /// there. Header only, so never larger than the frame it answers.
+    PathChallenge,
+    /// Client: the challenge of a [`Kind::PathChallenge`], echoed from the address it reached: the
+    /// address is proven, and the session's answers go there from now on.
+    PathResponse,
     /// A kind this version does not know.
     Unknown(u8),
 }
@@ -98,6 +109,8 @@ impl Kind {
             Kind::FragAck => 9,
             Kind::Probe => 10,
             Kind::BindRetry => 11,
+            Kind::PathChallenge => 12,
+            Kind::PathResponse => 13,
             Kind::Unknown(k) => k,
         }
     }
@@ -116,6 +129,8 @@ impl Kind {
             9 => Kind::FragAck,
             10 => Kind::Probe,
             11 => Kind::BindRetry,
+            12 => Kind::PathChallenge,
+            13 => Kind::PathResponse,
             k => Kind::Unknown(k),
         }
     }
@@ -406,6 +421,48 @@ impl Header {
     }
 }
 
+/// The challenge of a [`Kind::PathChallenge`], echoed by its [`Kind::PathResponse`]: a coarse
+/// time (the server's key epoch, in the call number's field) and a MAC of the address it was
+/// sent to, the session and the epoch under the server's secret (in the procedure, length and
+/// offset fields), so that both frames are a bare header and the server keeps nothing while it
+/// waits for the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathChallenge {
+    /// The server's key epoch when it made the challenge (good in that epoch and the next).
+    pub epoch: u32,
+    /// The MAC (bytes 20..32 of the header).
+    pub mac: [u8; PathChallenge::MAC_LEN],
+}
+
+impl PathChallenge {
+    /// Bytes of the MAC: 96 bits, so an address that does not receive the challenge cannot
+    /// guess it.
+    pub const MAC_LEN: usize = 12;
+
+    /// The header of a frame of `kind` (a challenge or its response) for `slot` of the session
+    /// `token` that carries this challenge.
+    pub fn header(&self, kind: Kind, token: u64, slot: u16) -> Header {
+        let word = |i: usize| u32_at(&self.mac, i..i + 4);
+        let mut h = Header::new(kind);
+        h.token = token;
+        h.slot = slot;
+        h.call_no = self.epoch;
+        h.proc_or_code = word(0);
+        h.total_len = word(4);
+        h.offset = word(8);
+        h
+    }
+
+    /// The challenge `h` carries (any header: the receiver checks the MAC).
+    pub fn read(h: &Header) -> PathChallenge {
+        let mut mac = [0u8; Self::MAC_LEN];
+        mac[0..4].copy_from_slice(&h.proc_or_code.to_le_bytes());
+        mac[4..8].copy_from_slice(&h.total_len.to_le_bytes());
+        mac[8..12].copy_from_slice(&h.offset.to_le_bytes());
+        PathChallenge { epoch: h.call_no, mac }
+    }
+}
+
 /// The fields naming a call sent whole, as [`Header::read_whole_call`] found them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WholeCall {
@@ -499,6 +556,14 @@ pub const BIND_COOKIE: u8 = 2;
 /// Bind flag: the client holds a pre-shared key; with a cookie, a proof of the key
 /// ([`TAG_LEN`] bytes) follows the cookie.
 pub const BIND_KEYED: u8 = 4;
+/// Bind flag (with [`BIND_KEYED`]): the client asks that every frame after the bind be
+/// encrypted (`crate::seal`), with AES-256-GCM when [`BIND_SEAL_AES`] is set too, else
+/// ChaCha20-Poly1305. The flags are under the proof of the key, so no one on the path can take
+/// them away.
+pub const BIND_SEALED: u8 = 8;
+/// Bind flag (with [`BIND_SEALED`]): the client's cipher is AES-256-GCM (its CPU has AES
+/// instructions); without it, ChaCha20-Poly1305.
+pub const BIND_SEAL_AES: u8 = 16;
 
 /// The body of a `Bind` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -685,18 +750,21 @@ pub struct BindGrant {
     pub max_frame: u32,
     /// The server's generation (also the top 16 bits of the token).
     pub generation: u16,
+    /// The session's frames are encrypted (byte 5: [`BIND_SEALED`], as the client asked).
+    pub sealed: bool,
 }
 
 impl BindGrant {
     /// Bytes of the grant.
     pub const LEN: usize = 16;
 
-    /// The grant's 16 bytes, little-endian (byte 5 is zero).
+    /// The grant's 16 bytes, little-endian (byte 5: [`BIND_SEALED`] or zero).
     pub fn emit(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..2].copy_from_slice(&self.slots.to_le_bytes());
         b[2..4].copy_from_slice(&self.window.to_le_bytes());
         b[4] = self.byte_order.to_u8();
+        b[5] = if self.sealed { BIND_SEALED } else { 0 };
         b[6..8].copy_from_slice(&self.generation.to_le_bytes());
         b[8..12].copy_from_slice(&self.max_message.to_le_bytes());
         b[12..16].copy_from_slice(&self.max_frame.to_le_bytes());
@@ -713,6 +781,7 @@ impl BindGrant {
             slots: u16_at(b, 0..2),
             window: u16_at(b, 2..4),
             byte_order: ByteOrder::from_u8(b[4]),
+            sealed: b[5] & BIND_SEALED != 0,
             generation: u16_at(b, 6..8),
             max_message: u32_at(b, 8..12),
             max_frame: u32_at(b, 12..16),
@@ -754,6 +823,11 @@ pub enum Refusal {
     BadKey,
     /// The client's source address holds as many sessions as the server allows one source.
     SourceLimit,
+    /// The server encrypts every session; the client did not ask to.
+    EncryptionRequired,
+    /// The client asked for encryption without a pre-shared key (the keys come from it), or
+    /// over a transport whose peer shares the memory the frames lie in.
+    EncryptionUnavailable,
     /// A reason this version does not know.
     Unknown(u32),
 }
@@ -778,6 +852,8 @@ impl BindRefusal {
             Refusal::KeyNotExpected => (7, 0, 0),
             Refusal::BadKey => (8, 0, 0),
             Refusal::SourceLimit => (9, 0, 0),
+            Refusal::EncryptionRequired => (10, 0, 0),
+            Refusal::EncryptionUnavailable => (11, 0, 0),
             Refusal::Unknown(c) => (c, 0, 0),
         };
         let mut out = [0u8; Self::LEN];
@@ -804,6 +880,8 @@ impl BindRefusal {
             7 => Refusal::KeyNotExpected,
             8 => Refusal::BadKey,
             9 => Refusal::SourceLimit,
+            10 => Refusal::EncryptionRequired,
+            11 => Refusal::EncryptionUnavailable,
             c => Refusal::Unknown(c),
         }))
     }
@@ -932,9 +1010,14 @@ mod tests {
             max_message: 99,
             max_frame: 1000,
             generation: 0xBEEF,
+            sealed: false,
         };
         assert_eq!(BindGrant::parse(&g.emit()).unwrap(), g);
+        let sealed = BindGrant { sealed: true, ..g };
+        assert_eq!(BindGrant::parse(&sealed.emit()).unwrap(), sealed);
         for refusal in [
+            Refusal::EncryptionRequired,
+            Refusal::EncryptionUnavailable,
             Refusal::UnknownProgram { program: 5 },
             Refusal::VersionMismatch { low: 1, high: 3 },
             Refusal::TooManySessions,

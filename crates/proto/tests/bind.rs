@@ -200,25 +200,285 @@ fn old_clients_are_refused_with_a_protocol_mismatch_they_understand() {
     assert_eq!(s.stats.refused.protocol, 1);
 }
 
+/// Drives a bind from `from` to its end: every round the server asks for, then, if no answer
+/// could be believed, the client's deadline. Returns the outcome and the server's answers.
+fn bind_to_the_end(
+    s: &mut ServerEngine<u16>,
+    from: u16,
+    req: BindRequest,
+    psk: Option<Psk>,
+    now: Instant,
+) -> (Result<Bound, BindError>, Frames) {
+    let cfg = ClientEngineConfig::default();
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
+    let mut to_server = Frames::new();
+    let mut answers = Frames::new();
+    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+    for _ in 0..5 {
+        let replies = deliver(s, from, &std::mem::take(&mut to_server), now);
+        for r in &replies {
+            answers.push(r.clone());
+            if let Some(outcome) = binder.handle(r, now, &mut |h, b| to_server.push(frame(h, b))) {
+                return (outcome, answers);
+            }
+        }
+    }
+    let end = now + Duration::from_secs(1);
+    let e = binder.handle_timeout(end, &mut |_, _| {}).expect("the deadline passed");
+    (Err(e), answers)
+}
+
 #[test]
-fn key_mismatches_are_refused_at_once() {
+fn key_mismatches_are_reported_but_only_a_refusal_under_the_key_is_believed() {
     let now = Instant::now();
     let mut keyed = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
-    // No key: refused on the first bind, before any cookie round.
+    // No key: refused on the first bind, before any cookie round (the client has nothing to
+    // check a tag with, and nothing to lose by believing it).
     let refused = |(r, rounds): (Result<Bound, BindError>, usize)| (r.unwrap_err(), rounds);
     assert_eq!(refused(bind_from(&mut keyed, 1, request(1), None, now)), (BindError::Refused(Refusal::KeyRequired), 1));
-    // Another key: refused once the proof can be checked.
-    let got = refused(bind_from(&mut keyed, 1, request(2), Some(psk(2)), now));
-    assert_eq!(got, (BindError::Refused(Refusal::BadKey), 2));
+    // Another key: the server's cookie round is tagged under its key, which the client cannot
+    // check: not believed, so the client tries until its deadline and then says so.
+    let (got, answers) = bind_to_the_end(&mut keyed, 1, request(2), Some(psk(2)), now);
+    let after = Duration::from_secs(1);
+    assert_eq!(got.unwrap_err(), BindError::Unauthenticated { refusal: None, after });
+    assert!(answers.iter().all(|a| kind(a) == Kind::BindRetry), "only cookie rounds");
     assert_eq!(keyed.session_count(), 0);
-    // A key where the server has none.
+    // A key where the server has none: an untagged refusal, likewise.
     let mut open = server(ServerEngineConfig::default());
-    let got = refused(bind_from(&mut open, 1, request(3), Some(psk(1)), now));
-    assert_eq!(got, (BindError::Refused(Refusal::KeyNotExpected), 1));
-    let r = keyed.stats.refused;
-    assert_eq!((r.key_required, r.bad_key, r.total()), (1, 1, 2));
+    let (got, _) = bind_to_the_end(&mut open, 1, request(3), Some(psk(1)), now);
+    assert_eq!(got.unwrap_err(), BindError::Unauthenticated { refusal: Some(Refusal::KeyNotExpected), after });
+    assert_eq!(keyed.stats.refused.total(), 1);
     // The right key: bound, keyed.
     assert!(bind(&mut keyed, 1, 4, Some(psk(1)), now).unwrap().session.keyed);
+}
+
+#[test]
+fn a_forged_refusal_does_not_stop_a_keyed_bind() {
+    let now = Instant::now();
+    let mut s = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
+    let cfg = ClientEngineConfig::default();
+    let mut binder = Binder::new(request(8), &cfg, now, now + Duration::from_secs(1)).with_key(Some(psk(1)));
+    let mut to_server = Frames::new();
+    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+    // An attacker on the path answers first: an untagged "the two keys differ", then one with
+    // a tag made without the key, then the server's own refusal of another bind (tagged, but
+    // over another nonce).
+    let mut forged = Header::new(Kind::BindRefused);
+    forged.call_no = 8;
+    let untagged = frame(&forged.to_bytes(), &BindRefusal(Refusal::BadKey).emit());
+    let mut bad_tag = forged;
+    bad_tag.flags = flags::TAGGED;
+    let bad_tag = frame(&bad_tag.to_bytes(), &[&[7u8; TAG_LEN][..], &BindRefusal(Refusal::BadKey).emit()].concat());
+    let mut other = request(8);
+    other.program = 99; // refused, tagged, for a bind with the same low nonce bits but another nonce
+    other.nonce = 8 | 1 << 40;
+    let other_refusal =
+        deliver(&mut s, 1, &[frame(&Header { call_no: 8, ..Header::new(Kind::Bind) }.to_bytes(), &other.emit())], now);
+    assert_eq!(kind(&other_refusal[0]), Kind::BindRefused);
+    for f in [untagged, bad_tag, other_refusal[0].clone()] {
+        assert!(binder.handle(&f, now, &mut |_, _| {}).is_none(), "not believed");
+    }
+    assert_eq!(binder.mac_failures, 3);
+    // The real exchange goes on and binds.
+    for _ in 0..3 {
+        let replies = deliver(&mut s, 1, &std::mem::take(&mut to_server), now);
+        for r in &replies {
+            if let Some(outcome) = binder.handle(r, now, &mut |h, b| to_server.push(frame(h, b))) {
+                assert!(outcome.unwrap().session.keyed);
+                return;
+            }
+        }
+    }
+    panic!("the honest bind did not complete");
+}
+
+/// Every frame a stranger can send from an address the server has not proven (binds of every
+/// shape, calls, probes, acknowledgements, path responses, for known and unknown sessions) is
+/// answered with at most as many bytes as it had.
+#[test]
+fn no_answer_to_an_unproven_address_is_larger_than_what_it_sent() {
+    let now = Instant::now();
+    for psk_ in [None, Some(psk(1))] {
+        let mut s = server(ServerEngineConfig { psk: psk_.clone(), ..ServerEngineConfig::default() });
+        let bound = bind(&mut s, 1, 1, psk_.clone(), now).unwrap();
+        let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys.clone());
+        let honest = call(&mut slot, &[5u8; 1000], now);
+        let (result, ran) = serve(&mut s, 1, &honest, now);
+        assert_eq!((ran, result.len()), (1, 1));
+        let mut strangers: Frames = Vec::new();
+        let bind_head = Header { call_no: 3, ..Header::new(Kind::Bind) }.to_bytes();
+        let mut keyed_req = request(3);
+        keyed_req.flags = if psk_.is_some() { lowlat_proto::wire::BIND_KEYED } else { 0 };
+        for cut in [0, 4, 31, 32] {
+            strangers.push(frame(&bind_head, &keyed_req.emit()[..cut]));
+        }
+        let mut unknown_program = keyed_req;
+        unknown_program.program = 1;
+        strangers.push(frame(&bind_head, &unknown_program.emit()));
+        strangers.push(frame(&bind_head, &keyed_req.emit()));
+        // The honest call replayed (whose result is kept), cut short, or with another token.
+        strangers.extend(honest.iter().cloned());
+        strangers.push(honest[0][..36].to_vec());
+        for kind_ in [Kind::Call, Kind::Probe, Kind::Ack, Kind::FragAck, Kind::PathResponse, Kind::Result] {
+            let mut h = Header::parse(&honest[0]).unwrap().0;
+            h.kind = kind_;
+            strangers.push(h.to_bytes().to_vec());
+            h.token ^= 1 << 40;
+            strangers.push(frame(&h.to_bytes(), &[0u8; 4]));
+        }
+        let calls_before = s.stats.calls;
+        for f in &strangers {
+            for back in deliver(&mut s, 66, std::slice::from_ref(f), now) {
+                assert!(
+                    back.len() <= f.len(),
+                    "{:?}: {} bytes answered with {}",
+                    Header::parse(f).map(|h| h.0.kind),
+                    f.len(),
+                    back.len()
+                );
+                assert_ne!(kind(&back), Kind::Result, "no kept result to an unproven address");
+            }
+        }
+        assert_eq!(s.stats.calls, calls_before, "nothing ran");
+        assert!(s.stats.unproven > 0 && s.stats.path_challenges > 0, "{:?}", s.stats);
+    }
+}
+
+/// A recorded call sent again from another address: the kept result never goes there (only a
+/// challenge of the frame's size), and the session's own client is untouched.
+#[test]
+fn a_replayed_call_from_another_address_reflects_nothing() {
+    let now = Instant::now();
+    let mut s = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
+    let bound = bind(&mut s, 1, 1, Some(psk(1)), now).unwrap();
+    let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys.clone());
+    let recorded = call(&mut slot, b"big", now);
+    let (back, ran) = serve(&mut s, 1, &recorded, now);
+    assert_eq!(ran, 1);
+    let (mut sent, mut answered) = (0, 0);
+    for _ in 0..10 {
+        for f in &recorded {
+            sent += f.len();
+            answered += deliver(&mut s, 77, std::slice::from_ref(f), now).iter().map(Vec::len).sum::<usize>();
+        }
+    }
+    assert!(answered <= sent, "{answered} bytes for {sent}");
+    assert_eq!(s.stats.path_challenges, 10);
+    // The client at its proven address still gets its result again.
+    let again = deliver(&mut s, 1, &recorded, now);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0], back[0]);
+}
+
+/// A client whose address changed (NAT rebinding): its next call is challenged, it answers and
+/// sends the call again at once, and the call runs once, answered at the new address.
+#[test]
+fn a_migrated_client_proves_its_new_address_and_goes_on() {
+    for key in [None, Some(psk(1))] {
+        let now = Instant::now();
+        let mut s = server(ServerEngineConfig { psk: key.clone(), ..ServerEngineConfig::default() });
+        let bound = bind(&mut s, 1, 1, key.clone(), now).unwrap();
+        let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys.clone());
+        let nothing = &mut |_: &[u8], _: &[u8]| {};
+        let (back, ran) = serve(&mut s, 1, &call(&mut slot, b"one", now), now);
+        assert_eq!(ran, 1);
+        assert_eq!(slot.handle(&back[0], || now, nothing), Some(Outcome::Reply(&b"eno"[..])));
+        let sent = call(&mut slot, b"two", now);
+        let (challenge, ran) = serve(&mut s, 2, &sent, now);
+        assert_eq!((ran, challenge.len()), (0, 1));
+        assert_eq!(kind(&challenge[0]), Kind::PathChallenge);
+        let mut answer = Frames::new();
+        assert_eq!(slot.handle(&challenge[0], || now, &mut |h, b| answer.push(frame(h, b))), None);
+        assert_eq!(answer.len(), 2, "the response, and the call again");
+        assert_eq!(kind(&answer[0]), Kind::PathResponse);
+        let (back, ran) = serve(&mut s, 2, &answer, now);
+        assert_eq!(ran, 1, "the call ran once, at the new address");
+        assert_eq!(slot.handle(&back[0], || now, nothing), Some(Outcome::Reply(&b"owt"[..])));
+        assert_eq!(s.stats.paths_validated, 1);
+        // A response forged for a third address proves nothing.
+        let (_, ran) = serve(&mut s, 3, &answer[..1], now);
+        assert_eq!((ran, s.stats.path_failures), (0, 1));
+    }
+}
+
+/// Replays of an old call from a forged address every 25 s keep nothing alive: the session
+/// goes when its idle time is up, as an untouched one does.
+#[test]
+fn replays_do_not_keep_a_session_alive() {
+    let t0 = Instant::now();
+    let idle = Duration::from_secs(120);
+    let mut s = server(ServerEngineConfig { session_idle: idle, psk: Some(psk(1)), ..ServerEngineConfig::default() });
+    let bound = bind(&mut s, 1, 1, Some(psk(1)), t0).unwrap();
+    let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default()).with_keys(bound.keys.clone());
+    let recorded = call(&mut slot, b"x", t0);
+    assert_eq!(serve(&mut s, 1, &recorded, t0).1, 1);
+    let mut t = t0;
+    while s.session_count() > 0 && t < t0 + Duration::from_secs(400) {
+        t += Duration::from_secs(25);
+        deliver(&mut s, 9, &recorded, t); // from a forged address
+        deliver(&mut s, 1, &recorded, t); // and from the client's own: a duplicate
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.session_count(), 0, "replays kept the session alive for {:?}", t - t0);
+    assert!(t - t0 <= idle * 3 / 2 + Duration::from_secs(25), "gone after {:?}", t - t0);
+    assert!(s.stats.duplicates > 0 && s.stats.unproven > 0);
+}
+
+/// A sealed session: bodies on the wire differ from the plaintext, calls and results go
+/// through, a server that requires sealing refuses an unsealed bind, and sealing without a key
+/// is refused.
+#[test]
+fn sealed_sessions_hide_bodies_and_are_refused_where_they_cannot_be() {
+    let now = Instant::now();
+    for cipher in [CipherKind::Aes256Gcm, CipherKind::ChaCha20Poly1305] {
+        let mut s =
+            server(ServerEngineConfig { psk: Some(psk(1)), require_sealed: true, ..ServerEngineConfig::default() });
+        let cfg = ClientEngineConfig::default();
+        let bind_sealed = |s: &mut ServerEngine<u16>, seal: Option<CipherKind>, key: Option<Psk>| {
+            let mut binder =
+                Binder::new(request(5), &cfg, now, now + Duration::from_secs(1)).with_key(key).with_seal(seal);
+            let mut to_server = Frames::new();
+            binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+            for _ in 0..3 {
+                for r in deliver(s, 1, &std::mem::take(&mut to_server), now) {
+                    if let Some(o) = binder.handle(&r, now, &mut |h, b| to_server.push(frame(h, b))) {
+                        return o;
+                    }
+                }
+            }
+            panic!("no outcome");
+        };
+        assert_eq!(
+            bind_sealed(&mut s, None, Some(psk(1))).unwrap_err(),
+            BindError::Refused(Refusal::EncryptionRequired)
+        );
+        let bound = bind_sealed(&mut s, Some(cipher), Some(psk(1))).unwrap();
+        assert!(bound.session.sealed && bound.seal.is_some());
+        let mut slot =
+            ClientSlot::new(bound.session, 0, cfg).with_keys(bound.keys.clone()).with_seal(bound.seal.clone());
+        let secret = b"attack at dawn, bring 1440 bytes";
+        let sent = call(&mut slot, secret, now);
+        assert!(!sent[0].windows(secret.len()).any(|w| w == secret), "the body is not in clear");
+        assert_eq!(sent[0].len(), SEALED_HEAD_LEN + secret.len());
+        let (back, ran) = serve(&mut s, 1, &sent, now);
+        assert_eq!(ran, 1);
+        let reversed: Vec<u8> = secret.iter().rev().copied().collect();
+        assert!(!back[0].windows(reversed.len()).any(|w| w == &reversed[..]));
+        let nothing = &mut |_: &[u8], _: &[u8]| {};
+        assert_eq!(slot.handle(&back[0], || now, nothing), Some(Outcome::Reply(&reversed[..])));
+        // A tagged but unsealed result on a sealed session is not taken.
+        let sent = call(&mut slot, b"y", now);
+        let (mut back, _) = serve(&mut s, 1, &sent, now);
+        back[0][HEADER_LEN + TAG_LEN] ^= 1;
+        assert_eq!(slot.handle(&back[0], || now, nothing), None);
+        assert_eq!(slot.mac_failures, 1);
+    }
+    let mut open = server(ServerEngineConfig::default());
+    let mut req = request(6);
+    req.flags = lowlat_proto::wire::BIND_SEALED;
+    let back =
+        deliver(&mut open, 1, &[frame(&Header { call_no: 6, ..Header::new(Kind::Bind) }.to_bytes(), &req.emit())], now);
+    assert_eq!(BindRefusal::parse(&back[0][HEADER_LEN..]).unwrap().0, Refusal::EncryptionUnavailable);
 }
 
 #[test]
@@ -343,10 +603,10 @@ fn a_full_table_reclaims_idle_sessions_never_called_first() {
     let key = s.handle(3, &sent[0], || t0, &mut |_, _, _| {}).expect("a call").key;
 
     // Whether the server still knows `session` (a probe of an unknown one is answered with an
-    // error; of a known one with nothing here).
+    // error; of a known one from this address with a path challenge).
     let known = |s: &mut ServerEngine<u16>, session: &Bound| {
         let probe = Header { token: session.session.token, ..Header::new(Kind::Probe) };
-        deliver(s, 9, &[probe.to_bytes().to_vec()], t0).is_empty()
+        deliver(s, 9, &[probe.to_bytes().to_vec()], t0).iter().all(|f| kind(f) != Kind::Error)
     };
     assert!(bind(&mut s, 4, 4, None, t0).is_ok());
     assert_eq!(s.stats.sessions_reclaimed, 1);

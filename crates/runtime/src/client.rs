@@ -13,10 +13,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
+use lowlat_proto::seal::SealKeys;
 use lowlat_proto::wire::{BindRequest, Header, Kind as HeaderKind, PROTOCOL_VERSION};
 use lowlat_proto::{
-    BindError, Binder, Bound, ByteOrder, CallError, ClientSlot, ErrorCode, Execution, FrameKeys, Outcome, Refusal,
-    Session, WireError, HEADER_LEN,
+    BindError, Binder, Bound, ByteOrder, CallError, CipherKind, ClientSlot, ErrorCode, Execution, FrameKeys, Outcome,
+    Refusal, Session, WireError, HEADER_LEN,
 };
 use lowlat_transport::Spinner;
 use spin::mutex::{SpinMutex, SpinMutexGuard};
@@ -170,6 +171,13 @@ impl Client {
     pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
         let endpoint: Endpoint = uri.parse()?;
         let kind = match endpoint {
+            Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } if cfg.encrypt => {
+                return Err(Error::Encryption {
+                    uri: uri.to_string(),
+                    reason: "ONC RPC carries no pre-shared key, so it cannot be encrypted (use udp:// or tcp://)"
+                        .into(),
+                });
+            }
             Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } => {
                 Kind::Onc(Box::new(OncClient::connect(uri, &endpoint, program, version, cfg)?))
             }
@@ -372,6 +380,8 @@ struct Binding {
     session: Session,
     /// The session's frame keys, when it is keyed.
     keys: Option<FrameKeys>,
+    /// The session's sealing keys, when it is sealed (every slot's sealer shares one counter).
+    seal: Option<SealKeys>,
     /// The server no longer has this session (it restarted, forgot it, or a connection to it
     /// broke): the next slot to prepare binds again before calling.
     stale: bool,
@@ -419,7 +429,23 @@ fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
         BindError::Malformed(what) => {
             Error::BindRefused { uri, reason: format!("the server's answer had a bad {what}") }
         }
+        BindError::Refused(Refusal::EncryptionRequired) => Error::Encryption {
+            uri,
+            reason: "the server encrypts every session and this client asked for none (give it --encrypt)".into(),
+        },
+        BindError::Refused(Refusal::EncryptionUnavailable) => Error::Encryption {
+            uri,
+            reason: "the server refused to encrypt: encryption needs a pre-shared key at both ends (--psk-file)".into(),
+        },
         BindError::Timeout { after } => Error::BindTimeout { uri, after },
+        BindError::Unauthenticated { refusal, after } => Error::UnauthenticatedRefusal {
+            claim: refusal.map(|r| match bind_error(&uri, program, version, BindError::Refused(r)) {
+                // The claim in the server's words, without the endpoint again.
+                e => e.to_string().trim_start_matches(&format!("{uri}: ")).to_string(),
+            }),
+            uri,
+            after,
+        },
     }
 }
 
@@ -449,7 +475,20 @@ fn bind(
     };
     let now = Instant::now();
     let psk = if chan.private() { None } else { cfg.psk.clone() };
-    let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout).with_key(psk);
+    if cfg.encrypt && chan.private() {
+        return Err(Error::Encryption {
+            uri: shared_uri.to_string(),
+            reason: "encryption is refused over shm://: the peer shares the memory the frames lie in, so there is no path to hide them from (use udp://, tcp://, eth:// or xdp://)".into(),
+        });
+    }
+    if cfg.encrypt && psk.is_none() {
+        return Err(Error::Encryption {
+            uri: shared_uri.to_string(),
+            reason: "encryption needs a pre-shared key (--psk-file): the frames' keys come from it".into(),
+        });
+    }
+    let seal = cfg.encrypt.then(CipherKind::preferred);
+    let mut binder = Binder::new(req, &cfg.engine, now, now + cfg.bind_timeout).with_key(psk).with_seal(seal);
     let mut send_err = None;
     binder.start(now, &mut |h: &[u8], b: &[u8]| {
         if let Err(e) = chan.send(h, b) {
@@ -518,7 +557,7 @@ impl Lowlat {
     ) -> Result<Lowlat, Error> {
         let mut chan = driver::open_channel(&endpoint, uri, &cfg)?;
         let mut buf = Vec::new();
-        let Bound { session, keys } = bind(uri, program, version, &cfg, chan.as_dyn(), &mut buf)?;
+        let Bound { session, keys, seal } = bind(uri, program, version, &cfg, chan.as_dyn(), &mut buf)?;
         let slots: Box<[SpinMutex<Slot>]> = (0..session.slots)
             .map(|i| {
                 SpinMutex::new(Slot {
@@ -548,7 +587,7 @@ impl Lowlat {
             cfg,
             epoch: AtomicU64::new(0),
             server_big_endian: AtomicBool::new(session.server_order == ByteOrder::Big),
-            binding: Mutex::new(Binding { epoch: 0, session, keys, stale: false, conn_gen: 0 }),
+            binding: Mutex::new(Binding { epoch: 0, session, keys, seal, stale: false, conn_gen: 0 }),
             opened: (0..slots.len()).map(|i| AtomicBool::new(i == 0)).collect(),
             lent: (0..slots.len()).map(|_| AtomicBool::new(false)).collect(),
             slot_wakers: Mutex::new(Vec::new()),
@@ -854,6 +893,7 @@ impl Lowlat {
             self.shared.binds.fetch_add(1, Ordering::Relaxed);
             b.session = s.session;
             b.keys = s.keys;
+            b.seal = s.seal;
             b.stale = false;
             b.epoch += 1;
             self.shared.server_big_endian.store(b.session.server_order == ByteOrder::Big, Ordering::Relaxed);
@@ -862,7 +902,11 @@ impl Lowlat {
         if let Some(old) = slot.engine.as_ref() {
             slot.earlier = slot.earlier.plus(&engine_stats(old));
         }
-        slot.engine = Some(ClientSlot::new(b.session, slot.index, self.shared.cfg.engine).with_keys(b.keys.clone()));
+        slot.engine = Some(
+            ClientSlot::new(b.session, slot.index, self.shared.cfg.engine)
+                .with_keys(b.keys.clone())
+                .with_seal(b.seal.clone()),
+        );
         slot.epoch = b.epoch;
         Ok(())
     }

@@ -38,6 +38,11 @@ pub struct ClientConfig {
     /// whose rings are private to this process and a server that checked its credentials, nor
     /// by ONC RPC. Read one with [`crate::read_psk_file`].
     pub psk: Option<Psk>,
+    /// With `psk`, over udp://, tcp://, eth:// and xdp://: encrypt the body of every frame after
+    /// the bind (AES-256-GCM where this CPU has AES instructions, else ChaCha20-Poly1305), not
+    /// only tag it. Refused over shm:// ([`crate::Error::Encryption`]): the peer shares the
+    /// memory the frames lie in.
+    pub encrypt: bool,
 }
 
 impl Default for ClientConfig {
@@ -55,6 +60,7 @@ impl Default for ClientConfig {
             onc_max_fragment: 1 << 20,
             checksum: true,
             psk: None,
+            encrypt: false,
         }
     }
 }
@@ -144,6 +150,10 @@ pub struct ServerConfig {
     ///
     /// [`Error::KeyMismatch`]: crate::Error::KeyMismatch
     pub psk: Option<Psk>,
+    /// With `psk`: refuse every session whose frames are not encrypted (a client without
+    /// `ClientConfig::encrypt` is refused with [`crate::Error::Encryption`]). Without it a
+    /// client may still ask for encryption, and gets it. Refused with an shm:// endpoint.
+    pub encrypt: bool,
     /// udp://, tcp://, onc+udp://, onc+tcp://: serve only sources in these blocks (every one,
     /// when empty). Others are dropped silently, unread, as a firewall drops them: the server
     /// neither reveals itself to a stranger nor answers an address a datagram may have forged.
@@ -180,6 +190,7 @@ impl Default for ServerConfig {
             checksum: true,
             drain_timeout: Duration::from_secs(5),
             psk: None,
+            encrypt: false,
             allow: Vec::new(),
             max_connections: 4096,
             max_connections_per_source: 256,

@@ -179,6 +179,29 @@ pub enum Error {
         reason: KeyMismatch,
     },
 
+    /// Under a pre-shared key nothing the server sent verified by the bind's deadline, but
+    /// answers came that did not: a server holding another key or none, or someone on the path
+    /// forging refusals. Not believed, so not reported as the server's word.
+    #[error("{uri}: unauthenticated refusal: {}no answer verified under this client's pre-shared key within {after:?} (the server holds another key or none, or someone on the path forged the answers)", claim.as_ref().map(|c| format!("the answers said \"{c}\", but ")).unwrap_or_default())]
+    UnauthenticatedRefusal {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// What the last unauthenticated refusal said, if one came.
+        claim: Option<String>,
+        /// How long the bind was tried.
+        after: std::time::Duration,
+    },
+
+    /// The two ends disagree about encrypting frames, or encryption was asked where it cannot
+    /// be had.
+    #[error("{uri}: {reason}")]
+    Encryption {
+        /// The endpoint, as given to `connect`.
+        uri: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The pre-shared key file could not be read or is malformed.
     #[error("pre-shared key file {path}: {reason}")]
     KeyFile {

@@ -218,6 +218,7 @@ impl OncClient {
             generation: 0,
             reliable: self.tcp,
             keyed: false,
+            sealed: false,
         }
     }
 

@@ -73,6 +73,20 @@ impl ServerBuilder {
         for uri in uris {
             let uri = uri.as_ref();
             let endpoint: Endpoint = uri.parse()?;
+            if self.config.encrypt {
+                let reason = if self.config.psk.is_none() {
+                    Some("encryption needs a pre-shared key (--psk-file): the frames' keys come from it")
+                } else if endpoint.scheme() == "shm" {
+                    Some("encryption is refused over shm://: the peer shares the memory the frames lie in (serve shm:// from a server without --encrypt)")
+                } else if endpoint.scheme().starts_with("onc") {
+                    Some("ONC RPC carries no pre-shared key, so it cannot be encrypted (serve onc+ endpoints from a server without --encrypt)")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(Error::Encryption { uri: uri.to_string(), reason: reason.into() });
+                }
+            }
             let shared = EndpointShared::new()?;
             let ctx = Context {
                 services: services.clone(),

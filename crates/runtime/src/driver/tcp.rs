@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
-use lowlat_proto::{ErrorCode, Kind, HEADER_LEN, TAG_LEN};
+use lowlat_proto::{ErrorCode, Kind, HEADER_LEN, SEALED_HEAD_LEN};
 use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
@@ -24,9 +24,9 @@ use crate::{ClientConfig, Error, ServerConfig};
 pub(crate) const ONC_HEADER_ROOM: usize = 512;
 
 /// lowlat's framing for messages of at most `max_message` bytes (a frame adds the header and,
-/// on a keyed session, the tag).
+/// on a keyed session, the tag, and on a sealed one its sequence number).
 pub(crate) fn lowlat_framing(max_message: usize) -> LengthPrefix {
-    LengthPrefix::new(max_message + HEADER_LEN + TAG_LEN)
+    LengthPrefix::new(max_message + SEALED_HEAD_LEN)
 }
 
 /// The sessions granted on an endpoint, for establishing the connections a client's other slots

@@ -37,6 +37,8 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         reliable: t.reliable(),
         // Shared memory is private to processes whose credentials were checked: no key there.
         psk: if t.private() { None } else { cfg.psk.clone() },
+        // Refused at start with shm:// or without a key (`ServerBuilder::serve`).
+        require_sealed: cfg.encrypt && !t.private(),
         seed: ctx.seed,
         secret: ctx.secret,
         ..lowlat_proto::ServerEngineConfig::default()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What the defences against strangers cost (issue 21), in one run: the null call's p50/p99 with
-# and without a pre-shared key over udp and eth (across a veth pair between two network
-# namespaces, as root), in alternating rounds; the same against a BASE build without counters
+# What the defences against strangers cost (issues 21 and 36), in one run: the null call's and
+# ECHO(1 KiB)'s p50/p99 plain, with a pre-shared key, and keyed and encrypted, over udp and eth
+# (across a veth pair between two network namespaces, as root), in alternating rounds; the same against a BASE build without counters
 # or the cookie round (BASE=path/to/an/older/lowlat); the bind's round trip (cookie round
 # included) beside the null call's; the engines' instructions per null call with and without
 # a key (callgrind); and the bind flood's figures. Servers in namespace a on CPU 1, clients in
@@ -29,23 +29,32 @@ cleanup() { ns_stop; }
 p50_p99() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%8.2f %8.2f" % (d["p50_ns"]/1e3, d["p99_ns"]/1e3))'; }
 declare -A uri=([udp]="udp://10.77.250.1:7911" [eth]="eth://llshb/$mac")
 declare -A bind=([udp]="udp://10.77.250.1:7911" [eth]="eth://llsha")
-echo "null call p50 p99 (µs), busy-polling, $calls calls a row, $rounds rounds alternating"
+echo "p50 p99 (µs), busy-polling, $calls calls a row, $rounds rounds alternating"
 for r in $(seq "$rounds"); do
     for t in udp eth; do
-        for how in plain psk base; do
+        for how in plain psk enc base; do
             case $how in
                 plain) exe=$ll; flags=() ;;
                 psk) exe=$ll; flags=(--psk-file "$key") ;;
+                enc) exe=$ll; flags=(--psk-file "$key" --encrypt) ;;
                 base) [ -n "$base" ] || continue; exe=$base; flags=() ;;
             esac
             start "$exe" serve "${bind[$t]}" --spin-us forever "${flags[@]}"
-            res=$(ip netns exec lowlat-sh-b "$exe" bench "${uri[$t]}" --proc null --calls "$calls" --spin-us forever \
-                --cpu 0 --json "${flags[@]}" | p50_p99)
-            echo "round $r  $t  $(printf '%-5s' $how) $res"
+            for p in "null 0" "echo 1024"; do
+                set -- $p
+                res=$(ip netns exec lowlat-sh-b "$exe" bench "${uri[$t]}" --proc "$1" --size "$2" --calls "$calls" \
+                    --spin-us forever --cpu 0 --json "${flags[@]}" | p50_p99)
+                echo "round $r  $t  $(printf '%-5s %-9s' $how "$1($2)") $res"
+            done
             cleanup
         done
     done
 done
+
+echo
+echo "a client whose address changes: the first call from the new address (loopback)"
+cargo test --profile "$profile" -q -p lowlat --test paths a_client_whose_address_changes -- --nocapture 2>&1 \
+    | grep -E '^migration|test result'
 
 echo
 echo "the bind's round trip (cookie round included) beside the null call's, udp and eth"

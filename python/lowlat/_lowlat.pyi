@@ -13,8 +13,10 @@ class Client:
     ``program`` and ``version`` (by name or number) may be left out when the file has only one;
     the error lists them otherwise. ``deadline``: seconds a call may take (default 10).
     ``spin``: how long to spin before blocking while a call waits: ``"adaptive"`` (default),
-    ``"forever"`` (busy-poll) or microseconds (``0``: always block). Share one client between
-    threads: their calls proceed in parallel.
+    ``"forever"`` (busy-poll) or microseconds (``0``: always block). ``psk_file``: a pre-shared
+    key file, as ``lowlat serve --psk-file`` (binds prove it, every frame carries a tag under
+    it); ``encrypt=True`` with it encrypts every frame's body as well (not over shm:// or ONC
+    RPC). Share one client between threads: their calls proceed in parallel.
     """
 
     def __init__(
@@ -25,6 +27,8 @@ class Client:
         version: Optional[_Choice] = None,
         deadline: Optional[float] = None,
         spin: Optional[_Choice] = None,
+        psk_file: Optional[_Path] = None,
+        encrypt: bool = False,
     ) -> None: ...
     def call(self, proc: str, arg: Any = None, *, deadline: Optional[float] = None) -> Any:
         """Calls ``proc`` (case-insensitive) with ``arg``: nothing for a procedure without

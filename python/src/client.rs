@@ -41,7 +41,8 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (uri, idl, program=None, version=None, deadline=None, spin=None))]
+    #[pyo3(signature = (uri, idl, program=None, version=None, deadline=None, spin=None, psk_file=None, encrypt=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         uri: &str,
@@ -50,6 +51,8 @@ impl Client {
         version: Option<Choice>,
         deadline: Option<f64>,
         spin: Option<Choice>,
+        psk_file: Option<PathBuf>,
+        encrypt: bool,
     ) -> PyResult<Client> {
         let (iface, version) = open_interface(py, &idl, program, version)?;
         let mut cfg = ClientConfig::default();
@@ -59,6 +62,10 @@ impl Client {
         if let Some(s) = spin {
             cfg.spin = s.to_string().parse::<SpinPolicy>().map_err(|e| PyValueError::new_err(format!("spin: {e}")))?;
         }
+        if let Some(path) = psk_file {
+            cfg.psk = Some(lowlat::read_psk_file(path).map_err(|e| call_error(py, e))?);
+        }
+        cfg.encrypt = encrypt;
         let (program, number) = (version.program, version.version);
         let client =
             py.detach(|| lowlat::Client::connect_with(uri, program, number, cfg)).map_err(|e| call_error(py, e))?;

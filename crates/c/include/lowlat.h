@@ -152,6 +152,13 @@ typedef struct {
   uint32_t spin_us;
   // Calls that may be outstanding at once; threads beyond these wait (default 8).
   uint16_t slots;
+  // NULL, or the path of a pre-shared key file (as `lowlat serve --psk-file`): binds prove
+  // the key and every frame carries a tag under it (udp, tcp, eth, xdp). Read while
+  // connecting; the string need not outlive the call.
+  const char *psk_file;
+  // Nonzero (with `psk_file`): encrypt every frame's body as well (AES-256-GCM or
+  // ChaCha20-Poly1305). Refused over shm:// and ONC RPC.
+  int encrypt;
 } lowlat_client_options;
 
 // Options of one call. Zero in any field means the binding's setting, so a NULL pointer and
@@ -223,7 +230,8 @@ int lowlat_client_connect(const char *uri,
 // `lowlat_client_connect` with `options` (NULL: the defaults).
 //
 // # Safety
-// As `lowlat_client_connect`; `options` is NULL or points to a readable `lowlat_client_options`.
+// As `lowlat_client_connect`; `options` is NULL or points to a readable `lowlat_client_options`
+// whose `psk_file` is NULL or a NUL-terminated string valid during the call.
 int lowlat_client_connect_with(const char *uri,
                                uint32_t program,
                                uint32_t version,

@@ -71,7 +71,8 @@ pub unsafe extern "C" fn lowlat_client_connect(
 /// `lowlat_client_connect` with `options` (NULL: the defaults).
 ///
 /// # Safety
-/// As `lowlat_client_connect`; `options` is NULL or points to a readable `lowlat_client_options`.
+/// As `lowlat_client_connect`; `options` is NULL or points to a readable `lowlat_client_options`
+/// whose `psk_file` is NULL or a NUL-terminated string valid during the call.
 #[no_mangle]
 pub unsafe extern "C" fn lowlat_client_connect_with(
     uri: *const c_char,
@@ -86,7 +87,9 @@ pub unsafe extern "C" fn lowlat_client_connect_with(
         *out = std::ptr::null_mut();
         // SAFETY: the caller's contract, as stated above.
         let (uri, options) = unsafe { (ffi::str_arg(uri, "uri")?, options.as_ref().copied().unwrap_or_default()) };
-        let inner = Client::connect_with(uri, program, version, options.config()?)?;
+        // SAFETY: the caller's contract, as stated above (`psk_file`).
+        let cfg = unsafe { options.config() }?;
+        let inner = Client::connect_with(uri, program, version, cfg)?;
         *out = Box::into_raw(Box::new(lowlat_client { inner }));
         Ok(LOWLAT_OK.code())
     })

@@ -1,7 +1,7 @@
 //! What a C caller may set beyond the defaults: the encodings bodies travel in, how a thread
 //! waits (spin, then block), and a client's options.
 
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
 use runtime::SpinPolicy;
@@ -40,7 +40,7 @@ pub(crate) fn spin_policy(mode: c_int, spin_us: u32) -> Result<SpinPolicy, Failu
 /// A client's settings. Zero in any field means lowlat's default for it, so
 /// `lowlat_client_options o = {0};` is the default set.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct lowlat_client_options {
     /// Deadline of a call made without one, in nanoseconds (default 10 s).
     pub deadline_ns: u64,
@@ -52,11 +52,35 @@ pub struct lowlat_client_options {
     pub spin_us: u32,
     /// Calls that may be outstanding at once; threads beyond these wait (default 8).
     pub slots: u16,
+    /// NULL, or the path of a pre-shared key file (as `lowlat serve --psk-file`): binds prove
+    /// the key and every frame carries a tag under it (udp, tcp, eth, xdp). Read while
+    /// connecting; the string need not outlive the call.
+    pub psk_file: *const c_char,
+    /// Nonzero (with `psk_file`): encrypt every frame's body as well (AES-256-GCM or
+    /// ChaCha20-Poly1305). Refused over shm:// and ONC RPC.
+    pub encrypt: c_int,
+}
+
+impl Default for lowlat_client_options {
+    fn default() -> Self {
+        lowlat_client_options {
+            deadline_ns: 0,
+            bind_timeout_ns: 0,
+            spin: 0,
+            spin_us: 0,
+            slots: 0,
+            psk_file: std::ptr::null(),
+            encrypt: 0,
+        }
+    }
 }
 
 impl lowlat_client_options {
     /// The Rust client's configuration these options stand for.
-    pub(crate) fn config(&self) -> Result<runtime::ClientConfig, Failure> {
+    ///
+    /// # Safety
+    /// `psk_file` is NULL or a NUL-terminated string valid during the call.
+    pub(crate) unsafe fn config(&self) -> Result<runtime::ClientConfig, Failure> {
         let mut c = runtime::ClientConfig { spin: spin_policy(self.spin, self.spin_us)?, ..Default::default() };
         if self.deadline_ns > 0 {
             c.deadline = Duration::from_nanos(self.deadline_ns);
@@ -67,6 +91,13 @@ impl lowlat_client_options {
         if self.slots > 0 {
             c.slots = self.slots;
         }
+        if !self.psk_file.is_null() {
+            // SAFETY: not NULL (checked above), so a NUL-terminated string valid during the
+            // call, as this function's contract requires.
+            let path = unsafe { crate::ffi::str_arg(self.psk_file, "options->psk_file") }?;
+            c.psk = Some(runtime::read_psk_file(path)?);
+        }
+        c.encrypt = self.encrypt != 0;
         Ok(c)
     }
 }

@@ -13,6 +13,10 @@ use lowlat::{ProcError, Program, Server};
 
 /// Program 0x20000099 as api.c expects it.
 fn serve(uri: &str) -> Server {
+    serve_with(uri, lowlat::ServerConfig::default())
+}
+
+fn serve_with(uri: &str, cfg: lowlat::ServerConfig) -> Server {
     let program = Program::new(0x2000_0099, 1)
         .procedure(1, "ECHO", |_, args, reply| {
             reply.extend_from_slice(args);
@@ -30,7 +34,7 @@ fn serve(uri: &str) -> Server {
             reply.extend_from_slice(&(a - b).to_ne_bytes());
             Ok(())
         });
-    Server::builder().program(program).serve(&[uri]).unwrap()
+    Server::builder().program(program).config(cfg).serve(&[uri]).unwrap()
 }
 
 fn api_against(live: &str, dead: &str) {
@@ -62,4 +66,26 @@ fn api_over_tcp() {
 fn api_over_shm() {
     let dir = tempfile::tempdir().unwrap();
     api_against(&support::shm_uri(dir.path(), "live.sock"), &support::shm_uri(dir.path(), "nobody.sock"));
+}
+
+/// `lowlat_client_options`' key file and encryption (keyed.c), against a server that holds the
+/// key and encrypts every session.
+#[test]
+fn keyed_and_encrypted_clients_from_c() {
+    if support::skip("keyed", support::missing_gcc()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, b"thirty-two bytes of a shared key").unwrap();
+    let prog = support::gcc(dir.path(), &["keyed.c"], "keyed", &[]);
+    let cfg =
+        lowlat::ServerConfig { psk: Some(lowlat::read_psk_file(&key).unwrap()), encrypt: true, ..Default::default() };
+    let server = serve_with("udp://127.0.0.1:0", cfg);
+    let uri = server.local_uris()[0].clone();
+    let (code, out, err) =
+        support::run_bounded(std::process::Command::new(&prog).arg(&uri).arg(&key), Duration::from_secs(60));
+    server.shutdown();
+    assert_eq!(code, Some(0), "keyed {uri}:\n{out}{err}");
+    assert_eq!(out, "ok\n");
 }

@@ -1,6 +1,9 @@
 //! The duplicate-request cache of a UDP server: a retransmitted call (same xid, same client
 //! address, same bytes) is answered with the reply already sent instead of running again, so a
 //! non-idempotent procedure runs once per call however often the network makes the client resend.
+//! A cached reply goes only to the address its call came from: the same bytes from another
+//! address are another client's call (ONC RPC cannot tell), so a recorded call sent from a
+//! victim's address never has a kept reply reflected there.
 //!
 //! Bounded: the oldest entries are forgotten first, and their reply buffers are reused, so a
 //! server in steady state allocates nothing here.

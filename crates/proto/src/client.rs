@@ -255,13 +255,22 @@ impl Binder {
         match h.kind {
             Kind::BindRetry => {
                 // A copy of a round already answered, or anything that is no cookie: ignored
-                // (the retransmission timer stands).
-                let body = self.believe(frame, &h, body)?;
-                let cookie = Cookie::parse(body).ok()?;
+                // (the retransmission timer stands). Under a key a cookie round the client
+                // cannot verify (another key's server, or a forgery) is still answered: a
+                // cookie grants nothing, the server checks it, and so a server with another
+                // key gets the proof and says so in its counters (`bad_key`). Only verified
+                // rounds count towards the limit, so forgeries cannot exhaust it.
+                let verified = self.believe(frame, &h, body);
+                let payload = match verified {
+                    Some(p) => p,
+                    None if h.flags & flags::TAGGED != 0 => body.get(TAG_LEN..)?,
+                    None => body,
+                };
+                let cookie = Cookie::parse(payload).ok()?;
                 if self.cookie == Some(cookie) {
                     return None;
                 }
-                self.cookie_rounds += 1;
+                self.cookie_rounds += u32::from(verified.is_some());
                 if self.cookie_rounds > MAX_COOKIE_ROUNDS {
                     return Some(Err(BindError::Malformed("cookie (the server refused every one it gave)")));
                 }
@@ -334,6 +343,12 @@ impl Binder {
             }
             _ => None,
         }
+    }
+
+    /// [`BindError::Unauthenticated`] if answers this client could not verify have come (for a
+    /// caller whose channel failed before the deadline: a stream the server closed).
+    pub fn unauthenticated(&self, now: Instant) -> Option<BindError> {
+        self.unauthenticated.map(|refusal| BindError::Unauthenticated { refusal, after: now - self.started })
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) wants to be called: the next retransmission

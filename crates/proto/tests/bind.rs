@@ -236,18 +236,22 @@ fn key_mismatches_are_reported_but_only_a_refusal_under_the_key_is_believed() {
     // check a tag with, and nothing to lose by believing it).
     let refused = |(r, rounds): (Result<Bound, BindError>, usize)| (r.unwrap_err(), rounds);
     assert_eq!(refused(bind_from(&mut keyed, 1, request(1), None, now)), (BindError::Refused(Refusal::KeyRequired), 1));
-    // Another key: the server's cookie round is tagged under its key, which the client cannot
-    // check: not believed, so the client tries until its deadline and then says so.
+    // Another key: the server's answers are tagged under its key, which the client cannot
+    // check. The cookie is answered all the same (it grants nothing), so the server sees the
+    // wrong proof and counts it; its refusal is not believed, and the client tries until its
+    // deadline and then says what it was told.
     let (got, answers) = bind_to_the_end(&mut keyed, 1, request(2), Some(psk(2)), now);
     let after = Duration::from_secs(1);
-    assert_eq!(got.unwrap_err(), BindError::Unauthenticated { refusal: None, after });
-    assert!(answers.iter().all(|a| kind(a) == Kind::BindRetry), "only cookie rounds");
+    assert_eq!(got.unwrap_err(), BindError::Unauthenticated { refusal: Some(Refusal::BadKey), after });
+    assert!(answers.iter().any(|a| kind(a) == Kind::BindRefused));
     assert_eq!(keyed.session_count(), 0);
+    assert!(keyed.stats.refused.bad_key >= 1);
     // A key where the server has none: an untagged refusal, likewise.
     let mut open = server(ServerEngineConfig::default());
     let (got, _) = bind_to_the_end(&mut open, 1, request(3), Some(psk(1)), now);
     assert_eq!(got.unwrap_err(), BindError::Unauthenticated { refusal: Some(Refusal::KeyNotExpected), after });
-    assert_eq!(keyed.stats.refused.total(), 1);
+    let r = keyed.stats.refused;
+    assert_eq!((r.key_required, r.total()), (1, 1 + r.bad_key));
     // The right key: bound, keyed.
     assert!(bind(&mut keyed, 1, 4, Some(psk(1)), now).unwrap().session.keyed);
 }

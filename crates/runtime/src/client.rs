@@ -529,7 +529,12 @@ fn bind(
                     return Err(bind_error(shared_uri, program, version, e));
                 }
             }
-            Err(e) => return Err(bind_io_error(shared_uri, "bind", e)),
+            // A server that answered with what this client could not verify (another key's
+            // server, which then closes the unbound connection) is not "not running".
+            Err(e) => match binder.unauthenticated(Instant::now()) {
+                Some(u) => return Err(bind_error(shared_uri, program, version, u)),
+                None => return Err(bind_io_error(shared_uri, "bind", e)),
+            },
         }
     }
 }

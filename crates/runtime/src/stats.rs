@@ -76,6 +76,9 @@ counters! {
         refused_key_not_expected,
         /// Binds whose proof of the key was wrong.
         refused_bad_key,
+        /// Binds refused for encryption: not asked where the endpoint requires it, or asked
+        /// without a key.
+        refused_encryption,
         /// Cookies sent in answer to first binds (no state kept).
         cookies_issued,
         /// Binds whose cookie was forged, another address's, or expired.
@@ -118,6 +121,17 @@ counters! {
         malformed,
         /// Frames of keyed sessions whose tag was missing or wrong (dropped).
         mac_failures,
+        /// Frames of a session from an address its slot had not proven (nothing run, nothing
+        /// answered but a path challenge).
+        unproven,
+        /// Path challenges sent to such addresses.
+        path_challenges,
+        /// Addresses that answered a challenge (a client that moved, or a slot's first call).
+        paths_validated,
+        /// Path responses that were forged, another address's, or expired.
+        path_failures,
+        /// Answers not sent to an unproven address because they were larger than what it sent.
+        withheld,
         /// Datagrams or Ethernet frames dropped for a wrong CRC32C (over UDP: counted for the
         /// whole process).
         checksum_failures,

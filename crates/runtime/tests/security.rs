@@ -139,8 +139,9 @@ fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> low
 }
 
 /// Calls recorded and sent again, from the client's address or another, are answered from
-/// the saved result or dropped, never run; a recorded call altered to look new (a later call
-/// number) fails its tag. The server's counters say exactly that.
+/// the saved result (at the client's proven address) or with a path challenge (from another),
+/// never run; a recorded call altered to look new (a later call number) fails its tag. The
+/// server's counters say exactly that.
 #[test]
 fn replayed_and_forged_calls_never_run_and_are_counted() {
     let (program, counter) = lab_program_counting(Encoding::Native);
@@ -157,7 +158,7 @@ fn replayed_and_forged_calls_never_run_and_are_counted() {
     assert_eq!(calls.len(), 10);
     // The last call again, as the client sent it: its saved result is sent again.
     rec.up.send(&calls[9]).unwrap();
-    // Every call again, from another address: the old ones are stale, the last a duplicate.
+    // Every call again, from another address: each answered with a challenge only.
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
     for c in &calls {
         stranger.send_to(c, target).unwrap();
@@ -167,9 +168,10 @@ fn replayed_and_forged_calls_never_run_and_are_counted() {
     forged[16..20].copy_from_slice(&11u32.to_le_bytes());
     recrc(&mut forged);
     stranger.send_to(&forged, target).unwrap();
-    let s = settle(&server, |s| s.duplicates + s.stale + s.mac_failures >= 12);
+    let s = settle(&server, |s| s.duplicates + s.unproven + s.mac_failures >= 12);
     assert_eq!(counter.load(Ordering::SeqCst), 10, "nothing ran twice");
-    assert_eq!((s.calls, s.executed, s.duplicates, s.stale, s.mac_failures), (10, 10, 2, 9, 1), "{s:?}");
+    assert_eq!((s.calls, s.executed, s.duplicates, s.stale, s.mac_failures), (10, 10, 1, 0, 1), "{s:?}");
+    assert_eq!((s.unproven, s.path_challenges), (10, 10), "{s:?}");
     assert_eq!((s.binds_granted, s.cookies_issued, s.binds_refused, s.retransmits_received), (1, 1, 0, 0));
     // The binding goes on.
     assert_eq!(count(&client).unwrap(), 11);

@@ -2,23 +2,25 @@
 //! "working" answers, stale and forged frames), each optionally given the live call's token,
 //! slot and call number, and on a keyed session optionally sealed with the server's key, so the
 //! fuzzer reaches every branch, with timers firing as time moves on. The first byte chooses
-//! the session: reliable (bit 0), keyed (bit 1), and the first call's size. The slot never
+//! the session: reliable (bit 0), keyed (bit 1), sealed as well (bits 1 and 2: frames are then
+//! sealed with the server's AEAD key instead), and the first call's size. The slot never
 //! panics, completes each call at most once, and hands out results no larger than the session
-//! allows.
+//! allows; path challenges are answered.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use lowlat_proto::auth::{self, Side};
+use lowlat_proto::seal::{SealKeys, Sealer};
 use lowlat_proto::wire::{ByteOrder, Header};
-use lowlat_proto::{ClientEngineConfig, ClientSlot, Outcome, Psk, Session, HEADER_LEN, MAX_ERROR_MESSAGE};
+use lowlat_proto::{CipherKind, ClientEngineConfig, ClientSlot, Outcome, Psk, Session, HEADER_LEN, MAX_ERROR_MESSAGE};
 
 const MAX_MESSAGE: u32 = 16 << 10;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else { return };
-    let (reliable, keyed) = (mode & 1 != 0, mode & 2 != 0);
+    let (reliable, keyed, sealed) = (mode & 1 != 0, mode & 2 != 0, mode & 6 == 6);
     let session = Session {
         token: 0x1234_5678_9abc_def0,
         slots: 2,
@@ -29,11 +31,16 @@ fuzz_target!(|data: &[u8]| {
         generation: 3,
         reliable,
         keyed: false,
+        sealed: false,
     };
     let psk = Psk::new(b"the fuzzer's pre-shared key").unwrap();
     let client_keys = keyed.then(|| psk.session_keys(1, &[2; 16], session.token, Side::Client));
     let server_keys = psk.session_keys(1, &[2; 16], session.token, Side::Server);
-    let mut slot = ClientSlot::new(session, 1, ClientEngineConfig::default()).with_keys(client_keys);
+    let kind = CipherKind::ChaCha20Poly1305;
+    let client_seal = sealed.then(|| SealKeys::new(kind, &psk.seal_keys(1, &[2; 16], session.token, Side::Client)));
+    let mut server_sealer = Sealer::new(kind, &psk.seal_keys(1, &[2; 16], session.token, Side::Server).0);
+    let mut slot =
+        ClientSlot::new(session, 1, ClientEngineConfig::default()).with_keys(client_keys).with_seal(client_seal);
     let mut now = Instant::now();
     let start = |slot: &mut ClientSlot, now: Instant, size: usize| {
         slot.args_buf().resize(size, 0x5A);
@@ -51,7 +58,12 @@ fuzz_target!(|data: &[u8]| {
         }
         if op & 0x40 != 0 {
             if let Ok((h, body)) = Header::parse(&frame) {
-                frame = [auth::seal(&server_keys.send, h, body).as_bytes(), body].concat();
+                frame = if sealed {
+                    let (head, ct) = server_sealer.seal(h, body);
+                    [&head[..], ct].concat()
+                } else {
+                    [auth::seal(&server_keys.send, h, body).as_bytes(), body].concat()
+                };
             }
         }
         now += Duration::from_millis((op >> 1) as u64 % 16);

@@ -5,31 +5,38 @@
 //! keyed endpoint, sealed with that session's client key (so the fuzzer reaches calls,
 //! fragments, acknowledgements and probes behind the tags), with time moving on. The engine
 //! never panics, never holds more sessions than allowed, keeps its buffers within
-//! sessions x slots x message size, and sends every failed call's reason (here: whatever bytes
-//! the fuzzer gives) as bounded UTF-8.
+//! sessions x slots x message size, sends every failed call's reason (here: whatever bytes
+//! the fuzzer gives) as bounded UTF-8, and over datagrams never answers peers 2 and 3 (who
+//! cannot prove their addresses: the challenges' MACs are the server's) with more bytes than
+//! they sent. Bits 1 and
+//! 2 of the first byte together make the sessions sealed (frames encrypted).
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use lowlat_proto::auth;
-use lowlat_proto::wire::{BindRequest, ByteOrder, ErrorMessage, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
+use lowlat_proto::seal::SealKeys;
+use lowlat_proto::wire::{flags, BindRequest, ByteOrder, ErrorMessage, Header, Kind, BIND_RELIABLE, PROTOCOL_VERSION};
 use lowlat_proto::{
-    Binder, ClientEngineConfig, ErrorCode, FrameKeys, ProgramVersions, Psk, ServerEngineConfig, ServerEngine, Status, HEADER_LEN,
+    Binder, CipherKind, ClientEngineConfig, ErrorCode, FrameKeys, ProgramVersions, Psk, ServerEngineConfig, ServerEngine,
+    Status, HEADER_LEN,
 };
 
 const MAX_SESSIONS: usize = 4;
 const MAX_SLOTS: u16 = 4;
 const MAX_MESSAGE: u32 = 16 << 10;
 
-/// Binds from `peer` as an honest client; returns the token and the client's keys.
+/// Binds from `peer` as an honest client (sealed if `sealed`); returns the token and the
+/// client's keys.
 fn bind(
     engine: &mut ServerEngine<u8>,
     peer: u8,
     reliable: bool,
     psk: Option<Psk>,
+    sealed: bool,
     now: Instant,
-) -> (u64, Option<FrameKeys>) {
+) -> (u64, Option<FrameKeys>, Option<SealKeys>) {
     let req = BindRequest {
         program: 7,
         version: 1,
@@ -44,7 +51,8 @@ fn bind(
         nonce: peer as u64,
     };
     let cfg = ClientEngineConfig::default();
-    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
+    let seal = sealed.then_some(CipherKind::ChaCha20Poly1305);
+    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk).with_seal(seal);
     let mut to_server = Vec::new();
     binder.start(now, &mut |h, b| to_server.push([h, b].concat()));
     for _ in 0..3 {
@@ -54,7 +62,7 @@ fn bind(
         }
         for f in to_client {
             if let Some(Ok(b)) = binder.handle(&f, now, &mut |h, b| to_server.push([h, b].concat())) {
-                return (b.session.token, b.keys);
+                return (b.session.token, b.keys, b.seal);
             }
         }
     }
@@ -63,7 +71,7 @@ fn bind(
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else { return };
-    let (reliable, keyed) = (mode & 1 != 0, mode & 2 != 0);
+    let (reliable, keyed, sealed) = (mode & 1 != 0, mode & 2 != 0, mode & 6 == 6);
     let psk = keyed.then(|| Psk::new(b"the fuzzer's pre-shared key").unwrap());
     let mut engine: ServerEngine<u8> = ServerEngine::new(ServerEngineConfig {
         programs: vec![ProgramVersions { program: 7, low: 1, high: 2 }],
@@ -81,7 +89,8 @@ fuzz_target!(|data: &[u8]| {
         ..ServerEngineConfig::default()
     });
     let mut now = Instant::now();
-    let sessions = [bind(&mut engine, 0, reliable, psk.clone(), now), bind(&mut engine, 1, reliable, psk, now)];
+    let mut sessions =
+        [bind(&mut engine, 0, reliable, psk.clone(), sealed, now), bind(&mut engine, 1, reliable, psk, sealed, now)];
     let mut sent = 0usize;
     // Each frame: op, peer, length (2 bytes), then that many bytes.
     while let &[op, peer, l0, l1, ref tail @ ..] = rest {
@@ -89,20 +98,30 @@ fuzz_target!(|data: &[u8]| {
         let mut frame = tail[..len].to_vec();
         rest = &tail[len..];
         let peer = peer % 4;
-        let (token, keys) = &sessions[(op >> 1) as usize & 1];
+        let (token, keys, seal) = &mut sessions[(op >> 1) as usize & 1];
         if op & 1 != 0 && frame.len() >= HEADER_LEN {
             frame[8..16].copy_from_slice(&token.to_le_bytes());
         }
         if op & 0x20 != 0 {
-            // Sealed as the session's client would: a valid tag over whatever the header says.
+            // Sealed as the session's client would: a valid tag (or AEAD) over whatever the
+            // header says.
             if let (Some(k), Ok((h, body))) = (keys, Header::parse(&frame)) {
-                frame = [auth::seal(&k.send, h, body).as_bytes(), body].concat();
+                frame = match seal {
+                    Some(s) => {
+                        let (head, ct) = s.send.seal(h, body);
+                        [&head[..], ct].concat()
+                    }
+                    None => [auth::seal(&k.send, h, body).as_bytes(), body].concat(),
+                };
             }
         }
+        // Over datagrams (a stream's handshake proves its address).
+        let limit = if peer >= 2 && !reliable { frame.len() } else { usize::MAX };
         now += Duration::from_millis((op >> 2) as u64 % 8);
-        let mut out = |_: &u8, h: &[u8], b: &[u8]| {
-            let (h, _) = Header::parse(h).expect("the engine sends well-formed headers");
-            if h.kind == Kind::Error {
+        let mut out = |to: &u8, head: &[u8], b: &[u8]| {
+            assert!(*to != peer || head.len() + b.len() <= limit, "amplification towards an unproven address");
+            let (h, _) = Header::parse(head).expect("the engine sends well-formed headers");
+            if h.kind == Kind::Error && h.flags & flags::SEALED == 0 {
                 assert!(ErrorMessage::parse(b).is_ok(), "an error's reason is bounded UTF-8");
                 assert_eq!(h.total_len as usize, b.len());
             }

@@ -819,7 +819,7 @@ impl SlotState {
             return None;
         }
         let body = match &self.keys {
-            None if opened => body, // not reached: an unkeyed slot has no opener
+            // An unkeyed slot has no opener: `opened` is false there.
             None => body,
             Some(_) if opened => body,
             Some(k) => {

@@ -125,9 +125,9 @@ impl Psk {
         m.verify_truncated_left(proof).is_ok()
     }
 
-    /// The frame keys of the session `token`, bound with `client_nonce` and the server's nonce
-    /// (the cookie's MAC), as `side` uses them.
-    pub fn session_keys(&self, client_nonce: u64, server_nonce: &Tag, token: u64, side: Side) -> FrameKeys {
+    /// One key per direction for the session `token`, bound with `client_nonce` and the
+    /// server's nonce, for `purpose`: (client to server, server to client).
+    fn directions(&self, purpose: &[u8], client_nonce: u64, server_nonce: &Tag, token: u64) -> ([u8; 32], [u8; 32]) {
         let mut info = [0u8; 8 + TAG_LEN + 8 + 1];
         info[..8].copy_from_slice(&client_nonce.to_le_bytes());
         info[8..8 + TAG_LEN].copy_from_slice(server_nonce);
@@ -135,10 +135,17 @@ impl Psk {
         let mut key = |direction: u8| {
             info[8 + TAG_LEN + 8] = direction;
             let mut k = [0u8; 32];
-            self.prk.expand_multi_info(&[b"lowlat 2 frames", &info], &mut k).expect("32 bytes is a valid length");
-            FrameKey(keyed(&k))
+            self.prk.expand_multi_info(&[purpose, &info], &mut k).expect("32 bytes is a valid length");
+            k
         };
-        let (to_server, to_client) = (key(b'S'), key(b'C'));
+        (key(b'S'), key(b'C'))
+    }
+
+    /// The frame keys of the session `token`, bound with `client_nonce` and the server's nonce
+    /// (the cookie's MAC), as `side` uses them.
+    pub fn session_keys(&self, client_nonce: u64, server_nonce: &Tag, token: u64, side: Side) -> FrameKeys {
+        let (to_server, to_client) = self.directions(b"lowlat 2 frames", client_nonce, server_nonce, token);
+        let (to_server, to_client) = (FrameKey(keyed(&to_server)), FrameKey(keyed(&to_client)));
         let unbound = self.unbound.clone();
         match side {
             Side::Client => FrameKeys { send: to_server, recv: to_client, unbound },
@@ -149,17 +156,7 @@ impl Psk {
     /// The AEAD keys of a sealed session (`crate::seal`), from the same inputs as
     /// [`session_keys`](Self::session_keys)': (what this side sends with, what it receives with).
     pub fn seal_keys(&self, client_nonce: u64, server_nonce: &Tag, token: u64, side: Side) -> ([u8; 32], [u8; 32]) {
-        let mut info = [0u8; 8 + TAG_LEN + 8 + 1];
-        info[..8].copy_from_slice(&client_nonce.to_le_bytes());
-        info[8..8 + TAG_LEN].copy_from_slice(server_nonce);
-        info[8 + TAG_LEN..8 + TAG_LEN + 8].copy_from_slice(&token.to_le_bytes());
-        let mut key = |direction: u8| {
-            info[8 + TAG_LEN + 8] = direction;
-            let mut k = [0u8; 32];
-            self.prk.expand_multi_info(&[b"lowlat 2 seal", &info], &mut k).expect("32 bytes is a valid length");
-            k
-        };
-        let (to_server, to_client) = (key(b'S'), key(b'C'));
+        let (to_server, to_client) = self.directions(b"lowlat 2 seal", client_nonce, server_nonce, token);
         match side {
             Side::Client => (to_server, to_client),
             Side::Server => (to_client, to_server),
@@ -296,6 +293,15 @@ impl Hasher for MacHasher {
     }
 }
 
+/// The address, a 64-bit value (a bind's nonce, a session's token) and the epoch, into a MAC
+/// begun under the epoch's key: the shape of cookies and path challenges.
+fn mac_tail<A: Hash>(mut h: MacHasher, addr: &A, value: u64, epoch: u32) -> HmacSha256 {
+    addr.hash(&mut h);
+    h.0.update(&value.to_le_bytes());
+    h.0.update(&epoch.to_le_bytes());
+    h.0
+}
+
 /// The server's secret: stateless bind cookies under keys that rotate every `period` (a cookie
 /// is good in the period it was made and the next, so it expires after at most two), and the
 /// random bits of session tokens. Keys come from the secret and time from the caller: nothing
@@ -357,11 +363,8 @@ impl ServerSecret {
     }
 
     fn cookie_mac<A: Hash>(&mut self, from: &A, nonce: u64, epoch: u32) -> HmacSha256 {
-        let mut h = MacHasher(self.cookie_key(epoch));
-        from.hash(&mut h);
-        h.0.update(&nonce.to_le_bytes());
-        h.0.update(&epoch.to_le_bytes());
-        h.0
+        let h = MacHasher(self.cookie_key(epoch));
+        mac_tail(h, from, nonce, epoch)
     }
 
     /// A cookie binding the client at `from` and its bind `nonce` to the current epoch.
@@ -370,22 +373,23 @@ impl ServerSecret {
         Cookie { epoch, mac: truncated(self.cookie_mac(from, nonce, epoch)) }
     }
 
+    /// Whether something made in `epoch` is still good at `now`: in this epoch or the one before.
+    fn current(&mut self, epoch: u32, now: Instant) -> bool {
+        let now = self.epoch(now);
+        epoch == now || epoch.wrapping_add(1) == now
+    }
+
     /// Whether `cookie` was issued to `from` for `nonce` in this epoch or the one before.
     pub fn check_cookie<A: Hash>(&mut self, from: &A, nonce: u64, cookie: &Cookie, now: Instant) -> bool {
-        let epoch = self.epoch(now);
-        if cookie.epoch != epoch && cookie.epoch.wrapping_add(1) != epoch {
-            return false;
-        }
-        self.cookie_mac(from, nonce, cookie.epoch).verify_truncated_left(&cookie.mac).is_ok()
+        self.current(cookie.epoch, now)
+            && self.cookie_mac(from, nonce, cookie.epoch).verify_truncated_left(&cookie.mac).is_ok()
     }
 
     fn path_mac<A: Hash>(&mut self, to: &A, token: u64, epoch: u32) -> HmacSha256 {
+        // "path" first: a path challenge is never a cookie for a nonce equal to the token.
         let mut h = MacHasher(self.cookie_key(epoch));
         h.0.update(b"path");
-        to.hash(&mut h);
-        h.0.update(&token.to_le_bytes());
-        h.0.update(&epoch.to_le_bytes());
-        h.0
+        mac_tail(h, to, token, epoch)
     }
 
     /// A challenge that only a receiver at `to` can answer, for the session `token`.
@@ -399,11 +403,7 @@ impl ServerSecret {
 
     /// Whether `c` is a challenge made for `from` and `token` in this epoch or the one before.
     pub fn check_path<A: Hash>(&mut self, from: &A, token: u64, c: &PathChallenge, now: Instant) -> bool {
-        let epoch = self.epoch(now);
-        if c.epoch != epoch && c.epoch.wrapping_add(1) != epoch {
-            return false;
-        }
-        self.path_mac(from, token, c.epoch).verify_truncated_left(&c.mac).is_ok()
+        self.current(c.epoch, now) && self.path_mac(from, token, c.epoch).verify_truncated_left(&c.mac).is_ok()
     }
 
     /// 32 bits no one can predict without the secret, the `n`th of them.
@@ -443,6 +443,30 @@ mod tests {
         assert!(!other.check_cookie(&1u16, 42, &c, t0));
         assert_ne!(s.random_bits(1), s.random_bits(2));
         assert_ne!(s.random_bits(1), other.random_bits(1));
+    }
+
+    #[test]
+    fn path_challenges_are_bound_to_address_token_and_time_and_are_no_cookies() {
+        let mut s = ServerSecret::new(&[7; 32], Duration::from_secs(60));
+        let t0 = Instant::now();
+        let c = s.path_challenge(&1u16, 42, t0);
+        assert!(s.check_path(&1u16, 42, &c, t0));
+        assert!(!s.check_path(&2u16, 42, &c, t0), "another address");
+        assert!(!s.check_path(&1u16, 43, &c, t0), "another session");
+        assert!(s.check_path(&1u16, 42, &c, t0 + Duration::from_secs(119)));
+        assert!(!s.check_path(&1u16, 42, &c, t0 + Duration::from_secs(120)), "expired");
+        let cookie = s.issue_cookie(&1u16, 42, t0);
+        assert_ne!(cookie.mac[..PathChallenge::MAC_LEN], c.mac, "a cookie for nonce = token is no challenge");
+    }
+
+    #[test]
+    fn bind_answers_are_tagged_over_the_nonce() {
+        let psk = Psk::new(b"sixteen byte key").unwrap();
+        let t = psk.bind_answer_tag(b"head", b"body", 7);
+        assert!(psk.check_bind_answer(b"head", b"body", 7, &t));
+        assert!(!psk.check_bind_answer(b"head", b"body", 8, &t), "another bind's");
+        assert!(!psk.check_bind_answer(b"head", b"bodY", 7, &t));
+        assert!(!Psk::new(b"sixteen byte kez").unwrap().check_bind_answer(b"head", b"body", 7, &t));
     }
 
     #[test]

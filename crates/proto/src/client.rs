@@ -943,7 +943,7 @@ impl SlotState {
     /// call's whole result with exactly the header the server sends for one
     /// ([`Header::whole_result`]); the call is then complete. Compared byte for byte, not
     /// decoded: over shared memory this is most of what a reply costs the client. `None` for
-    /// anything else (and on an unreliable session): give the frame to [`handle`](Self::handle),
+    /// anything else (and on an unreliable session): give the frame to [`handle`](ClientSlot::handle),
     /// which treats every case.
     #[inline]
     pub fn take_whole_result<'a>(&mut self, frame: &'a [u8]) -> Option<&'a [u8]> {

@@ -52,6 +52,37 @@ fn deliver(s: &mut ServerEngine<u16>, from: u16, frames: &[Vec<u8>], now: Instan
     back
 }
 
+/// What driving a bind came to: the outcome if one came within five rounds, the rounds it took,
+/// the server's answers, and the binder (for its deadline).
+struct Driven {
+    outcome: Option<Result<Bound, BindError>>,
+    rounds: usize,
+    answers: Frames,
+    binder: Binder,
+}
+
+/// Runs `binder` against the server from `from` through every round the server asks for (five
+/// at most).
+fn drive(s: &mut ServerEngine<u16>, from: u16, mut binder: Binder, now: Instant) -> Driven {
+    let mut to_server = Frames::new();
+    let mut answers = Frames::new();
+    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
+    for rounds in 1..=5 {
+        for r in deliver(s, from, &std::mem::take(&mut to_server), now) {
+            let outcome = binder.handle(&r, now, &mut |h, b| to_server.push(frame(h, b)));
+            answers.push(r);
+            if outcome.is_some() {
+                return Driven { outcome, rounds, answers, binder };
+            }
+        }
+    }
+    Driven { outcome: None, rounds: 5, answers, binder }
+}
+
+fn binder(req: BindRequest, psk: Option<Psk>, now: Instant) -> Binder {
+    Binder::new(req, &ClientEngineConfig::default(), now, now + Duration::from_secs(1)).with_key(psk)
+}
+
 /// Binds from `from` with `nonce` (and `psk`) through every round the server asks for; returns
 /// the outcome and the rounds it took.
 fn bind_from(
@@ -61,19 +92,8 @@ fn bind_from(
     psk: Option<Psk>,
     now: Instant,
 ) -> (Result<Bound, BindError>, usize) {
-    let cfg = ClientEngineConfig::default();
-    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
-    let mut to_server = Frames::new();
-    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
-    for round in 1..=5 {
-        let replies = deliver(s, from, &std::mem::take(&mut to_server), now);
-        for r in &replies {
-            if let Some(outcome) = binder.handle(r, now, &mut |h, b| to_server.push(frame(h, b))) {
-                return (outcome, round);
-            }
-        }
-    }
-    panic!("no outcome within five rounds");
+    let d = drive(s, from, binder(req, psk, now), now);
+    (d.outcome.expect("no outcome within five rounds"), d.rounds)
 }
 
 fn bind(s: &mut ServerEngine<u16>, from: u16, nonce: u64, psk: Option<Psk>, now: Instant) -> Result<Bound, BindError> {
@@ -209,23 +229,12 @@ fn bind_to_the_end(
     psk: Option<Psk>,
     now: Instant,
 ) -> (Result<Bound, BindError>, Frames) {
-    let cfg = ClientEngineConfig::default();
-    let mut binder = Binder::new(req, &cfg, now, now + Duration::from_secs(1)).with_key(psk);
-    let mut to_server = Frames::new();
-    let mut answers = Frames::new();
-    binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
-    for _ in 0..5 {
-        let replies = deliver(s, from, &std::mem::take(&mut to_server), now);
-        for r in &replies {
-            answers.push(r.clone());
-            if let Some(outcome) = binder.handle(r, now, &mut |h, b| to_server.push(frame(h, b))) {
-                return (outcome, answers);
-            }
-        }
-    }
-    let end = now + Duration::from_secs(1);
-    let e = binder.handle_timeout(end, &mut |_, _| {}).expect("the deadline passed");
-    (Err(e), answers)
+    let mut d = drive(s, from, binder(req, psk, now), now);
+    let outcome = d.outcome.unwrap_or_else(|| {
+        let end = now + Duration::from_secs(1);
+        Err(d.binder.handle_timeout(end, &mut |_, _| {}).expect("the deadline passed"))
+    });
+    (outcome, d.answers)
 }
 
 #[test]
@@ -260,8 +269,7 @@ fn key_mismatches_are_reported_but_only_a_refusal_under_the_key_is_believed() {
 fn a_forged_refusal_does_not_stop_a_keyed_bind() {
     let now = Instant::now();
     let mut s = server(ServerEngineConfig { psk: Some(psk(1)), ..ServerEngineConfig::default() });
-    let cfg = ClientEngineConfig::default();
-    let mut binder = Binder::new(request(8), &cfg, now, now + Duration::from_secs(1)).with_key(Some(psk(1)));
+    let mut binder = binder(request(8), Some(psk(1)), now);
     let mut to_server = Frames::new();
     binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
     // An attacker on the path answers first: an untagged "the two keys differ", then one with
@@ -437,20 +445,8 @@ fn sealed_sessions_hide_bodies_and_are_refused_where_they_cannot_be() {
     for cipher in [CipherKind::Aes256Gcm, CipherKind::ChaCha20Poly1305] {
         let mut s =
             server(ServerEngineConfig { psk: Some(psk(1)), require_sealed: true, ..ServerEngineConfig::default() });
-        let cfg = ClientEngineConfig::default();
         let bind_sealed = |s: &mut ServerEngine<u16>, seal: Option<CipherKind>, key: Option<Psk>| {
-            let mut binder =
-                Binder::new(request(5), &cfg, now, now + Duration::from_secs(1)).with_key(key).with_seal(seal);
-            let mut to_server = Frames::new();
-            binder.start(now, &mut |h, b| to_server.push(frame(h, b)));
-            for _ in 0..3 {
-                for r in deliver(s, 1, &std::mem::take(&mut to_server), now) {
-                    if let Some(o) = binder.handle(&r, now, &mut |h, b| to_server.push(frame(h, b))) {
-                        return o;
-                    }
-                }
-            }
-            panic!("no outcome");
+            drive(s, 1, binder(request(5), key, now).with_seal(seal), now).outcome.expect("an outcome")
         };
         assert_eq!(
             bind_sealed(&mut s, None, Some(psk(1))).unwrap_err(),
@@ -458,8 +454,9 @@ fn sealed_sessions_hide_bodies_and_are_refused_where_they_cannot_be() {
         );
         let bound = bind_sealed(&mut s, Some(cipher), Some(psk(1))).unwrap();
         assert!(bound.session.sealed && bound.seal.is_some());
-        let mut slot =
-            ClientSlot::new(bound.session, 0, cfg).with_keys(bound.keys.clone()).with_seal(bound.seal.clone());
+        let mut slot = ClientSlot::new(bound.session, 0, ClientEngineConfig::default())
+            .with_keys(bound.keys.clone())
+            .with_seal(bound.seal.clone());
         let secret = b"attack at dawn, bring 1440 bytes";
         let sent = call(&mut slot, secret, now);
         assert!(!sent[0].windows(secret.len()).any(|w| w == secret), "the body is not in clear");

@@ -439,9 +439,10 @@ fn bind_error(uri: &str, program: u32, version: u32, e: BindError) -> Error {
         },
         BindError::Timeout { after } => Error::BindTimeout { uri, after },
         BindError::Unauthenticated { refusal, after } => Error::UnauthenticatedRefusal {
-            claim: refusal.map(|r| match bind_error(&uri, program, version, BindError::Refused(r)) {
-                // The claim in the server's words, without the endpoint again.
-                e => e.to_string().trim_start_matches(&format!("{uri}: ")).to_string(),
+            // The claim in the server's words, without the endpoint again.
+            claim: refusal.map(|r| {
+                let e = bind_error(&uri, program, version, BindError::Refused(r));
+                e.to_string().trim_start_matches(&format!("{uri}: ")).to_string()
             }),
             uri,
             after,

@@ -6,15 +6,15 @@
 //! through a faulty network.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Psk, Server, ServerConfig};
 use lowlat_relay::{Faults, Probability, RelayThread};
 
 mod common;
-use common::{lab_program_counting, Encoding, Lab, PROG};
+use common::{lab_program_counting, settle, Encoding, Lab, OnPath, PROG};
 
 fn psk() -> Psk {
     Psk::new(b"thirty-two bytes of a shared key").unwrap()
@@ -24,97 +24,10 @@ fn udp_target(server: &Server) -> SocketAddr {
     server.local_uris()[0].trim_start_matches("udp://").parse().unwrap()
 }
 
-/// A forwarder between one client and a server that records what the client sends, can move
-/// the client to another source address (a new upstream socket: NAT rebinding), and can answer
-/// the client's binds with a forged, untagged refusal before forwarding them.
-struct OnPath {
-    addr: SocketAddr,
-    server: SocketAddr,
-    up: Arc<Mutex<UdpSocket>>,
-    sent: Arc<Mutex<Vec<Vec<u8>>>>,
-    forge_refusals: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-fn upstream(server: SocketAddr) -> UdpSocket {
-    let up = UdpSocket::bind("127.0.0.1:0").unwrap();
-    up.connect(server).unwrap();
-    up.set_nonblocking(true).unwrap();
-    up
-}
-
-/// A datagram's CRC32C trailer (the checksum is on by default).
-fn with_crc(mut d: Vec<u8>) -> Vec<u8> {
-    let crc = crc32c::crc32c(&d);
-    d.extend_from_slice(&crc.to_le_bytes());
-    d
-}
-
-impl OnPath {
-    fn start(server: SocketAddr) -> OnPath {
-        let down = UdpSocket::bind("127.0.0.1:0").unwrap();
-        down.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
-        let addr = down.local_addr().unwrap();
-        let up = Arc::new(Mutex::new(upstream(server)));
-        let sent = Arc::new(Mutex::new(Vec::new()));
-        let (forge_refusals, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        let thread = {
-            let (up, sent, forge, stop) = (up.clone(), sent.clone(), forge_refusals.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 65536];
-                let mut client = None;
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = down.recv_from(&mut buf) {
-                        client = Some(from);
-                        let d = &buf[..n];
-                        sent.lock().unwrap().push(d.to_vec());
-                        if forge.load(Ordering::Relaxed) && d.len() >= 32 && d[3] == 1 {
-                            // "The two keys differ", untagged, echoing the bind's nonce bits.
-                            let mut h = [0u8; 32];
-                            h[..4].copy_from_slice(&[b'L', b'l', 2, 3]);
-                            h[16..20].copy_from_slice(&d[16..20]);
-                            let refusal = [&h[..], &8u32.to_le_bytes(), &[0u8; 8]].concat();
-                            let _ = down.send_to(&with_crc(refusal), from);
-                        }
-                        let _ = up.lock().unwrap().send(d);
-                    }
-                    let got = up.lock().unwrap().recv(&mut buf);
-                    if let (Ok(n), Some(to)) = (got, client) {
-                        let _ = down.send_to(&buf[..n], to);
-                    }
-                }
-            })
-        };
-        OnPath { addr, server, up, sent, forge_refusals, stop, thread: Some(thread) }
-    }
-
-    fn uri(&self) -> String {
-        format!("udp://{}", self.addr)
-    }
-
-    /// The client's datagrams from now on leave from another address.
-    fn migrate(&self) {
-        *self.up.lock().unwrap() = upstream(self.server);
-    }
-
-    /// The recorded call datagrams (kind 4).
-    fn calls(&self) -> Vec<Vec<u8>> {
-        self.sent.lock().unwrap().iter().filter(|d| d.len() >= 32 && d[3] == 4).cloned().collect()
-    }
-
-    fn all_sent(&self) -> Vec<Vec<u8>> {
-        self.sent.lock().unwrap().clone()
-    }
-}
-
-impl Drop for OnPath {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// The lab interface served over udp with `cfg`, with its COUNT counter.
+fn lab_over_udp(cfg: ServerConfig) -> (Server, Arc<AtomicU64>) {
+    let (program, counter) = lab_program_counting(Encoding::Native);
+    (Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap(), counter)
 }
 
 /// Every datagram `sock` receives within `wait`, in bytes.
@@ -129,27 +42,13 @@ fn bytes_received(sock: &UdpSocket, wait: Duration) -> usize {
     total
 }
 
-/// Waits until the server's counters satisfy `done`.
-fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> lowlat::EndpointStats {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let s = server.stats()[0].1;
-        if done(&s) || Instant::now() > end {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The reflection of the security review: a keyed client's MAXRESULT(20000) call, recorded and
 /// sent ten times from another address. Before, each brought back the kept 20,052-byte result
 /// (x358); now each brings a path challenge no larger than the call, and nothing runs.
 #[test]
 fn a_recorded_call_sent_from_another_address_reflects_nothing() {
     for key in [Some(psk()), None] {
-        let (program, counter) = lab_program_counting(Encoding::Native);
-        let cfg = ServerConfig { psk: key.clone(), ..ServerConfig::default() };
-        let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+        let (server, counter) = lab_over_udp(ServerConfig { psk: key.clone(), ..ServerConfig::default() });
         let path = OnPath::start(udp_target(&server));
         let cfg = ClientConfig { psk: key.clone(), slots: 1, ..ClientConfig::default() };
         let client = Client::connect_with(&path.uri(), PROG, 1, cfg).unwrap();
@@ -177,9 +76,7 @@ fn a_recorded_call_sent_from_another_address_reflects_nothing() {
 #[test]
 fn a_client_whose_address_changes_proves_it_and_goes_on() {
     for key in [Some(psk()), None] {
-        let (program, counter) = lab_program_counting(Encoding::Native);
-        let cfg = ServerConfig { psk: key.clone(), ..ServerConfig::default() };
-        let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+        let (server, counter) = lab_over_udp(ServerConfig { psk: key.clone(), ..ServerConfig::default() });
         let path = OnPath::start(udp_target(&server));
         let cfg =
             ClientConfig { psk: key.clone(), slots: 1, spin: lowlat::SpinPolicy::Forever, ..ClientConfig::default() };
@@ -213,9 +110,11 @@ fn a_client_whose_address_changes_proves_it_and_goes_on() {
 /// expires on time, as an untouched one does.
 #[test]
 fn replays_from_another_address_keep_no_session_alive() {
-    let (program, _) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { psk: Some(psk()), session_idle: Duration::from_millis(800), ..ServerConfig::default() };
-    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let (server, _) = lab_over_udp(ServerConfig {
+        psk: Some(psk()),
+        session_idle: Duration::from_millis(800),
+        ..ServerConfig::default()
+    });
     let path = OnPath::start(udp_target(&server));
     let cfg = ClientConfig { psk: Some(psk()), slots: 1, ..ClientConfig::default() };
     let client = Client::connect_with(&path.uri(), PROG, 1, cfg).unwrap();
@@ -237,9 +136,7 @@ fn replays_from_another_address_keep_no_session_alive() {
 /// holds the right key: it binds and calls.
 #[test]
 fn a_refusal_forged_on_the_path_does_not_stop_a_keyed_client() {
-    let (program, _) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { psk: Some(psk()), ..ServerConfig::default() };
-    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let (server, _) = lab_over_udp(ServerConfig { psk: Some(psk()), ..ServerConfig::default() });
     let path = OnPath::start(udp_target(&server));
     path.forge_refusals.store(true, Ordering::Relaxed);
     let cfg = ClientConfig { psk: Some(psk()), slots: 1, ..ClientConfig::default() };
@@ -254,9 +151,7 @@ fn a_refusal_forged_on_the_path_does_not_stop_a_keyed_client() {
 fn refusals_a_keyed_client_cannot_verify_are_reported_as_unauthenticated() {
     let other = Psk::new(b"another thirty-two byte long key").unwrap();
     for server_key in [None, Some(other)] {
-        let (program, _) = lab_program_counting(Encoding::Native);
-        let cfg = ServerConfig { psk: server_key.clone(), ..ServerConfig::default() };
-        let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+        let (server, _) = lab_over_udp(ServerConfig { psk: server_key.clone(), ..ServerConfig::default() });
         let bind_timeout = Duration::from_millis(400);
         let cfg = ClientConfig { psk: Some(psk()), bind_timeout, ..ClientConfig::default() };
         let started = Instant::now();
@@ -276,9 +171,8 @@ fn refusals_a_keyed_client_cannot_verify_are_reported_as_unauthenticated() {
 /// the frames (a client with the key but without encryption is refused).
 #[test]
 fn encrypted_sessions_hide_bodies_and_keep_exactly_once_through_faults() {
-    let (program, counter) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { psk: Some(psk()), encrypt: true, checksum: false, ..ServerConfig::default() };
-    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let (server, counter) =
+        lab_over_udp(ServerConfig { psk: Some(psk()), encrypt: true, checksum: false, ..ServerConfig::default() });
     // In clear on the wire? Through a recorder first.
     let path = OnPath::start(udp_target(&server));
     let enc = ClientConfig { psk: Some(psk()), encrypt: true, checksum: false, slots: 2, ..ClientConfig::default() };

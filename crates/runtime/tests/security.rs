@@ -3,15 +3,15 @@
 //! allowlists drop strangers; and the counters say exactly what happened.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Program, Psk, Server, ServerConfig};
 use lowlat_relay::{Faults, Probability, RelayThread};
 
 mod common;
-use common::{lab_program_counting, Encoding, Lab, PROG};
+use common::{lab_program_counting, settle, Encoding, Lab, OnPath, PROG};
 
 fn psk() -> Psk {
     Psk::new(b"thirty-two bytes of a shared key").unwrap()
@@ -64,78 +64,11 @@ fn frames_altered_in_flight_are_dropped_and_the_calls_complete() {
     assert!(c.retransmissions > 0);
 }
 
-/// A forwarder between a client and a server that keeps every datagram the client sends, to
-/// replay them.
-struct Recorder {
-    addr: SocketAddr,
-    up: Arc<UdpSocket>,
-    sent: Arc<Mutex<Vec<Vec<u8>>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Recorder {
-    fn start(server: SocketAddr) -> Recorder {
-        let down = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let up = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
-        up.connect(server).unwrap();
-        for s in [&down, &*up] {
-            s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
-        }
-        let (sent, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
-        let addr = down.local_addr().unwrap();
-        let thread = {
-            let (up, sent, stop) = (up.clone(), sent.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 65536];
-                let mut client = None;
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = down.recv_from(&mut buf) {
-                        client = Some(from);
-                        sent.lock().unwrap().push(buf[..n].to_vec());
-                        let _ = up.send(&buf[..n]);
-                    }
-                    if let (Ok(n), Some(to)) = (up.recv(&mut buf), client) {
-                        let _ = down.send_to(&buf[..n], to);
-                    }
-                }
-            })
-        };
-        Recorder { addr, up, sent, stop, thread: Some(thread) }
-    }
-
-    /// The recorded call frames (kind 4), as sent (their CRC32C included).
-    fn calls(&self) -> Vec<Vec<u8>> {
-        self.sent.lock().unwrap().iter().filter(|d| d.len() >= 32 && d[3] == 4).cloned().collect()
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// With the checksum on, a datagram's CRC32C after it is rewritten.
 fn recrc(d: &mut [u8]) {
     let n = d.len() - 4;
     let crc = crc32c::crc32c(&d[..n]);
     d[n..].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Waits until the server's counters satisfy `done` (the datagrams sent are on their way).
-fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> lowlat::EndpointStats {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let s = server.stats()[0].1;
-        if done(&s) || Instant::now() > end {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Calls recorded and sent again, from the client's address or another, are answered from
@@ -148,16 +81,16 @@ fn replayed_and_forged_calls_never_run_and_are_counted() {
     let cfg = ServerConfig { psk: Some(psk()), ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
-    let rec = Recorder::start(target);
+    let rec = OnPath::start(target);
     let cfg = ClientConfig { psk: Some(psk()), slots: 1, engine: patient(), ..ClientConfig::default() };
-    let client = Client::connect_with(&format!("udp://{}", rec.addr), PROG, 1, cfg).unwrap();
+    let client = Client::connect_with(&rec.uri(), PROG, 1, cfg).unwrap();
     for i in 1..=10 {
         assert_eq!(count(&client).unwrap(), i);
     }
     let calls = rec.calls();
     assert_eq!(calls.len(), 10);
     // The last call again, as the client sent it: its saved result is sent again.
-    rec.up.send(&calls[9]).unwrap();
+    rec.send_upstream(&calls[9]);
     // Every call again, from another address: each answered with a challenge only.
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
     for c in &calls {

@@ -4,11 +4,12 @@
 //! over ONC RPC). Each test binary uses a part of this module.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, DecodeError, Error, ProcError, Program};
+use lowlat::{Client, DecodeError, Error, ProcError, Program, Server};
 
 pub const PROG: u32 = 0x2000_4C4C;
 pub const NULL: u32 = 0;
@@ -275,4 +276,116 @@ fn expect_len(c: &Client, proc_no: u32, r: &[u8], n: usize) -> Result<(), Error>
 /// [`Lab::check`] over a binding in lowlat's native encoding.
 pub fn check_lab_procedures(c: &Client, t: u8, sizes: &[usize]) {
     Lab::new(c).check(t, sizes)
+}
+
+/// Waits (5 s at most) until the first endpoint's counters satisfy `done` (datagrams sent are on
+/// their way); returns them.
+pub fn settle(server: &Server, done: impl Fn(&lowlat::EndpointStats) -> bool) -> lowlat::EndpointStats {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = server.stats()[0].1;
+        if done(&s) || Instant::now() > end {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A forwarder between one client and a server that records what the client sends, can move
+/// the client to another source address (a new upstream socket: NAT rebinding), and can answer
+/// the client's binds with a forged, untagged refusal before forwarding them.
+pub struct OnPath {
+    addr: SocketAddr,
+    server: SocketAddr,
+    up: Arc<Mutex<UdpSocket>>,
+    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Set: answer the client's binds with a forged, untagged refusal before forwarding them.
+    pub forge_refusals: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn upstream(server: SocketAddr) -> UdpSocket {
+    let up = UdpSocket::bind("127.0.0.1:0").unwrap();
+    up.connect(server).unwrap();
+    up.set_nonblocking(true).unwrap();
+    up
+}
+
+/// A datagram's CRC32C trailer (the checksum is on by default).
+fn with_crc(mut d: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c(&d);
+    d.extend_from_slice(&crc.to_le_bytes());
+    d
+}
+
+impl OnPath {
+    pub fn start(server: SocketAddr) -> OnPath {
+        let down = UdpSocket::bind("127.0.0.1:0").unwrap();
+        down.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        let addr = down.local_addr().unwrap();
+        let up = Arc::new(Mutex::new(upstream(server)));
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let (forge_refusals, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let thread = {
+            let (up, sent, forge, stop) = (up.clone(), sent.clone(), forge_refusals.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let mut client = None;
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = down.recv_from(&mut buf) {
+                        client = Some(from);
+                        let d = &buf[..n];
+                        sent.lock().unwrap().push(d.to_vec());
+                        if forge.load(Ordering::Relaxed) && d.len() >= 32 && d[3] == 1 {
+                            // "The two keys differ", untagged, echoing the bind's nonce bits.
+                            let mut h = [0u8; 32];
+                            h[..4].copy_from_slice(&[b'L', b'l', 2, 3]);
+                            h[16..20].copy_from_slice(&d[16..20]);
+                            let refusal = [&h[..], &8u32.to_le_bytes(), &[0u8; 8]].concat();
+                            let _ = down.send_to(&with_crc(refusal), from);
+                        }
+                        let _ = up.lock().unwrap().send(d);
+                    }
+                    let got = up.lock().unwrap().recv(&mut buf);
+                    if let (Ok(n), Some(to)) = (got, client) {
+                        let _ = down.send_to(&buf[..n], to);
+                    }
+                }
+            })
+        };
+        OnPath { addr, server, up, sent, forge_refusals, stop, thread: Some(thread) }
+    }
+
+    pub fn uri(&self) -> String {
+        format!("udp://{}", self.addr)
+    }
+
+    /// Sends `d` to the server from the client's current address, as if the client had.
+    pub fn send_upstream(&self, d: &[u8]) {
+        self.up.lock().unwrap().send(d).unwrap();
+    }
+
+    /// The client's datagrams from now on leave from another address.
+    pub fn migrate(&self) {
+        *self.up.lock().unwrap() = upstream(self.server);
+    }
+
+    /// The recorded call datagrams (kind 4).
+    pub fn calls(&self) -> Vec<Vec<u8>> {
+        self.sent.lock().unwrap().iter().filter(|d| d.len() >= 32 && d[3] == 4).cloned().collect()
+    }
+
+    pub fn all_sent(&self) -> Vec<Vec<u8>> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+impl Drop for OnPath {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -322,7 +323,7 @@ fn with_crc(mut d: Vec<u8>) -> Vec<u8> {
 impl OnPath {
     pub fn start(server: SocketAddr) -> OnPath {
         let down = UdpSocket::bind("127.0.0.1:0").unwrap();
-        down.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        down.set_nonblocking(true).unwrap();
         let addr = down.local_addr().unwrap();
         let up = Arc::new(Mutex::new(upstream(server)));
         let sent = Arc::new(Mutex::new(Vec::new()));
@@ -333,7 +334,11 @@ impl OnPath {
                 let mut buf = vec![0u8; 65536];
                 let mut client = None;
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = down.recv_from(&mut buf) {
+                    // Both ways at once, woken by either (a forwarder that waited on one side
+                    // would add its wait to every round trip).
+                    let up_fd = up.lock().unwrap().as_raw_fd();
+                    let _ = lowlat_sys::poll_readable(&[down.as_raw_fd(), up_fd], Some(Duration::from_millis(5)));
+                    while let Ok((n, from)) = down.recv_from(&mut buf) {
                         client = Some(from);
                         let d = &buf[..n];
                         sent.lock().unwrap().push(d.to_vec());
@@ -347,9 +352,10 @@ impl OnPath {
                         }
                         let _ = up.lock().unwrap().send(d);
                     }
-                    let got = up.lock().unwrap().recv(&mut buf);
-                    if let (Ok(n), Some(to)) = (got, client) {
-                        let _ = down.send_to(&buf[..n], to);
+                    while let Ok(n) = up.lock().unwrap().recv(&mut buf) {
+                        if let Some(to) = client {
+                            let _ = down.send_to(&buf[..n], to);
+                        }
                     }
                 }
             })

@@ -143,12 +143,15 @@ pub struct ServerConfig {
     /// executed".
     pub drain_timeout: Duration,
     /// lowlat's protocol over the network (udp://, tcp://, eth://, xdp://): grant a binding
-    /// only to a client that proves this key, and tag every frame of its session. A client
-    /// without it, or with another, is refused at once ([`Error::KeyMismatch`]). Not used over
-    /// shm://, whose rings are private to two processes whose credentials the server checked,
-    /// nor by ONC RPC.
+    /// only to a client that proves this key, and tag every frame of its session (and every
+    /// cookie round and refusal, over the client's bind nonce). A client without a key is
+    /// refused at once ([`Error::KeyMismatch`]); one with another key cannot verify what this
+    /// server answers and reports [`Error::UnauthenticatedRefusal`] at its bind's deadline. Not
+    /// used over shm://, whose rings are private to two processes whose credentials the server
+    /// checked, nor by ONC RPC.
     ///
     /// [`Error::KeyMismatch`]: crate::Error::KeyMismatch
+    /// [`Error::UnauthenticatedRefusal`]: crate::Error::UnauthenticatedRefusal
     pub psk: Option<Psk>,
     /// With `psk`: refuse every session whose frames are not encrypted (a client without
     /// `ClientConfig::encrypt` is refused with [`crate::Error::Encryption`]). Without it a

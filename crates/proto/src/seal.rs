@@ -16,9 +16,10 @@
 //! bind) and the token (`crate::auth::Psk::seal_keys`), so a new bind, a rebind after a restart or
 //! a second session never meets an old key. Under a key, every frame sent takes the sender's next
 //! sequence number, retransmissions included (a retransmitted fragment is sealed anew, never
-//! resent as the same bytes under another header). The client's slots send independently, each
-//! with a counter of its own, so the slot number is part of the nonce; the server counts per
-//! session. A 64-bit counter does not wrap within a session's life.
+//! resent as the same bytes under another header). The client's slots share one counter (a
+//! [`Sealer`] and its clones draw from it), however often a slot's engine is made anew, and the
+//! slot number is in the nonce as well; the server counts per session. A 64-bit counter does not
+//! wrap within a session's life.
 //!
 //! Receivers need no window of sequence numbers: replays are refused by the call numbers the
 //! engines already check, and the sequence number only makes the nonce.

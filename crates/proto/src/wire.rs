@@ -18,8 +18,10 @@
 //!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
 //!  |"Ll"  |ver |kind|flags|rsvd| slot | session token| call no | proc/code | total len | offset  |
 //!  +------+----+----+-----+----+------+--------------+---------+-----------+-----------+---------+
-//!  [ tag (16 bytes), when flags has TAGGED ] [ body ]
+//!  [ tag (16 bytes), when flags has TAGGED ] [ sequence number (8), when flags has SEALED ] [ body ]
 //! ```
+//!
+//! On a sealed session (`crate::seal`) the tag is an AEAD's and the body is ciphertext.
 //!
 //! Binding (protocol version 2): the client sends `Bind` ([`BindRequest`]). Where the server must
 //! first see that the client receives at its address (datagram transports), or needs a nonce of
@@ -82,7 +84,7 @@ pub enum Kind {
     Probe,
     /// Server: bind again with this cookie (payload: [`Cookie`]); it keeps nothing meanwhile.
     BindRetry,
-    /// Server: a frame of this session came from an address the session has not proven; answer
+    /// Server: a frame of this session came from an address its slot has not proven; answer
     /// from there with a [`Kind::PathResponse`] carrying this header's challenge (the call number,
     /// procedure, length and offset fields: [`PathChallenge`]) before anything more is answered
     /// there. Header only, so never larger than the frame it answers.

@@ -737,7 +737,7 @@ pub fn keyed_bindings_work_and_key_mismatches_are_reported(t: &'static Transport
     env.on_client(60, move || {
         let cfg = |key: Option<Psk>| ClientConfig {
             psk: key,
-            bind_timeout: Duration::from_millis(500),
+            bind_timeout: Duration::from_millis(1500),
             ..ClientConfig::default()
         };
         let client = Client::connect_with(&u, PROG, 1, cfg(Some(psk(1)))).unwrap();
@@ -772,10 +772,10 @@ pub fn keyed_bindings_work_and_key_mismatches_are_reported(t: &'static Transport
             if key.is_none() {
                 let want = KeyMismatch::ServerRequiresKey;
                 assert!(matches!(&e, Error::KeyMismatch { reason, .. } if *reason == want), "{e}");
-                assert!(begun.elapsed() < Duration::from_millis(450), "refused at once, not after a timeout: {e}");
+                assert!(begun.elapsed() < Duration::from_secs(1), "refused at once, not after a timeout: {e}");
             } else {
                 assert!(matches!(&e, Error::UnauthenticatedRefusal { .. }), "{e}");
-                assert!(begun.elapsed() >= Duration::from_millis(500), "kept trying until the deadline: {e}");
+                assert!(begun.elapsed() >= Duration::from_millis(1500), "kept trying until the deadline: {e}");
             }
             assert!(!e.may_have_executed());
         }
@@ -789,7 +789,7 @@ pub fn keyed_bindings_work_and_key_mismatches_are_reported(t: &'static Transport
     let (open, uri) = env.serve(ServerConfig::default());
     env.on_client(10, move || {
         let cfg =
-            ClientConfig { psk: Some(psk(1)), bind_timeout: Duration::from_millis(500), ..ClientConfig::default() };
+            ClientConfig { psk: Some(psk(1)), bind_timeout: Duration::from_millis(1500), ..ClientConfig::default() };
         match Client::connect_with(&uri, PROG, 1, cfg) {
             Ok(c) => assert!(private && !c.session().keyed),
             Err(e) => {

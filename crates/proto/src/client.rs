@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::auth::{self, FrameKeys, Psk, Side};
 use crate::frag::{Burst, FragReceiver, FragSender};
 use crate::rtt::RttEstimator;
-use crate::seal::{CipherKind, Guard, Opener, SealKeys, Sealer, SEQ_LEN};
+use crate::seal::{head_len, CipherKind, Guard, Opener, SealKeys, Sealer};
 use crate::wire::{
     flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, Cookie, ErrorCode, ErrorMessage, Header, Kind,
     PathChallenge, Refusal, WireError, BIND_KEYED, BIND_RELIABLE, BIND_SEALED, BIND_SEAL_AES, HEADER_LEN,
@@ -86,10 +86,7 @@ impl Session {
     /// Body bytes per fragment (a frame less its header and, keyed, its tag, and sealed, its
     /// sequence number).
     pub fn frag_size(&self) -> u32 {
-        self.max_frame
-            - HEADER_LEN as u32
-            - if self.keyed { TAG_LEN as u32 } else { 0 }
-            - if self.sealed { SEQ_LEN as u32 } else { 0 }
+        self.max_frame - head_len(self.keyed, self.sealed) as u32
     }
 }
 
@@ -184,21 +181,24 @@ impl Binder {
         self
     }
 
-    /// The payload of a cookie round or refusal, if the client can believe it: under a key,
-    /// only one tagged over this bind's nonce ([`Psk::bind_answer_tag`]); `None` (noted) else.
-    fn believe<'a>(&mut self, frame: &'a [u8], h: &Header, body: &'a [u8]) -> Option<&'a [u8]> {
+    /// The payload of a cookie round or refusal (past its tag, if it has one), and whether the
+    /// client can believe it: without a key, always; under a key, only if it is tagged over this
+    /// bind's nonce ([`Psk::bind_answer_tag`]). An answer it cannot believe is noted.
+    fn read_answer<'a>(&mut self, frame: &'a [u8], h: &Header, body: &'a [u8]) -> Option<(&'a [u8], bool)> {
         let tagged = h.flags & flags::TAGGED != 0;
         let (tag, payload) = if tagged { body.split_at_checked(TAG_LEN)? } else { (&[][..], body) };
-        let Some(psk) = &self.psk else { return Some(payload) };
-        if tagged && psk.check_bind_answer(&frame[..HEADER_LEN], payload, self.req.nonce, tag) {
-            return Some(payload);
+        let believed = match &self.psk {
+            None => true,
+            Some(psk) => tagged && psk.check_bind_answer(&frame[..HEADER_LEN], payload, self.req.nonce, tag),
+        };
+        if !believed {
+            self.mac_failures += 1;
+            self.unauthenticated = Some(match h.kind {
+                Kind::BindRefused => BindRefusal::parse(payload).ok().map(|r| r.0),
+                _ => None,
+            });
         }
-        self.mac_failures += 1;
-        self.unauthenticated = Some(match h.kind {
-            Kind::BindRefused => BindRefusal::parse(payload).ok().map(|r| r.0),
-            _ => None,
-        });
-        None
+        Some((payload, believed))
     }
 
     /// Binds with a pre-shared key (`None`: without one).
@@ -260,17 +260,12 @@ impl Binder {
                 // cookie grants nothing, the server checks it, and so a server with another
                 // key gets the proof and says so in its counters (`bad_key`). Only verified
                 // rounds count towards the limit, so forgeries cannot exhaust it.
-                let verified = self.believe(frame, &h, body);
-                let payload = match verified {
-                    Some(p) => p,
-                    None if h.flags & flags::TAGGED != 0 => body.get(TAG_LEN..)?,
-                    None => body,
-                };
+                let (payload, believed) = self.read_answer(frame, &h, body)?;
                 let cookie = Cookie::parse(payload).ok()?;
                 if self.cookie == Some(cookie) {
                     return None;
                 }
-                self.cookie_rounds += u32::from(verified.is_some());
+                self.cookie_rounds += u32::from(believed);
                 if self.cookie_rounds > MAX_COOKIE_ROUNDS {
                     return Some(Err(BindError::Malformed("cookie (the server refused every one it gave)")));
                 }
@@ -335,8 +330,11 @@ impl Binder {
             Kind::BindRefused => {
                 // Under a key an unauthenticated refusal is noted, not believed: the bind goes
                 // on until its deadline.
-                let body = self.believe(frame, &h, body)?;
-                Some(match BindRefusal::parse(body) {
+                let (payload, believed) = self.read_answer(frame, &h, body)?;
+                if !believed {
+                    return None;
+                }
+                Some(match BindRefusal::parse(payload) {
                     Ok(r) => Err(BindError::Refused(r.0)),
                     Err(_) => Err(BindError::Malformed("bind refusal")),
                 })
@@ -361,11 +359,7 @@ impl Binder {
     /// failed.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &[u8])) -> Option<BindError> {
         if now >= self.deadline {
-            let after = now - self.started;
-            return Some(match self.unauthenticated {
-                Some(refusal) => BindError::Unauthenticated { refusal, after },
-                None => BindError::Timeout { after },
-            });
+            return Some(self.unauthenticated(now).unwrap_or(BindError::Timeout { after: now - self.started }));
         }
         if let Some(t) = self.next_at {
             if now >= t {
@@ -814,7 +808,11 @@ impl SlotState {
     ) -> Option<Outcome<'a>> {
         // On a reliable session no use of `now` below reaches a timer; the call's start will do.
         let now = if self.session.reliable { self.started } else { now() };
-        if h.token != self.session.token || h.slot != self.template.slot {
+        // Cheap checks before the MAC: a frame for no call in flight is dropped unverified, as
+        // before; only a path challenge concerns an idle slot too.
+        let current = self.active && h.call_no == self.template.call_no;
+        if h.token != self.session.token || h.slot != self.template.slot || !(current || h.kind == Kind::PathChallenge)
+        {
             self.ignored += 1;
             return None;
         }
@@ -826,14 +824,14 @@ impl SlotState {
                 // The server tags a session it does not know under the key's own; a sealed
                 // session takes nothing else unsealed.
                 let unknown = h.kind == Kind::Error && ErrorCode::from_u32(h.proc_or_code) == ErrorCode::UnknownSession;
-                let opened = if unknown {
+                let verified = if unknown {
                     auth::open(&k.unbound, frame, body)
                 } else if self.sealer.is_some() {
                     None
                 } else {
                     auth::open(&k.recv, frame, body)
                 };
-                match opened {
+                match verified {
                     Some(b) => b,
                     None => {
                         self.ignored += 1;
@@ -845,10 +843,6 @@ impl SlotState {
         };
         if h.kind == Kind::PathChallenge {
             self.answer_challenge(&h, out);
-            return None;
-        }
-        if !self.active || h.call_no != self.template.call_no {
-            self.ignored += 1;
             return None;
         }
         match h.kind {

@@ -41,6 +41,18 @@ pub const SEQ_LEN: usize = 8;
 /// Bytes before a sealed frame's ciphertext: header, tag, sequence number.
 pub const SEALED_HEAD_LEN: usize = HEADER_LEN + TAG_LEN + SEQ_LEN;
 
+/// Bytes before a body in a frame of a session: the header, the tag when keyed, the sequence
+/// number as well when sealed.
+pub fn head_len(keyed: bool, sealed: bool) -> usize {
+    if sealed {
+        SEALED_HEAD_LEN
+    } else if keyed {
+        HEADER_LEN + TAG_LEN
+    } else {
+        HEADER_LEN
+    }
+}
+
 /// Which AEAD a sealed session uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CipherKind {
@@ -255,11 +267,7 @@ impl<'a> Guard<'a> {
 
     /// Bytes this guard puts before a body.
     pub(crate) fn head_len(&self) -> usize {
-        match self {
-            Guard::Plain => HEADER_LEN,
-            Guard::Tag(_) => HEADER_LEN + TAG_LEN,
-            Guard::Seal(_) => SEALED_HEAD_LEN,
-        }
+        head_len(!matches!(self, Guard::Plain), matches!(self, Guard::Seal(_)))
     }
 }
 

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use crate::auth::{self, FrameKeys, Psk, ServerSecret, Side, Tag};
 use crate::frag::{Burst, FragReceiver, FragSender};
-use crate::seal::{CipherKind, Guard, Opener, SealKeys, Sealer, SEALED_HEAD_LEN};
+use crate::seal::{head_len, CipherKind, Guard, Opener, SealKeys, Sealer, SEALED_HEAD_LEN};
 use crate::wire::{
     flags, Bind, BindGrant, BindRefusal, BindRequest, ByteOrder, ErrorCode, ErrorMessage, Header, Kind, PathChallenge,
     Refusal, BIND_KEYED, BIND_SEALED, BIND_SEAL_AES, HEADER_LEN, PROTOCOL_VERSION, TAG_LEN,
@@ -1157,17 +1157,6 @@ impl<A> Session<A> {
     /// number on a sealed one.
     fn head_len(&self) -> u32 {
         head_len(self.keys.is_some(), self.seal_send.is_some()) as u32
-    }
-}
-
-/// Bytes before a body: the header, a tag when keyed, a sequence number when sealed.
-fn head_len(keyed: bool, sealed: bool) -> usize {
-    if sealed {
-        SEALED_HEAD_LEN
-    } else if keyed {
-        HEADER_LEN + TAG_LEN
-    } else {
-        HEADER_LEN
     }
 }
 

@@ -23,7 +23,7 @@ calls="${1:-200000}"
 rounds="${ROUNDS:-5}"
 profile="${PROFILE:-release}"
 cargo build --profile "$profile" -q -p lowlat-cli
-cargo build --profile "$profile" -q -p lowlat-shm --example shm_baselines
+cargo build --profile "$profile" -q -p lowlat-lab --example shm_baselines
 ll=target/$profile/lowlat
 baselines=target/$profile/examples/shm_baselines
 dir=$(mktemp -d /tmp/lowlat-measure-shm.XXXXXX)

@@ -198,6 +198,9 @@ fn code(e: &runtime::Error) -> lowlat_status {
         E::NotRegistered { .. } => LOWLAT_E_NOT_REGISTERED,
         E::MalformedReply { .. } | E::UnknownRemoteError { .. } => LOWLAT_E_MALFORMED_REPLY,
         E::Io { .. } | E::KeyFile { .. } => LOWLAT_E_IO,
+        // `lowlat::Error` is non-exhaustive: a kind newer than this table reads as an I/O
+        // failure until it gets a code of its own (its message still says what it is).
+        _ => LOWLAT_E_IO,
     }
 }
 

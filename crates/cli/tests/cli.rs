@@ -484,6 +484,6 @@ fn the_onc_credential_policy_from_the_command_line() {
     as_uid(Some(4242)).unwrap();
     for uid in [None, Some(0), Some(1000)] {
         let e = as_uid(uid).unwrap_err();
-        assert!(matches!(e, Error::AuthError { reason: lowlat::onc::AuthStat::TooWeak, .. }), "uid {uid:?}: {e}");
+        assert!(matches!(e, Error::AuthError { reason: lowlat::AuthStat::TooWeak, .. }), "uid {uid:?}: {e}");
     }
 }

@@ -4,8 +4,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lowlat_eth::testhosts::{check_root, TestHosts};
 use lowlat_lab::procs;
+use lowlat_testkit::testhosts::{check_root, TestHosts};
 
 const EXE: &str = env!("CARGO_BIN_EXE_lowlat");
 

@@ -126,6 +126,15 @@ pub enum DecodeError {
         /// Where the value ended.
         offset: usize,
     },
+    /// A value that had not the size it must have: what hand-written decoders say (generated
+    /// ones say precisely which of the other kinds it was).
+    #[error("expected {expected}, got {got} bytes")]
+    WrongSize {
+        /// What the bytes should have been, e.g. `u32`.
+        expected: &'static str,
+        /// How many bytes there were.
+        got: usize,
+    },
     /// Optional data nested deeper than the reader allows (a hostile linked list would otherwise
     /// exhaust the stack).
     #[error("optional data nested deeper than {max_depth} levels (at offset {offset})")]
@@ -150,6 +159,13 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
+    /// The error of a value of `got` bytes that should have been `expected`: for hand-written
+    /// decoders ([`DecodeError::WrongSize`]).
+    #[cold]
+    pub fn new(expected: &'static str, got: usize) -> DecodeError {
+        DecodeError::WrongSize { expected, got }
+    }
+
     /// This error, found inside the field (or argument) `name`. Only ever called once decoding
     /// has failed, so a successful decode never pays for the path.
     #[cold]

@@ -14,7 +14,11 @@
 //! fit is refused with the path to it, e.g.
 //! `argument.items[3].name: string longer than 16`.
 //!
-//! Depends on the runtime, the IDL front end and the codec; nothing depends on it but the CLI.
+//! Depends on the runtime, the IDL front end and the codec. Used by the `lowlat` command
+//! (`lowlat call --idl`, through [`cli`]) and by the Python package, whose clients and servers of
+//! any `.x` interface are this crate's [`Interface`], [`Target`] and [`DynamicHandler`] with
+//! Python values behind [`value::Build`]. It must never depend on the laboratory, the report or
+//! the command line: the Python package ships it to users' programs, which need none of them.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -406,19 +410,12 @@ impl Selected {
 /// The encoding of bodies on `client`'s binding: XDR (`None`) over ONC RPC, else native in the
 /// server's byte order.
 pub fn body_order(client: &Client) -> Option<ByteOrder> {
-    (!client.is_onc()).then(|| codec_order(client.server_byte_order()))
+    (!client.is_onc()).then(|| client.server_byte_order())
 }
 
 fn parse_number(s: &str) -> Option<u32> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u32::from_str_radix(hex, 16).ok(),
         None => s.parse().ok(),
-    }
-}
-
-fn codec_order(o: lowlat::ByteOrder) -> lowlat_codec::ByteOrder {
-    match o {
-        lowlat::ByteOrder::Little => lowlat_codec::ByteOrder::Little,
-        lowlat::ByteOrder::Big => lowlat_codec::ByteOrder::Big,
     }
 }

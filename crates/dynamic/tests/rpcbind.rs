@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lowlat::onc::rpcbind::Rpcbind;
 use lowlat::{Client, Server, ServerConfig};
 use lowlat_codec::Error as CodecError;
+use lowlat_onc::rpcbind::Rpcbind;
 use support::everything::everything_v1 as v1;
 
 /// An rpcbind this test started, stopped when dropped.

@@ -7,7 +7,7 @@
 //! program when the descriptor is closed, including when the process dies.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::error::{Error, Result};
 
@@ -134,19 +134,18 @@ pub mod asm {
     }
 }
 
+/// bpf(2) with one of this module's attribute blocks.
 fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is a live, zero-padded bpf_attr variant of the size passed; the kernel
-    // reads it and may write into the buffers it points at, which outlive the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r)
+    // SAFETY: every attribute block built here is the `bpf_attr` variant its command reads,
+    // zero-padded (`Default`), and the addresses in it (instructions, license, log, key, value)
+    // lead to buffers of the lengths given beside them that outlive the call.
+    unsafe { lowlat_sys::bpf::bpf(cmd, attr) }
 }
 
-fn fd_from(r: libc::c_long) -> OwnedFd {
-    // SAFETY: bpf(2) returned a new descriptor that nobody else owns.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
+/// [`sys_bpf`] for a command that returns a new descriptor.
+fn sys_bpf_fd<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
+    // SAFETY: as in `sys_bpf`; callers pass only commands that return a descriptor.
+    unsafe { lowlat_sys::bpf::bpf_fd(cmd, attr) }
 }
 
 fn privilege(op: &'static str, e: io::Error) -> Error {
@@ -233,8 +232,8 @@ impl XskMap {
             map_name: name16("lowlat_xsks"),
             ..Default::default()
         };
-        let r = sys_bpf(BPF_MAP_CREATE, &mut a).map_err(|e| privilege("creating the XSKMAP", e))?;
-        Ok(XskMap { fd: fd_from(r) })
+        let fd = sys_bpf_fd(BPF_MAP_CREATE, &mut a).map_err(|e| privilege("creating the XSKMAP", e))?;
+        Ok(XskMap { fd })
     }
 
     /// Points entry `queue` at the AF_XDP socket `xsk`.
@@ -280,10 +279,10 @@ impl Program {
                 expected_attach_type: BPF_XDP,
                 ..Default::default()
             };
-            sys_bpf(BPF_PROG_LOAD, &mut a)
+            sys_bpf_fd(BPF_PROG_LOAD, &mut a)
         };
         match attempt(0) {
-            Ok(r) => Ok(Program { fd: fd_from(r) }),
+            Ok(fd) => Ok(Program { fd }),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
                 Err(privilege("loading an XDP program", e))
             }
@@ -306,8 +305,8 @@ impl Program {
             flags: mode,
             ..Default::default()
         };
-        match sys_bpf(BPF_LINK_CREATE, &mut a) {
-            Ok(r) => Ok(Link { fd: fd_from(r) }),
+        match sys_bpf_fd(BPF_LINK_CREATE, &mut a) {
+            Ok(fd) => Ok(Link { fd }),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
                 Err(privilege("attaching an XDP program", e))
             }
@@ -424,8 +423,8 @@ pub fn corrupt_program(shift: u32) -> Vec<Insn> {
     use asm::*;
     let ethertype = i32::from(u16::from_ne_bytes(crate::frame::ETHERTYPE.to_be_bytes()));
     let mask = ((1u64 << shift.min(31)) - 1) as i32;
-    // Byte 12 of the lowlat header: inside the session token.
-    let victim = (crate::frame::HEADER_LEN + 12) as i16;
+    // A byte inside the lowlat header's session token (its fifth): the frame still parses.
+    let victim = (crate::frame::HEADER_LEN + lowlat_proto::wire::HeaderView::TOKEN.start + 4) as i16;
     vec![
         mov(R6, R1), // the helper call clobbers r1-r5
         call(HELPER_GET_PRANDOM_U32),

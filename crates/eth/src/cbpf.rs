@@ -4,13 +4,15 @@
 //! so that the kernel hands it only replies for its slot (and, optionally, only frames from the
 //! peer), instead of every socket waking for every frame.
 
+use lowlat_proto::wire::HeaderView;
+
 use crate::frame::{FrameType, HEADER_LEN};
 use crate::Mac;
 
 /// Which frames a socket accepts (beyond being of lowlat's EtherType, which binding ensures).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
-    /// Only DATA frames whose lowlat header slot (u16 LE at lowlat-header bytes 6..8) equals
+    /// Only DATA frames whose lowlat header slot (u16 LE, [`HeaderView::SLOT`]) equals
     /// this; frames of other kinds (discovery, ping) still pass.
     pub slot: Option<u16>,
     /// Only frames whose source MAC is this.
@@ -25,7 +27,7 @@ impl Filter {
 }
 
 /// Offset of the lowlat header's slot field in the frame.
-pub const SLOT_OFFSET: u32 = HEADER_LEN as u32 + 6;
+pub const SLOT_OFFSET: u32 = (HEADER_LEN + HeaderView::SLOT.start) as u32;
 
 const LD_W_ABS: u16 = 0x20;
 const LD_H_ABS: u16 = 0x28;
@@ -118,9 +120,9 @@ mod tests {
     use crate::frame::header;
 
     fn frame(src: Mac, kind: FrameType, slot: u16) -> Vec<u8> {
-        let mut lowlat = [0u8; 32];
-        lowlat[..2].copy_from_slice(b"Ll");
-        lowlat[6..8].copy_from_slice(&slot.to_le_bytes());
+        let mut head = lowlat_proto::wire::Header::new(lowlat_proto::wire::Kind::Result);
+        head.slot = slot;
+        let lowlat = head.to_bytes();
         let mut f = header(Mac([9; 6]), src, kind, false, 32).to_vec();
         f.extend_from_slice(&lowlat);
         f

@@ -2,7 +2,7 @@
 
 use std::io;
 
-/// Errors of the eth and xdp transports and of the test hosts.
+/// Errors of the eth and xdp transports.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The interface is not in this network namespace.
@@ -113,17 +113,6 @@ pub enum Error {
     TxRingFull {
         /// The interface.
         iface: String,
-    },
-
-    /// A command the test hosts run (`ip`, ...) failed.
-    #[error("`{cmd}` failed ({status}): {stderr}")]
-    Command {
-        /// The command line.
-        cmd: String,
-        /// How it ended (exit status or signal).
-        status: String,
-        /// What it printed on standard error.
-        stderr: String,
     },
 
     /// No reply came in time.

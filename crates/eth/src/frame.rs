@@ -238,7 +238,7 @@ mod tests {
         assert_eq!(discovery::decode(discovery::REQUEST, &m), Some(42));
         assert_eq!(discovery::decode(discovery::REPLY, &m), None);
         assert_eq!(discovery::decode(discovery::REQUEST, &m[..11]), None);
-        // Never mistaken for lowlat's header, whose magic is `Ll`.
-        assert_ne!(&m[..2], b"Ll");
+        // Never mistaken for lowlat's header.
+        assert_ne!(m[..2], lowlat_proto::wire::MAGIC);
     }
 }

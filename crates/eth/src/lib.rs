@@ -1,7 +1,12 @@
 //! Raw Ethernet transports for lowlat: AF_PACKET frames of lowlat's EtherType and AF_XDP sockets
-//! with lowlat's own XDP program, plus the network-namespace test hosts used to exercise them.
+//! with lowlat's own XDP program.
 //!
-//! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
+//! It ships in the runtime, so it holds no laboratory and no test harness: raw ping-pong, the
+//! XDP floor, the ladder and the frame corruptor live in `lowlat-lab`, the network-namespace
+//! test hosts in `lowlat-testkit`; they build on the public [`bpf`], [`ifinfo`] and
+//! [`FrameSocket`] below. Depends only on the OS (`lowlat-sys`), the shared waiting policy
+//! (`lowlat-wait`), addresses (`lowlat-addr`) and where the lowlat header's fields lie
+//! (`lowlat-proto`'s wire format); never on the RPC runtime, the laboratory or the test kit.
 //!
 //! - [`packet`] (`eth://`): an AF_PACKET socket per channel, receiving through a PACKET_MMAP ring
 //!   (measured faster than recv(2)), optionally narrowed by a classic-BPF filter ([`cbpf`]) to
@@ -10,34 +15,25 @@
 //!   allows, and lowlat's XDP program ([`bpf`], hand-assembled, loaded with bpf(2), attached
 //!   with a bpf link); [`shared`] lets several threads use the one socket a queue allows.
 //! - [`frame`]: the frame layout (Ethernet header, 4-byte shim, payload, CRC32C).
-//! - [`pingpong`] and [`ladder`]: raw ping-pong, the XDP floor (an echo program answering in
-//!   the driver), and measurements across [`testhosts`] (two namespaces joined by veth).
-//! - [`fault`]: an XDP program that corrupts frames, to exercise checksums and retransmission.
 
 #![warn(missing_docs)]
 
-#[allow(unsafe_code)] // the bpf(2) system call
+#[allow(unsafe_code)] // bpf(2) attribute blocks, whose addresses only this module can vouch for
 pub mod bpf;
 pub mod cbpf;
 pub mod error;
-pub mod fault;
 pub mod frame;
-#[allow(unsafe_code)] // interface ioctls
 pub mod ifinfo;
-pub mod ladder;
 #[allow(unsafe_code)] // AF_PACKET and its ring shared with the kernel
 pub mod packet;
-pub mod pingpong;
 pub mod shared;
 pub mod socket;
-#[allow(unsafe_code)] // setns(2) and kill(2) of the watcher
-pub mod testhosts;
 #[allow(unsafe_code)] // AF_XDP and its rings shared with the kernel
 pub mod xdp;
 
 pub use cbpf::Filter;
 pub use error::{Error, Result};
-pub use lowlat_transport::Mac;
+pub use lowlat_addr::Mac;
 pub use packet::{EthConfig, EthSocket};
 pub use socket::{FrameSocket, OpenOptions};
 pub use xdp::{XdpConfig, XdpSocket};

@@ -6,8 +6,8 @@
 //! receive ring that the kernel fills and we read without a system call. Either way the payload
 //! is copied once into the caller's buffer after the frame was validated (length, kind, CRC32C).
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -134,13 +134,8 @@ impl EthSocket {
         check_mtu(&info, cfg.checksum)?;
         // Protocol 0: the socket receives nothing until bound, so no unfiltered frame can slip
         // in before the filter is attached.
-        // SAFETY: plain socket(2); the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(Error::os("opening an AF_PACKET socket", "CAP_NET_RAW", iface, io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just returned by socket(2) and has no other owner.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = lowlat_sys::socket::socket(libc::AF_PACKET, libc::SOCK_RAW, 0)
+            .map_err(|e| Error::os("opening an AF_PACKET socket", "CAP_NET_RAW", iface, e))?;
         let raw = fd.as_raw_fd();
         // Without this the socket would also see every frame it sends. Kernels before 4.20 lack
         // the option; there the receive path drops our own frames by source MAC instead.
@@ -151,22 +146,8 @@ impl EthSocket {
             attach_filter(raw, &cfg.filter).map_err(|e| Error::io("attaching the slot filter", e))?;
         }
         let ring = if cfg.rx_ring { Some(RxRing::new(raw, info.mtu)?) } else { None };
-        // SAFETY: sockaddr_ll is plain data; zeroed is valid.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = frame::ETHERTYPE.to_be();
-        sll.sll_ifindex = info.index as i32;
-        // SAFETY: `sll` is a live sockaddr_ll of the length passed.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(Error::os("binding the AF_PACKET socket", "CAP_NET_RAW", iface, io::Error::last_os_error()));
-        }
+        lowlat_sys::socket::bind_packet(raw, info.index, frame::ETHERTYPE)
+            .map_err(|e| Error::os("binding the AF_PACKET socket", "CAP_NET_RAW", iface, e))?;
         let buf = vec![0u8; info.mtu as usize + frame::ETH_HEADER_LEN + 64];
         Ok(EthSocket { fd, info, cfg, ring, buf, stats: Stats::default() })
     }
@@ -216,37 +197,29 @@ impl EthSocket {
         }
         let hdr = frame::header(dst, self.info.mac, kind, self.cfg.checksum, len as u16);
         let crc = frame::checksum(&hdr[frame::ETH_HEADER_LEN..], &[head, body]).to_le_bytes();
-        let iov = |s: &[u8]| libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
-        let iovs = [iov(&hdr), iov(head), iov(body), iov(&crc)];
+        let iovs = [IoSlice::new(&hdr), IoSlice::new(head), IoSlice::new(body), IoSlice::new(&crc)];
         let n = if self.cfg.checksum { 4 } else { 3 };
         self.sendmsg(&iovs[..n], HEADER_LEN + len + if self.cfg.checksum { CRC_LEN } else { 0 })
     }
 
-    fn sendmsg(&self, iovs: &[libc::iovec], total: usize) -> Result<()> {
-        // SAFETY: msghdr is plain data; zeroed means no name and no control data.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iovs.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = iovs.len() as _;
+    fn sendmsg(&self, iovs: &[IoSlice<'_>], total: usize) -> Result<()> {
         loop {
-            // SAFETY: `msg` points at `iovs`, whose buffers are live borrowed slices; the kernel
-            // only reads them. The socket is bound, so no destination address is needed.
-            let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, 0) };
-            if r >= 0 {
-                debug_assert_eq!(r as usize, total);
-                self.stats.tx_frames.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(Error::io("sending a frame", e));
+            // The socket is bound, so no destination address is needed.
+            match lowlat_sys::socket::send_gathered(self.fd.as_raw_fd(), iovs) {
+                Ok(n) => {
+                    debug_assert_eq!(n, total);
+                    self.stats.tx_frames.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("sending a frame", e)),
             }
         }
     }
 
     /// Sends a complete Ethernet frame exactly as given (fault injection, tests).
     pub fn send_raw_frame(&self, frame: &[u8]) -> Result<()> {
-        let iov = [libc::iovec { iov_base: frame.as_ptr() as *mut libc::c_void, iov_len: frame.len() }];
-        self.sendmsg(&iov, frame.len())
+        self.sendmsg(&[IoSlice::new(frame)], frame.len())
     }
 
     /// Receives the next valid DATA or PING payload into `buf` without blocking: its length and
@@ -369,20 +342,14 @@ pub(crate) fn discovery_nonce() -> Result<u64> {
 /// One recv(2) into `buf`; calls `consume` with the frame. False when nothing is queued.
 fn recv_into(fd: RawFd, buf: &mut [u8], consume: &mut impl FnMut(&[u8]), stats: &Stats) -> Result<bool> {
     loop {
-        // SAFETY: `buf` is a live, writable buffer of the length passed; MSG_TRUNC only changes
-        // the return value to the frame's real length.
-        let r = unsafe {
-            libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT | libc::MSG_TRUNC)
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            match e.kind() {
+        let n = match lowlat_sys::socket::recv_truncating(fd, buf) {
+            Ok(n) => n,
+            Err(e) => match e.kind() {
                 io::ErrorKind::WouldBlock => return Ok(false),
                 io::ErrorKind::Interrupted => continue,
                 _ => return Err(Error::io("receiving a frame", e)),
-            }
-        }
-        let n = r as usize;
+            },
+        };
         if n > buf.len() {
             stats.rx_malformed.fetch_add(1, Ordering::Relaxed);
             return Ok(true);
@@ -395,7 +362,7 @@ fn recv_into(fd: RawFd, buf: &mut [u8], consume: &mut impl FnMut(&[u8]), stats: 
 /// A TPACKET_V2 receive ring shared with the kernel.
 struct RxRing {
     map: *mut u8,
-    map_len: usize,
+    _mapping: lowlat_sys::RawMapping,
     frame_size: usize,
     frame_nr: usize,
     next: usize,
@@ -430,15 +397,11 @@ impl RxRing {
         lowlat_sys::setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)
             .map_err(|e| Error::io("creating the PACKET_MMAP ring", e))?;
         let map_len = block_size * block_nr;
-        // SAFETY: mapping the ring the kernel just created for this socket, at offset 0, with
-        // its exact length; the result is checked.
-        let map = unsafe {
-            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
-        };
-        if map == libc::MAP_FAILED {
-            return Err(Error::io("mapping the PACKET_MMAP ring", io::Error::last_os_error()));
-        }
-        Ok(RxRing { map: map as *mut u8, map_len, frame_size, frame_nr: block_nr * per_block, next: 0 })
+        // The ring the kernel just created for this socket, at offset 0, with its exact length.
+        let mapping = lowlat_sys::RawMapping::socket_ring(fd, 0, map_len, false)
+            .map_err(|e| Error::io("mapping the PACKET_MMAP ring", e))?;
+        let map = mapping.as_ptr();
+        Ok(RxRing { map, _mapping: mapping, frame_size, frame_nr: block_nr * per_block, next: 0 })
     }
 
     fn status(&self, i: usize) -> &AtomicU32 {
@@ -472,12 +435,5 @@ impl RxRing {
         st.store(TP_STATUS_KERNEL, Ordering::Release);
         self.next = (i + 1) % self.frame_nr;
         true
-    }
-}
-
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping created in `new`, once.
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! An interface queue takes one AF_XDP socket and one XDP program, but a lowlat client has one
 //! channel per call slot, each driven by its own thread. So the threads share the socket behind
-//! a mutex, and received frames are routed by the lowlat header's slot field (bytes 6..8):
+//! a mutex, and received frames are routed by the lowlat header's slot field:
 //!
 //! - whoever finds the socket free drains the RX ring; a frame for its own slot is copied
 //!   straight into its buffer, a frame for another slot into that slot's mailbox (with a
@@ -21,20 +21,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use lowlat_proto::wire::HeaderView;
+
 use crate::error::{Error, Result};
 use crate::frame::FrameType;
 use crate::xdp::{XdpConfig, XdpSocket};
 use crate::Mac;
 
-/// lowlat's header magic and the offset of its slot field.
-const MAGIC: &[u8; 2] = b"Ll";
-const SLOT: std::ops::Range<usize> = 6..8;
-
+/// The slot a lowlat frame is for, which routes it to its handle's mailbox.
 fn slot_of(payload: &[u8]) -> Option<u16> {
-    if payload.len() < SLOT.end || &payload[..2] != MAGIC {
-        return None;
-    }
-    Some(u16::from_le_bytes([payload[6], payload[7]]))
+    HeaderView::slot_of(payload)
 }
 
 struct Mailbox {
@@ -284,12 +280,13 @@ impl XdpHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lowlat_proto::wire::{Header, Kind};
 
     #[test]
     fn slot_of_reads_only_lowlat_headers() {
-        let mut h = [0u8; 32];
-        h[..2].copy_from_slice(b"Ll");
-        h[6..8].copy_from_slice(&0x0201u16.to_le_bytes());
+        let mut head = Header::new(Kind::Result);
+        head.slot = 0x0201;
+        let mut h = head.to_bytes();
         assert_eq!(slot_of(&h), Some(0x0201));
         assert_eq!(slot_of(&h[..7]), None);
         h[0] = b'X';

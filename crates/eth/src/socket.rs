@@ -3,7 +3,7 @@
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use lowlat_transport::Spinner;
+use lowlat_wait::Spinner;
 
 use crate::error::{Error, Result};
 use crate::frame::FrameType;
@@ -11,7 +11,7 @@ use crate::ifinfo::IfInfo;
 use crate::packet::{EthConfig, EthSocket, Stats};
 use crate::xdp::{XdpConfig, XdpSocket};
 use crate::Mac;
-use lowlat_transport::Endpoint;
+use lowlat_addr::Endpoint;
 
 /// A socket that sends and receives lowlat frames on one link.
 pub trait FrameSocket: Send {

@@ -13,7 +13,7 @@
 //! frame, completion addresses must be TX frames.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,17 @@ impl Default for XdpConfig {
     }
 }
 
+/// `struct xdp_mmap_offsets`, all zero until the kernel fills it in (XDP_MMAP_OFFSETS).
+#[derive(Clone, Copy)]
+struct MmapOffsets(libc::xdp_mmap_offsets);
+
+impl Default for MmapOffsets {
+    fn default() -> Self {
+        let r = libc::xdp_ring_offset { producer: 0, consumer: 0, desc: 0, flags: 0 };
+        MmapOffsets(libc::xdp_mmap_offsets { rx: r, tx: r, fr: r, cr: r })
+    }
+}
+
 /// One mmap'ed ring of the socket.
 struct Ring {
     producer: *const AtomicU32,
@@ -85,34 +96,21 @@ struct Ring {
     flags: *const AtomicU32,
     desc: *mut u8,
     mask: u32,
-    map: *mut libc::c_void,
-    map_len: usize,
+    _map: lowlat_sys::RawMapping,
 }
 
 impl Ring {
     fn map(fd: RawFd, off: &libc::xdp_ring_offset, pgoff: i64, entry: usize, what: &'static str) -> Result<Ring> {
         let map_len = off.desc as usize + RING_SIZE as usize * entry;
-        // SAFETY: mapping the ring the kernel created for this socket at its documented page
-        // offset with the length the kernel's offsets imply; the result is checked.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(Error::io(what, io::Error::last_os_error()));
-        }
+        // The ring the kernel created for this socket, at its documented page offset, with the
+        // length the kernel's offsets imply.
+        let map = lowlat_sys::RawMapping::socket_ring(fd, pgoff, map_len, true).map_err(|e| Error::io(what, e))?;
         for o in [off.producer, off.consumer, off.flags] {
             if o as usize + 4 > off.desc as usize || o % 4 != 0 {
                 return Err(Error::io(what, io::Error::other("kernel reported ring offsets out of range")));
             }
         }
-        let base = map as *mut u8;
+        let base = map.as_ptr();
         // SAFETY: the offsets were checked to lie inside the mapping, 4-byte aligned.
         unsafe {
             Ok(Ring {
@@ -121,8 +119,7 @@ impl Ring {
                 flags: base.add(off.flags as usize) as *const AtomicU32,
                 desc: base.add(off.desc as usize),
                 mask: RING_SIZE - 1,
-                map,
-                map_len,
+                _map: map,
             })
         }
     }
@@ -174,25 +171,12 @@ impl Ring {
     }
 }
 
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `Ring::map`, once.
-        unsafe { libc::munmap(self.map, self.map_len) };
-    }
-}
-
-/// The UMEM area.
+/// The UMEM area. Unmapped on drop, after the socket (and with it the kernel's reference) is
+/// closed, by field order in [`Xsk`].
 struct Umem {
     base: *mut u8,
     len: usize,
-}
-
-impl Drop for Umem {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the anonymous mapping made in `Xsk::create`, once; the socket
-        // (and with it the kernel's reference) is closed before, by field order.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
-    }
+    _map: lowlat_sys::RawMapping,
 }
 
 /// The socket half: fd, rings and UMEM. Field order is drop order: rings, socket, then memory.
@@ -208,30 +192,13 @@ struct Xsk {
 
 impl Xsk {
     fn create(info: &IfInfo, queue: u32, zero_copy: bool) -> Result<Xsk> {
-        // SAFETY: plain socket(2); checked.
-        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(Error::os("opening an AF_XDP socket", "CAP_NET_RAW", &info.name, io::Error::last_os_error()));
-        }
-        // SAFETY: fresh descriptor from socket(2).
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = lowlat_sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0)
+            .map_err(|e| Error::os("opening an AF_XDP socket", "CAP_NET_RAW", &info.name, e))?;
         let raw = fd.as_raw_fd();
         let len = (NUM_FRAMES * FRAME_SIZE) as usize;
-        // SAFETY: a fresh anonymous mapping; checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(Error::io("allocating the UMEM", io::Error::last_os_error()));
-        }
-        let umem = Umem { base: base as *mut u8, len };
+        let map = lowlat_sys::RawMapping::anonymous(len).map_err(|e| Error::io("allocating the UMEM", e))?;
+        let base = map.as_ptr();
+        let umem = Umem { base, len, _map: map };
         let reg = libc::xdp_umem_reg {
             addr: base as u64,
             len: len as u64,
@@ -247,16 +214,9 @@ impl Xsk {
             lowlat_sys::setsockopt(raw, libc::SOL_XDP, opt, &RING_SIZE)
                 .map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
         }
-        // SAFETY: plain data; zeroed is valid.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // SAFETY: `off` is a live buffer of `olen` bytes.
-        let r = unsafe {
-            libc::getsockopt(raw, libc::SOL_XDP, XDP_MMAP_OFFSETS, &mut off as *mut _ as *mut libc::c_void, &mut olen)
-        };
-        if r < 0 || olen as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
-            return Err(Error::io("reading the AF_XDP ring offsets", io::Error::last_os_error()));
-        }
+        let off: MmapOffsets = lowlat_sys::getsockopt(raw, libc::SOL_XDP, XDP_MMAP_OFFSETS)
+            .map_err(|e| Error::io("reading the AF_XDP ring offsets", e))?;
+        let off = off.0;
         let rx = Ring::map(raw, &off.rx, PGOFF_RX, 16, "mapping the RX ring")?;
         let tx = Ring::map(raw, &off.tx, PGOFF_TX, 16, "mapping the TX ring")?;
         let fill = Ring::map(raw, &off.fr, PGOFF_FILL, 8, "mapping the fill ring")?;
@@ -269,24 +229,9 @@ impl Xsk {
         }
         fill.prod().store(p.wrapping_add(half), Ordering::Release);
 
-        let sxdp = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: XDP_USE_NEED_WAKEUP | if zero_copy { XDP_ZEROCOPY } else { XDP_COPY },
-            sxdp_ifindex: info.index,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: `sxdp` is a live sockaddr_xdp of the length passed.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sxdp as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(Error::os("binding the AF_XDP socket", "CAP_NET_RAW", &info.name, io::Error::last_os_error()));
-        }
+        let flags = XDP_USE_NEED_WAKEUP | if zero_copy { XDP_ZEROCOPY } else { XDP_COPY };
+        lowlat_sys::socket::bind_xdp(raw, info.index, queue, flags)
+            .map_err(|e| Error::os("binding the AF_XDP socket", "CAP_NET_RAW", &info.name, e))?;
         Ok(Xsk { rx, tx, fill, comp, fd, umem, zero_copy })
     }
 
@@ -420,11 +365,7 @@ impl XdpSocket {
         if !self.xsk.tx.needs_wakeup() {
             return Ok(());
         }
-        // SAFETY: sendto with no buffer and no address only tells the kernel to process the
-        // TX ring.
-        let r = unsafe { libc::sendto(self.raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = lowlat_sys::socket::kick_send(self.raw_fd()) {
             // Busy or out of buffers: the frames stay queued and go with the next kick.
             if !matches!(
                 e.raw_os_error(),
@@ -569,17 +510,7 @@ impl XdpSocket {
     }
 
     fn wake_rx(&self) {
-        // SAFETY: recvfrom with no buffer only prompts the kernel to process the fill ring.
-        unsafe {
-            libc::recvfrom(
-                self.raw_fd(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
+        lowlat_sys::socket::kick_recv(self.raw_fd());
     }
 
     /// Blocks until a frame may be ready or `timeout` passes.

@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lowlat_eth::testhosts::TestHosts;
 use lowlat_eth::{XdpConfig, XdpSocket};
+use lowlat_testkit::testhosts::TestHosts;
 
 fn ip(args: &[&str]) -> String {
     let out = Command::new("ip").args(args).output().expect("running ip");

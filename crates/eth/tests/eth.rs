@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use lowlat_eth::frame::{self, FrameType};
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac};
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_proto::wire::{Header, HeaderView, Kind};
+use lowlat_wait::{SpinPolicy, Spinner};
 
 /// Echoes `n` payloads back to their sender.
 fn echo_server(iface: String, cfg: EthConfig, n: usize) -> impl FnOnce() -> EthSocket {
@@ -136,9 +137,9 @@ fn slot_filter_delivers_only_its_slot() {
         h.b.spawn(move || {
             let c = EthSocket::open(&iface_b, EthConfig::default()).unwrap();
             for slot in [0x0302u16, 1, 9, 0x0203] {
-                let mut head = [0u8; 32];
-                head[..3].copy_from_slice(b"Ll\x01");
-                head[6..8].copy_from_slice(&slot.to_le_bytes());
+                let mut head = Header::new(Kind::Call);
+                head.slot = slot;
+                let head = head.to_bytes();
                 c.send_to(a_mac, &head, b"body").unwrap();
             }
         }),
@@ -147,11 +148,10 @@ fn slot_filter_delivers_only_its_slot() {
     let (mut s1, mut s2) = sockets;
     let mut buf = vec![0u8; s1.max_payload()];
     let mut spin = Spinner::new(SpinPolicy::Block);
-    let slot_of = |b: &[u8]| u16::from_le_bytes([b[6], b[7]]);
     let (n, src) = s1.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().unwrap();
-    assert_eq!((n, src, slot_of(&buf)), (36, b_mac, 1));
-    let (_, _) = s2.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().unwrap();
-    assert_eq!(slot_of(&buf), 0x0302);
+    assert_eq!((n, src, HeaderView::slot_of(&buf[..n])), (36, b_mac, Some(1)));
+    let (n, _) = s2.recv_from(&mut buf, &mut spin, Some(common::deadline(5))).unwrap().unwrap();
+    assert_eq!(HeaderView::slot_of(&buf[..n]), Some(0x0302));
     // Give any wrongly admitted frame time to arrive, then check none did.
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(s1.try_recv_from(&mut buf).unwrap(), None);
@@ -181,65 +181,4 @@ fn discovery_without_server_is_a_typed_error() {
         5,
     );
     assert!(matches!(e, lowlat_eth::Error::NoPeer { tries: 3, .. }), "{e}");
-}
-
-#[test]
-fn corruption_on_the_wire_is_caught_and_retried() {
-    use lowlat_eth::fault::Corruptor;
-    use lowlat_eth::pingpong;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
-    let Some(h) = common::hosts(1500) else { return };
-    let iface = h.a.iface.clone();
-    // One in four frames arriving at the server gets a bit flipped on the way in.
-    let (corruptor, mut server) = common::join(
-        h.a.spawn(move || {
-            (Corruptor::attach(&iface, 2).unwrap(), EthSocket::open(&iface, EthConfig::default()).unwrap())
-        }),
-        5,
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let server = std::thread::spawn(move || {
-        pingpong::serve(&mut server, SpinPolicy::Block, &st).unwrap();
-        server
-    });
-    let (iface, a_mac) = (h.b.iface.clone(), h.a.mac);
-    let retries = common::join(
-        h.b.spawn(move || {
-            let mut c = EthSocket::open(&iface, EthConfig::default()).unwrap();
-            let mut buf = vec![0u8; c.max_payload()];
-            let mut spin = Spinner::new(SpinPolicy::Block);
-            let mut retries = 0;
-            for round in 0u32..100 {
-                let msg = common::pattern(300, round as u8);
-                let mut head = [0u8; 32];
-                head[..4].copy_from_slice(&round.to_le_bytes());
-                'retry: loop {
-                    c.send_to(a_mac, &head, &msg).unwrap();
-                    let wait = std::time::Instant::now() + Duration::from_millis(20);
-                    while let Some((n, _)) = c.recv_from(&mut buf, &mut spin, Some(wait)).unwrap() {
-                        if buf[..4] == round.to_le_bytes() {
-                            assert_eq!(&buf[32..n], &msg[..]);
-                            break 'retry;
-                        }
-                    }
-                    retries += 1;
-                    assert!(retries < 1000, "retransmission never got through");
-                }
-            }
-            retries
-        }),
-        30,
-    );
-    stop.store(true, Ordering::Relaxed);
-    let server = server.join().unwrap();
-    let bad = server.stats().rx_bad_crc.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("{bad} corrupted frames dropped, {retries} retransmissions");
-    assert!(bad > 0, "the corruptor corrupted nothing?");
-    // Every dropped frame cost a retransmission (a slow reply on a loaded machine may cost one
-    // more); a corrupted frame that got through would have failed the payload check above.
-    assert!(retries >= bad, "{retries} retransmissions for {bad} drops");
-    drop(corruptor);
 }

@@ -5,10 +5,10 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lowlat_eth::pingpong;
 use lowlat_eth::shared::SharedXdp;
 use lowlat_eth::{EthConfig, EthSocket, XdpConfig};
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_proto::wire::{Header, HeaderView, Kind, HEADER_LEN};
+use lowlat_wait::{SpinPolicy, Spinner};
 
 fn threads_share_one_socket(spin: SpinPolicy) {
     let Some(h) = common::hosts(1500) else { return };
@@ -16,7 +16,7 @@ fn threads_share_one_socket(spin: SpinPolicy) {
     let mut server = common::join(h.a.spawn(move || EthSocket::open(&iface_a, EthConfig::default()).unwrap()), 5);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
-    let server = std::thread::spawn(move || pingpong::serve(&mut server, SpinPolicy::Block, &st).unwrap());
+    let server = std::thread::spawn(move || common::echo_until(&mut server, SpinPolicy::Block, &st).unwrap());
 
     let iface_b = h.b.iface.clone();
     let shared = common::join(h.b.spawn(move || SharedXdp::get_or_open(&iface_b, XdpConfig::default()).unwrap()), 5);
@@ -36,20 +36,20 @@ fn threads_share_one_socket(spin: SpinPolicy) {
                 let mut buf = vec![0u8; hd.shared().max_payload()];
                 let mut spinner = Spinner::new(spin);
                 for round in 0..ROUNDS {
-                    let mut head = [0u8; 32];
-                    head[..3].copy_from_slice(b"Ll\x01");
-                    head[6..8].copy_from_slice(&slot.to_le_bytes());
-                    head[16..20].copy_from_slice(&round.to_le_bytes());
+                    let mut h = Header::new(Kind::Call);
+                    (h.slot, h.call_no) = (slot, round);
+                    let head = h.to_bytes();
                     let body = common::pattern(64 + slot as usize * 100, slot as u8);
                     hd.send_to(peer, &head, &body).unwrap();
                     let got = spinner
                         .wait_on(Some(common::deadline(5)), &mut hd, |h| h.try_recv_from(&mut buf), |h, t| h.block(t))
                         .unwrap()
                         .expect("reply lost");
-                    assert_eq!(got.0, 32 + body.len());
-                    assert_eq!(&buf[6..8], &slot.to_le_bytes(), "another slot's frame");
-                    assert_eq!(&buf[16..20], &round.to_le_bytes());
-                    assert_eq!(&buf[32..got.0], &body[..]);
+                    assert_eq!(got.0, HEADER_LEN + body.len());
+                    let echoed = HeaderView::new_checked(&buf[..got.0]).expect("a lowlat frame");
+                    assert_eq!(echoed.slot(), slot, "another slot's frame");
+                    assert_eq!(echoed.call_no(), round);
+                    assert_eq!(echoed.body(), &body[..]);
                 }
             })
         })

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lowlat_eth::bpf::XdpMode;
 use lowlat_eth::{EthConfig, EthSocket, FrameSocket, XdpConfig, XdpSocket};
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_wait::{SpinPolicy, Spinner};
 
 fn xdp_exchange(mode: Option<XdpMode>, discover: bool) {
     let Some(h) = common::hosts(1500) else { return };

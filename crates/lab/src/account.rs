@@ -109,7 +109,7 @@ pub fn engine_costs(calls: u32, reliable: bool, in_place: bool, psk: Option<&low
         version: 1,
         proto_min: PROTOCOL_VERSION,
         proto_max: PROTOCOL_VERSION,
-        byte_order: ByteOrder::native(),
+        byte_order: ByteOrder::host(),
         flags: if reliable { BIND_RELIABLE } else { 0 },
         max_message: 4 << 20,
         max_frame: 65_507,
@@ -192,7 +192,7 @@ pub fn stub_and_procedure_costs(calls: u32) -> (f64, f64) {
         program: interface::PROGRAM,
         version: 1,
         proc_no: interface::NULL,
-        client_order: ByteOrder::native(),
+        client_order: ByteOrder::host(),
         auth: None,
     };
     let mut args = Vec::with_capacity(64);

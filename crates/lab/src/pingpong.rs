@@ -21,7 +21,7 @@ use lowlat::Endpoint;
 use lowlat_sys::poll_readable;
 use lowlat_transport::tcp::{TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_wait::{SpinPolicy, Spinner};
 
 use crate::stats::new_histogram;
 
@@ -30,7 +30,7 @@ use crate::stats::new_histogram;
 pub enum PingPongError {
     /// The URI did not parse.
     #[error(transparent)]
-    Uri(#[from] lowlat_transport::UriError),
+    Uri(#[from] lowlat_addr::UriError),
     /// A socket operation failed.
     #[error("{op}: {source}")]
     Io {
@@ -117,7 +117,7 @@ fn eth_run(
         Some(m) => m,
         None => sock.discover(20, Duration::from_millis(50))?,
     };
-    let cfg = lowlat_eth::pingpong::RunConfig {
+    let cfg = crate::raw::eth_pingpong::RunConfig {
         size,
         rounds: calls as usize,
         warmup: warmup as usize,
@@ -125,7 +125,7 @@ fn eth_run(
         kind: if eth.floor { lowlat_eth::frame::FrameType::Ping } else { lowlat_eth::frame::FrameType::Data },
         timeout: Duration::from_secs(5),
     };
-    let rounds = lowlat_eth::pingpong::run(sock.as_mut(), peer, &cfg)?;
+    let rounds = crate::raw::eth_pingpong::run(sock.as_mut(), peer, &cfg)?;
     let mut h = new_histogram();
     let mut wall = 0u64;
     for ns in rounds {
@@ -193,7 +193,7 @@ impl PingPongServer {
             return Ok(PingPongServer {
                 local_uri,
                 run: Box::new(move |stop| {
-                    lowlat_eth::pingpong::serve(sock.as_mut(), spin, stop)?;
+                    crate::raw::eth_pingpong::serve(sock.as_mut(), spin, stop)?;
                     Ok(())
                 }),
             });
@@ -263,7 +263,7 @@ impl PingPongServer {
                 Ok(PingPongServer {
                     local_uri: format!("shm://{}", path.display()),
                     run: Box::new(move |stop| {
-                        server.run(&mut lowlat_shm::pingpong::echo, stop).map_err(|e| PingPongError::Io {
+                        server.run(&mut crate::raw::shm_pingpong::echo, stop).map_err(|e| PingPongError::Io {
                             op: "serve".into(),
                             source: io::Error::other(e.to_string()),
                         })
@@ -281,7 +281,7 @@ impl PingPongServer {
     /// (no user-level server runs; the program stays attached until `stop` is set).
     pub fn bind_floor(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
         if let Some((iface, _)) = eth_endpoint(uri)?.as_ref().and_then(Endpoint::ethernet) {
-            let floor = lowlat_eth::pingpong::Floor::attach(iface, None)?;
+            let floor = crate::raw::eth_pingpong::Floor::attach(iface, None)?;
             let mac = lowlat_eth::ifinfo::IfInfo::get(iface)?.mac;
             return Ok(PingPongServer {
                 local_uri: format!("xdp://{iface}/{mac}"),
@@ -297,7 +297,7 @@ impl PingPongServer {
         match uri.parse::<Endpoint>()? {
             Endpoint::Shm { path } => {
                 // Bound now, so that a client may connect as soon as the server says it is ready.
-                let floor = lowlat_shm::floor::FloorServer::bind(&path).map_err(|e| PingPongError::Io {
+                let floor = crate::raw::shm_floor::FloorServer::bind(&path).map_err(|e| PingPongError::Io {
                     op: format!("bind {uri}"),
                     source: io::Error::other(e.to_string()),
                 })?;
@@ -407,10 +407,10 @@ pub fn run(
         let rounds = (warmup + calls) as usize;
         let timeout = Duration::from_secs(5);
         let rounds = if opts.floor {
-            lowlat_shm::floor::run(path, size, rounds, timeout)
+            crate::raw::shm_floor::run(path, size, rounds, timeout)
         } else {
             let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
-            lowlat_shm::pingpong::run(path, cfg, size, rounds, timeout)
+            crate::raw::shm_pingpong::run(path, cfg, size, rounds, timeout)
         }
         .map_err(|e| PingPongError::Io { op: format!("ping-pong {uri}"), source: io::Error::other(e.to_string()) })?;
         let mut h = new_histogram();

@@ -33,7 +33,7 @@ fn request(nonce: u64) -> BindRequest {
         version: 1,
         proto_min: PROTOCOL_VERSION,
         proto_max: PROTOCOL_VERSION,
-        byte_order: ByteOrder::native(),
+        byte_order: ByteOrder::host(),
         flags: 0,
         max_message: 1 << 20,
         max_frame: 1472,

@@ -30,7 +30,7 @@ fn bound(reliable: bool) -> (ServerEngine<u8>, ClientSlot) {
         version: 1,
         proto_min: PROTOCOL_VERSION,
         proto_max: PROTOCOL_VERSION,
-        byte_order: ByteOrder::native(),
+        byte_order: ByteOrder::host(),
         flags: if reliable { BIND_RELIABLE } else { 0 },
         max_message: 1 << 20,
         max_frame: if reliable { u32::MAX } else { 1472 },

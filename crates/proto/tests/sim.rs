@@ -121,7 +121,7 @@ impl Sim {
             version,
             proto_min: PROTOCOL_VERSION,
             proto_max: PROTOCOL_VERSION,
-            byte_order: ByteOrder::native(),
+            byte_order: ByteOrder::host(),
             flags: 0,
             max_message: 4 << 20,
             max_frame: FRAME,

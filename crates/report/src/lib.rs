@@ -1,10 +1,13 @@
 //! lowlat-report: the data model of `results.json` (with its JSON Schema) and `report.html`, the
 //! self-contained page that presents it.
 //!
-//! `lowlat lab` fills a [`Results`], writes it with [`Results::to_json`], and renders the page
-//! with [`render_html`]. This crate does no measuring and no I/O beyond what callers ask of it;
-//! it must never depend on lowlat's runtime or transports, so the report can be rendered from a
-//! results file on any machine.
+//! `lowlat lab` (in `lowlat-lab`) fills a [`Results`], writes it with [`Results::to_json`], and
+//! renders the page with [`render_html`]; the Python package reads results files with
+//! [`Results::from_json`]; the command line's tests check a lab run's files against the
+//! [`schema`] and look at the page through [`browser`]. This crate does no measuring and no I/O
+//! beyond what callers ask of it; it must never depend on lowlat's runtime, transports or
+//! laboratory (which depend on it), so the report can be rendered from a results file on any
+//! machine.
 
 #![warn(missing_docs)]
 

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use lowlat_proto::Psk;
-use lowlat_transport::{Cidr, SpinPolicy};
+use lowlat_transport::Cidr;
+use lowlat_wait::SpinPolicy;
 
 /// How a client binds and calls.
 #[derive(Clone, Debug)]

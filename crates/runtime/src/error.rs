@@ -86,8 +86,10 @@ impl fmt::Display for Reason<'_> {
     }
 }
 
-/// Everything that can go wrong binding to a server or making a call.
+/// Everything that can go wrong binding to a server or making a call. New kinds of failure are
+/// added as lowlat grows (a `match` needs a catch-all arm).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The endpoint could not be parsed.
     #[error("invalid endpoint {uri:?}: {reason}")]
@@ -500,8 +502,8 @@ impl Error {
     }
 }
 
-impl From<lowlat_transport::UriError> for Error {
-    fn from(e: lowlat_transport::UriError) -> Error {
+impl From<lowlat_addr::UriError> for Error {
+    fn from(e: lowlat_addr::UriError) -> Error {
         Error::InvalidUri { uri: e.uri, reason: e.reason }
     }
 }

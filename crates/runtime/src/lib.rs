@@ -89,53 +89,31 @@
 
 #![warn(missing_docs)]
 
-mod async_calls;
 mod client;
 mod config;
 mod doorbell;
 mod driver;
 mod error;
-mod onc_client;
+mod program;
 mod reactor;
 mod server;
-mod service;
 mod serving;
 pub mod stats;
 pub mod trace;
 mod waiting;
-mod workers;
 
 pub use client::Client;
 pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
 pub use doorbell::Drained;
 pub use error::{CallSite, Error, KeyMismatch};
+pub use lowlat_addr::{Endpoint, Mac};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;
-pub use lowlat_codec::OutBuf;
-/// ONC RPC v2 messages, record marking and the rpcbind client, for tools and tests.
-pub use lowlat_onc as onc;
-pub use lowlat_onc::AuthSys;
-pub use lowlat_proto::{ByteOrder, Execution, Psk, Session, MAX_ERROR_MESSAGE};
-pub use lowlat_sys::block_termination_signals;
-pub use lowlat_transport::{Cidr, Endpoint, Mac, SpinPolicy};
+pub use lowlat_codec::{DecodeError, OutBuf};
+pub use lowlat_onc::{AuthStat, AuthSys};
+pub use lowlat_proto::{ByteOrder, ClientEngineConfig, Execution, Psk, Session, MAX_ERROR_MESSAGE};
+pub use lowlat_transport::Cidr;
+pub use lowlat_wait::SpinPolicy;
+pub use program::{CallContext, Handler, ProcError, Program};
 pub use server::{Server, ServerBuilder};
-pub use service::{CallContext, Handler, ProcError, Program};
 pub use stats::{ClientStats, EndpointStats};
-
-/// A result that did not have the expected shape: the simplest decoding error, for hand-written
-/// stubs (generated code has its own, richer ones).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("expected {expected}, got {got} bytes")]
-pub struct DecodeError {
-    /// What the result should have been.
-    pub expected: &'static str,
-    /// The size of the result received, in bytes.
-    pub got: usize,
-}
-
-impl DecodeError {
-    /// The error for a result of `got` bytes that should have been `expected`.
-    pub fn new(expected: &'static str, got: usize) -> DecodeError {
-        DecodeError { expected, got }
-    }
-}

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use crate::doorbell::{Drained, EndpointShared};
 use crate::driver;
-use crate::service::Services;
+use crate::serving::routes::Services;
+use crate::serving::workers::{self, Workers};
 use crate::serving::{self, Context};
-use crate::workers::{self, Workers};
 use crate::{Endpoint, EndpointStats, Error, Program, ServerConfig};
 
 /// How long a stop whose time ran out waits for the threads to answer what they hold and end.
@@ -142,6 +142,14 @@ impl Server {
         }
     }
 
+    /// Blocks the signals [`wait_for_signal`](Self::wait_for_signal) takes (SIGTERM, SIGINT,
+    /// SIGHUP) in the calling thread and every thread it starts from now on: call it first
+    /// thing in `main` when threads start before the server waits, so that a stop signal always
+    /// finds the wait rather than ending the process at once.
+    pub fn block_stop_signals() -> Result<(), Error> {
+        lowlat_sys::block_termination_signals().map_err(|e| Error::io("block termination signals", e))
+    }
+
     /// Serves until this process is asked to stop (SIGTERM, SIGINT or SIGHUP), then stops
     /// gracefully, as [`shutdown`](Self::shutdown) does, and says what the stop did. Fails if
     /// every serving thread ends first (a transport failed).
@@ -149,13 +157,11 @@ impl Server {
     /// The signals are taken synchronously, so no handler runs anywhere: lowlat's own threads
     /// never take them, and this call blocks them in the calling thread. Call it from the main
     /// thread of a program whose other threads block them too (threads inherit the mask of the
-    /// thread that starts them: block them first, with [`block_termination_signals`], if `main`
-    /// starts threads before serving), or a signal sent to the process may end it at once
-    /// instead.
-    ///
-    /// [`block_termination_signals`]: crate::block_termination_signals
+    /// thread that starts them: block them first, with [`block_stop_signals`](Self::block_stop_signals),
+    /// if `main` starts threads before serving), or a signal sent to the process may end it at
+    /// once instead.
     pub fn wait_for_signal(self) -> Result<Drained, Error> {
-        lowlat_sys::block_termination_signals().map_err(|e| Error::io("block termination signals", e))?;
+        Server::block_stop_signals()?;
         loop {
             if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
                 return Ok(self.shutdown());

@@ -8,7 +8,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Server};
-use lowlat_eth::testhosts::{self, TestHosts};
+use lowlat_eth::bpf;
+use lowlat_testkit::testhosts::{self, TestHosts};
 
 mod common;
 use common::{bytes, check_lab_procedures, ECHO, NULL, PROG};
@@ -22,13 +23,24 @@ fn hosts() -> Option<TestHosts> {
 }
 
 /// Joins a namespace thread, failing the test if it runs longer than `secs`.
-fn join<T>(h: JoinHandle<lowlat_eth::Result<T>>, secs: u64) -> T {
+fn join<T>(h: JoinHandle<testhosts::Result<T>>, secs: u64) -> T {
     let end = Instant::now() + Duration::from_secs(secs);
     while !h.is_finished() {
         assert!(Instant::now() < end, "thread did not finish within {secs} s");
         std::thread::sleep(Duration::from_millis(5));
     }
     h.join().expect("thread panicked").expect("entering the namespace")
+}
+
+/// lowlat's corrupting XDP program on `iface` (in the calling thread's namespace), flipping a bit
+/// in about one in `2^shift` received frames until the pair is dropped: what
+/// `lowlat_lab::raw::fault::Corruptor` does, built here from lowlat-eth's loader because the
+/// laboratory depends on the runtime and the runtime's tests cannot depend on it.
+fn corrupt(iface: &str, shift: u32) -> (bpf::Link, bpf::Program) {
+    let info = lowlat_eth::ifinfo::IfInfo::get(iface).unwrap();
+    let prog = bpf::Program::load_xdp("lowlat_corrupt", &bpf::corrupt_program(shift)).unwrap();
+    let (link, _) = bpf::attach_best(&prog, info.index, iface, &info.driver, Some(bpf::XdpMode::Generic)).unwrap();
+    (link, prog)
 }
 
 /// Serves the lab program on side a's interface (the server's socket lives in a's namespace).
@@ -88,7 +100,7 @@ fn calls_complete_through_corrupted_frames() {
     // One in eight frames reaching the server has a bit flipped: its CRC32C fails, the server
     // drops it, and the client's retransmission recovers.
     let iface = h.a.iface.clone();
-    let corruptor = join(h.a.spawn(move || lowlat_eth::fault::Corruptor::attach(&iface, 3).unwrap()), 5);
+    let corruptor = join(h.a.spawn(move || corrupt(&iface, 3)), 5);
     let uri = format!("eth://{}/{}", h.b.iface, h.a.mac);
     let done = h.b.spawn(move || {
         let cfg = ClientConfig { deadline: Duration::from_secs(20), ..ClientConfig::default() };

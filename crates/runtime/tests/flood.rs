@@ -37,7 +37,7 @@ fn bind_datagram(nonce: u32, cookie: Option<&[u8]>) -> Vec<u8> {
         version: 1,
         proto_min: PROTOCOL_VERSION,
         proto_max: PROTOCOL_VERSION,
-        byte_order: ByteOrder::native(),
+        byte_order: ByteOrder::host(),
         flags: if cookie.is_some() { BIND_COOKIE } else { 0 },
         max_message: 1 << 20,
         max_frame: 1472,

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lowlat::onc::auth::AuthStat;
-use lowlat::onc::msg::{encode_denied, CallHeader};
-use lowlat::onc::{AcceptStatus, Credential, RejectStatus, Reply, ReplyBody};
 use lowlat::{AuthSys, Client, ClientConfig, Error, ProcError, Program, Server, ServerConfig};
+use lowlat_onc::auth::AuthStat;
+use lowlat_onc::msg::{encode_denied, CallHeader};
+use lowlat_onc::{AcceptStatus, Credential, RejectStatus, Reply, ReplyBody};
 
 const PROG: u32 = 0x2000_7701;
 
@@ -271,11 +271,11 @@ fn fake_server(body: ReplyBody) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let h = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         let Ok((n, from)) = sock.recv_from(&mut buf) else { return };
-        let xid = lowlat::onc::msg::peek_xid(&buf[..n]).unwrap();
+        let xid = lowlat_onc::msg::peek_xid(&buf[..n]).unwrap();
         let mut out = Vec::new();
         match body {
             ReplyBody::Denied(d) => encode_denied(xid, d, &mut out),
-            ReplyBody::Accepted(a) => lowlat::onc::msg::encode_accepted(xid, a, &mut out),
+            ReplyBody::Accepted(a) => lowlat_onc::msg::encode_accepted(xid, a, &mut out),
         }
         sock.send_to(&out, from).unwrap();
     });
@@ -339,10 +339,10 @@ fn client_retransmits_until_answered_and_times_out_by_its_deadline() {
         let mut xids = Vec::new();
         for _ in 0..3 {
             let (n, from) = sock.recv_from(&mut buf).unwrap();
-            xids.push(lowlat::onc::msg::peek_xid(&buf[..n]).unwrap());
+            xids.push(lowlat_onc::msg::peek_xid(&buf[..n]).unwrap());
             if xids.len() == 3 {
                 let mut out = Vec::new();
-                lowlat::onc::msg::encode_accepted(xids[2], AcceptStatus::Success, &mut out);
+                lowlat_onc::msg::encode_accepted(xids[2], AcceptStatus::Success, &mut out);
                 out.extend_from_slice(&5u32.to_be_bytes());
                 sock.send_to(&out, from).unwrap();
             }
@@ -384,8 +384,8 @@ fn udp_to_a_port_where_nothing_listens_fails_at_once_as_never_executed() {
         let mut buf = [0u8; 2048];
         let (n, from) = sock.recv_from(&mut buf).unwrap();
         let mut out = Vec::new();
-        lowlat::onc::msg::encode_accepted(
-            lowlat::onc::msg::peek_xid(&buf[..n]).unwrap(),
+        lowlat_onc::msg::encode_accepted(
+            lowlat_onc::msg::peek_xid(&buf[..n]).unwrap(),
             AcceptStatus::Success,
             &mut out,
         );
@@ -406,12 +406,12 @@ fn raw_tcp_records_in_several_fragments_are_answered() {
     CallHeader { xid: 9, program: PROG, version: 2, procedure: 1 }.encode(&Credential::None, &mut call);
     call.extend_from_slice(&10u32.to_be_bytes());
     let mut wire = Vec::new();
-    lowlat::onc::frame_record(&call, 7, &mut wire);
+    lowlat_onc::frame_record(&call, 7, &mut wire);
     for chunk in wire.chunks(5) {
         s.write_all(chunk).unwrap();
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut rr = lowlat::onc::RecordReader::new(1 << 16);
+    let mut rr = lowlat_onc::RecordReader::new(1 << 16);
     let rec = loop {
         let b = rr.buffer(4096);
         let n = s.read(b).unwrap();

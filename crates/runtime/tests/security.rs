@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Program, Psk, Server, ServerConfig};
+use lowlat_proto::wire::Header;
 use lowlat_relay::{Faults, Probability, RelayThread};
 
 mod common;
@@ -98,7 +99,9 @@ fn replayed_and_forged_calls_never_run_and_are_counted() {
     }
     // The first call, made to look like the next one: its tag no longer fits.
     let mut forged = calls[0].clone();
-    forged[16..20].copy_from_slice(&11u32.to_le_bytes());
+    let (mut head, _) = Header::parse(&forged).unwrap();
+    head.call_no = 11;
+    head.emit(forged.first_chunk_mut().unwrap());
     recrc(&mut forged);
     stranger.send_to(&forged, target).unwrap();
     let s = settle(&server, |s| s.duplicates + s.unproven + s.mac_failures >= 12);

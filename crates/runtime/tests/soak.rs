@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Program, Server};
-use lowlat_eth::testhosts::{self, TestHosts, TestHostsConfig};
 use lowlat_relay::{Delay, Faults, FrameRelay, Probability, RelayThread};
+use lowlat_testkit::testhosts::{self, TestHosts, TestHostsConfig};
 
 const PROG: u32 = 0x2000_50AC;
 const COUNT: u32 = 1;
@@ -180,7 +180,7 @@ fn count_calls_over_xdp_through_a_faulty_frame_relay_execute_at_most_once() {
 }
 
 /// Joins `h` (a thread in a test namespace), failing the test after `secs`.
-fn join_within<T>(h: std::thread::JoinHandle<lowlat_eth::Result<T>>, secs: u64, what: &str) -> T {
+fn join_within<T>(h: std::thread::JoinHandle<testhosts::Result<T>>, secs: u64, what: &str) -> T {
     let end = Instant::now() + Duration::from_secs(secs);
     while !h.is_finished() {
         assert!(Instant::now() < end, "{what} did not finish within {secs} s");

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_wait::{SpinPolicy, Spinner};
 
 use crate::error::{io_err, ShmError};
 use crate::ring::{record_len, Consumer, Producer, RingError, Wake};

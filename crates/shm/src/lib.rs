@@ -3,20 +3,19 @@
 //!
 //! Layers, each usable alone: [`ring`] (a single-producer single-consumer message ring that a
 //! hostile peer can only make report an error), [`segment`] (one binding's memfd: two rings),
-//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), [`pingpong`]
-//! (the ring exchange with no RPC layer, and futex baselines) and [`floor`] (the machine's floor:
-//! one message each way through cache lines, the sequence word written last, no ring).
+//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), and
+//! [`listen`] (the socket file a listener answers at, also used by the laboratory's floor).
 //!
-//! Messages are opaque bytes: this crate knows nothing of RPC headers.
-//! Depends only on the OS and `lowlat-transport`'s wait strategy; never on the RPC runtime.
+//! Messages are opaque bytes: this crate knows nothing of RPC headers. It ships in the runtime,
+//! so it holds no laboratory: raw ping-pong over the rings and the machine's floor live in
+//! `lowlat-lab`. Depends only on the OS (`lowlat-sys`) and the shared waiting policy
+//! (`lowlat-wait`); never on the RPC runtime, the laboratory or the test kit.
 
 #![warn(missing_docs)]
 
 pub mod channel;
 pub mod error;
-#[allow(unsafe_code)] // shared memory: the floor's mailboxes
-pub mod floor;
-pub mod pingpong;
+pub mod listen;
 #[allow(unsafe_code)] // shared memory: the rings
 pub mod ring;
 #[allow(unsafe_code)] // shared memory: the segment's layout
@@ -25,7 +24,7 @@ pub mod server;
 
 pub use channel::{ChannelConfig, ShmChannel};
 pub use error::ShmError;
-pub use lowlat_transport::SpinPolicy;
+pub use lowlat_wait::SpinPolicy;
 pub use ring::RingError;
 pub use segment::Layout;
 pub use server::{Activity, BindingId, PeerCred, PeerPolicy, Reply, ShmHandler, ShmServer, ShmServerConfig};

@@ -13,13 +13,7 @@ use lowlat_sys::{self as sys, Mapping};
 
 /// The system page size.
 pub fn page_size() -> usize {
-    // SAFETY: sysconf has no memory effects.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p <= 0 {
-        4096
-    } else {
-        p as usize
-    }
+    sys::memory::page_size()
 }
 
 /// Sizes of one binding's rings.

@@ -66,6 +66,6 @@ fn child_entry() {
     if let Some(p) = role.strip_prefix("serve:") {
         let stop = AtomicBool::new(false);
         // Runs until killed by the parent test.
-        lowlat_shm::pingpong::serve(p.as_ref(), ShmServerConfig::default(), &stop).unwrap();
+        lowlat_shm::ShmServer::bind(p, ShmServerConfig::default()).unwrap().run(&mut echo, &stop).unwrap();
     }
 }

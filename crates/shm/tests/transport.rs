@@ -230,7 +230,7 @@ fn idle_server_sleeps() {
     let mut server = lowlat_shm::ShmServer::bind(&path, ShmServerConfig::default()).unwrap();
     let s2 = stop.clone();
     let t = std::thread::spawn(move || {
-        server.run(&mut lowlat_shm::pingpong::echo, &s2).unwrap();
+        server.run(&mut echo, &s2).unwrap();
         lowlat_sys::process::thread_cpu_time()
     });
     let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();

@@ -1,31 +1,42 @@
 //! The one place lowlat talks to the operating system: safe wrappers over the system calls the
 //! other crates need (waiting on descriptors, eventfds, futexes, sealed memfds and their
-//! mappings, descriptors passed over Unix sockets, socket options, signals, CPU placement,
-//! randomness and the monotonic clock). Every `unsafe` block here states the invariant it relies
-//! on; the callers stay safe.
+//! mappings, mappings of kernel rings, descriptors passed over Unix sockets, raw AF_PACKET and
+//! AF_XDP sockets, socket options, bpf(2), network interfaces and namespaces, signals, CPU
+//! placement, randomness and the monotonic clock). Every `unsafe` block here states the
+//! invariant it relies on; the callers stay safe, except for [`bpf::bpf`], whose attribute
+//! block only its caller can vouch for.
 //!
 //! This crate depends on `libc` alone and must never depend on another lowlat crate. The only
 //! other places with `unsafe` code are those that share memory with another process or the
-//! kernel (the shared-memory rings, the AF_PACKET and AF_XDP rings) and the test allocator.
+//! kernel (the shared-memory rings, the AF_PACKET and AF_XDP rings, the laboratory's floor),
+//! the bpf(2) attribute blocks of lowlat-eth and the test allocator.
 
 #![allow(unsafe_code)] // the one place that talks to the operating system
 #![warn(missing_docs)]
 
+pub mod barrier;
+pub mod bpf;
 pub mod clock;
 pub mod event;
 pub mod fs;
 pub mod futex;
+pub mod iface;
 pub mod memory;
+pub mod netns;
 pub mod packet;
 pub mod poll;
 pub mod process;
 pub mod random;
+pub mod socket;
 pub mod sockopt;
 pub mod unix;
 
+pub use barrier::heavy_barrier;
 pub use event::{ring_fd, EventFd};
 pub use futex::{futex_wait, futex_wake};
-pub use memory::{check_sealed, sealed_memfd, Mapping};
+pub use iface::{interface, Interface};
+pub use memory::{check_sealed, sealed_memfd, Mapping, RawMapping};
+pub use netns::enter_netns;
 pub use packet::PacketSocket;
 pub use poll::{poll_readable, poll_set, wait_readable, Epoll};
 pub use process::{

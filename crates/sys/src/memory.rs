@@ -7,6 +7,17 @@ use std::ptr::NonNull;
 
 use crate::cvt;
 
+/// The system page size (4096 if the system will not say).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p <= 0 {
+        4096
+    } else {
+        p as usize
+    }
+}
+
 /// Creates a memfd of `len` bytes sealed against shrinking, growing and further sealing, so a
 /// peer holding the descriptor can never truncate the pages from under our mappings (SIGBUS).
 pub fn sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
@@ -96,6 +107,65 @@ impl Drop for Mapping {
         // SAFETY: we own exactly this range since `new`; nothing borrows it past our lifetime
         // (the rings holding pointers into it are dropped with their owner first).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.reserved) };
+    }
+}
+
+/// A mapping made for memory shared with the kernel (a socket's rings) or handed to it (an
+/// AF_XDP UMEM): unmapped on drop. What lives in it, and who may write it when, is the owner's
+/// to state.
+#[derive(Debug)]
+pub struct RawMapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; any thread may unmap it.
+unsafe impl Send for RawMapping {}
+
+impl RawMapping {
+    /// Maps `len` bytes of socket `fd` at `offset` (the page offset a socket documents for one
+    /// of its rings), shared with the kernel; `populate` faults the pages in now.
+    pub fn socket_ring(fd: std::os::fd::RawFd, offset: i64, len: usize, populate: bool) -> io::Result<RawMapping> {
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        Self::map(len, flags, fd, offset)
+    }
+
+    /// `len` bytes of fresh, private, zeroed memory, faulted in now.
+    pub fn anonymous(len: usize) -> io::Result<RawMapping> {
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+    }
+
+    fn map(len: usize, flags: libc::c_int, fd: std::os::fd::RawFd, offset: i64) -> io::Result<RawMapping> {
+        // SAFETY: a new mapping at an address the kernel chooses replaces nothing of ours; the
+        // result is checked.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RawMapping { base: NonNull::new(p.cast()).ok_or(io::ErrorKind::Other)?, len })
+    }
+
+    /// The first byte; valid for `len` bytes while `self` lives.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no byte is mapped (never: mmap refuses a length of zero).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for RawMapping {
+    fn drop(&mut self) {
+        // SAFETY: we own exactly this range since `map`; its owner drops every pointer into it
+        // first.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 

@@ -1,14 +1,18 @@
-//! Helpers shared by lowlat's test suites, and nothing else: a dev-dependency only, never a
-//! dependency of a crate that ships. It depends on no other lowlat crate (so any crate's tests
-//! can use it).
+//! Helpers shared by lowlat's test suites, and nothing else: a dev-dependency of the crates
+//! that ship, and a dependency of the laboratory (`lowlat-lab`) alone, whose runs build test
+//! hosts too. It depends on no lowlat crate but the two at the bottom, `lowlat-sys` and
+//! `lowlat-addr` (so the tests of every crate above them can use it), and must never depend on
+//! a transport, the protocol or the runtime.
 //!
 //! [`CountingAlloc`]: a global allocator that counts allocations while asked to, for the tests
 //! that prove a steady-state call allocates nothing. [`simnet`]: a simulated network in virtual
-//! time, for the protocol engines' tests.
+//! time, for the protocol engines' tests. [`testhosts`]: two network namespaces joined by a
+//! veth pair, for the raw Ethernet transports' tests and the laboratory's ladder.
 
 #![warn(missing_docs)]
 
 pub mod simnet;
+pub mod testhosts;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,19 +1,15 @@
-//! lowlat's socket transports and the waiting policy all transports share.
+//! lowlat's socket transports: UDP datagrams and TCP streams, each a client channel and a
+//! server endpoint, plus the allow-lists of networks a server admits ([`Cidr`]).
 //!
-//! This crate moves bytes: it knows nothing of RPC, sessions or call numbers. It also holds the
-//! one parser of endpoint URIs and MAC addresses every crate uses ([`Endpoint`], [`Mac`]). Every transport
-//! waits the same way ([`wait::Spinner`]: spin, then block), so RPC and raw ping-pong over one
-//! transport are compared like for like.
+//! This crate moves bytes: it knows nothing of RPC, sessions or call numbers, and must never
+//! depend on the RPC protocol or runtime. It waits as every transport does (`lowlat-wait`) and
+//! takes its addresses from `lowlat-addr`.
 
 #![warn(missing_docs)]
 
 pub mod allow;
-pub mod endpoint;
 pub mod tcp;
 #[allow(unsafe_code)] // receiving into an initialised buffer through socket2
 pub mod udp;
-pub mod wait;
 
 pub use allow::{Cidr, CidrError};
-pub use endpoint::{BadMac, Endpoint, Mac, UriError};
-pub use wait::{SpinPolicy, Spinner};

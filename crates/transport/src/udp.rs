@@ -89,15 +89,6 @@ fn send_copied<const N: usize>(
     single(&frame[..n + CRC_LEN])
 }
 
-/// Datagrams received with a wrong or missing checksum (dropped), over all sockets of the
-/// process.
-static CHECKSUM_FAILURES: AtomicU64 = AtomicU64::new(0);
-
-/// How many datagrams this process dropped for a failed checksum.
-pub fn checksum_failures() -> u64 {
-    CHECKSUM_FAILURES.load(Ordering::Relaxed)
-}
-
 fn io_err(op: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{op} {addr}: {e}"))
 }
@@ -143,6 +134,9 @@ pub struct UdpChannel {
     peer: SocketAddr,
     max_datagram: usize,
     checksum: bool,
+    /// Datagrams dropped for a failed checksum. Atomic because receiving takes `&self`; touched
+    /// only on a failure, never on a good datagram's path.
+    checksum_failures: AtomicU64,
 }
 
 impl UdpChannel {
@@ -154,7 +148,7 @@ impl UdpChannel {
         sock.bind(&local.into()).map_err(|e| io_err("bind UDP socket for", peer, e))?;
         sock.connect(&peer.into()).map_err(|e| io_err("connect UDP socket to", peer, e))?;
         let max_datagram = path_mtu(&sock, &peer).map_or(1472, |mtu| mtu - ip_udp_overhead(&peer)).min(MAX_DATAGRAM);
-        Ok(UdpChannel { sock, peer, max_datagram, checksum: false })
+        Ok(UdpChannel { sock, peer, max_datagram, checksum: false, checksum_failures: AtomicU64::new(0) })
     }
 
     /// Adds (and requires) a CRC32C after every datagram's payload ([`CRC_LEN`] bytes): both
@@ -162,6 +156,11 @@ impl UdpChannel {
     pub fn with_checksum(mut self, on: bool) -> UdpChannel {
         self.checksum = on;
         self
+    }
+
+    /// Datagrams this channel dropped for a wrong or missing checksum.
+    pub fn checksum_failures(&self) -> u64 {
+        self.checksum_failures.load(Ordering::Relaxed)
     }
 
     /// The server address the channel is connected to.
@@ -211,7 +210,7 @@ impl UdpChannel {
             match checked(&buf[..n]) {
                 Some(n) => return Ok(Some(n)),
                 None => {
-                    CHECKSUM_FAILURES.fetch_add(1, Ordering::Relaxed);
+                    self.checksum_failures.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -236,13 +235,8 @@ fn ip_udp_overhead(peer: &SocketAddr) -> usize {
 fn path_mtu(sock: &Socket, peer: &SocketAddr) -> Option<usize> {
     let (level, name) =
         if peer.is_ipv4() { (libc::IPPROTO_IP, libc::IP_MTU) } else { (libc::IPPROTO_IPV6, libc::IPV6_MTU) };
-    let mut mtu: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `mtu` and `len` are live and sized as the option requires; the fd is open.
-    let r = unsafe {
-        libc::getsockopt(sock.as_raw_fd(), level, name, &mut mtu as *mut libc::c_int as *mut libc::c_void, &mut len)
-    };
-    (r == 0 && mtu > 100).then_some(mtu as usize)
+    let mtu: libc::c_int = lowlat_sys::getsockopt(sock.as_raw_fd(), level, name).ok()?;
+    (mtu > 100).then_some(mtu as usize)
 }
 
 /// A server's UDP socket: one socket, many peers.
@@ -253,6 +247,7 @@ pub struct UdpEndpoint {
     checksum: bool,
     allow: Vec<Cidr>,
     not_allowed: u64,
+    checksum_failures: u64,
 }
 
 impl UdpEndpoint {
@@ -262,7 +257,7 @@ impl UdpEndpoint {
         let sock = new_socket(&addr).map_err(|e| io_err("create UDP socket on", addr, e))?;
         sock.bind(&addr.into()).map_err(|e| io_err("bind UDP", addr, e))?;
         let local = sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
-        Ok(UdpEndpoint { sock, local, checksum: false, allow: Vec::new(), not_allowed: 0 })
+        Ok(UdpEndpoint { sock, local, checksum: false, allow: Vec::new(), not_allowed: 0, checksum_failures: 0 })
     }
 
     /// Serves only datagrams from these blocks (all, when empty); the others are dropped
@@ -275,6 +270,11 @@ impl UdpEndpoint {
     /// Datagrams dropped for coming from outside the allowlist.
     pub fn not_allowed(&self) -> u64 {
         self.not_allowed
+    }
+
+    /// Datagrams this endpoint dropped for a wrong or missing checksum.
+    pub fn checksum_failures(&self) -> u64 {
+        self.checksum_failures
     }
 
     /// Adds (and requires) a CRC32C after every datagram's payload, as
@@ -328,7 +328,7 @@ impl UdpEndpoint {
                     match checked(&buf[..n]) {
                         Some(n) => return Ok(Some((n, a))),
                         None => {
-                            CHECKSUM_FAILURES.fetch_add(1, Ordering::Relaxed);
+                            self.checksum_failures += 1;
                         }
                     }
                 }
@@ -404,14 +404,15 @@ mod tests {
         good.extend_from_slice(&trailer(b"pay", b"load"));
         let mut flipped = good.clone();
         flipped[2] ^= 0x10;
-        let before = checksum_failures();
+        assert_eq!(server.checksum_failures(), 0);
         for d in [&flipped[..], &b"abc"[..], &b"no checksum at all"[..], &good[..]] {
             raw.send_to(d, server.local_addr()).unwrap();
         }
         std::thread::sleep(Duration::from_millis(50));
         let (got, _) = server.try_recv_from(&mut buf).unwrap().unwrap();
         assert_eq!(&buf[..got], b"payload", "the damaged ones were skipped");
-        assert!(checksum_failures() >= before + 3);
+        assert_eq!(server.checksum_failures(), 3, "counted by the endpoint that dropped them");
+        assert_eq!(client.checksum_failures(), 0);
         assert_eq!(server.try_recv_from(&mut buf).unwrap(), None);
     }
 

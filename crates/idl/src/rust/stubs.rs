@@ -203,7 +203,6 @@ impl Gen<'_> {
     }
 
     fn gen_client_with(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames) {
-        let cp = self.cp();
         let (client, with) = (&vn.client, &vn.client_with);
         self.line("");
         self.line(format!("/// The calls of a [`{client}`], each made with the options given to [`{client}::with`]."));
@@ -212,17 +211,6 @@ impl Gen<'_> {
         self.line(format!("inner: &'a {rt}::Client,"));
         self.line(format!("options: {rt}::CallOptions,"));
         self.close("}");
-        if !procs.is_empty() {
-            self.line("");
-            self.line("// The server's order: payloads travel in it and only the client converts.");
-            self.line("#[allow(clippy::needless_match, unreachable_patterns)]");
-            self.open(format!("fn wire_order(client: &{rt}::Client) -> {cp}::ByteOrder {{"));
-            self.open("match client.server_byte_order() {");
-            self.line(format!("{rt}::ByteOrder::Little => {cp}::ByteOrder::Little,"));
-            self.line(format!("{rt}::ByteOrder::Big => {cp}::ByteOrder::Big,"));
-            self.close("}");
-            self.close("}");
-        }
         self.line("");
         self.open(format!("impl {with}<'_> {{"));
         for (i, pr) in procs.iter().enumerate() {
@@ -328,7 +316,8 @@ impl Gen<'_> {
         self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
         self.close("} else {");
         self.indent += 1;
-        self.line("let order = wire_order(self.inner);");
+        // The server's order: payloads travel in it and only the client converts.
+        self.line("let order = self.inner.server_byte_order();");
         let (enc, dec) = (encoder(Enc::Native), decoder(self, Enc::Native));
         self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
         self.close("}");

@@ -1313,22 +1313,13 @@ pub mod everything_v1 {
         options: ::lowlat::CallOptions,
     }
 
-    // The server's order: payloads travel in it and only the client converts.
-    #[allow(clippy::needless_match, unreachable_patterns)]
-    fn wire_order(client: &::lowlat::Client) -> ::lowlat_codec::ByteOrder {
-        match client.server_byte_order() {
-            ::lowlat::ByteOrder::Little => ::lowlat_codec::ByteOrder::Little,
-            ::lowlat::ByteOrder::Big => ::lowlat_codec::ByteOrder::Big,
-        }
-    }
-
     impl EverythingV1ClientWith<'_> {
         /// Calls `PING(void) -> void`.
         pub fn ping(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
                 self.inner.call_with(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1338,7 +1329,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1348,7 +1339,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1358,7 +1349,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1368,7 +1359,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(ADD, &self.options, |buf| encode_add_args_xdr(buf, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(ADD, &self.options, |buf| encode_add_args_native(buf, order, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1378,7 +1369,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_xdr(buf, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_native(buf, order, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1388,7 +1379,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1398,7 +1389,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1408,7 +1399,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             }
         }
@@ -1418,7 +1409,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             }
         }
@@ -1428,7 +1419,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(GREET, &self.options, |buf| encode_greet_args_xdr(buf, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_xdr(body).map(str::to_owned).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(GREET, &self.options, |buf| encode_greet_args_native(buf, order, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_native(body, order).map(str::to_owned).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1438,7 +1429,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_xdr(buf, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_xdr(body).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_native(buf, order, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_native(body, order).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1448,7 +1439,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with(LOOKUP, &self.options, |buf| encode_lookup_args_xdr(buf, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(LOOKUP, &self.options, |buf| encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -1458,7 +1449,7 @@ pub mod everything_v1 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_xdr(buf, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -1985,22 +1976,13 @@ pub mod everything_v2 {
         options: ::lowlat::CallOptions,
     }
 
-    // The server's order: payloads travel in it and only the client converts.
-    #[allow(clippy::needless_match, unreachable_patterns)]
-    fn wire_order(client: &::lowlat::Client) -> ::lowlat_codec::ByteOrder {
-        match client.server_byte_order() {
-            ::lowlat::ByteOrder::Little => ::lowlat_codec::ByteOrder::Little,
-            ::lowlat::ByteOrder::Big => ::lowlat_codec::ByteOrder::Big,
-        }
-    }
-
     impl EverythingV2ClientWith<'_> {
         /// Calls `PING(void) -> void`.
         pub fn ping(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
                 self.inner.call_with(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
             }
         }
@@ -2010,7 +1992,7 @@ pub mod everything_v2 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -2020,7 +2002,7 @@ pub mod everything_v2 {
             if self.inner.is_onc() {
                 self.inner.call_with(REVERSE, &self.options, |buf| encode_reverse_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(REVERSE, &self.options, |buf| encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -2030,7 +2012,7 @@ pub mod everything_v2 {
             if self.inner.is_onc() {
                 self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }

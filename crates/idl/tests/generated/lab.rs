@@ -437,22 +437,13 @@ pub mod lab_vers {
         options: ::lowlat::CallOptions,
     }
 
-    // The server's order: payloads travel in it and only the client converts.
-    #[allow(clippy::needless_match, unreachable_patterns)]
-    fn wire_order(client: &::lowlat::Client) -> ::lowlat_codec::ByteOrder {
-        match client.server_byte_order() {
-            ::lowlat::ByteOrder::Little => ::lowlat_codec::ByteOrder::Little,
-            ::lowlat::ByteOrder::Big => ::lowlat_codec::ByteOrder::Big,
-        }
-    }
-
     impl LabVersClientWith<'_> {
         /// Calls `NULL(void) -> void`.
         pub fn null(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
                 self.inner.call_with(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
             }
         }
@@ -462,7 +453,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -472,7 +463,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(MINUS, &self.options, |buf| encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -482,7 +473,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -492,7 +483,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(MAXARG, &self.options, |buf| encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(MAXARG, &self.options, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
             }
         }
@@ -502,7 +493,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -512,7 +503,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -522,7 +513,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -532,7 +523,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             }
         }
@@ -542,7 +533,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             }
         }
@@ -552,7 +543,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -562,7 +553,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -572,7 +563,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) })
             }
         }
@@ -582,7 +573,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
             }
         }
@@ -592,7 +583,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from))
             }
         }
@@ -602,7 +593,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
             }
         }
@@ -612,7 +603,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with(SPIN, &self.options, |buf| encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with(SPIN, &self.options, |buf| encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
             }
         }
@@ -622,7 +613,7 @@ pub mod lab_vers {
             if self.inner.is_onc() {
                 self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
             } else {
-                let order = wire_order(self.inner);
+                let order = self.inner.server_byte_order();
                 self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
             }
         }

@@ -2,7 +2,7 @@
 //! spin for the budget) as a future that, where the blocking call would sleep, parks in the
 //! reactor (`crate::reactor`) on the slot's descriptor and its next timer, and returns.
 //!
-//! While parked the slot is lent to the call ([`Shared::lent`]): its lock is free (a future may
+//! While parked the slot is lent to the call (`SlotPool::lend`): its lock is free (a future may
 //! move between threads, a lock guard may not), and every other caller passes it by. A dropped
 //! call gives its slot back at once, its call abandoned ([`ClientSlot::abandon`]): a late reply
 //! to it is stale to the next call, whose call number is new.
@@ -10,21 +10,19 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use lowlat_proto::Execution;
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_wait::{SpinPolicy, Spinner};
 
-use super::{CallClock, Lowlat, Slot, SlotGuard, SlotIo, Stop, Waited};
+use super::call::{CallClock, SlotIo};
+use super::lowlat::{Lowlat, Slot};
+use super::pool::Claimed;
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
+use crate::waiting::{Stop, Waited};
 use crate::{Error, OutBuf};
-
-/// How long a call waiting for a free slot sleeps at most before it looks again (as a blocking
-/// one does: a release is also signalled, this only bounds a missed signal).
-const SLOT_RECHECK: Duration = Duration::from_millis(5);
 
 /// One async call ([`Lowlat::call_async`]).
 pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
@@ -94,7 +92,7 @@ where
         let c = this.client;
         let mut guard = match this.slot {
             Some(i) => {
-                let mut g = super::hold(&c.shared.slots[i]);
+                let mut g = c.shared.slots.hold(i);
                 if was_parked {
                     if let Err(e) = g.chan.as_mut().expect("lent with its channel").as_dyn().unpark(false) {
                         let e = c.lost(this.proc_no, Execution::Unknown, e);
@@ -151,7 +149,7 @@ where
 {
     /// Claims a slot, encodes and sends; `None`: every slot is busy (parked until one is
     /// released, or the deadline).
-    fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<SlotGuard<'c>>, Error> {
+    fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<Claimed<'c, Slot>>, Error> {
         let c = self.client;
         let Some(mut g) = self.claim(cx)? else { return Ok(None) };
         let r = (|| {
@@ -163,11 +161,10 @@ where
         })();
         if let Err(e) = r {
             drop(g);
-            c.release_notify();
             return Err(e);
         }
-        c.shared.lent[g.index as usize].store(true, Ordering::Relaxed);
-        self.slot = Some(g.index as usize);
+        c.shared.slots.lend(&g);
+        self.slot = Some(g.index());
         if let Err(e) = self.send(&mut g) {
             return self.finish(g, Err(e)).map(|_| None);
         }
@@ -175,29 +172,19 @@ where
     }
 
     /// A free slot, or `None` with the call parked until one is released.
-    fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<SlotGuard<'c>>, Error> {
+    fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<Claimed<'c, Slot>>, Error> {
         let c = self.client;
-        if let Some(g) = c.try_claim(true).or_else(|| c.try_claim(false)) {
+        let (claimed, recheck) = c.shared.slots.poll_claim(cx.waker());
+        if let Some(g) = claimed {
             return Ok(Some(g));
         }
         let deadline = self.clock.fix().1;
         let now = Instant::now();
         if now >= deadline {
-            let call = c.site(self.proc_no);
-            return Err(Error::Timeout { call, after: self.clock.timeout, execution: Execution::NotSent });
+            return Err(c.no_slot(self.proc_no, self.clock.timeout));
         }
-        {
-            let mut wakers = c.shared.slot_wakers.lock().unwrap_or_else(|p| p.into_inner());
-            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                wakers.push(cx.waker().clone());
-                c.shared.waiters.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        // Looked at again once registered: a slot released meanwhile is not missed.
-        if let Some(g) = c.try_claim(false) {
-            return Ok(Some(g));
-        }
-        let at = deadline.min(now + SLOT_RECHECK);
+        // Woken by a release; the timer is the deadline's.
+        let at = recheck.map_or(deadline, |r| deadline.min(now + r));
         self.parking = Some(reactor::park(&[], Some(at), cx.waker()).map_err(|e| Error::io("park an async call", e))?);
         Ok(None)
     }
@@ -248,15 +235,13 @@ where
     }
 
     /// Gives the slot back, after mending it as a failed blocking call does.
-    fn finish(&mut self, mut g: SlotGuard<'c>, r: Result<R, Error>) -> Result<R, Error> {
+    fn finish(&mut self, mut g: Claimed<'c, Slot>, r: Result<R, Error>) -> Result<R, Error> {
         let c = self.client;
         if let Err(e) = &r {
             c.recover(&mut g, e);
         }
-        c.shared.lent[g.index as usize].store(false, Ordering::Relaxed);
         self.slot = None;
-        drop(g);
-        c.release_notify();
+        c.shared.slots.give_back(g);
         r
     }
 }
@@ -268,15 +253,13 @@ impl<R, E, Enc, Dec> Drop for LowlatCall<'_, R, E, Enc, Dec> {
         // Dropped with its call in flight: the slot is free for the next call, which makes
         // anything still coming for this one stale.
         let c = self.client;
-        let mut g = super::hold(&c.shared.slots[i]);
+        let mut g = c.shared.slots.hold(i);
         if let Some(engine) = g.engine.as_mut() {
             engine.abandon();
         }
         if let Some(chan) = g.chan.as_mut() {
             let _ = chan.as_dyn().unpark(false);
         }
-        c.shared.lent[i].store(false, Ordering::Relaxed);
-        drop(g);
-        c.release_notify();
+        c.shared.slots.give_back(g);
     }
 }

@@ -15,15 +15,16 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lowlat_eth::{EthConfig, EthSocket, Filter, FrameSocket, Mac, XdpConfig, XdpSocket};
+use lowlat_proto::wire::HeaderView;
 use lowlat_sys::poll_readable;
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
-/// lowlat's header magic and the offset of its slot field.
+/// The slot of a lowlat frame, which its channel's kernel filter follows.
 pub(super) fn slot_of(frame: &[u8]) -> Option<u16> {
-    (frame.len() >= 8 && frame[..2] == *b"Ll").then(|| u16::from_le_bytes([frame[6], frame[7]]))
+    HeaderView::slot_of(frame)
 }
 
 /// Maps the raw transport's errors onto the runtime's, keeping their advice.

@@ -8,7 +8,7 @@
 //! Drivers know nothing of either protocol's engine, and nothing of the server above them.
 //!
 //! Adding a transport: a file here with a `ClientChannel` and a `ServerTransport`; an arm in
-//! [`open_channel`] and one in [`open_server`]; the scheme in `lowlat_transport::Endpoint`'s
+//! [`open_channel`] and one in [`open_server`]; the scheme in `lowlat_addr::Endpoint`'s
 //! parser; and one line in `tests/conformance.rs` instantiating the conformance suite for it.
 
 use std::hash::Hash;

@@ -11,7 +11,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_onc::record::{fragment_header, RecordReader};
-use lowlat_proto::{ErrorCode, Kind, HEADER_LEN, SEALED_HEAD_LEN};
+use lowlat_proto::wire::HeaderView;
+use lowlat_proto::{ErrorCode, Kind, SEALED_HEAD_LEN};
 use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
@@ -39,18 +40,16 @@ pub(crate) struct Granted(std::collections::HashMap<u16, u64>);
 impl Granted {
     /// Notes the grant in `head`, if it is one.
     fn note(&mut self, head: &[u8]) {
-        if head.len() >= HEADER_LEN && head[..2] == *b"Ll" && head[3] == Kind::BindOk.to_u8() {
-            let token = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-            self.0.insert((token >> 32) as u16, token);
+        if let Ok(h) = HeaderView::new_checked(head) {
+            if h.kind() == Kind::BindOk {
+                self.0.insert(h.session(), h.token());
+            }
         }
     }
 
     /// Whether `frame` names a session granted here.
     fn names_one(&self, frame: &[u8]) -> bool {
-        frame.len() >= HEADER_LEN && frame[..2] == *b"Ll" && {
-            let token = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
-            self.0.get(&((token >> 32) as u16)) == Some(&token)
-        }
+        HeaderView::new_checked(frame).is_ok_and(|h| self.0.get(&h.session()) == Some(&h.token()))
     }
 }
 
@@ -59,14 +58,12 @@ impl Granted {
 /// connections they never bound on): the connection is then established. A stranger gets only
 /// cookies, refusals and "unknown session".
 pub(crate) fn lowlat_grant(head: &[u8]) -> bool {
-    if head.len() < HEADER_LEN || head[..2] != *b"Ll" {
+    let Ok(h) = HeaderView::new_checked(head) else {
         return false;
-    }
-    let kind = Kind::from_u8(head[3]);
-    let code = u32::from_le_bytes([head[20], head[21], head[22], head[23]]);
-    match kind {
+    };
+    match h.kind() {
         Kind::BindRetry | Kind::BindRefused => false,
-        Kind::Error => ErrorCode::from_u32(code) != ErrorCode::UnknownSession,
+        Kind::Error => ErrorCode::from_u32(h.proc_or_code()) != ErrorCode::UnknownSession,
         _ => true,
     }
 }

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use lowlat_sys::poll_readable;
-use lowlat_transport::udp::{checksum_failures, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
+use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Cidr;
 
 use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
@@ -126,7 +126,7 @@ impl ServerTransport for UdpServer {
     }
 
     fn count(&self, into: &mut EndpointStats) {
-        into.checksum_failures += checksum_failures();
+        into.checksum_failures += self.ep.checksum_failures();
         into.not_allowed += self.ep.not_allowed();
     }
 }

@@ -1,21 +1,20 @@
 //! lowlat's own protocol on a serving thread: its engine (`lowlat-proto`'s [`ServerEngine`]) and
 //! the procedures behind it, as the serving loop hands them frames.
 
-use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
 use lowlat_proto::{CallKey, ErrorCode, ProgramVersions, ServerEngine, Status, HEADER_LEN};
 
-use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
-use crate::async_calls::AsyncCalls;
+use super::dispatch::{Dispatched, Dispatcher};
+use super::routes::{Route, RouteCache};
+use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
-use crate::service::{self, Body, CallContext, Procedure, Route, RouteCache};
+use crate::program::{Body, CallContext, Procedure};
 use crate::stats::{self, EndpointStats};
 use crate::trace::{self, ServerTrace};
-use crate::workers::{Completions, Job};
 
 /// Serves lowlat's protocol over `t` until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
@@ -46,14 +45,9 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
     let endpoint = LowlatEndpoint {
         engine: ServerEngine::with_source(engine_cfg, T::source),
         ctx,
-        completions: Completions::new(ctx.shared.clone()),
-        async_calls: AsyncCalls::new(ctx.shared.clone()),
-        finished: Vec::new(),
+        dispatcher: Dispatcher::new(ctx),
         deferred: None,
         routes: RouteCache::default(),
-        in_pool: Vec::new(),
-        refusing: false,
-        drained: Drained::default(),
         own: EndpointStats::default(),
         sent: Sent::default(),
         stats_proc: stats_procedure(ctx),
@@ -81,22 +75,13 @@ fn stats_procedure(ctx: &Context) -> Procedure {
 struct LowlatEndpoint<'c, A> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
-    completions: Arc<Completions<CallKey>>,
-    /// Async procedures' calls whose futures are pending (answered through `completions`).
-    async_calls: AsyncCalls,
-    /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<(CallKey, Status, Vec<u8>)>,
+    dispatcher: Dispatcher<CallKey>,
     /// A call finished while the transport had lent its space, whose answer is not there (an
     /// error, a result too large for the space): sent by `flush`, once the space is back, from
     /// the engine's buffer (no copy of a large result).
     deferred: Option<Finished>,
     /// Each session's program, so that a call finds its procedure without a search.
     routes: RouteCache,
-    /// The calls on the worker pool or pending in `async_calls`, not yet answered.
-    in_pool: Vec<CallKey>,
-    /// The server is stopping: new calls are answered, not run.
-    refusing: bool,
-    drained: Drained,
     /// The counters kept here rather than in the engine (plain numbers: one thread).
     own: EndpointStats,
     sent: Sent,
@@ -165,21 +150,7 @@ fn count_status(own: &mut EndpointStats, status: Status) {
 
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
-        let LowlatEndpoint {
-            engine,
-            ctx,
-            completions,
-            async_calls,
-            deferred,
-            routes,
-            in_pool,
-            refusing,
-            drained,
-            own,
-            sent,
-            stats_proc,
-            ..
-        } = self;
+        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, stats_proc } = self;
         let ctx: &Context = ctx;
         let tracing = ctx.config.trace;
         let now_ns = || if tracing { trace::now_ns() } else { 0 };
@@ -205,56 +176,24 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
             client_order: call.client_order,
             auth: None,
         };
-        // Bytes of the result the procedure wrote into `lent`, after room for the header.
-        let mut placed = None;
         let route = match routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
             Route::Missing if call.program == stats::PROGRAM && call.proc_no == stats::STATS => {
                 Route::Worker(stats_proc)
             }
             r => r,
         };
-        let status = match route {
-            _ if *refusing => {
-                drained.refused += 1;
-                call.reply.extend_from_slice(STOPPING_REASON.as_bytes());
-                Status::Error(ErrorCode::Busy)
+        // The answer is written where the transport lends room for it after the header (a
+        // shared-memory result ring: sent from where it lies), or else into the engine's buffer.
+        let (status, placed) = if lent.len() >= HEADER_LEN {
+            let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
+            match dispatcher.dispatch(route, key, cctx, call.args, &mut reply) {
+                Dispatched::Answered(status) => (status, reply.placed()),
+                Dispatched::Away => return 0,
             }
-            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) if lent.len() >= HEADER_LEN => {
-                let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
-                own.executed += 1;
-                let status = service::run(p, &cctx, call.args, &mut reply);
-                placed = reply.placed();
-                status
-            }
-            Route::Inline(p) => {
-                own.executed += 1;
-                service::run(p, &cctx, call.args, &mut call.reply.into())
-            }
-            Route::Async(_, handler) => {
-                own.executed += 1;
-                match async_calls.start(handler(cctx, call.args.to_vec()), || completions.reply_to(key)) {
-                    Some((status, result)) => {
-                        call.reply.extend_from_slice(&result);
-                        status
-                    }
-                    None => {
-                        in_pool.push(key);
-                        return 0;
-                    }
-                }
-            }
-            Route::Worker(p) => {
-                let job =
-                    Job { proc: p.clone(), ctx: cctx, args: call.args.to_vec(), reply_to: completions.reply_to(key) };
-                match ctx.workers.try_send(job) {
-                    Ok(()) => {
-                        own.executed += 1;
-                        in_pool.push(key);
-                        return 0;
-                    }
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
-                }
+        } else {
+            match dispatcher.dispatch(route, key, cctx, call.args, &mut call.reply.into()) {
+                Dispatched::Answered(status) => (status, None),
+                Dispatched::Away => return 0,
             }
         };
         count_status(own, status);
@@ -295,40 +234,33 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
 
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
-        self.async_calls.poll_woken();
-        self.completions.take(&mut self.finished);
-        let out = &mut self.sent.counting(out);
-        for (key, status, reply) in self.finished.drain(..) {
-            if let Some(i) = self.in_pool.iter().position(|k| *k == key) {
-                self.in_pool.swap_remove(i);
-                self.drained.completed += u64::from(self.refusing);
-            }
-            count_status(&mut self.own, status);
-            self.engine.finish_with(key, status, &reply, out);
-        }
+        let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
+        let out = &mut sent.counting(out);
+        dispatcher.complete(|key, status, result| {
+            count_status(own, status);
+            engine.finish_with(key, status, result, out);
+        });
     }
 
     fn refuse_new_calls(&mut self) {
-        self.refusing = true;
+        self.dispatcher.refuse_new_calls();
     }
 
     fn in_pool(&self) -> usize {
-        self.in_pool.len()
+        self.dispatcher.away()
     }
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
-        self.async_calls.drop_all();
-        let out = &mut self.sent.counting(out);
-        let n = self.in_pool.len() as u64;
-        for key in self.in_pool.drain(..) {
-            self.own.errors_server_error += 1;
-            self.engine.finish_with(key, Status::Error(ErrorCode::ServerError), ABANDONED_REASON.as_bytes(), out);
-        }
-        n
+        let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
+        let out = &mut sent.counting(out);
+        dispatcher.abandon(|key| {
+            own.errors_server_error += 1;
+            engine.finish_with(key, Status::Error(ErrorCode::ServerError), ABANDONED_REASON.as_bytes(), out);
+        })
     }
 
     fn drained(&self) -> Drained {
-        self.drained
+        self.dispatcher.drained()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -382,6 +314,7 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEnd
             paths_validated: e.paths_validated,
             path_failures: e.path_failures,
             withheld: e.withheld,
+            executed: self.dispatcher.executed,
             frames_out: own.frames_out + self.sent.frames,
             bytes_out: own.bytes_out + self.sent.bytes,
             ..*own

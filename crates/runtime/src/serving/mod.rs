@@ -16,17 +16,21 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat_transport::{SpinPolicy, Spinner};
+use lowlat_wait::{SpinPolicy, Spinner};
 
+use self::routes::Services;
+use self::workers::Job;
 use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING};
 use crate::driver::{Bind, FrameHandler, Polled, ServerTransport};
-use crate::service::Services;
 use crate::stats::EndpointStats;
-use crate::workers::Job;
 use crate::{Error, ServerConfig};
 
+pub(crate) mod async_calls;
+pub(crate) mod dispatch;
 pub(crate) mod lowlat;
 pub(crate) mod onc;
+pub(crate) mod routes;
+pub(crate) mod workers;
 
 /// What a serving thread is given.
 pub(crate) struct Context {

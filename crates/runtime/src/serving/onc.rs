@@ -10,7 +10,6 @@
 
 use std::hash::Hash;
 use std::net::SocketAddr;
-use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,13 +20,12 @@ use lowlat_onc::AcceptStatus;
 use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
 
-use super::{serve_loop, Context, Protocol, ABANDONED_REASON, STOPPING_REASON};
-use crate::async_calls::AsyncCalls;
+use super::dispatch::{Dispatched, Dispatcher};
+use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
-use crate::service::{self, CallContext, Route};
+use crate::program::CallContext;
 use crate::stats::EndpointStats;
-use crate::workers::{Completions, Job};
 use crate::CallSite;
 
 /// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
@@ -49,23 +47,17 @@ where
         engine: ServerEngine::new(engine_cfg),
         uri: t.local_uri().into(),
         ctx,
-        completions: Completions::new(ctx.shared.clone()),
-        async_calls: AsyncCalls::new(ctx.shared.clone()),
-        finished: Vec::new(),
+        dispatcher: Dispatcher::new(ctx),
         log: ReasonLog::default(),
-        in_pool: Vec::new(),
-        refusing: false,
-        drained: Drained::default(),
         own: OncCounters::default(),
     };
     serve_loop(t, endpoint, ctx);
 }
 
-/// An ONC RPC endpoint's counters: its engine's (calls, duplicates answered from the cache,
-/// refusals) and its dispatch's.
+/// An ONC RPC endpoint's counters beside its engine's (calls, duplicates answered from the
+/// cache, refusals) and its dispatcher's (calls run).
 #[derive(Default)]
 struct OncCounters {
-    executed: u64,
     busy: u64,
     errors: u64,
 }
@@ -75,23 +67,24 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     ctx: &'c Context,
     /// The endpoint, as the log names it.
     uri: Arc<str>,
-    /// Finished by the workers, with what each call was (to log a failure's reason).
-    completions: Arc<Completions<(CallKey<A>, Called)>>,
-    /// Async procedures' calls whose futures are pending (answered through `completions`).
-    async_calls: AsyncCalls,
-    /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<Finished<A>>,
+    dispatcher: Dispatcher<Kept<A>>,
     log: ReasonLog,
-    /// The calls on the worker pool or pending in `async_calls`, not yet answered.
-    in_pool: Vec<(CallKey<A>, Called)>,
-    /// The server is stopping: new calls are answered, not run.
-    refusing: bool,
-    drained: Drained,
     own: OncCounters,
 }
 
-/// A call the workers or an async procedure finished: the call, its status and its result.
-type Finished<A> = ((CallKey<A>, Called), Status, Vec<u8>);
+/// A call kept while it is away from the serving thread: its key, and what it was (to log a
+/// failure's reason). The same call whatever else is kept with it.
+#[derive(Clone, Copy)]
+struct Kept<A> {
+    key: CallKey<A>,
+    called: Called,
+}
+
+impl<A: PartialEq> PartialEq for Kept<A> {
+    fn eq(&self, other: &Kept<A>) -> bool {
+        self.key == other.key
+    }
+}
 
 /// A call as the log names it: its context and its procedure's name.
 #[derive(Clone, Copy)]
@@ -172,52 +165,15 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
         };
         let route = self.ctx.services.xdr_route(call.program, call.version, call.procedure);
         let called = Called { ctx, name: route.name() };
-        let status = match route {
-            _ if self.refusing => {
-                self.drained.refused += 1;
-                let status = Status::Error(ErrorCode::Busy);
-                self.log.note(&self.uri, called, status, STOPPING_REASON.as_bytes());
-                status
-            }
-            Route::Missing => Status::Error(ErrorCode::UnknownProcedure),
-            Route::Inline(p) => {
-                self.own.executed += 1;
-                let status = service::run(p, &ctx, call.args, &mut (&mut *call.results).into());
-                if status != Status::Ok {
-                    self.log.note(&self.uri, called, status, call.results);
-                }
-                status
-            }
-            Route::Async(_, handler) => {
-                self.own.executed += 1;
-                let completions = &self.completions;
-                match self.async_calls.start(handler(ctx, call.args.to_vec()), || completions.reply_to((key, called))) {
-                    Some((status, result)) => {
-                        call.results.extend_from_slice(&result);
-                        if status != Status::Ok {
-                            self.log.note(&self.uri, called, status, call.results);
-                        }
-                        status
-                    }
-                    None => {
-                        self.in_pool.push((key, called));
-                        return 0;
-                    }
-                }
-            }
-            Route::Worker(p) => {
-                let reply_to = self.completions.reply_to((key, called));
-                let job = Job { proc: p.clone(), ctx, args: call.args.to_vec(), reply_to };
-                match self.ctx.workers.try_send(job) {
-                    Ok(()) => {
-                        self.own.executed += 1;
-                        self.in_pool.push((key, called));
-                        return 0;
-                    }
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Status::Error(ErrorCode::Busy),
-                }
-            }
+        let reply = &mut (&mut *call.results).into();
+        let status = match self.dispatcher.dispatch(route, Kept { key, called }, ctx, call.args, reply) {
+            Dispatched::Answered(status) => status,
+            Dispatched::Away => return 0,
         };
+        if status != Status::Ok {
+            // ONC RPC carries no reason: it goes to the log.
+            self.log.note(&self.uri, called, status, call.results);
+        }
         match status {
             Status::Error(ErrorCode::Busy) => self.own.busy += 1,
             Status::Error(_) => self.own.errors += 1,
@@ -232,43 +188,36 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
 
 impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
-        self.async_calls.poll_woken();
-        self.completions.take(&mut self.finished);
-        for ((key, called), status, result) in self.finished.drain(..) {
-            if let Some(i) = self.in_pool.iter().position(|(k, _)| *k == key) {
-                self.in_pool.swap_remove(i);
-                self.drained.completed += u64::from(self.refusing);
-            }
+        let OncEndpoint { engine, dispatcher, log, own, uri, .. } = self;
+        dispatcher.complete(|Kept { key, called }, status, result| {
             if status != Status::Ok {
-                self.own.errors += 1;
-                self.log.note(&self.uri, called, status, &result);
+                own.errors += 1;
+                log.note(uri, called, status, result);
             }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
-            self.engine.finish_with(key, accept_status(status), &result, out);
-        }
+            engine.finish_with(key, accept_status(status), result, out);
+        });
     }
 
     fn refuse_new_calls(&mut self) {
-        self.refusing = true;
+        self.dispatcher.refuse_new_calls();
     }
 
     fn in_pool(&self) -> usize {
-        self.in_pool.len()
+        self.dispatcher.away()
     }
 
     fn abandon(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) -> u64 {
-        self.async_calls.drop_all();
-        let n = self.in_pool.len() as u64;
-        for (key, called) in std::mem::take(&mut self.in_pool) {
+        let OncEndpoint { engine, dispatcher, log, uri, .. } = self;
+        dispatcher.abandon(|Kept { key, called }| {
             let status = Status::Error(ErrorCode::ServerError);
-            self.log.note(&self.uri, called, status, ABANDONED_REASON.as_bytes());
-            self.engine.finish_with(key, accept_status(status), &[], out);
-        }
-        n
+            log.note(uri, called, status, ABANDONED_REASON.as_bytes());
+            engine.finish_with(key, accept_status(status), &[], out);
+        })
     }
 
     fn drained(&self) -> Drained {
-        self.drained
+        self.dispatcher.drained()
     }
 
     fn count(&self, into: &mut EndpointStats) {
@@ -277,7 +226,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
         into.duplicates += e.duplicates;
         into.binds_refused += e.refused;
         into.malformed += e.malformed;
-        into.executed += self.own.executed;
+        into.executed += self.dispatcher.executed;
         into.busy += self.own.busy;
         into.errors_server_error += self.own.errors;
     }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, DecodeError, Error, ProcError, Program, Server};
+use lowlat_proto::wire::{BindRefusal, Header, HeaderView, Kind, Refusal};
 
 pub const PROG: u32 = 0x2000_4C4C;
 pub const NULL: u32 = 0;
@@ -342,12 +343,12 @@ impl OnPath {
                         client = Some(from);
                         let d = &buf[..n];
                         sent.lock().unwrap().push(d.to_vec());
-                        if forge.load(Ordering::Relaxed) && d.len() >= 32 && d[3] == 1 {
+                        let bind = HeaderView::new_checked(d).ok().filter(|h| h.kind() == Kind::Bind);
+                        if let Some(bind) = bind.filter(|_| forge.load(Ordering::Relaxed)) {
                             // "The two keys differ", untagged, echoing the bind's nonce bits.
-                            let mut h = [0u8; 32];
-                            h[..4].copy_from_slice(&[b'L', b'l', 2, 3]);
-                            h[16..20].copy_from_slice(&d[16..20]);
-                            let refusal = [&h[..], &8u32.to_le_bytes(), &[0u8; 8]].concat();
+                            let mut h = Header::new(Kind::BindRefused);
+                            h.call_no = bind.call_no();
+                            let refusal = [&h.to_bytes()[..], &BindRefusal(Refusal::BadKey).emit()].concat();
                             let _ = down.send_to(&with_crc(refusal), from);
                         }
                         let _ = up.lock().unwrap().send(d);
@@ -377,9 +378,10 @@ impl OnPath {
         *self.up.lock().unwrap() = upstream(self.server);
     }
 
-    /// The recorded call datagrams (kind 4).
+    /// The recorded call datagrams.
     pub fn calls(&self) -> Vec<Vec<u8>> {
-        self.sent.lock().unwrap().iter().filter(|d| d.len() >= 32 && d[3] == 4).cloned().collect()
+        let is_call = |d: &&Vec<u8>| HeaderView::new_checked(d).is_ok_and(|h| h.kind() == Kind::Call);
+        self.sent.lock().unwrap().iter().filter(is_call).cloned().collect()
     }
 
     pub fn all_sent(&self) -> Vec<Vec<u8>> {

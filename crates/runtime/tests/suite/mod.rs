@@ -3,7 +3,7 @@
 //! scheme by one line of [`conformance!`] in `tests/conformance.rs`.
 //!
 //! Transports that need root run their servers in one network namespace and their clients in
-//! another, joined by a veth pair the test creates and removes (`lowlat_eth::testhosts`); they are
+//! another, joined by a veth pair the test creates and removes (`lowlat_testkit::testhosts`); they are
 //! skipped, with the reason printed, when the tests do not run as root.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lowlat::{Client, ClientConfig, Error, Execution, KeyMismatch, Program, Psk, Server, ServerConfig, SpinPolicy};
-use lowlat_eth::testhosts::{self, TestHosts};
+use lowlat_testkit::testhosts::{self, TestHosts};
 
 use crate::common::{bytes, lab_program_in, Encoding, Lab, MINUS, PROG};
 

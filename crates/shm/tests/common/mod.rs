@@ -202,3 +202,9 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 pub fn deadline(d: Duration) -> Instant {
     Instant::now() + d
 }
+
+/// The echo handler: the reply is the request, copied from one ring into the other.
+pub fn echo(_: BindingId, request: &[u8], reply: Reply<'_>) {
+    // A failed reply closes the binding; the server reports it through `ShmHandler::closed`.
+    let _ = reply.send(&[request]);
+}

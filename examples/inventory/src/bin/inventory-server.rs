@@ -14,7 +14,7 @@ use lowlat_example_inventory::{async_programs, programs, AsyncInventory, Invento
 fn main() -> ExitCode {
     // Before any thread starts (they inherit the mask), so a stop signal always finds
     // `wait_for_signal` rather than ending the process at once.
-    if let Err(e) = lowlat::block_termination_signals() {
+    if let Err(e) = Server::block_stop_signals() {
         eprintln!("inventory-server: cannot block termination signals: {e}");
         return ExitCode::FAILURE;
     }

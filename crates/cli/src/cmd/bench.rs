@@ -1,0 +1,87 @@
+//! `lowlat bench`: a closed- or open-loop benchmark of a lab procedure.
+
+use lowlat::SpinPolicy;
+use lowlat_lab::bench::{self, BenchSpec};
+
+use crate::key::KeyArgs;
+use crate::measure::{pin, print_summary};
+
+/// Closed-loop (or, with --rate, open-loop) benchmark of a lab procedure.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    uri: String,
+    #[arg(long, default_value = "null")]
+    proc: String,
+    /// Payload bytes (maxarg, maxresult, echo); microseconds of work per call (spin).
+    #[arg(long, default_value_t = 0)]
+    size: usize,
+    /// Measured calls over all threads.
+    #[arg(long, default_value_t = 100_000)]
+    calls: u64,
+    /// Unmeasured calls per thread first.
+    #[arg(long, default_value_t = 2_000)]
+    warmup: u64,
+    /// Calling threads (closed loop); sending threads, each with many calls in flight (open
+    /// loop).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Offered calls per second, open loop: Poisson arrivals sent on schedule whatever the
+    /// replies do (async calls, many in flight per sending thread), latency from each
+    /// call's scheduled time; prints the generator's own lag and the Busy count. With
+    /// --spin-us 0 the senders also sleep until each send is due (less CPU, later sends).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop: the most calls in flight at once (default: enough for replies of up to
+    /// 1 ms at --rate, 9 to 64); a call due while they are all out is sent late.
+    #[arg(long, requires = "rate")]
+    in_flight: Option<usize>,
+    #[arg(long, default_value = "adaptive")]
+    spin_us: SpinPolicy,
+    /// Pin the calling threads to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// udp://, eth:// and xdp://: no end-to-end CRC32C on lowlat's frames (both ends must
+    /// agree).
+    #[arg(long)]
+    no_checksum: bool,
+    #[command(flatten)]
+    key: KeyArgs,
+}
+
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    let Args { uri, proc, size, calls, warmup, threads, rate, in_flight, spin_us, cpu, json, no_checksum, key } = args;
+    pin(cpu)?;
+    let psk = key.load()?;
+    let spec = BenchSpec {
+        uri,
+        proc,
+        size,
+        calls,
+        warmup,
+        threads,
+        rate,
+        in_flight,
+        spin: spin_us,
+        cpu,
+        checksum: !no_checksum,
+        psk,
+        encrypt: key.encrypt,
+        ..BenchSpec::default()
+    };
+    if spec.rate.is_some() {
+        let (s, run) = bench::run_open(&spec).map_err(|e| e.to_string())?;
+        print_summary(&s, json);
+        if json {
+            println!("{}", bench::open_loop_json(&run));
+        } else {
+            println!("{}", run.describe());
+        }
+        return Ok(());
+    }
+    let s = bench::run(&spec).map_err(|e| e.to_string())?;
+    print_summary(&s, json);
+    Ok(())
+}

@@ -1,0 +1,36 @@
+//! What the measuring subcommands (bench, pingpong, workload) share: the calling thread's CPU and
+//! the summary line (or JSON) they print.
+
+use lowlat_lab::stats;
+
+pub(crate) fn pin(cpu: Option<usize>) -> Result<(), String> {
+    if let Some(c) = cpu {
+        lowlat_sys::pin_to_cpu(c).map_err(|e| format!("cannot pin to CPU {c}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn print_summary(s: &stats::Summary, json: bool) {
+    if json {
+        println!("{}", s.to_json());
+    } else {
+        println!(
+            "{} {} {} size={} threads={} spin={}: p50 {} µs, p90 {} µs, p99 {} µs, p99.9 {} µs, max {} µs, mean {} µs; {:.0} calls/s, {:.1} Mbit/s{}",
+            s.kind,
+            s.transport,
+            s.proc,
+            s.size,
+            s.threads,
+            s.spin,
+            stats::us(s.p50_ns),
+            stats::us(s.p90_ns),
+            stats::us(s.p99_ns),
+            stats::us(s.p999_ns),
+            stats::us(s.max_ns),
+            stats::us(s.mean_ns),
+            s.calls_per_s,
+            s.mbit_s,
+            if s.errors > 0 { format!(", {} errors", s.errors) } else { String::new() }
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The lab's process manager: the servers an experiment asks for (this executable, run as `lowlat
+//! serve` or `lowlat pingpong --serve` on a fresh address and pinned to the server's CPU), the
+//! caller's CPU and key, the progress bar, and the histograms recorded on the way. Experiments
+//! ask it for a server and a measurement, so none of them spawns a process itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use lowlat::SpinPolicy;
+use lowlat_report::Latency;
+
+use crate::bench::{self, BenchSpec};
+use crate::ladder::Placement;
+use crate::procs;
+use crate::stats::Summary;
+
+/// How much of everything to measure.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scale {
+    pub(crate) calls: u64,
+    pub(crate) threads_calls: u64,
+    pub(crate) load_seconds: f64,
+    pub(crate) cold_repeats: u32,
+    pub(crate) peer_calls: u64,
+    pub(crate) sweep: &'static [usize],
+}
+
+pub(crate) const QUICK: Scale = Scale {
+    calls: 5_000,
+    threads_calls: 4_000,
+    load_seconds: 0.25,
+    cold_repeats: 3,
+    peer_calls: 2_000,
+    sweep: &[32, 1024, 16384],
+};
+pub(crate) const FULL: Scale = Scale {
+    calls: 50_000,
+    threads_calls: 40_000,
+    load_seconds: 1.5,
+    cold_repeats: 15,
+    peer_calls: 10_000,
+    sweep: &[32, 256, 1024, 4096, 16384, 65536],
+};
+
+/// The lab's own state: where servers run, the executable that runs them, what was recorded.
+pub(crate) struct Lab {
+    pub(crate) exe: PathBuf,
+    pub(crate) place: Placement,
+    pub(crate) scale: Scale,
+    seq: u32,
+    pub(crate) progress: ProgressBar,
+    /// Histograms to write as logs: (file stem, histogram).
+    pub(crate) histograms: Vec<(String, Histogram<u64>)>,
+    /// Servers and callers bind with this pre-shared key (`lab --psk-file`).
+    pub(crate) psk: Option<(PathBuf, lowlat::Psk)>,
+}
+
+/// A summary's median and p99, as the report records a latency.
+pub(crate) fn lat(s: &Summary) -> Latency {
+    Latency { p50_ns: s.p50_ns as f64, p99_ns: s.p99_ns as f64 }
+}
+
+impl Lab {
+    pub(crate) fn new(
+        exe: PathBuf,
+        place: Placement,
+        scale: Scale,
+        progress: ProgressBar,
+        psk: Option<(PathBuf, lowlat::Psk)>,
+    ) -> Lab {
+        Lab { exe, place, scale, seq: 0, progress, histograms: Vec::new(), psk }
+    }
+
+    pub(crate) fn step(&self, what: &str) {
+        self.progress.set_message(what.to_string());
+        self.progress.inc(1);
+    }
+
+    /// A bind URI for `scheme` on this host, fresh each time (shm needs a new path).
+    pub(crate) fn bind_uri(&mut self, scheme: &str) -> String {
+        self.seq += 1;
+        match scheme {
+            "shm" => format!("shm:///tmp/lowlat-lab-{}-{}.sock", std::process::id(), self.seq),
+            "unix" => format!("unix:///tmp/lowlat-lab-{}-{}.unix", std::process::id(), self.seq),
+            s => format!("{s}://127.0.0.1:0"),
+        }
+    }
+
+    /// `--psk-file FILE` for a server, when the lab runs with a key.
+    pub(crate) fn psk_args(&self) -> Vec<String> {
+        self.psk.iter().flat_map(|(p, _)| ["--psk-file".to_string(), p.display().to_string()]).collect()
+    }
+
+    pub(crate) fn spawn(&self, args: &[String]) -> Result<procs::ServerProcess, String> {
+        let mut a = args.to_vec();
+        if let Some(c) = self.place.server_cpu {
+            a.push("--cpu".into());
+            a.push(c.to_string());
+        }
+        procs::spawn(&self.exe, &a, Duration::from_secs(10)).map_err(|e| e.to_string())
+    }
+
+    /// `lowlat serve` for the lab interface on a fresh address of `scheme`.
+    pub(crate) fn rpc_server(
+        &mut self,
+        scheme: &str,
+        spin: SpinPolicy,
+    ) -> Result<(procs::ServerProcess, String), String> {
+        let bind = self.bind_uri(scheme);
+        let mut args = vec!["serve".into(), bind, "--spin-us".into(), spin.to_string()];
+        args.extend(self.psk_args());
+        let p = self.spawn(&args)?;
+        let uri = p.uris.first().cloned().ok_or("the server printed no URI")?;
+        Ok((p, uri))
+    }
+
+    /// `lowlat pingpong --serve` on a fresh address of `scheme`.
+    pub(crate) fn raw_server(
+        &mut self,
+        scheme: &str,
+        spin: SpinPolicy,
+    ) -> Result<(procs::ServerProcess, String), String> {
+        let bind = self.bind_uri(scheme);
+        let p = self.spawn(&["pingpong".into(), "--serve".into(), bind, "--spin-us".into(), spin.to_string()])?;
+        let uri = p.uris.first().cloned().ok_or("the ping-pong server printed no URI")?;
+        Ok((p, uri))
+    }
+
+    /// `lowlat pingpong --serve --floor`: the machine's floor for `scheme`'s path.
+    pub(crate) fn floor_server(
+        &mut self,
+        scheme: &str,
+        spin: SpinPolicy,
+    ) -> Result<(procs::ServerProcess, String), String> {
+        let bind = self.bind_uri(scheme);
+        let args = ["pingpong", "--serve", "--floor", &bind, "--spin-us", &spin.to_string()].map(String::from);
+        let p = self.spawn(&args)?;
+        let uri = p.uris.first().cloned().ok_or("the floor server printed no URI")?;
+        Ok((p, uri))
+    }
+
+    pub(crate) fn pin_client(&self) {
+        if let Some(c) = self.place.client_cpu {
+            let _ = lowlat_sys::pin_to_cpu(c);
+        }
+    }
+
+    pub(crate) fn spec(&self, uri: &str, proc: &str, size: usize, calls: u64, spin: SpinPolicy) -> BenchSpec {
+        BenchSpec {
+            uri: uri.to_string(),
+            proc: proc.into(),
+            size,
+            calls,
+            warmup: (calls / 10).clamp(100, 5_000),
+            spin,
+            cpu: self.place.client_cpu,
+            psk: self.psk.as_ref().map(|(_, k)| k.clone()),
+            ..BenchSpec::default()
+        }
+    }
+
+    pub(crate) fn raw(&mut self, scheme: &str, size: usize, spin: SpinPolicy) -> Result<Summary, String> {
+        let (_srv, uri) = self.raw_server(scheme, spin)?;
+        self.pin_client();
+        let calls = self.scale.calls;
+        let (s, h) = bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, Default::default(), None)
+            .map_err(|e| e.to_string())?;
+        self.histograms.push((format!("raw-{scheme}-{}-{size}", spin_name(spin)), h));
+        Ok(s)
+    }
+
+    pub(crate) fn floor(&mut self, scheme: &str, size: usize, spin: SpinPolicy) -> Result<Summary, String> {
+        let (_srv, uri) = self.floor_server(scheme, spin)?;
+        self.pin_client();
+        let calls = self.scale.calls;
+        let opts = crate::pingpong::RawOptions { floor: true, ..Default::default() };
+        let (s, h) =
+            bench::run_raw(&uri, size, calls, (calls / 10).max(100), spin, opts, None).map_err(|e| e.to_string())?;
+        self.histograms.push((format!("floor-{scheme}-{}-{size}", spin_name(spin)), h));
+        Ok(s)
+    }
+
+    pub(crate) fn rpc(
+        &mut self,
+        scheme: &str,
+        size: usize,
+        spin: SpinPolicy,
+    ) -> Result<(Summary, Histogram<u64>), String> {
+        let (_srv, uri) = self.rpc_server(scheme, spin)?;
+        let (proc, psize) = if size <= 32 { ("null", 0) } else { ("echo", size) };
+        let r =
+            bench::run_histogram(&self.spec(&uri, proc, psize, self.scale.calls, spin)).map_err(|e| e.to_string())?;
+        self.histograms.push((format!("rpc-{scheme}-{}-{size}", spin_name(spin)), r.1.clone()));
+        Ok(r)
+    }
+}
+
+fn spin_name(s: SpinPolicy) -> &'static str {
+    crate::ladder::mode_name(s)
+}

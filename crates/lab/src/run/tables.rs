@@ -1,0 +1,161 @@
+//! The text tables `lowlat lab` prints when it is done: one per experiment, the same figures as
+//! `report.html` in a terminal's width.
+
+use lowlat_report::Results;
+
+use crate::account;
+use crate::stats::us;
+
+/// Prints every table, in the order the experiments ran.
+pub(crate) fn print(r: &Results, sends: &[(f64, f64)]) {
+    ladder(r);
+    busy_server(r);
+    threads(r);
+    load(r);
+    cold(r);
+    peers(r);
+    accounting(r, sends);
+}
+
+fn opt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| us(x as u64))
+}
+
+fn ladder(r: &Results) {
+    println!(
+        "\n== The ladder: the machine's floor, lowlat's raw ping-pong and its null call (32 B) / echo (1 KiB), µs =="
+    );
+    println!("(floor: the simplest exchange the machine allows where lowlat's transport needs more: shm, one");
+    println!(" message each way through cache lines, no ring; udp, two connected sockets. raw: lowlat's transport)");
+    println!(
+        "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}",
+        "transport",
+        "bytes",
+        "floor p50",
+        "floor p99",
+        "raw p50",
+        "raw p99",
+        "rpc p50",
+        "rpc p99",
+        "rpc/raw",
+        "rpc/flr",
+        "diff"
+    );
+    let times = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}x"));
+    for row in &r.ladder {
+        println!(
+            "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}{}",
+            row.transport,
+            row.size,
+            opt_us(row.floor.map(|l| l.p50_ns)),
+            opt_us(row.floor.map(|l| l.p99_ns)),
+            opt_us(row.raw.map(|l| l.p50_ns)),
+            opt_us(row.raw.map(|l| l.p99_ns)),
+            opt_us(row.rpc.map(|l| l.p50_ns)),
+            opt_us(row.rpc.map(|l| l.p99_ns)),
+            times(row.ratio_p50),
+            times(row.rpc_over_floor_p50),
+            row.diff_p50_ns.map_or("-".into(), |d| format!("{:+.2}", d / 1000.0)),
+            row.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
+        );
+    }
+}
+
+fn busy_server(r: &Results) {
+    println!("\n== A busy server: {} on the server's CPU ==", r.busy_server.workload);
+    for b in &r.busy_server.rows {
+        println!(
+            "{:<6} raw p50 {:>8} µs  rpc p50 {:>8} p99 {:>8} µs  {:>9} calls/s  workload slowdown {}{}",
+            b.transport,
+            opt_us(b.raw.map(|l| l.p50_ns)),
+            opt_us(b.rpc.map(|l| l.p50_ns)),
+            opt_us(b.rpc.map(|l| l.p99_ns)),
+            b.round_trips_per_s.map_or("-".into(), |x| format!("{x:.0}")),
+            b.workload_slowdown.map_or("-".into(), |x| format!("{x:.2}x")),
+            b.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
+        );
+    }
+}
+
+fn threads(r: &Results) {
+    println!("\n== Threads (Firefly Table I): calls/s and Mbit/s ==");
+    for t in &r.threads {
+        println!(
+            "{:<5} {:<10} {:>5} B {} threads: {:>10} calls/s {:>9} Mbit/s{}",
+            t.transport,
+            t.proc,
+            t.size,
+            t.threads,
+            t.calls_per_s.map_or("-".into(), |x| format!("{x:.0}")),
+            t.mbit_per_s.map_or("-".into(), |x| format!("{x:.1}")),
+            t.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
+        );
+    }
+}
+
+fn load(r: &Results) {
+    println!(
+        "\n== Load (open loop, Poisson arrivals, latency from each call's scheduled time): latency vs offered \
+         load, with r = s/(1-u); * = the generator fell behind its schedule ==",
+    );
+    for l in &r.load {
+        println!(
+            "{} (capacity {} calls/s):",
+            l.transport,
+            l.capacity_calls_per_s.map_or("-".into(), |x| format!("{x:.0}"))
+        );
+        for p in &l.points {
+            println!(
+                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {:>8} µs, {:.1}% late{}",
+                p.offered_fraction,
+                us(p.p50_ns as u64),
+                us(p.p99_ns as u64),
+                us(p.p999_ns as u64),
+                us(p.model_ns as u64),
+                p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
+                100.0 * p.late_fraction.unwrap_or(0.0),
+                if p.sustained == Some(false) { "  *" } else { "" }
+            );
+        }
+    }
+}
+
+fn cold(r: &Results) {
+    println!("\n== Cold calls: the first call after idleness (median), µs ==");
+    for c in &r.cold {
+        println!(
+            "{:<5} idle {:>3} ms: first {:>9}  warm p50 {:>8}{}",
+            c.transport,
+            c.idle_ms,
+            opt_us(c.first_call_ns),
+            opt_us(c.warm_p50_ns),
+            c.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})"))
+        );
+    }
+}
+
+fn peers(r: &Results) {
+    println!("\n== Peers: null call and 1440-byte echo, µs ==");
+    for p in &r.peers {
+        println!(
+            "{:<8} {:<8} {:<5} {:>5} B  p50 {:>9}  p99 {:>9}{}",
+            p.system,
+            p.transport,
+            p.proc,
+            p.size,
+            opt_us(p.p50_ns),
+            opt_us(p.p99_ns),
+            p.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})"))
+        );
+    }
+}
+
+fn accounting(r: &Results, sends: &[(f64, f64)]) {
+    println!();
+    for (a, (c, s)) in r.accounting.iter().zip(sends.iter().chain(std::iter::repeat(&(0.0, 0.0)))) {
+        match &a.skipped {
+            Some(why) => println!("accounting {}: skipped: {why}", a.transport),
+            None => println!("{}", account::table(a, *c, *s)),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Section 4, load: latency against offered load beside the queueing model, per transport.
+
+use std::fmt::Write as _;
+
+use crate::html::cells::{empty, figure, opt_num, opt_us, size_label, us};
+use crate::model::LoadSeries;
+use crate::svg::{esc, fmt_num, Axis, LinePlot, Scale, Series, Style};
+
+pub(super) fn load(out: &mut String, series: &[LoadSeries]) {
+    out.push_str(
+        "<p>Requests are sent on a fixed schedule at a fraction of the measured capacity, whether \
+         or not earlier ones have been answered, and each latency is counted from the moment its \
+         request <i>should</i> have been sent, so a stall cannot hide the requests queued behind it \
+         (no coordinated omission). The dashed line is the prediction of a single-server queue from \
+         Lampson's handout, <b>r = s/(1−u)</b>: the service time s (1 ÷ capacity) stretched by the \
+         utilisation u. Latency rising sooner than the model means the system saturates before its \
+         nominal capacity.</p>",
+    );
+    if series.is_empty() {
+        return empty(out, "load measurements");
+    }
+    let colors = ["#1f77b4", "#ff7f0e", "#d62728", "#52606d"];
+    for s in series {
+        let _ = write!(out, "<h3>{} · {} {}</h3>", esc(&s.transport), esc(&s.proc.to_uppercase()), size_label(s.size));
+        if let Some(reason) = &s.skipped {
+            let _ = write!(out, r#"<p class="empty">skipped: {}</p>"#, esc(reason));
+        }
+        if s.points.is_empty() {
+            continue;
+        }
+        let pct = |u: f64| u * 100.0;
+        let mut lines: Vec<Series> = [("p50", 0usize), ("p99", 1), ("p99.9", 2)]
+            .iter()
+            .map(|&(name, i)| Series {
+                name: format!("measured {name}"),
+                color: colors[i].into(),
+                points: s
+                    .points
+                    .iter()
+                    .map(|p| {
+                        let v = [p.p50_ns, p.p99_ns, p.p999_ns][i];
+                        (pct(p.offered_fraction), v / 1000.0)
+                    })
+                    .collect(),
+                style: Style::LineMarkers,
+            })
+            .collect();
+        lines.push(Series {
+            name: "model s/(1−u)".into(),
+            color: colors[3].into(),
+            points: s.points.iter().map(|p| (pct(p.offered_fraction), p.model_ns / 1000.0)).collect(),
+            style: Style::Dashed,
+        });
+        let x = Axis { label: "offered load (% of capacity)".into(), scale: Scale::Linear, min: 0.0, max: 100.0 };
+        let y = Axis::fit(
+            "latency (µs, log scale)",
+            Scale::Log,
+            lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)),
+            false,
+        );
+        let title = format!("{}: latency against offered load", s.transport);
+        figure(
+            out,
+            &LinePlot { title, x, y, series: lines }.render(),
+            &format!(
+                "Capacity {} calls/s; service time s = {} µs.",
+                opt_num(s.capacity_calls_per_s),
+                opt_us(s.service_ns)
+            ),
+        );
+        out.push_str(
+            r#"<table><tr><th>offered load</th><th>offered calls/s</th><th>achieved calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>model r</th><th>generator</th></tr>"#,
+        );
+        for p in &s.points {
+            // A point whose generator fell behind measured its own backlog too: say so.
+            let generator = match (p.sustained, p.max_lag_ns) {
+                (Some(false), lag) => format!("not sustained (lag up to {})", lag.map_or("?".into(), us)),
+                (Some(true), Some(lag)) => format!("on schedule (lag up to {})", us(lag)),
+                _ => "-".into(),
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                fmt_num(pct(p.offered_fraction)),
+                fmt_num(p.offered_calls_per_s),
+                fmt_num(p.achieved_calls_per_s),
+                us(p.p50_ns),
+                us(p.p99_ns),
+                us(p.p999_ns),
+                us(p.model_ns),
+                generator
+            );
+        }
+        out.push_str("</table>");
+    }
+}

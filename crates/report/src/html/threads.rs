@@ -1,0 +1,116 @@
+//! Section 3, threads: calls/s and Mbit/s with 1 to 8 callers, as a table and plots.
+
+use std::fmt::Write as _;
+
+use crate::html::cells::{empty, figure, opt_num, swatch};
+use crate::html::palette::Palette;
+use crate::model::ThreadsRow;
+use crate::svg::{esc, Axis, LinePlot, Scale, Series, Style};
+
+/// Reads one figure of a threads row.
+type Getter = fn(&ThreadsRow) -> Option<f64>;
+
+pub(super) fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
+    out.push_str(
+        "<p>Calls per second with 1 to 8 caller threads, each waiting for its answer before the \
+         next call (closed loop), as in Firefly's Table I. <b>NULL</b> has no arguments and no \
+         result; <b>MAXRESULT(1440)</b> returns 1440 bytes, one full Ethernet packet, so its \
+         Mbit/s is the useful data rate. With 2 CPUs, more threads help only while callers spend \
+         time waiting rather than computing.</p>",
+    );
+    if rows.is_empty() {
+        return empty(out, "thread measurements");
+    }
+    let mut counts: Vec<u32> = rows.iter().map(|r| r.threads).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let mut keys: Vec<(String, String, u32)> = Vec::new();
+    for r in rows {
+        let k = (r.transport.clone(), r.proc.clone(), r.size);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    out.push_str(r#"<table><tr><th class="l">transport</th><th class="l">procedure</th><th class="l">figure</th>"#);
+    for c in &counts {
+        let _ = write!(out, "<th>{c} thr</th>");
+    }
+    out.push_str("</tr>");
+    for (t, p, s) in &keys {
+        let find = |c: u32| rows.iter().find(|r| &r.transport == t && &r.proc == p && r.size == *s && r.threads == c);
+        let reasons: Vec<&str> = counts.iter().filter_map(|&c| find(c)?.skipped.as_deref()).collect();
+        let proc_label = if *s > 0 { format!("{}({s})", p.to_uppercase()) } else { p.to_uppercase() };
+        let figures: &[(&str, Getter)] = if *s > 0 {
+            &[("calls/s", |r| r.calls_per_s), ("Mbit/s", |r| r.mbit_per_s)]
+        } else {
+            &[("calls/s", |r| r.calls_per_s)]
+        };
+        for (fname, get) in figures {
+            let _ = write!(
+                out,
+                r#"<tr><td class="l">{}{}</td><td class="l">{}</td><td class="l">{}</td>"#,
+                swatch(&pal.color(t)),
+                esc(t),
+                esc(&proc_label),
+                fname
+            );
+            for &c in &counts {
+                let _ = write!(out, "<td>{}</td>", opt_num(find(c).and_then(get)));
+            }
+            out.push_str("</tr>");
+        }
+        if let Some(reason) = reasons.first() {
+            let _ = write!(
+                out,
+                r#"<tr class="skip"><td class="l"></td><td class="skipnote" colspan="{}">skipped: {}</td></tr>"#,
+                counts.len() + 2,
+                esc(reason)
+            );
+        }
+    }
+    out.push_str("</table>");
+    for (proc_is_null, title, ylabel) in [
+        (true, "NULL calls per second against caller threads", "calls per second"),
+        (false, "MAXRESULT(1440) data rate against caller threads", "Mbit/s of results"),
+    ] {
+        let series: Vec<Series> = keys
+            .iter()
+            .filter(|(_, _, s)| (*s == 0) == proc_is_null)
+            .map(|(t, p, s)| {
+                let mut pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| &r.transport == t && &r.proc == p && r.size == *s)
+                    .filter_map(|r| {
+                        let v = if proc_is_null { r.calls_per_s } else { r.mbit_per_s };
+                        Some((f64::from(r.threads), v?))
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series { name: t.clone(), color: pal.color(t), points: pts, style: Style::LineMarkers }
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let x =
+            Axis::fit("caller threads", Scale::Linear, series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), true);
+        let values: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).collect();
+        // When one transport is ten times faster than the rest, a log scale keeps them all visible.
+        let lo = values.iter().copied().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+        let hi = values.iter().copied().fold(0.0, f64::max);
+        let (scale, label) = if hi > 20.0 * lo {
+            (Scale::Log, format!("{ylabel} (log scale)"))
+        } else {
+            (Scale::Linear, ylabel.to_owned())
+        };
+        let y = Axis::fit(&label, scale, values, scale == Scale::Linear);
+        let plot = LinePlot { title: title.into(), x, y, series };
+        figure(
+            out,
+            &plot.render(),
+            "A line that keeps rising uses the extra threads; a flat line has hit a bottleneck \
+             (a CPU, a lock, or the transport itself).",
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! The client: a binding to one program and version at one endpoint, shared by any number of
+//! threads.
+//!
+//! A binding has K call slots; each slot owns its own channel to the server (a connected UDP
+//! socket, a TCP connection, ...) and its own protocol state, so a calling thread claims a free
+//! slot and then touches nothing shared until it releases it: no lock is waited on and nothing is
+//! allocated on the call path once the slot's buffers have grown to the messages in use.
+//! A call encodes its arguments straight into the slot's send buffer and decodes its result where
+//! it lies in the receive buffer (Firefly's VAR IN / VAR OUT; eRPC's message buffers).
+
+mod acks;
+mod call;
+mod call_async;
+mod errors;
+mod lowlat;
+pub(crate) mod onc;
+pub(crate) mod pool;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lowlat_codec::OutBuf;
+use lowlat_proto::{ByteOrder, Session};
+
+use self::lowlat::Lowlat;
+use self::onc::OncClient;
+use crate::stats::ClientStats;
+use crate::{CallOptions, CallSite, ClientConfig, Endpoint, Error};
+
+/// A binding to a program at an endpoint. `Send + Sync`: share it between threads by reference
+/// or `Arc`; calls from several threads proceed in parallel on separate slots.
+///
+/// Speaks lowlat's own protocol, or ONC RPC v2 for `onc+udp://` and `onc+tcp://` endpoints
+/// (bodies are then XDR: use the generated `*_xdr` codecs).
+///
+/// Every call error names the endpoint and the procedure ([`CallSite`]), by name once the
+/// client has been told names ([`name_procedures`](Self::name_procedures); generated clients
+/// do so).
+pub struct Client {
+    kind: Kind,
+    /// Procedure names by number, for errors.
+    names: Arc<[(u32, Arc<str>)]>,
+}
+
+enum Kind {
+    Lowlat(Lowlat),
+    Onc(Box<OncClient>),
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Kind::Lowlat(c) => c.fmt(f),
+            Kind::Onc(c) => c.fmt(f),
+        }
+    }
+}
+
+impl Client {
+    /// Binds to `program` `version` at `uri` with default settings.
+    pub fn connect(uri: &str, program: u32, version: u32) -> Result<Client, Error> {
+        Client::connect_with(uri, program, version, ClientConfig::default())
+    }
+
+    /// Binds with the given settings.
+    pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
+        let endpoint: Endpoint = uri.parse()?;
+        let kind = match endpoint {
+            Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } if cfg.encrypt => {
+                return Err(Error::Encryption {
+                    uri: uri.to_string(),
+                    reason: "ONC RPC carries no pre-shared key, so it cannot be encrypted (use udp:// or tcp://)"
+                        .into(),
+                });
+            }
+            Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } => {
+                Kind::Onc(Box::new(OncClient::connect(uri, &endpoint, program, version, cfg)?))
+            }
+            _ => Kind::Lowlat(Lowlat::connect_with(uri, endpoint, program, version, cfg)?),
+        };
+        Ok(Client { kind, names: Arc::new([]) })
+    }
+
+    /// This client, naming procedures in its errors from `names` (number, name as the
+    /// interface definition has it): `MINUS (program 0x20004c4c version 1, procedure 1)`
+    /// rather than `procedure 1 of program 0x20004c4c version 1`. Generated modules have the
+    /// table (`PROCEDURES`), and their clients pass it.
+    pub fn name_procedures(mut self, names: &[(u32, &str)]) -> Client {
+        self.names = names.iter().map(|&(n, name)| (n, Arc::from(name))).collect();
+        self
+    }
+
+    /// Where a call of `proc_no` goes, as errors name it: for the errors of hand-written stubs.
+    pub fn call_site(&self, proc_no: u32) -> CallSite {
+        let site = match &self.kind {
+            Kind::Lowlat(c) => c.site(proc_no),
+            Kind::Onc(c) => c.site(proc_no),
+        };
+        CallSite { name: self.names.iter().find(|(n, _)| *n == proc_no).map(|(_, name)| name.clone()), ..site }
+    }
+
+    /// The endpoint, as given to `connect`.
+    pub fn uri(&self) -> &str {
+        match &self.kind {
+            Kind::Lowlat(c) => c.uri(),
+            Kind::Onc(c) => c.uri(),
+        }
+    }
+
+    /// The byte order message bodies travel in (the server's): only the client converts.
+    /// Big-endian over ONC RPC (XDR).
+    pub fn server_byte_order(&self) -> ByteOrder {
+        match &self.kind {
+            Kind::Lowlat(c) => c.server_order(),
+            Kind::Onc(c) => c.session().server_order,
+        }
+    }
+
+    /// The session currently bound (over ONC RPC, which has no sessions, a description of the
+    /// binding with token 0).
+    pub fn session(&self) -> Session {
+        match &self.kind {
+            Kind::Lowlat(c) => c.session(),
+            Kind::Onc(c) => c.session(),
+        }
+    }
+
+    /// Largest message a call may carry on this binding.
+    pub fn max_message(&self) -> usize {
+        self.session().max_message as usize
+    }
+
+    /// Whether this binding speaks ONC RPC (bodies in XDR).
+    pub fn is_onc(&self) -> bool {
+        matches!(self.kind, Kind::Onc(_))
+    }
+
+    /// What this binding has done: binds, calls, retransmissions, frames that failed their tag
+    /// or were ignored (over ONC RPC, which keeps no such counts, all zero). Reading waits for
+    /// each slot's call in progress to end.
+    pub fn stats(&self) -> ClientStats {
+        match &self.kind {
+            Kind::Lowlat(c) => c.stats(),
+            Kind::Onc(_) => ClientStats::default(),
+        }
+    }
+
+    /// One call with the default deadline. `encode` appends the arguments to an empty buffer
+    /// (over shared memory the call ring's free space, so they are written once; elsewhere a
+    /// buffer preallocated per slot); `decode` reads the result where it lies.
+    pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let r = match &self.kind {
+            Kind::Lowlat(c) => c.call(proc_no, encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, c.deadline(), encode, decode),
+        };
+        r.map_err(|e| e.named(&self.names))
+    }
+
+    /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
+    pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Duration,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let r = match &self.kind {
+            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout, encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, timeout, encode, decode),
+        };
+        r.map_err(|e| e.named(&self.names))
+    }
+
+    /// One call with per-call `options` (what they leave unset comes from the binding's
+    /// [`ClientConfig`]): what generated clients' `with(options)` calls through.
+    #[inline]
+    pub fn call_with<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        options: &CallOptions,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        match options.deadline {
+            Some(timeout) => self.call_timeout(proc_no, timeout, encode, decode),
+            None => self.call(proc_no, encode, decode),
+        }
+    }
+}
+
+/// Async calls: each call of [`Client`] as a future, usable from any executor (tokio, a
+/// hand-rolled `block_on`): it needs no runtime of lowlat's own. A call spins for the binding's
+/// spin budget, as a blocking one does, so a fast reply costs what it costs blocking; a slower
+/// one parks the future in lowlat's reactor thread (epoll on the slot's socket; over shared
+/// memory, an eventfd the server rings for a parked client) and the executor's thread is free
+/// meanwhile. Many calls may be in flight at once on one client, one per slot (calls beyond the
+/// slots wait for one, within their deadline); a future dropped before it completes gives its
+/// slot back at once, its call abandoned (a late reply is ignored). Opening a slot's channel,
+/// and binding again after the server restarted, still happen within one poll.
+impl Client {
+    /// [`call`](Self::call) as a future.
+    pub fn call_async<'a, R, E>(
+        &'a self,
+        proc_no: u32,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
+        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
+    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    where
+        R: 'a,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.call_with_async(proc_no, &CallOptions::new(), encode, decode)
+    }
+
+    /// [`call_with`](Self::call_with) as a future: what generated clients' `*_async` methods
+    /// call through.
+    pub fn call_with_async<'a, R, E>(
+        &'a self,
+        proc_no: u32,
+        options: &CallOptions,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
+        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
+    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    where
+        R: 'a,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let deadline = options.deadline;
+        async move {
+            let r = match &self.kind {
+                Kind::Lowlat(c) => {
+                    let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
+                    c.call_async(proc_no, timeout, encode, decode).await
+                }
+                Kind::Onc(c) => c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode).await,
+            };
+            r.map_err(|e| e.named(&self.names))
+        }
+    }
+}

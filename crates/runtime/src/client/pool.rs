@@ -1,0 +1,346 @@
+//! A client's call slots: the one pool every client uses, whatever its protocol (lowlat's own,
+//! ONC RPC) and whether its calls block or are awaited.
+//!
+//! A slot is the unit of a call in flight: whoever holds it touches nothing shared until it
+//! gives it back. It is claimed with one locked instruction and given back with a plain store
+//! (a standard mutex's release is a second locked instruction, ~5 ns more per call here). A
+//! call that finds every slot busy waits to be told of a release, never for a timer: a blocking
+//! one sleeps on a condition variable, an async one leaves its waker. The releasing side only
+//! reads a counter of waiters after its plain store; the waiting side orders itself against that
+//! by bumping the counter, making every running thread pass a full barrier
+//! ([`lowlat_sys::heavy_barrier`]) and looking at the slots once more, so the rare path pays for
+//! the ordering and the call path pays nothing (on a kernel without the barrier, a waiter looks
+//! again every [`FALLBACK_RECHECK`]).
+//!
+//! An async call in flight has no thread to hold its slot's lock (a future moves between
+//! threads, a lock guard may not): its slot is *lent* ([`SlotPool::lend`]), its lock free, and
+//! every claim passes it by until it is given back.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use spin::mutex::{SpinMutex, SpinMutexGuard};
+
+/// How often a waiter looks at the slots again where the kernel offers no process-wide barrier
+/// (a release may then go unseen).
+pub(crate) const FALLBACK_RECHECK: Duration = Duration::from_millis(1);
+
+/// The slots of one client.
+pub(crate) struct SlotPool<S> {
+    slots: Box<[SpinMutex<S>]>,
+    /// Whether each slot has its channel open (set once, never cleared): a call prefers those.
+    opened: Box<[AtomicBool]>,
+    /// Whether each slot is lent to an async call (read and written under the slot's lock).
+    lent: Box<[AtomicBool]>,
+    /// Blocking calls and async calls waiting for a release.
+    waiters: AtomicUsize,
+    /// The async calls among them.
+    wakers: Mutex<Vec<Waker>>,
+    free: Condvar,
+    free_lock: Mutex<()>,
+    /// A housekeeper ([`sweep`](Self::sweep)) is looking at the slots, one at a time.
+    housekeeping: AtomicBool,
+}
+
+/// A slot held: given back when dropped, and a waiter told.
+pub(crate) struct Claimed<'a, S> {
+    /// Always `Some` until dropped: taken in `drop` so the lock is released before the waiters
+    /// are read (the order the waiting side relies on).
+    guard: Option<SpinMutexGuard<'a, S>>,
+    index: usize,
+    pool: &'a SlotPool<S>,
+}
+
+impl<S> Claimed<'_, S> {
+    /// The slot's index in its pool.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl<S> std::ops::Deref for Claimed<'_, S> {
+    type Target = S;
+    #[inline(always)]
+    fn deref(&self) -> &S {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl<S> std::ops::DerefMut for Claimed<'_, S> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut S {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl<S> Drop for Claimed<'_, S> {
+    #[inline]
+    fn drop(&mut self) {
+        // The plain store first, then the waiters: see the module's docs.
+        drop(self.guard.take());
+        if self.pool.waiters.load(Ordering::SeqCst) > 0 {
+            self.pool.notify();
+        }
+    }
+}
+
+impl<S> SlotPool<S> {
+    /// A pool of `slots`, those for which `opened` says so counted as having a channel.
+    pub fn new(slots: Vec<S>, opened: impl Fn(usize) -> bool) -> SlotPool<S> {
+        let n = slots.len();
+        SlotPool {
+            slots: slots.into_iter().map(SpinMutex::new).collect(),
+            opened: (0..n).map(|i| AtomicBool::new(opened(i))).collect(),
+            lent: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            waiters: AtomicUsize::new(0),
+            wakers: Mutex::new(Vec::new()),
+            free: Condvar::new(),
+            free_lock: Mutex::new(()),
+            housekeeping: AtomicBool::new(false),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slot `index` now has a channel open.
+    pub fn mark_opened(&self, index: usize) {
+        self.opened[index].store(true, Ordering::Relaxed);
+    }
+
+    /// The first slot free now (not held, not lent), among the open ones only if `open_only`.
+    #[inline]
+    pub fn try_claim(&self, open_only: bool) -> Option<Claimed<'_, S>> {
+        let slots = self.slots.iter().zip(self.opened.iter()).zip(self.lent.iter()).enumerate();
+        slots
+            .filter(|(_, ((_, opened), _))| !open_only || opened.load(Ordering::Relaxed))
+            // Lent to an async call: looked at under the lock, which orders it after the lend.
+            .find_map(|(index, ((slot, _), lent))| {
+                let guard = slot.try_lock().filter(|_| !lent.load(Ordering::Relaxed))?;
+                Some(Claimed { guard: Some(guard), index, pool: self })
+            })
+    }
+
+    /// A free slot for a blocking call, waiting for one to be released until `deadline` (read
+    /// only once the wait is longer than a moment); `None` once it has passed.
+    #[inline]
+    pub fn claim(&self, deadline: impl FnMut() -> Instant) -> Option<Claimed<'_, S>> {
+        match self.try_claim(true) {
+            Some(c) => Some(c),
+            None => self.claim_slow(deadline),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_slow(&self, mut deadline: impl FnMut() -> Instant) -> Option<Claimed<'_, S>> {
+        // A slot with an open channel is worth a short wait: it is usually busy only for the
+        // moment a housekeeper looks at it (however long that takes: it may be sending, or be
+        // descheduled), and a fresh slot costs a socket, a server slot and allocations. Threads
+        // that find every open slot busy for longer, with no housekeeper at work, open new ones.
+        const PATIENCE: u32 = 256;
+        let mut round = 0;
+        loop {
+            let housekeeping = self.housekeeping.load(Ordering::Acquire);
+            let patient = round < PATIENCE || housekeeping;
+            if let Some(c) = self.try_claim(patient) {
+                return Some(c);
+            }
+            if patient {
+                round += 1;
+                if housekeeping {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            // Every slot is busy: sleep until one is released (or the deadline).
+            let deadline = deadline();
+            let g = self.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            let ordered = lowlat_sys::heavy_barrier();
+            let found = self.try_claim(false);
+            let now = Instant::now();
+            if found.is_none() && now < deadline {
+                let wait = deadline - now;
+                let wait = if ordered { wait } else { wait.min(FALLBACK_RECHECK) };
+                let _ = self.free.wait_timeout(g, wait);
+            }
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+            if found.is_some() {
+                return found;
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+
+    /// A free slot for an async call, or `None` with `waker` left to be woken by the next
+    /// release (the caller parks until then or its deadline, and looks again when woken). The
+    /// second value: how soon to look again regardless, where a release may go unseen.
+    pub fn poll_claim(&self, waker: &Waker) -> (Option<Claimed<'_, S>>, Option<Duration>) {
+        if let Some(c) = self.try_claim(true).or_else(|| self.try_claim(false)) {
+            return (Some(c), None);
+        }
+        {
+            let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+            if !wakers.iter().any(|w| w.will_wake(waker)) {
+                wakers.push(waker.clone());
+                self.waiters.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let recheck = (!lowlat_sys::heavy_barrier()).then_some(FALLBACK_RECHECK);
+        // Looked at again once registered: a slot released meanwhile is not missed.
+        (self.try_claim(false), recheck)
+    }
+
+    /// Slot `index` for a look that does not call (its counters, an async call's own lent
+    /// slot), waiting for a call that holds it to end: by spinning briefly, then sleeping, since
+    /// that call may take as long as its deadline.
+    pub fn hold(&self, index: usize) -> Claimed<'_, S> {
+        let slot = &self.slots[index];
+        let mut tries = 0u32;
+        loop {
+            if let Some(guard) = slot.try_lock() {
+                return Claimed { guard: Some(guard), index, pool: self };
+            }
+            tries += 1;
+            if tries < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// Each slot in turn, held as [`hold`](Self::hold) holds it.
+    pub fn hold_each(&self) -> impl Iterator<Item = Claimed<'_, S>> + '_ {
+        (0..self.slots.len()).map(|i| self.hold(i))
+    }
+
+    /// Lends the slot `c` holds to its async call while the call is in flight: once `c` is
+    /// dropped, no claim takes the slot until [`give_back`](Self::give_back) (the call itself
+    /// takes it with [`hold`](Self::hold)).
+    pub fn lend(&self, c: &Claimed<'_, S>) {
+        self.lent[c.index].store(true, Ordering::Relaxed);
+    }
+
+    /// Ends the lending of the slot `c` holds, and gives it back.
+    pub fn give_back(&self, c: Claimed<'_, S>) {
+        self.lent[c.index].store(false, Ordering::Relaxed);
+    }
+
+    /// Runs `look` on every slot no call holds now, telling waiting calls that a housekeeper is
+    /// at work (so they wait for it rather than open new slots).
+    pub fn sweep(&self, mut look: impl FnMut(&mut S)) {
+        self.housekeeping.store(true, Ordering::Release);
+        for slot in self.slots.iter() {
+            if let Some(mut g) = slot.try_lock() {
+                look(&mut g);
+            }
+        }
+        self.housekeeping.store(false, Ordering::Release);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn notify(&self) {
+        {
+            let _g = self.free_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.free.notify_one();
+        }
+        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
+        self.waiters.fetch_sub(wakers.len(), Ordering::SeqCst);
+        for w in wakers {
+            w.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A look at a slot (its counters) while a call holds it waits for the call to end, and
+    /// does not hold it longer.
+    #[test]
+    fn a_look_at_a_slot_waits_for_the_call_that_holds_it() {
+        let pool = SlotPool::new(vec![7u64], |_| true);
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let mut call = pool.try_claim(true).expect("free");
+            s.spawn(|| {
+                let g = pool.hold(0);
+                assert!(released.load(Ordering::Acquire), "held while the call still had the slot");
+                assert_eq!(*g, 8);
+            });
+            std::thread::sleep(Duration::from_millis(30));
+            *call = 8;
+            released.store(true, Ordering::Release);
+            drop(call);
+        });
+        assert!(pool.try_claim(true).is_some(), "the look gave the slot back");
+    }
+
+    /// A blocking call that finds every slot busy is woken by the release itself, not by a
+    /// timer: with a deadline a minute away, each of many hand-overs completes at once.
+    #[test]
+    fn a_waiting_call_is_woken_by_the_release() {
+        let pool = Arc::new(SlotPool::new(vec![0u64], |_| true));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let rounds = 200;
+        let other = {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    let mut c = pool.claim(|| deadline).expect("woken long before the deadline");
+                    *c += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })
+        };
+        let began = Instant::now();
+        for _ in 0..rounds {
+            let mut c = pool.claim(|| deadline).expect("woken long before the deadline");
+            *c += 1;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        other.join().unwrap();
+        assert_eq!(*pool.hold(0), 2 * rounds);
+        // 400 hand-overs of 200 µs each: a missed wake-up would cost the deadline (a minute).
+        assert!(began.elapsed() < Duration::from_secs(30), "a release went unseen: {:?}", began.elapsed());
+    }
+
+    /// A slot lent to an async call is passed by until it is given back, and a waiting async
+    /// call's waker is woken by the giving back.
+    #[test]
+    fn a_lent_slot_is_passed_by_and_its_return_wakes_a_waiter() {
+        struct Flag(AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let pool = SlotPool::new(vec![(), ()], |i| i == 0);
+        let first = pool.try_claim(true).expect("slot 0");
+        assert_eq!(first.index(), 0);
+        pool.lend(&first);
+        drop(first);
+        let second = pool.try_claim(false).expect("slot 1, the lent one passed by");
+        assert_eq!(second.index(), 1);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let (none, _) = pool.poll_claim(&waker);
+        assert!(none.is_none(), "one slot lent, the other held");
+        pool.give_back(pool.hold(0));
+        assert!(flag.0.load(Ordering::SeqCst), "the giving back woke the waiting call");
+        assert_eq!(pool.try_claim(true).map(|c| c.index()), Some(0));
+        drop(second);
+    }
+}

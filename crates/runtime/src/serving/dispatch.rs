@@ -1,0 +1,198 @@
+//! The dispatcher of one endpoint, the same for every protocol: runs a call the protocol engine
+//! handed over where its route says (inline on the serving thread, as a future polled there, or
+//! on the worker pool), and keeps track of the calls that left the serving thread until their
+//! results come back (through the endpoint's [`Completions`], which ring its doorbell), are
+//! refused because the server is stopping, or are abandoned when the stop's time runs out.
+//!
+//! Firefly's and eRPC's model: a procedure runs where its call arrived, with no hand-off (a
+//! thread wake-up costs 3-100 µs); only procedures known to be slow (`long_running`) pay for one.
+//! The protocol (`super::lowlat`, `super::onc`) keeps what only it knows: how calls are keyed,
+//! how an outcome is encoded, what is counted and logged.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+
+use lowlat_codec::OutBuf;
+use lowlat_proto::{ErrorCode, Status};
+
+use super::async_calls::AsyncCalls;
+use super::routes::Route;
+use super::workers::{Completions, Job};
+use super::{Context, STOPPING_REASON};
+use crate::doorbell::Drained;
+use crate::program::{Body, CallContext, ProcError, Procedure};
+
+/// What became of a call handed to [`Dispatcher::dispatch`].
+pub(crate) enum Dispatched {
+    /// Answered on this thread: the status, with the result (or the reason for the caller) in
+    /// the reply buffer.
+    Answered(Status),
+    /// Left the serving thread (worker pool, pending future): its result comes back through
+    /// [`Dispatcher::complete`].
+    Away,
+}
+
+/// Routes calls and keeps the ones that left the serving thread, keyed by `K` (the protocol's
+/// name for a call, with whatever it needs to answer it later).
+pub(crate) struct Dispatcher<K> {
+    workers: SyncSender<Job>,
+    completions: Arc<Completions<K>>,
+    /// Async procedures' calls whose futures are pending (answered through `completions`).
+    async_calls: AsyncCalls,
+    /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
+    finished: Vec<(K, Status, Vec<u8>)>,
+    /// The calls on the worker pool or pending in `async_calls`, not yet answered.
+    away: Vec<K>,
+    /// The server is stopping: new calls are answered, not run.
+    refusing: bool,
+    drained: Drained,
+    /// Calls run (inline, as a future, or by a worker).
+    pub executed: u64,
+}
+
+impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
+    pub fn new(ctx: &Context) -> Dispatcher<K> {
+        Dispatcher {
+            workers: ctx.workers.clone(),
+            completions: Completions::new(ctx.shared.clone()),
+            async_calls: AsyncCalls::new(ctx.shared.clone()),
+            finished: Vec::new(),
+            away: Vec::new(),
+            refusing: false,
+            drained: Drained::default(),
+            executed: 0,
+        }
+    }
+
+    /// Runs the call `key` where `route` says, with `args`; an answer made here goes into
+    /// `reply`.
+    #[inline(always)]
+    pub fn dispatch(
+        &mut self,
+        route: Route<'_>,
+        key: K,
+        ctx: CallContext,
+        args: &[u8],
+        reply: &mut OutBuf<'_>,
+    ) -> Dispatched {
+        match route {
+            _ if self.refusing => {
+                self.drained.refused += 1;
+                reply.extend_from_slice(STOPPING_REASON.as_bytes());
+                Dispatched::Answered(Status::Error(ErrorCode::Busy))
+            }
+            Route::Missing => Dispatched::Answered(Status::Error(ErrorCode::UnknownProcedure)),
+            Route::Inline(p) => {
+                self.executed += 1;
+                Dispatched::Answered(run(p, &ctx, args, reply))
+            }
+            Route::Async(_, handler) => {
+                self.executed += 1;
+                let completions = &self.completions;
+                match self.async_calls.start(handler(ctx, args.to_vec()), || completions.reply_to(key.clone())) {
+                    Some((status, result)) => {
+                        reply.extend_from_slice(&result);
+                        Dispatched::Answered(status)
+                    }
+                    None => {
+                        self.away.push(key);
+                        Dispatched::Away
+                    }
+                }
+            }
+            Route::Worker(p) => {
+                let job =
+                    Job { proc: p.clone(), ctx, args: args.to_vec(), reply_to: self.completions.reply_to(key.clone()) };
+                match self.workers.try_send(job) {
+                    Ok(()) => {
+                        self.executed += 1;
+                        self.away.push(key);
+                        Dispatched::Away
+                    }
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                        Dispatched::Answered(Status::Error(ErrorCode::Busy))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands `answer` every call that came back since the last look (the doorbell rang): the
+    /// call, its status and its result (or reason).
+    pub fn complete(&mut self, mut answer: impl FnMut(K, Status, &[u8])) {
+        self.async_calls.poll_woken();
+        self.completions.take(&mut self.finished);
+        for (key, status, result) in self.finished.drain(..) {
+            if let Some(i) = self.away.iter().position(|k| *k == key) {
+                self.away.swap_remove(i);
+                self.drained.completed += u64::from(self.refusing);
+            }
+            answer(key, status, &result);
+        }
+    }
+
+    /// From now on, runs no new call: each is answered that the server is stopping.
+    pub fn refuse_new_calls(&mut self) {
+        self.refusing = true;
+    }
+
+    /// Calls away from the serving thread, not yet answered.
+    pub fn away(&self) -> usize {
+        self.away.len()
+    }
+
+    /// Drops every call still away (the stop's time ran out), handing each to `answer` (which
+    /// tells its caller it may have executed); returns how many there were.
+    pub fn abandon(&mut self, mut answer: impl FnMut(K)) -> u64 {
+        self.async_calls.drop_all();
+        let n = self.away.len() as u64;
+        for key in self.away.drain(..) {
+            answer(key);
+        }
+        n
+    }
+
+    /// What the drain did so far (calls completed since it began, calls refused).
+    pub fn drained(&self) -> Drained {
+        self.drained
+    }
+}
+
+/// Runs a procedure, turning its failure or panic into a status for the client; on failure
+/// `reply` holds, instead of a result, the reason for the caller (or nothing), as the protocol
+/// engines take it.
+pub(crate) fn run(proc: &Procedure, ctx: &CallContext, args: &[u8], reply: &mut OutBuf<'_>) -> Status {
+    let Body::Sync(handler) = &proc.body else {
+        // Routed to `super::async_calls`, never here; answered as a failure rather than run
+        // blocking.
+        return failed(reply, (ErrorCode::ServerError, "an async procedure was run as a blocking one"));
+    };
+    match catch_unwind(AssertUnwindSafe(|| handler(ctx, args, reply))) {
+        Ok(Ok(())) => Status::Ok,
+        Ok(Err(e)) => failed(reply, e.code_and_message()),
+        Err(_) => failed(reply, (ErrorCode::ServerError, PANICKED)),
+    }
+}
+
+/// What a procedure that panicked answers.
+pub(crate) const PANICKED: &str = "the procedure panicked";
+
+/// An async procedure's outcome as a status and the bytes that go with it (the result, or the
+/// reason for the caller), as [`run`] leaves them.
+pub(crate) fn async_outcome(r: std::thread::Result<Result<Vec<u8>, ProcError>>) -> (Status, Vec<u8>) {
+    let (code, message) = match &r {
+        Ok(Ok(_)) => return (Status::Ok, r.ok().and_then(Result::ok).unwrap_or_default()),
+        Ok(Err(e)) => e.code_and_message(),
+        Err(_) => (ErrorCode::ServerError, PANICKED),
+    };
+    (Status::Error(code), message.as_bytes().to_vec())
+}
+
+#[cold]
+#[inline(never)]
+fn failed(reply: &mut OutBuf<'_>, (code, message): (ErrorCode, &str)) -> Status {
+    reply.clear();
+    reply.extend_from_slice(message.as_bytes());
+    Status::Error(code)
+}

@@ -1,0 +1,63 @@
+//! What a server admits and how it serves: who may bind, ring sizes, limits, the spin policy.
+
+use std::time::Duration;
+
+use lowlat_sys as sys;
+use lowlat_wait::SpinPolicy;
+
+use crate::segment::Layout;
+
+/// Who may bind. A peer is allowed when its uid or its primary gid is listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerPolicy {
+    /// Users allowed, by uid.
+    pub uids: Vec<u32>,
+    /// Groups allowed, by primary gid.
+    pub gids: Vec<u32>,
+}
+
+impl PeerPolicy {
+    /// Only the server's own effective user (the default).
+    pub fn same_user() -> PeerPolicy {
+        PeerPolicy { uids: vec![sys::effective_uid()], gids: vec![] }
+    }
+
+    /// The peer with these credentials may bind.
+    pub fn allows(&self, uid: u32, gid: u32) -> bool {
+        self.uids.contains(&uid) || self.gids.contains(&gid)
+    }
+}
+
+/// Server-side settings.
+#[derive(Clone, Debug)]
+pub struct ShmServerConfig {
+    /// Permissions of the socket file.
+    pub mode: u32,
+    /// Who may bind (default: the server's own user).
+    pub policy: PeerPolicy,
+    /// Ring sizes of every binding.
+    pub layout: Layout,
+    /// The largest request accepted (larger ones close the binding).
+    pub max_message: usize,
+    /// How the server thread waits for calls before arming a binding and sleeping.
+    pub spin: SpinPolicy,
+    /// How long a reply may wait for room in a client's result ring before the binding is
+    /// dropped: the most one misbehaving client can delay the others.
+    pub stall_limit: Duration,
+    /// Connections beyond this many bindings are refused as busy.
+    pub max_bindings: usize,
+}
+
+impl Default for ShmServerConfig {
+    fn default() -> Self {
+        ShmServerConfig {
+            mode: 0o600,
+            policy: PeerPolicy::same_user(),
+            layout: Layout { call_ring: 64 << 10, result_ring: 64 << 10 },
+            max_message: 16 << 20,
+            spin: SpinPolicy::Adaptive,
+            stall_limit: Duration::from_millis(100),
+            max_bindings: 4096,
+        }
+    }
+}

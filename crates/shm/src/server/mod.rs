@@ -1,0 +1,270 @@
+//! The server end: [`ShmServer`] listens at `shm://PATH` and one thread drives it, serving many
+//! bindings.
+//!
+//! The thread polls the call rings of *active* bindings. A binding idle for longer than the spin
+//! budget is *armed*: its "consumer sleeping" flag is set, the server stops polling it, and its
+//! client rings the binding's doorbell (an eventfd handed over with the memfd) on its next call.
+//! When every binding is armed the thread sleeps in `epoll_wait` on the doorbells, the liveness
+//! sockets and the listener: no CPU is burnt, yet any call wakes it. Idle bindings therefore cost
+//! the active ones nothing on the polling path.
+//!
+//! A binding is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
+//! rings, sends more than `max_message`, or leaves no room for a reply for `stall_limit`. None
+//! of these can stop the thread from serving the other bindings for longer than `stall_limit`.
+//!
+//! [`config`]: who may bind and how; `accept`: the acceptor, which turns a connection into a
+//! binding; `poll`: the poller, which serves the bindings; [`reply`]: replies written into a
+//! result ring.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+
+use lowlat_sys::{self as sys, Epoll};
+use lowlat_wait::Spinner;
+
+use crate::error::{io_err, ShmError};
+use crate::listen::{listen, remove_if_ours};
+use crate::ring::{Consumer, Producer};
+use crate::segment::Segment;
+
+mod accept;
+pub mod config;
+mod poll;
+pub mod reply;
+
+pub use config::{PeerPolicy, ShmServerConfig};
+pub use reply::Reply;
+
+/// Names a binding for its whole life; never reused for a later binding in the same slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BindingId {
+    index: u32,
+    generation: u32,
+}
+
+/// A client's credentials as the kernel reported them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// The client's user id.
+    pub uid: u32,
+    /// The client's primary group id.
+    pub gid: u32,
+    /// The client's process id, as the kernel reported it (in the server's pid namespace).
+    pub pid: i32,
+}
+
+/// What the server thread calls. Only `call` is required; closures
+/// `FnMut(BindingId, &[u8], Reply)` implement it.
+pub trait ShmHandler {
+    /// One request, where it lies in the call ring (or reassembled, if streamed). The bytes are
+    /// the client's to change at any moment: validate before trusting. Reply through `reply`
+    /// now, or later with [`ShmServer::reply`]; dropping it sends nothing.
+    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>);
+    /// A binding was made with this client.
+    fn opened(&mut self, _binding: BindingId, _peer: PeerCred) {}
+    /// This binding is gone (hung up, misbehaved, or stalled); its id is not used again.
+    fn closed(&mut self, _binding: BindingId, _why: &ShmError) {}
+    /// A client was turned away by the [`PeerPolicy`].
+    fn refused(&mut self, _peer: PeerCred) {}
+}
+
+impl<F: FnMut(BindingId, &[u8], Reply<'_>)> ShmHandler for F {
+    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>) {
+        self(binding, request, reply)
+    }
+}
+
+/// What [`ShmServer::serve_next`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity<R> {
+    /// Served a request from this binding; what the serving function returned.
+    Request(BindingId, R),
+    /// This binding is gone (hung up, misbehaved, or stalled).
+    Closed(BindingId),
+}
+
+/// Collects closures for the pull-style API, which reports them from `serve_next`.
+struct Recorder(std::collections::VecDeque<BindingId>);
+
+impl ShmHandler for Recorder {
+    fn call(&mut self, _: BindingId, _: &[u8], _: Reply<'_>) {}
+    fn closed(&mut self, binding: BindingId, _why: &ShmError) {
+        self.0.push_back(binding);
+    }
+}
+
+struct Binding {
+    id: BindingId,
+    calls: Consumer,
+    results: Producer,
+    /// Whether the binding sleeps (its flag set, served only after its doorbell rings).
+    armed: bool,
+    /// When it last called, by the server's clock (read only every 64 polls, so it lags).
+    last_active: Instant,
+    /// Whether it called since the last idleness check. `last_active` alone lags by up to one
+    /// clock-reading interval, which on a slow VM approaches the spin budget: a binding calling
+    /// every few microseconds was armed (put to sleep) now and then, and its next call paid a
+    /// wake-up.
+    called_since_check: bool,
+    peer: PeerCred,
+    sock: UnixStream,
+    doorbell: sys::EventFd,
+    /// The eventfd `results` rings for a client parked in an event loop (kept open while the
+    /// producer holds its number).
+    _result_bell: sys::EventFd,
+    _seg: Segment,
+}
+
+impl Binding {
+    fn sleeping_flag(&self) -> &AtomicU32 {
+        &self.calls.ring().ctl().consumer_sleeping.v
+    }
+
+    /// Notes a call served at `now` (the server's lagging clock); returns how long the binding
+    /// was idle before it, for the adaptive budget.
+    fn called(&mut self, now: Instant) -> Duration {
+        let idle = now.saturating_duration_since(self.last_active);
+        self.last_active = now;
+        self.called_since_check = true;
+        idle
+    }
+
+    /// At an idleness check: a binding that called since the last one counts as active now.
+    fn settle(&mut self, now: Instant) {
+        if std::mem::take(&mut self.called_since_check) {
+            self.last_active = now;
+        }
+    }
+}
+
+const TAG_LISTENER: u64 = 0;
+const TAG_DOORBELL: u64 = 1;
+const TAG_SOCKET: u64 = 2;
+const TAG_WATCHED: u64 = 3;
+
+fn tag(kind: u64, id: BindingId) -> u64 {
+    (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
+}
+
+/// Busy-polling only: a binding idle this long is polled every 64th pass.
+const COOL_AFTER: Duration = Duration::from_millis(1);
+
+/// While any binding is active, epoll is also checked (accepts, hang-ups, doorbells of armed
+/// bindings) about this often.
+const EVENT_CHECK: Duration = Duration::from_micros(50);
+
+/// A shared-memory server: the listening socket plus every live binding. Driven by one thread
+/// through [`poll`](Self::poll) or [`run`](Self::run).
+pub struct ShmServer {
+    slots: Vec<Option<Binding>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    /// Indices of bindings not armed: the ones the polling loop looks at.
+    active: Vec<u32>,
+    /// Busy-polling only: bindings idle past `COOL_AFTER`, looked at every 64th pass instead of
+    /// every pass (no doorbell: a busy-polling client makes no system calls), so that idle
+    /// bindings cost the active ones little.
+    cool: Vec<u32>,
+    /// Pull-style use: where the next `serve_next` scan starts (round robin), how many scans
+    /// were made, and bindings closed but not yet reported.
+    next: usize,
+    scans: u32,
+    closed: std::collections::VecDeque<BindingId>,
+    spinner: Spinner,
+    now: Instant,
+    last_event_check: Instant,
+    events: Vec<libc::epoll_event>,
+    config: ShmServerConfig,
+    epoll: Epoll,
+    listener: UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the socket file we created: removed on drop only if still ours.
+    file_id: (u64, u64),
+    /// Bindings closed because their client broke the rings (a corrupt index or record).
+    corrupt: u64,
+}
+
+impl std::fmt::Debug for ShmServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmServer")
+            .field("path", &self.path)
+            .field("bindings", &self.binding_count())
+            .field("active", &self.active.len())
+            .finish()
+    }
+}
+
+impl ShmServer {
+    /// Listens at `path` (a stale socket left by a dead server is replaced; anything else there
+    /// is refused).
+    pub fn bind(path: impl AsRef<Path>, config: ShmServerConfig) -> Result<ShmServer, ShmError> {
+        let path = path.as_ref().to_path_buf();
+        config
+            .layout
+            .validate()
+            .map_err(|e| ShmError::Io { op: "listen", source: io::Error::new(io::ErrorKind::InvalidInput, e) })?;
+        let (listener, file_id) = listen(&path, config.mode)?;
+        listener.set_nonblocking(true).map_err(io_err("listen"))?;
+        let epoll = Epoll::new().map_err(io_err("epoll"))?;
+        epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TAG_LISTENER).map_err(io_err("epoll"))?;
+        let now = Instant::now();
+        Ok(ShmServer {
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            active: Vec::new(),
+            cool: Vec::new(),
+            next: 0,
+            scans: 0,
+            closed: std::collections::VecDeque::new(),
+            spinner: Spinner::new(config.spin),
+            now,
+            last_event_check: now,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            config,
+            epoll,
+            listener,
+            path,
+            file_id,
+            corrupt: 0,
+        })
+    }
+
+    /// The socket path the server listens on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bindings currently open, active or armed.
+    pub fn binding_count(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Bindings currently polled (not asleep).
+    pub fn active_count(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Bindings closed so far because their client broke the rings (a hostile or crashed peer).
+    pub fn corrupt_bindings(&self) -> u64 {
+        self.corrupt
+    }
+
+    /// The credentials of a live binding's client.
+    pub fn peer(&self, binding: BindingId) -> Option<PeerCred> {
+        match self.slots.get(binding.index as usize) {
+            Some(Some(b)) if b.id == binding => Some(b.peer),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for ShmServer {
+    fn drop(&mut self) {
+        remove_if_ours(&self.path, self.file_id);
+    }
+}

@@ -1,0 +1,391 @@
+//! The poller of bindings: one thread spins over the call rings of the active bindings, arms
+//! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
+
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::reply::send_reply;
+use super::{
+    Activity, Binding, BindingId, Recorder, Reply, ShmHandler, ShmServer, ShmServerConfig, COOL_AFTER, EVENT_CHECK,
+    TAG_DOORBELL, TAG_LISTENER, TAG_WATCHED,
+};
+use crate::error::{io_err, ShmError};
+use crate::ring::RingError;
+
+impl ShmServer {
+    /// Serves requests until `stop` is set (checked at least every 50 ms).
+    pub fn run(&mut self, handler: &mut impl ShmHandler, stop: &AtomicBool) -> Result<(), ShmError> {
+        while !stop.load(Ordering::Relaxed) {
+            self.poll(handler, Some(Duration::from_millis(50)))?;
+        }
+        Ok(())
+    }
+
+    /// Serves whatever is ready; if nothing is, spins for the budget and then sleeps, returning
+    /// after serving at least one request or when `timeout` passes (`None`: no limit). Returns
+    /// the number of requests served. Errors only when the server itself fails (epoll);
+    /// per-binding failures close that binding and are reported to `ShmHandler::closed`.
+    pub fn poll(&mut self, handler: &mut impl ShmHandler, timeout: Option<Duration>) -> Result<usize, ShmError> {
+        self.now = Instant::now();
+        let deadline = timeout.map(|t| self.now + t);
+        let mut passes = 0u32;
+        // With no spin budget, bindings are armed as soon as they are found empty: every call
+        // then comes through the doorbell (the blocking mode), none is caught by a stray poll.
+        let no_spin = self.spinner.budget() == Some(Duration::ZERO);
+        loop {
+            let served = self.serve_active(handler);
+            if served > 0 {
+                return Ok(served);
+            }
+            passes = passes.wrapping_add(1);
+            if no_spin || passes & 63 == 0 || self.active.is_empty() {
+                self.now = Instant::now();
+                self.arm_idle();
+                if self.active.is_empty() && self.cool.is_empty() {
+                    let left = deadline.map(|d| d.saturating_duration_since(self.now));
+                    self.process_events(handler, left)?;
+                    self.now = Instant::now();
+                    self.last_event_check = self.now;
+                } else if self.now - self.last_event_check >= EVENT_CHECK {
+                    self.process_events(handler, Some(Duration::ZERO))?;
+                    self.last_event_check = self.now;
+                }
+                if deadline.is_some_and(|d| self.now >= d) {
+                    return Ok(self.serve_active(handler));
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Sends a deferred reply on `binding` (for a request whose `Reply` was dropped). A failure
+    /// closes the binding.
+    pub fn reply(
+        &mut self,
+        handler: &mut impl ShmHandler,
+        binding: BindingId,
+        parts: &[&[u8]],
+    ) -> Result<(), ShmError> {
+        let b = match self.slots.get_mut(binding.index as usize) {
+            Some(Some(b)) if b.id == binding => b,
+            _ => return Err(ShmError::PeerGone),
+        };
+        let sock = b.sock.as_raw_fd();
+        match send_reply(&mut b.results, &self.config, sock, parts) {
+            Err(e @ ShmError::Ring(RingError::TooLarge { .. })) => Err(e),
+            Err(e) => {
+                let msg = e.to_string();
+                self.close(binding.index, e, handler);
+                Err(ShmError::Broken(msg))
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Closes a binding from the server side.
+    pub fn disconnect(&mut self, handler: &mut impl ShmHandler, binding: BindingId) {
+        if self.binding_mut(binding).is_some() {
+            self.close(binding.index, ShmError::Broken("closed by the server".into()), handler);
+        }
+    }
+
+    /// Adds a descriptor whose readability ends [`block`](Self::block) (for example the
+    /// caller's own eventfd for completions from worker threads). It is never read here.
+    pub fn watch(&mut self, fd: std::os::fd::RawFd) -> Result<(), ShmError> {
+        self.epoll.add(fd, libc::EPOLLIN as u32, TAG_WATCHED).map_err(io_err("epoll watch"))
+    }
+
+    /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
+    /// finds the next request of any binding without blocking and serves it at once: `f` reads
+    /// it where it lies in the call ring and may answer through the [`Reply`], which writes into
+    /// the same binding's result ring; the request's ring space is freed afterwards. Bindings
+    /// are scanned round robin, so a busy client cannot starve the others. The scan's own
+    /// bookkeeping (idleness, the adaptive budget) is done after the reply is out, off the
+    /// round trip's path. A binding that could not take its reply is closed and reported by a
+    /// later call. Sleep with [`block`](Self::block) when this finds nothing.
+    pub fn serve_next<R>(&mut self, f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
+        if let Some(id) = self.closed.pop_front() {
+            return Some(Activity::Closed(id));
+        }
+        self.scans = self.scans.wrapping_add(1);
+        if self.scans & 63 == 0 {
+            self.now = Instant::now();
+            self.arm_idle();
+            if self.now - self.last_event_check >= EVENT_CHECK {
+                self.last_event_check = self.now;
+                let mut q = Recorder(std::mem::take(&mut self.closed));
+                // An epoll failure here resurfaces in `block`, which reports it.
+                let _ = self.process_events(&mut q, Some(Duration::ZERO));
+                self.closed = q.0;
+            }
+        }
+        let n = self.active.len();
+        if self.next >= n {
+            self.next = 0; // the active list shrank
+        }
+        for k in 0..n {
+            // No `%`: a division on every poll of a spinning server is measurable.
+            let i = if self.next + k >= n { self.next + k - n } else { self.next + k };
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                continue;
+            };
+            match b.calls.poll() {
+                Ok(false) => {}
+                Ok(true) => {
+                    let id = b.id;
+                    let (r, failed) = serve_held(b, &self.config, f);
+                    self.spinner.observe(b.called(self.now));
+                    self.next = i + 1;
+                    if let Some(e) = failed {
+                        self.close_quietly(idx as u32, e);
+                    }
+                    return Some(Activity::Request(id, r));
+                }
+                Err(e) => {
+                    let id = b.id;
+                    self.close_quietly(idx as u32, e.into());
+                    return Some(Activity::Closed(id));
+                }
+            }
+        }
+        self.closed.pop_front().map(Activity::Closed)
+    }
+
+    /// Sends a reply (pull style) other than through a request's [`Reply`] (a result computed
+    /// later, elsewhere). A binding that cannot take it is closed and reported by the next
+    /// [`serve_next`](Self::serve_next).
+    pub fn send_reply(&mut self, to: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        let r = self.reply(&mut q, to, parts);
+        self.closed = q.0;
+        r
+    }
+
+    /// Sleeps until a client calls, connects or hangs up, a watched descriptor is readable, or
+    /// `timeout` passes. Every binding is armed first (check, arm, re-check), so a call racing
+    /// with this makes it return at once instead of sleeping through it.
+    pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
+        self.active.append(&mut self.cool);
+        while let Some(&idx) = self.active.last() {
+            if let Some(b) = self.slots[idx as usize].as_mut() {
+                b.sleeping_flag().store(1, Ordering::SeqCst);
+                if b.calls.has_data() {
+                    b.sleeping_flag().store(0, Ordering::SeqCst);
+                    return Ok(());
+                }
+                b.armed = true;
+            }
+            self.active.pop();
+        }
+        if !self.closed.is_empty() {
+            return Ok(());
+        }
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        let r = self.process_events(&mut q, timeout);
+        self.closed = q.0;
+        self.now = Instant::now();
+        self.last_event_check = self.now;
+        r
+    }
+
+    fn close_quietly(&mut self, index: u32, why: ShmError) {
+        let mut q = Recorder(std::mem::take(&mut self.closed));
+        self.close(index, why, &mut q);
+        self.closed = q.0;
+    }
+
+    fn binding_mut(&mut self, id: BindingId) -> Option<&mut Binding> {
+        match self.slots.get_mut(id.index as usize) {
+            Some(Some(b)) if b.id == id => Some(b),
+            _ => None,
+        }
+    }
+
+    fn serve_active(&mut self, handler: &mut impl ShmHandler) -> usize {
+        let mut served = 0;
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                self.active.swap_remove(i);
+                continue;
+            };
+            match serve_one(b, handler, &self.config) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    served += 1;
+                    self.spinner.observe(b.called(self.now));
+                    i += 1;
+                }
+                Err(e) => self.close(idx as u32, e, handler),
+            }
+        }
+        served
+    }
+
+    /// Arms the bindings idle past the spin budget (check, arm, re-check: a call that lands
+    /// while arming keeps the binding active).
+    fn arm_idle(&mut self) {
+        self.rescan_cool();
+        let Some(budget) = self.spinner.budget() else {
+            self.cool_idle();
+            return;
+        };
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i] as usize;
+            let Some(b) = self.slots[idx].as_mut() else {
+                self.active.swap_remove(i);
+                continue;
+            };
+            b.settle(self.now);
+            if self.now.saturating_duration_since(b.last_active) < budget {
+                i += 1;
+                continue;
+            }
+            b.sleeping_flag().store(1, Ordering::SeqCst);
+            if b.calls.has_data() {
+                b.sleeping_flag().store(0, Ordering::SeqCst);
+                i += 1;
+            } else {
+                b.armed = true;
+                self.active.swap_remove(i);
+            }
+        }
+    }
+
+    /// Busy-polling: moves bindings idle past `COOL_AFTER` to the cool list.
+    fn cool_idle(&mut self) {
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i];
+            if let Some(b) = self.slots[idx as usize].as_mut() {
+                b.settle(self.now);
+            }
+            match self.slots[idx as usize].as_ref() {
+                Some(b) if self.now.saturating_duration_since(b.last_active) < COOL_AFTER => i += 1,
+                Some(_) => {
+                    self.cool.push(idx);
+                    self.active.swap_remove(i);
+                }
+                None => {
+                    self.active.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Returns cool bindings with a call waiting to the active list.
+    fn rescan_cool(&mut self) {
+        let mut i = 0;
+        while i < self.cool.len() {
+            let idx = self.cool[i];
+            match self.slots[idx as usize].as_mut() {
+                Some(b) if !b.calls.has_data() => i += 1,
+                Some(b) => {
+                    b.last_active = self.now;
+                    self.active.push(idx);
+                    self.cool.swap_remove(i);
+                }
+                None => {
+                    self.cool.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    fn process_events(&mut self, handler: &mut impl ShmHandler, timeout: Option<Duration>) -> Result<(), ShmError> {
+        let n = self.epoll.wait(&mut self.events, timeout).map_err(io_err("epoll wait"))?.len();
+        for k in 0..n {
+            let data = self.events[k].u64;
+            let kind = data & 3;
+            let id = BindingId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
+            match kind {
+                TAG_LISTENER => self.accept_all(handler),
+                // Someone else's descriptor (see `watch`): its owner reads it.
+                TAG_WATCHED => {}
+                TAG_DOORBELL => {
+                    let now = self.now;
+                    let Some(b) = self.binding_mut(id) else {
+                        continue;
+                    };
+                    b.doorbell.drain();
+                    if b.armed {
+                        b.sleeping_flag().store(0, Ordering::SeqCst);
+                        b.armed = false;
+                        let idle = now.saturating_duration_since(b.last_active);
+                        b.last_active = now;
+                        self.spinner.observe(idle);
+                        self.active.push(id.index);
+                    }
+                }
+                _ => {
+                    let Some(b) = self.binding_mut(id) else {
+                        continue;
+                    };
+                    let mut byte = [0u8; 1];
+                    let why = match (&b.sock).read(&mut byte) {
+                        Ok(0) => ShmError::PeerGone,
+                        Ok(_) => ShmError::Broken("client wrote on the liveness socket".into()),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(e) => ShmError::Io { op: "liveness socket", source: e },
+                    };
+                    self.close(id.index, why, handler);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, index: u32, why: ShmError, handler: &mut impl ShmHandler) {
+        let Some(b) = self.slots[index as usize].take() else {
+            return;
+        };
+        if matches!(why, ShmError::Ring(crate::RingError::Corrupt { .. })) {
+            self.corrupt += 1;
+        }
+        if let Some(pos) = self.active.iter().position(|&i| i == index) {
+            self.active.swap_remove(pos);
+        }
+        if let Some(pos) = self.cool.iter().position(|&i| i == index) {
+            self.cool.swap_remove(pos);
+        }
+        // The client holds the same eventfd file: epoll would keep reporting it after our
+        // close, so it must be removed explicitly.
+        self.epoll.delete(b.doorbell.as_raw_fd());
+        self.epoll.delete(b.sock.as_raw_fd());
+        let slot = index as usize;
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        self.free.push(index);
+        handler.closed(b.id, &why);
+        // Dropping `b` unmaps the segment and closes the socket and doorbell.
+        drop(b);
+    }
+}
+
+fn serve_one(b: &mut Binding, handler: &mut impl ShmHandler, cfg: &ShmServerConfig) -> Result<bool, ShmError> {
+    if !b.calls.poll()? {
+        return Ok(false);
+    }
+    match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
+        (_, Some(e)) => Err(e),
+        (_, None) => Ok(true),
+    }
+}
+
+/// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
+/// frees it. Also returns why the binding must close, if the reply failed.
+fn serve_held<R>(
+    b: &mut Binding,
+    cfg: &ShmServerConfig,
+    f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R,
+) -> (R, Option<ShmError>) {
+    let mut failed = None;
+    let reply = Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed };
+    let r = f(b.id, b.calls.message(), reply);
+    b.calls.release();
+    (r, failed)
+}

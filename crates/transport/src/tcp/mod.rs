@@ -1,0 +1,225 @@
+//! TCP: a byte stream cut into frames, TCP_NODELAY always.
+//!
+//! How the stream is cut is the protocol's choice, a [`Framing`]: lowlat's own frames are prefixed
+//! with their length ([`LengthPrefix`]: u32, little-endian); ONC RPC's are records of fragments
+//! (RFC 5531 record marking, which the runtime's driver plugs in from `lowlat-onc`). This crate
+//! knows only how to move them.
+//!
+//! A client channel is one connection. A server is one thread over many connections: it spins on
+//! `epoll_wait(0)` and blocks in `epoll_wait(timeout)`, and never blocks on a write: output that
+//! does not fit in the socket is queued per connection and flushed when writable, and a peer that
+//! stops reading is disconnected once its queue passes a limit, so it cannot stall the others.
+//!
+//! Strangers cannot hold a server's connections: an endpoint takes at most
+//! [`TcpLimits::max_connections`] at once and [`TcpLimits::max_per_source`] from one IP address,
+//! closes a connection its owner has not [`establish`](TcpEndpoint::establish)ed (bound, for
+//! lowlat) within [`TcpLimits::establish_within`], and drops connections from outside its
+//! allowlist at once. Each limit hit is counted ([`TcpStats`]) and logged at most once per
+//! [`LOG_INTERVAL`].
+//!
+//! [`framing`]: how the stream is cut; [`channel`]: the client's connection; [`server`]: the
+//! server's endpoint over many connections.
+
+pub mod channel;
+pub mod framing;
+pub mod server;
+
+pub use channel::TcpChannel;
+pub use framing::{Framing, LengthPrefix, PREFIX};
+pub use server::{ConnId, TcpEndpoint, TcpEvent, TcpLimits, TcpStats, LOG_INTERVAL};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{self, Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant};
+
+    fn next_event(ep: &mut TcpEndpoint, out: &mut Vec<u8>) -> TcpEvent {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(e) = ep.try_next(out).unwrap() {
+                return e;
+            }
+            assert!(Instant::now() < deadline, "no event");
+            ep.block(Some(Duration::from_millis(50))).unwrap();
+        }
+    }
+
+    fn recv(ch: &mut TcpChannel, out: &mut Vec<u8>) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if ch.try_recv(out)?.is_some() {
+                return Ok(());
+            }
+            assert!(Instant::now() < deadline, "no frame");
+            lowlat_sys::wait_readable(ch, Some(Duration::from_millis(50)))?;
+        }
+    }
+
+    #[test]
+    fn frames_cross_in_both_directions_including_large_ones() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 4 << 20).unwrap();
+        let mut ch = TcpChannel::connect(ep.local_addr(), 4 << 20, Duration::from_secs(5)).unwrap();
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
+        let mut out = Vec::new();
+        for body in [&b""[..], b"x", &big[..]] {
+            let id = std::thread::scope(|s| {
+                s.spawn(|| ch.send(b"HEAD", body).unwrap());
+                let ev = next_event(&mut ep, &mut out);
+                let TcpEvent::Frame(id) = ev else { panic!("{ev:?}") };
+                id
+            });
+            assert_eq!(&out[..4], b"HEAD");
+            assert_eq!(&out[4..], body);
+            // The reply may not fit in the socket at once: the endpoint queues it.
+            ep.send(&id, b"R", body);
+            let mut got = Vec::new();
+            std::thread::scope(|s| {
+                let h = s.spawn(|| recv(&mut ch, &mut got).unwrap());
+                // Keep flushing the queue while the client reads.
+                while !h.is_finished() {
+                    let _ = ep.try_next(&mut out).unwrap();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            });
+            assert_eq!(got.len(), 1 + body.len());
+            assert_eq!(&got[1..], body);
+        }
+        drop(ch);
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+    }
+
+    /// Fragments of at most 3 bytes whose headers say (length, last), to see a frame split.
+    #[derive(Clone)]
+    struct Threes;
+
+    impl Framing for Threes {
+        fn next(&mut self, _: &mut TcpStream, _: &mut Vec<u8>) -> io::Result<Option<()>> {
+            Ok(None)
+        }
+        fn max_frame(&self) -> usize {
+            0
+        }
+        fn header(&self, len: usize, last: bool) -> [u8; PREFIX] {
+            (len as u32 | (last as u32) << 31).to_le_bytes()
+        }
+        fn max_fragment(&self) -> usize {
+            3
+        }
+    }
+
+    #[test]
+    fn frames_above_the_fragment_size_go_in_several() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut ch =
+            TcpChannel::connect_framed(listener.local_addr().unwrap(), Threes, Duration::from_secs(5)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Fragments cut across the header and the body, and one exactly the fragment size.
+        ch.send(b"ab", b"cdefg").unwrap();
+        ch.send(b"xyz", b"").unwrap();
+        let mut got = vec![0u8; 4 * 4 + 10];
+        peer.read_exact(&mut got).unwrap();
+        let h = |len: u32, last: bool| (len | (last as u32) << 31).to_le_bytes();
+        let want = [&h(3, false)[..], b"abc", &h(3, false), b"def", &h(1, true), b"g", &h(3, true), b"xyz"].concat();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_watched_doorbell_hands_control_back() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap();
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        ep.watch(a.as_raw_fd()).unwrap();
+        (&b).write_all(b"x").unwrap();
+        let mut out = Vec::new();
+        // The doorbell stays readable: try_next must return rather than loop on it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = ep.try_next(&mut out).map(|e| e.is_none());
+            let _ = tx.send(r.unwrap());
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
+    }
+
+    /// Connections beyond the limits, from outside the allowlist, or not established in time
+    /// are closed (the peer reads the end of its stream), counted; the others are served.
+    #[test]
+    fn strangers_cannot_hold_connections() {
+        let limits = TcpLimits {
+            max_connections: 3,
+            max_per_source: 2,
+            establish_within: Some(Duration::from_millis(300)),
+            allow: vec!["127.0.0.0/30".parse().unwrap()],
+        };
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap().with_limits(limits);
+        let addr = ep.local_addr();
+        let from = |ip: &str| {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into()).unwrap();
+            s.connect(&addr.into()).unwrap();
+            let s: TcpStream = s.into();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s
+        };
+        let ended = |mut s: &TcpStream| matches!(s.read(&mut [0u8; 1]), Ok(0) | Err(_));
+        let mut out = Vec::new();
+        let pump = |ep: &mut TcpEndpoint, out: &mut Vec<u8>, ms: u64| {
+            let end = Instant::now() + Duration::from_millis(ms);
+            let mut events = Vec::new();
+            while Instant::now() < end {
+                if let Some(e) = ep.try_next(out).unwrap() {
+                    events.push(e);
+                }
+                ep.block(Some(Duration::from_millis(5))).unwrap();
+            }
+            events
+        };
+        let a1 = from("127.0.0.1");
+        let a2 = from("127.0.0.1");
+        let a3 = from("127.0.0.1"); // a third from one address
+        let b1 = from("127.0.0.2");
+        let c1 = from("127.0.0.3"); // a fourth in all
+        let d1 = from("127.0.0.9"); // outside the allowlist
+        pump(&mut ep, &mut out, 50);
+        for s in [&a3, &c1, &d1] {
+            assert!(ended(s), "closed at once");
+        }
+        assert_eq!((ep.stats.refused_per_source, ep.stats.refused_total, ep.stats.not_allowed), (1, 1, 1));
+        // a1 binds (its owner establishes it); the others linger and are closed.
+        (&a1).write_all(&2u32.to_le_bytes()).unwrap();
+        (&a1).write_all(b"hi").unwrap();
+        let events = pump(&mut ep, &mut out, 50);
+        let Some(TcpEvent::Frame(id)) = events.first() else { panic!("{events:?}") };
+        ep.establish(id);
+        let events = pump(&mut ep, &mut out, 500);
+        assert_eq!(events.iter().filter(|e| matches!(e, TcpEvent::Closed(_))).count(), 2, "{events:?}");
+        assert!(ended(&a2) && ended(&b1));
+        assert_eq!(ep.stats.unestablished_closed, 2);
+        ep.send(id, b"", b"ok");
+        let mut got = [0u8; 6];
+        (&a1).read_exact(&mut got).unwrap();
+        assert_eq!(&got[4..], b"ok", "the established one is still served");
+    }
+
+    #[test]
+    fn oversized_frame_closes_the_connection() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap();
+        let mut raw = TcpStream::connect(ep.local_addr()).unwrap();
+        raw.write_all(&1000u32.to_le_bytes()).unwrap();
+        let mut out = Vec::new();
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+        // The client sees the close too.
+        let mut ch = TcpChannel::connect(ep.local_addr(), 10, Duration::from_secs(5)).unwrap();
+        let TcpEvent::Frame(id) = ({
+            ch.send(b"", b"hi").unwrap();
+            next_event(&mut ep, &mut out)
+        }) else {
+            panic!()
+        };
+        ep.send(&id, &[0u8; 50], b"");
+        let e = recv(&mut ch, &mut out).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+}

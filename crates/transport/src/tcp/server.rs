@@ -1,0 +1,452 @@
+//! The server's side: one endpoint over many connections, driven by one thread through epoll,
+//! never blocked by a peer that stops reading, and bounded against strangers ([`TcpLimits`]).
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use super::framing::{queue_rest, write_frame, Framing, LengthPrefix, PREFIX};
+use crate::allow::{allowed, Cidr};
+
+/// Identifies one connection of a [`TcpEndpoint`] (never reused while the endpoint lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    index: u32,
+    generation: u32,
+}
+
+#[derive(Debug)]
+struct Conn<F> {
+    sock: TcpStream,
+    generation: u32,
+    reader: F,
+    /// Output the socket did not take yet.
+    queued: Vec<u8>,
+    peer: SocketAddr,
+    /// When the connection is closed unless its owner has established it by then.
+    establish_by: Option<Instant>,
+}
+
+/// What an endpoint lets strangers hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// Connections at once.
+    pub max_connections: usize,
+    /// Connections at once from one IP address.
+    pub max_per_source: usize,
+    /// A connection not established (see [`TcpEndpoint::establish`]) this long after it was
+    /// accepted is closed; `None`: connections may linger.
+    pub establish_within: Option<Duration>,
+    /// Only connections from these blocks are served (every one, when empty).
+    pub allow: Vec<Cidr>,
+}
+
+impl Default for TcpLimits {
+    fn default() -> Self {
+        TcpLimits { max_connections: 4096, max_per_source: 256, establish_within: None, allow: Vec::new() }
+    }
+}
+
+/// What the limits refused, since the endpoint was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Connections closed at once: the endpoint held `max_connections`.
+    pub refused_total: u64,
+    /// Connections closed at once: their address held `max_per_source`.
+    pub refused_per_source: u64,
+    /// Connections closed for not being established in time.
+    pub unestablished_closed: u64,
+    /// Connections closed at once: their address is outside the allowlist.
+    pub not_allowed: u64,
+}
+
+/// A limit hit is logged at most this often (each kind on its own).
+pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs a limit's hits, at most once per [`LOG_INTERVAL`].
+#[derive(Debug, Default)]
+struct RateLog {
+    last: Option<Instant>,
+}
+
+impl RateLog {
+    fn note(&mut self, now: Instant, what: impl FnOnce() -> String) {
+        if self.last.is_none_or(|t| now.saturating_duration_since(t) >= LOG_INTERVAL) {
+            self.last = Some(now);
+            eprintln!("lowlat: {} (said at most once every {} s)", what(), LOG_INTERVAL.as_secs());
+        }
+    }
+}
+
+/// What the endpoint has for its owner.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TcpEvent {
+    /// A frame arrived (copied into the caller's buffer).
+    Frame(ConnId),
+    /// The connection closed or broke (and was released).
+    Closed(ConnId),
+}
+
+const LISTENER_TOKEN: u64 = u64::MAX;
+const WAKER_TOKEN: u64 = u64::MAX - 1;
+
+/// A server's TCP side: a listener and its connections, driven by one thread.
+#[derive(Debug)]
+pub struct TcpEndpoint<F: Framing = LengthPrefix> {
+    listener: TcpListener,
+    local: SocketAddr,
+    epoll: lowlat_sys::Epoll,
+    /// Each new connection reads with a copy of this.
+    framing: F,
+    conns: Vec<Option<Conn<F>>>,
+    generations: u32,
+    ready: Vec<libc::epoll_event>,
+    ready_len: usize,
+    ready_at: usize,
+    /// A connection that may hold more buffered frames.
+    cursor: Option<usize>,
+    closed: Vec<ConnId>,
+    /// Output queued for one peer beyond which it is disconnected.
+    pub max_queued: usize,
+    limits: TcpLimits,
+    live: usize,
+    /// The earliest `establish_by` of a live connection (perhaps one closed since).
+    next_deadline: Option<Instant>,
+    /// What the endpoint refused and cut off since it was bound.
+    pub stats: TcpStats,
+    logs: [RateLog; 4],
+}
+
+impl TcpEndpoint<LengthPrefix> {
+    /// An endpoint for lowlat's frames of at most `max_frame` bytes.
+    pub fn bind(addr: SocketAddr, max_frame: usize) -> io::Result<TcpEndpoint> {
+        TcpEndpoint::bind_framed(addr, LengthPrefix::new(max_frame))
+    }
+}
+
+impl<F: Framing> TcpEndpoint<F> {
+    /// An endpoint whose connections are cut into frames by `framing`.
+    pub fn bind_framed(addr: SocketAddr, framing: F) -> io::Result<TcpEndpoint<F>> {
+        let max_frame = framing.max_frame();
+        let listener =
+            TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        let epoll = lowlat_sys::Epoll::new()?;
+        let ep = TcpEndpoint {
+            listener,
+            local,
+            epoll,
+            framing,
+            conns: Vec::new(),
+            generations: 0,
+            ready: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            ready_len: 0,
+            ready_at: 0,
+            cursor: None,
+            closed: Vec::new(),
+            max_queued: 2 * max_frame + (1 << 20),
+            limits: TcpLimits::default(),
+            live: 0,
+            next_deadline: None,
+            stats: TcpStats::default(),
+            logs: Default::default(),
+        };
+        ep.epoll.add(ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
+        Ok(ep)
+    }
+
+    /// The address bound (with the port the system chose, if 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Sets what strangers may hold (the defaults: [`TcpLimits::default`]).
+    pub fn with_limits(mut self, limits: TcpLimits) -> TcpEndpoint<F> {
+        self.limits = limits;
+        self
+    }
+
+    /// Marks a connection as its owner's (bound, for lowlat): it is no longer closed for
+    /// lingering.
+    #[inline]
+    pub fn establish(&mut self, id: &ConnId) {
+        if let Some(c) = self.conns.get_mut(id.index as usize).and_then(Option::as_mut) {
+            if c.generation == id.generation && c.establish_by.is_some() {
+                c.establish_by = None;
+            }
+        }
+    }
+
+    /// Whether a connection is established (or never had to be).
+    #[inline]
+    pub fn is_established(&self, id: &ConnId) -> bool {
+        self.conn(*id).is_none_or(|c| c.establish_by.is_none())
+    }
+
+    /// Closes the connections not established in time; when the next one is due.
+    fn close_lingering(&mut self, now: Instant) {
+        if self.next_deadline.is_none_or(|t| now < t) {
+            return;
+        }
+        let mut next = None;
+        let mut closed = 0;
+        for i in 0..self.conns.len() {
+            match self.conns[i].as_ref().and_then(|c| c.establish_by) {
+                Some(t) if t <= now => {
+                    self.close(i);
+                    closed += 1;
+                }
+                Some(t) => next = Some(next.map_or(t, |n: Instant| n.min(t))),
+                None => {}
+            }
+        }
+        self.next_deadline = next;
+        if closed > 0 {
+            self.stats.unestablished_closed += closed;
+            let (local, within) = (self.local, self.limits.establish_within.unwrap_or_default());
+            self.logs[2].note(now, || format!("tcp {local}: closed connections that did not bind within {within:?}"));
+        }
+    }
+
+    /// Whether a connection from `peer` may be taken now; counts and logs why not.
+    fn admit(&mut self, peer: &SocketAddr, now: Instant) -> bool {
+        let local = self.local;
+        if !allowed(&self.limits.allow, peer.ip()) {
+            self.stats.not_allowed += 1;
+            self.logs[3].note(now, || format!("tcp {local}: dropped connections from outside the allowlist ({peer})"));
+            return false;
+        }
+        if self.live >= self.limits.max_connections {
+            self.stats.refused_total += 1;
+            let max = self.limits.max_connections;
+            self.logs[0].note(now, || format!("tcp {local}: refused connections: {max} already open"));
+            return false;
+        }
+        let ip = peer.ip();
+        let of_source = self.conns.iter().flatten().filter(|c| c.peer.ip() == ip).count();
+        if of_source >= self.limits.max_per_source {
+            self.stats.refused_per_source += 1;
+            let max = self.limits.max_per_source;
+            self.logs[1].note(now, || format!("tcp {local}: refused connections from {ip}: {max} already open"));
+            return false;
+        }
+        true
+    }
+
+    /// Adds a descriptor whose readability should wake `block` (a shutdown or work doorbell).
+    pub fn watch(&self, fd: RawFd) -> io::Result<()> {
+        self.epoll.add(fd, libc::EPOLLIN as u32, WAKER_TOKEN)
+    }
+
+    /// The address of a connection's peer.
+    pub fn peer_addr(&self, id: ConnId) -> Option<SocketAddr> {
+        self.conn(id).map(|c| c.peer)
+    }
+
+    fn conn(&self, id: ConnId) -> Option<&Conn<F>> {
+        self.conns.get(id.index as usize)?.as_ref().filter(|c| c.generation == id.generation)
+    }
+
+    fn accept_all(&mut self) {
+        let now = Instant::now();
+        self.close_lingering(now);
+        loop {
+            match self.listener.accept() {
+                Ok((sock, peer)) => {
+                    // Dropped at once (closed: the peer sees its connection end).
+                    if !self.admit(&peer, now) {
+                        continue;
+                    }
+                    if sock.set_nodelay(true).and_then(|_| sock.set_nonblocking(true)).is_err() {
+                        continue;
+                    }
+                    let index = match self.conns.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.conns.push(None);
+                            self.conns.len() - 1
+                        }
+                    };
+                    self.generations = self.generations.wrapping_add(1);
+                    let fd = sock.as_raw_fd();
+                    let establish_by = self.limits.establish_within.map(|d| now + d);
+                    self.conns[index] = Some(Conn {
+                        sock,
+                        generation: self.generations,
+                        reader: self.framing.clone(),
+                        queued: Vec::new(),
+                        peer,
+                        establish_by,
+                    });
+                    if self.epoll.add(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
+                        self.conns[index] = None;
+                        continue;
+                    }
+                    self.live += 1;
+                    if let Some(t) = establish_by {
+                        self.next_deadline = Some(self.next_deadline.map_or(t, |n| n.min(t)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Out of descriptors or a connection reset before accept: try again later.
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        if let Some(c) = self.conns[index].take() {
+            self.live -= 1;
+            self.epoll.delete(c.sock.as_raw_fd());
+            self.closed.push(ConnId { index: index as u32, generation: c.generation });
+        }
+        if self.cursor == Some(index) {
+            self.cursor = None;
+        }
+    }
+
+    fn fetch_ready(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.ready_len = self.epoll.wait(&mut self.ready, timeout)?.len();
+        self.ready_at = 0;
+        Ok(())
+    }
+
+    fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
+        let c = self.conns.get_mut(index)?.as_mut()?;
+        let id = ConnId { index: index as u32, generation: c.generation };
+        match c.reader.next(&mut c.sock, out) {
+            Ok(Some(())) => {
+                self.cursor = Some(index);
+                Some(TcpEvent::Frame(id))
+            }
+            Ok(None) => {
+                if self.cursor == Some(index) {
+                    self.cursor = None;
+                }
+                None
+            }
+            Err(_) => {
+                self.close(index);
+                None
+            }
+        }
+    }
+
+    /// The next event without blocking: a frame (copied into `out`) or a closed connection.
+    pub fn try_next(&mut self, out: &mut Vec<u8>) -> io::Result<Option<TcpEvent>> {
+        loop {
+            if let Some(id) = self.closed.pop() {
+                return Ok(Some(TcpEvent::Closed(id)));
+            }
+            if let Some(i) = self.cursor {
+                if let Some(ev) = self.read_from(i, out) {
+                    return Ok(Some(ev));
+                }
+                continue;
+            }
+            if self.ready_at == self.ready_len {
+                self.fetch_ready(Some(Duration::ZERO))?;
+                if self.ready_len == 0 {
+                    return Ok(None);
+                }
+            }
+            let ev = self.ready[self.ready_at];
+            self.ready_at += 1;
+            match ev.u64 {
+                LISTENER_TOKEN => self.accept_all(),
+                // The owner's doorbell: hand control back so it can drain it. (It stays readable
+                // until drained, so looping here would spin forever.)
+                WAKER_TOKEN => return Ok(None),
+                token => {
+                    let index = token as usize;
+                    if ev.events & libc::EPOLLOUT as u32 != 0 {
+                        self.flush(index);
+                    }
+                    if ev.events & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+                        if let Some(e) = self.read_from(index, out) {
+                            return Ok(Some(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Blocks until something may be ready or the timeout passes (or a connection's time to
+    /// be established runs out: it is closed, and reported by `try_next`).
+    pub fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.ready_at < self.ready_len || self.cursor.is_some() || !self.closed.is_empty() {
+            return Ok(());
+        }
+        let mut timeout = timeout;
+        if self.next_deadline.is_some() {
+            let now = Instant::now();
+            self.close_lingering(now);
+            if !self.closed.is_empty() {
+                return Ok(());
+            }
+            if let Some(t) = self.next_deadline {
+                let left = t.saturating_duration_since(now);
+                timeout = Some(timeout.map_or(left, |d| d.min(left)));
+            }
+        }
+        self.fetch_ready(timeout)
+    }
+
+    /// Sends one frame (as one fragment) to a connection; queues what the socket cannot take now. A vanished
+    /// connection is not an error (its calls simply have nobody to answer).
+    pub fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
+        let index = to.index as usize;
+        let max_queued = self.max_queued;
+        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut).filter(|c| c.generation == to.generation)
+        else {
+            return;
+        };
+        let prefix = self.framing.header(head.len() + body.len(), true);
+        let total = PREFIX + head.len() + body.len();
+        let mut failed = false;
+        if c.queued.is_empty() {
+            match write_frame(&mut c.sock, &prefix, head, body, 0) {
+                Ok(n) if n == total => return,
+                Ok(n) => queue_rest(&mut c.queued, &prefix, head, body, n),
+                Err(_) => failed = true,
+            }
+        } else {
+            queue_rest(&mut c.queued, &prefix, head, body, 0);
+        }
+        let fd = c.sock.as_raw_fd();
+        if failed || c.queued.len() > max_queued {
+            self.close(index);
+            return;
+        }
+        let _ = self.epoll.modify(fd, (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLOUT) as u32, index as u64);
+    }
+
+    fn flush(&mut self, index: usize) {
+        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut) else { return };
+        while !c.queued.is_empty() {
+            match c.sock.write(&c.queued) {
+                Ok(n) => {
+                    c.queued.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.close(index);
+                    return;
+                }
+            }
+        }
+        let fd = c.sock.as_raw_fd();
+        let _ = self.epoll.modify(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64);
+    }
+}
+
+impl<F: Framing> AsRawFd for TcpEndpoint<F> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+}

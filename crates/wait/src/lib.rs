@@ -1,0 +1,410 @@
+//! Spin, then block: the waiting policy every lowlat transport shares.
+//!
+//! Thekkath & Levy (§3.1.2) spin the caller for a while before putting it to sleep, and suggest
+//! choosing from the measured round trip: spin when the answer is likely to come soon, block at
+//! once when it is not. Blocking on this kind of machine costs ~10 µs just to wake an idle CPU, so
+//! a good budget is worth more than any other micro-optimisation on the wait path.
+//!
+//! A policy over closures, not a wrapper of any system call: the caller's `try_op` polls its
+//! ring or socket and its `block` sleeps however its transport sleeps. Shared-memory, socket and
+//! raw Ethernet transports all wait through [`Spinner`], so RPC and raw ping-pong over one
+//! transport are compared like for like. This crate must never depend on another lowlat crate
+//! (every transport depends on it).
+
+#![warn(missing_docs)]
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins before it blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SpinPolicy {
+    /// Never spin: block at once (`--spin-us 0`).
+    Block,
+    /// Spin for this long, then block (`--spin-us N`).
+    Budget(Duration),
+    /// Spin until the deadline: busy-polling (`--spin-us forever`).
+    Forever,
+    /// Spin for about twice the recently observed wait, capped; block at once when waits are long
+    /// (the default).
+    #[default]
+    Adaptive,
+}
+
+impl SpinPolicy {
+    /// Builds a policy from a number of microseconds (0 = block).
+    pub fn from_micros(us: u64) -> Self {
+        if us == 0 {
+            SpinPolicy::Block
+        } else {
+            SpinPolicy::Budget(Duration::from_micros(us))
+        }
+    }
+}
+
+impl fmt::Display for SpinPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpinPolicy::Block => write!(f, "0"),
+            SpinPolicy::Budget(d) => write!(f, "{}", d.as_micros()),
+            SpinPolicy::Forever => write!(f, "forever"),
+            SpinPolicy::Adaptive => write!(f, "adaptive"),
+        }
+    }
+}
+
+/// The error for a `--spin-us` value that is neither a number, `adaptive` nor `forever`.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid spin budget {0:?}: expected microseconds (0 = always block), `adaptive` or `forever`")]
+pub struct ParseSpinPolicyError(String);
+
+impl FromStr for SpinPolicy {
+    type Err = ParseSpinPolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "adaptive" | "auto" => Ok(SpinPolicy::Adaptive),
+            "forever" | "poll" => Ok(SpinPolicy::Forever),
+            _ => s.parse::<u64>().map(SpinPolicy::from_micros).map_err(|_| ParseSpinPolicyError(s.to_string())),
+        }
+    }
+}
+
+/// The adaptive budget never spins longer than this: past it, blocking is cheaper than burning
+/// a CPU that another thread of the same machine could use.
+pub const ADAPTIVE_CAP: Duration = Duration::from_micros(100);
+/// The adaptive budget never spins less than this when it spins at all.
+const ADAPTIVE_FLOOR: Duration = Duration::from_micros(5);
+
+/// A waiter's state: the policy plus, for `Adaptive`, a smoothed estimate of how long waits last.
+#[derive(Clone, Debug)]
+pub struct Spinner {
+    policy: SpinPolicy,
+    /// Exponentially weighted mean of recent waits, in nanoseconds (1/8 gain, as TCP's SRTT).
+    mean_wait_ns: u64,
+    /// When the last wait saw readiness, if it read the clock then (see [`Spinner::ready_at`]).
+    ready_at: Option<Instant>,
+}
+
+impl Spinner {
+    /// A waiter with no history: `Adaptive` starts by assuming a fast peer (10 µs waits).
+    pub fn new(policy: SpinPolicy) -> Self {
+        Spinner {
+            policy,
+            // Start by assuming a fast peer: the first few waits teach the truth.
+            mean_wait_ns: 10_000,
+            ready_at: None,
+        }
+    }
+
+    /// The policy it was made with.
+    pub fn policy(&self) -> SpinPolicy {
+        self.policy
+    }
+
+    /// The spin budget for the next wait.
+    pub fn budget(&self) -> Option<Duration> {
+        match self.policy {
+            SpinPolicy::Block => Some(Duration::ZERO),
+            SpinPolicy::Budget(d) => Some(d),
+            SpinPolicy::Forever => None,
+            SpinPolicy::Adaptive => {
+                let mean = Duration::from_nanos(self.mean_wait_ns);
+                if mean >= ADAPTIVE_CAP {
+                    Some(Duration::ZERO)
+                } else {
+                    Some((mean * 2).clamp(ADAPTIVE_FLOOR, ADAPTIVE_CAP))
+                }
+            }
+        }
+    }
+
+    /// The moment the last [`wait_on`](Self::wait_on) saw its value, when it read the clock to
+    /// time the wait (a wait that ended within its first polls reads none): a caller that needs
+    /// the time anyway saves a clock read.
+    pub fn ready_at(&self) -> Option<Instant> {
+        self.ready_at
+    }
+
+    /// Records how long a completed wait took (from the start of waiting to readiness).
+    pub fn observe(&mut self, waited: Duration) {
+        let w = waited.as_nanos().min(u64::MAX as u128) as u64;
+        // mean += (w - mean) / 8, in integers.
+        self.mean_wait_ns = self.mean_wait_ns - self.mean_wait_ns / 8 + w / 8;
+    }
+
+    /// Spins on `try_op` for the budget, then alternates `block` (which sleeps until the resource
+    /// may be ready or the given timeout passes) with `try_op` until it yields a value or the
+    /// deadline passes. Returns `Ok(None)` on deadline.
+    ///
+    /// `try_op` must never block; `block(None)` means "no deadline".
+    pub fn wait<T, E>(
+        &mut self,
+        deadline: Option<Instant>,
+        mut try_op: impl FnMut() -> Result<Option<T>, E>,
+        mut block: impl FnMut(Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        self.wait_on(deadline, &mut (), |_| try_op(), |_, t| block(t))
+    }
+
+    /// [`wait`](Self::wait) for a `try_op` and a `block` that both need the same mutable state
+    /// (a socket with its receive buffer, say), passed to each as `ctx`.
+    pub fn wait_on<C: ?Sized, T, E>(
+        &mut self,
+        deadline: Option<Instant>,
+        ctx: &mut C,
+        try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
+        block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        self.wait_on_lazy(|| deadline, ctx, try_op, block)
+    }
+
+    /// [`wait_on`](Self::wait_on) with a deadline worked out only when the wait first reads the
+    /// clock, past its clock-free polls: a caller that would read the clock just to know its
+    /// deadline reads none when the value comes quickly.
+    pub fn wait_on_lazy<C: ?Sized, T, E>(
+        &mut self,
+        deadline: impl FnOnce() -> Option<Instant>,
+        ctx: &mut C,
+        mut try_op: impl FnMut(&mut C) -> Result<Option<T>, E>,
+        mut block: impl FnMut(&mut C, Option<Duration>) -> Result<(), E>,
+    ) -> Result<Option<T>, E> {
+        self.ready_at = None;
+        // Reading the clock costs ~20-30 ns in a VM, more than a poll of a shared-memory ring, and
+        // a fast peer answers within a few polls. So busy-polling, and the adaptive policy while
+        // it spins at all, read no clock in their first CLOCK_EVERY polls (on a ring they take
+        // about a microsecond; on a socket, 32 system calls, some microseconds, far below any
+        // deadline): an answer found there is learnt as a wait of zero, which keeps the adaptive
+        // budget at its floor, the right budget for a peer that fast. A fixed budget is timed
+        // from the first poll on, so that `--spin-us N` means N. Past the clock-free polls, the
+        // clock is looked at every CLOCK_EVERY polls.
+        //
+        // `try_op` is called from one place only, so that the compiler can inline it here: the
+        // poll is the whole of a spinning wait, and a call per poll shows in a round trip.
+        let mut deadline = Some(deadline);
+        // Clock-free polls left; unknown until the first poll has come back empty.
+        let mut clock_free_left: Option<u32> = None;
+        let mut timed: Option<Timed> = None;
+        loop {
+            if let Some(v) = try_op(ctx)? {
+                match &timed {
+                    None => self.observe(Duration::ZERO),
+                    Some(t) => {
+                        let now = Instant::now();
+                        self.observe(now - t.start);
+                        self.ready_at = Some(now);
+                    }
+                }
+                return Ok(Some(v));
+            }
+            let t = match &mut timed {
+                Some(t) => t,
+                None => {
+                    let left = clock_free_left.get_or_insert_with(|| self.clock_free_polls());
+                    if *left > 0 {
+                        *left -= 1;
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let start = Instant::now();
+                    let deadline = deadline.take().expect("the clock starts once per wait")();
+                    let spin_until = self.budget().map(|b| start + b);
+                    let spinning = spin_until.is_none_or(|s| start < s);
+                    timed.insert(Timed { start, deadline, spin_until, spinning, polls: 0 })
+                }
+            };
+            if !t.spinning || t.polls % CLOCK_EVERY == CLOCK_EVERY - 1 {
+                let now = Instant::now();
+                if t.deadline.is_some_and(|d| now >= d) {
+                    return Ok(None);
+                }
+                t.spinning = t.spin_until.is_none_or(|s| now < s);
+                if !t.spinning {
+                    block(ctx, t.deadline.map(|d| d.saturating_duration_since(now)))?;
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+            t.polls = t.polls.wrapping_add(1);
+        }
+    }
+
+    /// How many polls the next wait makes before it first reads the clock (none for a fixed
+    /// budget or for blocking, which are timed from the first poll; see
+    /// [`wait_on_lazy`](Self::wait_on_lazy)): a caller that polls on its own before waiting may
+    /// make as many, and record an answer found there as a wait of zero with
+    /// [`observe`](Self::observe), as the wait would have (if none comes, the wait that follows
+    /// makes its own).
+    pub fn clock_free_polls(&self) -> u32 {
+        let clock_free = match self.policy {
+            SpinPolicy::Forever => true,
+            SpinPolicy::Adaptive => self.budget().is_some_and(|b| !b.is_zero()),
+            SpinPolicy::Block | SpinPolicy::Budget(_) => false,
+        };
+        if clock_free {
+            CLOCK_EVERY
+        } else {
+            0
+        }
+    }
+}
+
+/// Polls a spinning wait makes before it reads the clock, and between two reads after that.
+const CLOCK_EVERY: u32 = 32;
+
+/// A wait past its clock-free polls: when it started reading the clock and what it must meet.
+struct Timed {
+    start: Instant,
+    deadline: Option<Instant>,
+    spin_until: Option<Instant>,
+    spinning: bool,
+    polls: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cli_values() {
+        assert_eq!("0".parse::<SpinPolicy>().unwrap(), SpinPolicy::Block);
+        assert_eq!("25".parse::<SpinPolicy>().unwrap(), SpinPolicy::Budget(Duration::from_micros(25)));
+        assert_eq!("forever".parse::<SpinPolicy>().unwrap(), SpinPolicy::Forever);
+        assert_eq!("adaptive".parse::<SpinPolicy>().unwrap(), SpinPolicy::Adaptive);
+        let err = "fast".parse::<SpinPolicy>().unwrap_err().to_string();
+        assert!(err.contains("fast") && err.contains("adaptive"), "{err}");
+    }
+
+    #[test]
+    fn adaptive_budget_follows_observed_waits() {
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            s.observe(Duration::from_micros(8));
+        }
+        let b = s.budget().unwrap();
+        assert!(b >= Duration::from_micros(14) && b <= Duration::from_micros(17), "{b:?}");
+        // Long waits: spinning would only burn the CPU, so the budget drops to zero.
+        for _ in 0..64 {
+            s.observe(Duration::from_millis(5));
+        }
+        assert_eq!(s.budget(), Some(Duration::ZERO));
+        // Short again: it recovers.
+        for _ in 0..200 {
+            s.observe(Duration::from_micros(3));
+        }
+        let b = s.budget().unwrap();
+        assert!(b >= Duration::from_micros(5) && b <= Duration::from_micros(7), "{b:?}");
+    }
+
+    #[test]
+    fn wait_blocks_after_budget_and_honours_deadline() {
+        let mut s = Spinner::new(SpinPolicy::Block);
+        let mut blocks = 0;
+        let r: Result<Option<()>, ()> = s.wait(
+            Some(Instant::now() + Duration::from_millis(5)),
+            || Ok(None),
+            |t| {
+                blocks += 1;
+                std::thread::sleep(t.unwrap().min(Duration::from_millis(1)));
+                Ok(())
+            },
+        );
+        assert_eq!(r, Ok(None));
+        assert!(blocks >= 1);
+        let mut n = 0;
+        let r: Result<Option<u32>, ()> = s.wait(
+            None,
+            || {
+                n += 1;
+                Ok(if n == 3 { Some(7) } else { None })
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(Some(7)));
+    }
+
+    /// A wait whose resource is ready on poll `k`.
+    fn answer_on_poll(s: &mut Spinner, k: u32) {
+        let mut n = 0;
+        let r: Result<Option<()>, ()> = s.wait(
+            None,
+            || {
+                n += 1;
+                Ok((n == k).then_some(()))
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(Some(())));
+    }
+
+    #[test]
+    fn a_lazy_deadline_is_worked_out_only_when_the_wait_reads_the_clock() {
+        let lazy_wait = |s: &mut Spinner, answer_on: u32, deadline: Option<Instant>| {
+            let (mut asked, mut n) = (0, 0);
+            let r: Result<Option<()>, ()> = s.wait_on_lazy(
+                || {
+                    asked += 1;
+                    deadline
+                },
+                &mut (),
+                |_| {
+                    n += 1;
+                    Ok((n == answer_on).then_some(()))
+                },
+                |_, t| {
+                    std::thread::sleep(t.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1)));
+                    Ok(())
+                },
+            );
+            (r, asked)
+        };
+        // An answer within the clock-free polls never asks for the deadline.
+        let mut s = Spinner::new(SpinPolicy::Forever);
+        assert_eq!(lazy_wait(&mut s, 3, None), (Ok(Some(())), 0));
+        // A slower one asks once, and the deadline it gets still ends the wait.
+        assert_eq!(lazy_wait(&mut s, 1000, None), (Ok(Some(())), 1));
+        let t = Instant::now();
+        let (r, asked) = lazy_wait(&mut s, u32::MAX, Some(Instant::now() + Duration::from_millis(20)));
+        assert_eq!((r, asked), (Ok(None), 1));
+        assert!(t.elapsed() >= Duration::from_millis(20), "{:?}", t.elapsed());
+        // Blocking reads the clock at once, so it asks at once.
+        let mut s = Spinner::new(SpinPolicy::Block);
+        assert_eq!(lazy_wait(&mut s, 3, None), (Ok(Some(())), 1));
+    }
+
+    #[test]
+    fn only_a_fixed_budget_times_its_first_polls() {
+        let answer_on_third_poll = |s: &mut Spinner| answer_on_poll(s, 3);
+        // Adaptive, while spinning: a fast answer costs no clock read and is learnt as a zero
+        // wait, which holds the budget at its floor.
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            answer_on_third_poll(&mut s);
+            assert_eq!(s.ready_at(), None);
+        }
+        assert_eq!(s.budget(), Some(ADAPTIVE_FLOOR));
+        // A fixed budget is timed from the first poll, so `--spin-us N` means N.
+        let mut s = Spinner::new(SpinPolicy::Budget(Duration::from_millis(10)));
+        answer_on_third_poll(&mut s);
+        assert!(s.ready_at().is_some());
+        // Adaptive after long waits does not spin at all, so it has no clock-free polls either.
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..64 {
+            s.observe(Duration::from_millis(5));
+        }
+        answer_on_third_poll(&mut s);
+        assert!(s.ready_at().is_some());
+    }
+
+    #[test]
+    fn ready_at_is_the_moment_a_timed_wait_ended() {
+        let mut s = Spinner::new(SpinPolicy::Forever);
+        let r: Result<Option<()>, ()> = s.wait(None, || Ok(Some(())), |_| Ok(()));
+        assert_eq!(r, Ok(Some(())));
+        assert_eq!(s.ready_at(), None, "an immediate answer reads no clock");
+        let before = Instant::now();
+        answer_on_poll(&mut s, 200);
+        let t = s.ready_at().expect("a wait past the first polls is timed");
+        assert!(t >= before && t <= Instant::now());
+    }
+}

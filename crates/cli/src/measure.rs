@@ -1,7 +1,7 @@
 //! What the measuring subcommands (bench, pingpong, workload) share: the calling thread's CPU and
 //! the summary line (or JSON) they print.
 
-use lowlat_lab::stats;
+use lowlat_lab::latency;
 
 pub(crate) fn pin(cpu: Option<usize>) -> Result<(), String> {
     if let Some(c) = cpu {
@@ -10,7 +10,7 @@ pub(crate) fn pin(cpu: Option<usize>) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn print_summary(s: &stats::Summary, json: bool) {
+pub(crate) fn print_summary(s: &latency::Summary, json: bool) {
     if json {
         println!("{}", s.to_json());
     } else {
@@ -22,12 +22,12 @@ pub(crate) fn print_summary(s: &stats::Summary, json: bool) {
             s.size,
             s.threads,
             s.spin,
-            stats::us(s.p50_ns),
-            stats::us(s.p90_ns),
-            stats::us(s.p99_ns),
-            stats::us(s.p999_ns),
-            stats::us(s.max_ns),
-            stats::us(s.mean_ns),
+            latency::us(s.p50_ns),
+            latency::us(s.p90_ns),
+            latency::us(s.p99_ns),
+            latency::us(s.p999_ns),
+            latency::us(s.max_ns),
+            latency::us(s.mean_ns),
             s.calls_per_s,
             s.mbit_s,
             if s.errors > 0 { format!(", {} errors", s.errors) } else { String::new() }

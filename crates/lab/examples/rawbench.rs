@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use lowlat_eth::bpf::XdpMode;
 use lowlat_eth::frame::FrameType;
 use lowlat_eth::{EthConfig, XdpConfig};
-use lowlat_lab::raw::eth_ladder as ladder;
+use lowlat_lab::raw::eth_hosts;
 use lowlat_lab::raw::eth_pingpong::{self as pingpong, RunConfig, Summary};
 use lowlat_sys::pin_to_cpu;
 use lowlat_testkit::testhosts::TestHosts;
@@ -25,12 +25,12 @@ enum Side {
 }
 
 impl Side {
-    fn ladder(self) -> ladder::Side {
+    fn socket(self) -> eth_hosts::Side {
         match self {
             Side::Eth { ring, crc } => {
-                ladder::Side::Eth(EthConfig { rx_ring: ring, checksum: crc, ..EthConfig::default() })
+                eth_hosts::Side::Eth(EthConfig { rx_ring: ring, checksum: crc, ..EthConfig::default() })
             }
-            Side::Xdp { mode, crc } => ladder::Side::Xdp(XdpConfig { mode, checksum: crc, ..XdpConfig::default() }),
+            Side::Xdp { mode, crc } => eth_hosts::Side::Xdp(XdpConfig { mode, checksum: crc, ..XdpConfig::default() }),
         }
     }
 }
@@ -59,12 +59,12 @@ struct Case {
 fn frames(h: &TestHosts, name: &str, server: Option<Side>, client: Side, case: Case) {
     let Case { kind, size, spin, rounds } = case;
     let responder = match server {
-        Some(side) => ladder::Responder::User(side.ladder()),
-        None => ladder::Responder::XdpFloor,
+        Some(side) => eth_hosts::Responder::User(side.socket()),
+        None => eth_hosts::Responder::XdpFloor,
     };
     let cfg = RunConfig { size, rounds, warmup: rounds / 10, spin, kind, ..RunConfig::default() };
-    let pin = ladder::Pinning { server: Some(0), client: Some(1) };
-    let mut lat = ladder::across(h, responder, client.ladder(), &cfg, pin).unwrap();
+    let pin = eth_hosts::Pinning { server: Some(0), client: Some(1) };
+    let mut lat = eth_hosts::across(h, responder, client.socket(), &cfg, pin).unwrap();
     row(name, size, spin, &pingpong::summarize(&mut lat));
 }
 

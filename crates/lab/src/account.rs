@@ -385,7 +385,7 @@ fn floor_exchange(
     warmup: u64,
     spin: SpinPolicy,
     place: &Placement,
-) -> Result<Option<crate::stats::Summary>, String> {
+) -> Result<Option<crate::latency::Summary>, String> {
     if !matches!(scheme, "shm" | "udp") {
         return Ok(None);
     }

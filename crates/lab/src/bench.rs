@@ -9,8 +9,8 @@ use hdrhistogram::Histogram;
 use lowlat::{ClientConfig, Error, SpinPolicy};
 
 use crate::interface::{self, LabClient};
+use crate::latency::{new_histogram, Summary};
 use crate::openloop::{self, Arrivals, OpenLoop, OpenLoopRun};
-use crate::stats::{new_histogram, Summary};
 
 /// What to run.
 #[derive(Clone, Debug)]

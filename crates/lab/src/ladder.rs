@@ -9,8 +9,8 @@ use lowlat::SpinPolicy;
 use serde::Serialize;
 
 use crate::bench::{self, BenchSpec};
+use crate::latency::{us, Summary};
 use crate::procs;
-use crate::stats::{us, Summary};
 
 /// One row: a transport in one waiting mode.
 #[derive(Clone, Debug, Serialize)]

@@ -20,12 +20,12 @@ pub mod account;
 pub mod bench;
 pub mod interface;
 pub mod ladder;
+pub mod latency;
 pub mod openloop;
 pub mod pingpong;
 pub mod procs;
 pub mod raw;
 pub mod run;
-pub mod stats;
 pub mod workload;
 
 pub use run::run_lab;

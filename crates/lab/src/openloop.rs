@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use lowlat::Error;
 
-use crate::stats::new_histogram;
+use crate::latency::new_histogram;
 
 /// A send more than this behind its schedule is late.
 pub const LATE: Duration = Duration::from_micros(10);
@@ -161,11 +161,11 @@ impl OpenLoopRun {
             self.peak_in_flight,
             self.busy,
             self.failed,
-            crate::stats::us(self.latency.value_at_quantile(0.50)),
-            crate::stats::us(self.latency.value_at_quantile(0.99)),
-            crate::stats::us(self.latency.value_at_quantile(0.999)),
-            crate::stats::us(self.lag.value_at_quantile(0.99)),
-            crate::stats::us(self.max_lag_ns()),
+            crate::latency::us(self.latency.value_at_quantile(0.50)),
+            crate::latency::us(self.latency.value_at_quantile(0.99)),
+            crate::latency::us(self.latency.value_at_quantile(0.999)),
+            crate::latency::us(self.lag.value_at_quantile(0.99)),
+            crate::latency::us(self.max_lag_ns()),
             100.0 * self.late_fraction(),
             LATE.as_micros(),
             if self.sustained() { "" } else { " (NOT SUSTAINED: the generator fell behind its schedule)" }

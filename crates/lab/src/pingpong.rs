@@ -23,7 +23,7 @@ use lowlat_transport::tcp::{TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_wait::{SpinPolicy, Spinner};
 
-use crate::stats::new_histogram;
+use crate::latency::new_histogram;
 
 /// Why a ping-pong could not run.
 #[derive(Debug, thiserror::Error)]

@@ -134,7 +134,7 @@ fn run_reports_a_missing_peer() {
 
 #[test]
 fn ladder_rungs_across_the_pair() {
-    use lowlat_lab::raw::eth_ladder::{self as ladder, Pinning, Responder, Side};
+    use lowlat_lab::raw::eth_hosts::{self as ladder, Pinning, Responder, Side};
     let Some(h) = common::hosts(1500) else { return };
     let cfg = RunConfig { size: 64, rounds: 100, warmup: 10, spin: SpinPolicy::Block, ..RunConfig::default() };
     for (responder, client) in [

@@ -83,8 +83,13 @@
 //! prove they receive at their address (a cookie round on datagram transports), bounds what one
 //! source may hold, and with a pre-shared key ([`ServerConfig::psk`], [`ClientConfig::psk`],
 //! [`read_psk_file`]) authenticates binds and every frame; [`Server::stats`],
-//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did. Underneath: `lowlat-proto` (the sans-I/O
-//! protocol engine) and `lowlat-transport` (sockets and the spin-then-block wait). This crate must
+//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did.
+//!
+//! Inside: a client's calls take slots from one pool (`client::pool`), whatever the protocol and
+//! whether they block or are awaited; a server's calls reach procedures through one dispatcher
+//! per endpoint (`serving::dispatch`). Underneath: `lowlat-proto` and `lowlat-onc` (the sans-I/O
+//! protocol engines), `lowlat-transport`, `lowlat-shm` and `lowlat-eth` (the transports),
+//! `lowlat-wait` (the spin-then-block wait) and `lowlat-sys` (the system calls). This crate must
 //! never depend on the lab, the CLI or any code generator.
 
 #![warn(missing_docs)]

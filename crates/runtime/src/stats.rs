@@ -132,8 +132,7 @@ counters! {
         path_failures,
         /// Answers not sent to an unproven address because they were larger than what it sent.
         withheld,
-        /// Datagrams or Ethernet frames dropped for a wrong CRC32C (over UDP: counted for the
-        /// whole process).
+        /// Datagrams or Ethernet frames this endpoint dropped for a wrong CRC32C.
         checksum_failures,
         /// Datagrams or connections from sources outside the allowlist (dropped).
         not_allowed,
@@ -141,8 +140,8 @@ counters! {
         connections_refused,
         /// TCP connections closed for not binding in time.
         connections_unbound_closed,
-        /// Shared-memory bindings closed because the client broke its rings.
-        corrupt_bindings,
+        /// Shared-memory connections closed because the client broke its rings.
+        corrupt_connections,
     }
 }
 

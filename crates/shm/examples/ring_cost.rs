@@ -1,4 +1,4 @@
-//! Instructions per ring exchange, for callgrind: one thread plays both ends of a binding (the
+//! Instructions per ring exchange, for callgrind: one thread plays both ends of a connection (the
 //! client's send, the server's echo, the client's receive), so nothing waits and every count
 //! repeats exactly.
 //!

@@ -1,4 +1,4 @@
-//! The client end of a binding: [`ShmChannel`] sends a message into the call ring and hands back
+//! The client end of a connection: [`ShmChannel`] sends a message into the call ring and hands back
 //! the reply where it lies in the result ring.
 
 use std::cell::RefCell;
@@ -27,7 +27,7 @@ pub struct ChannelConfig {
     pub spin: SpinPolicy,
     /// How long `connect` waits for the server's handshake.
     pub connect_timeout: Duration,
-    /// The largest reply accepted (larger ones break the binding).
+    /// The largest reply accepted (larger ones break the connection).
     pub max_message: usize,
 }
 
@@ -37,7 +37,7 @@ impl Default for ChannelConfig {
     }
 }
 
-/// One binding to a shared-memory server, used by one thread at a time (it is `Send`, not
+/// One connection to a shared-memory server, used by one thread at a time (it is `Send`, not
 /// `Sync`). Protocol-agnostic: messages are opaque bytes.
 ///
 /// Usage: [`send`](Self::send) a request, then [`recv`](Self::recv) its reply; the reply's bytes
@@ -51,7 +51,7 @@ pub struct ShmChannel {
     spinner: Spinner,
     max_message: usize,
     broken: Option<String>,
-    /// The liveness channel: stays open for the binding's life; hang-up means the server died.
+    /// The liveness channel: stays open for the connection's life; hang-up means the server died.
     sock: UnixStream,
     _doorbell: OwnedFd,
     /// Rung by the server when it publishes a result while we are parked ([`Self::park`]).
@@ -60,7 +60,7 @@ pub struct ShmChannel {
 }
 
 impl ShmChannel {
-    /// Connects to the server listening at `path` and maps the binding it hands over.
+    /// Connects to the server listening at `path` and maps the connection it hands over.
     pub fn connect(path: impl AsRef<Path>, config: ChannelConfig) -> Result<ShmChannel, ShmError> {
         // The send timeout also bounds connect itself (a server that stopped accepting leaves
         // connect blocked on its full backlog), so it is set before connecting.
@@ -83,7 +83,7 @@ impl ShmChannel {
             }
         })?;
         if n == 0 {
-            // The server died or stopped between accepting and handing over the binding.
+            // The server died or stopped between accepting and handing over the connection.
             return Err(ShmError::PeerGone);
         }
         let hello = Hello::decode(&buf[..n]).map_err(|what| ShmError::Handshake { what })?;
@@ -127,7 +127,7 @@ impl ShmChannel {
 
     /// Sends one message gathered from `parts`. Waits (spin, then block) for ring space only
     /// when the server is behind. A failure after part of a streamed message went out breaks
-    /// the binding.
+    /// the connection.
     pub fn send(&mut self, parts: &[&[u8]], deadline: Instant) -> Result<(), ShmError> {
         self.send_by(parts, || deadline)
     }
@@ -200,7 +200,7 @@ impl ShmChannel {
     }
 
     /// Waits (spin, then block; never past `deadline`) for the next message from the server and
-    /// returns it where it lies. A timeout leaves the binding usable; corruption or hang-up does
+    /// returns it where it lies. A timeout leaves the connection usable; corruption or hang-up does
     /// not.
     pub fn recv(&mut self, deadline: Instant) -> Result<&[u8], ShmError> {
         self.usable()?;
@@ -309,7 +309,7 @@ impl ShmChannel {
         &self.seg
     }
 
-    /// The liveness socket's descriptor (for a caller that multiplexes bindings with poll).
+    /// The liveness socket's descriptor (for a caller that multiplexes connections with poll).
     pub fn liveness_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }

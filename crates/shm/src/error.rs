@@ -1,11 +1,11 @@
-//! The one error type of shared-memory bindings and listeners.
+//! The one error type of shared-memory connections and listeners.
 
 use std::io;
 use std::path::PathBuf;
 
 use crate::ring::RingError;
 
-/// What went wrong on a shared-memory binding or listener. Each message names the operation.
+/// What went wrong on a shared-memory connection or listener. Each message names the operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ShmError {
     /// A system call failed.
@@ -34,8 +34,8 @@ pub enum ShmError {
         /// The client's group id, as the kernel reported it to the server.
         gid: u32,
     },
-    /// The server holds as many bindings as it allows; try again after one closes.
-    #[error("shm connect: the server is at its binding limit")]
+    /// The server holds as many connections as it allows; try again after one closes.
+    #[error("shm connect: the server is at its connection limit")]
     Busy,
     /// The peer's handshake was malformed (wrong size, version, descriptors or segment).
     #[error("shm connect: bad handshake: {what}")]
@@ -47,7 +47,7 @@ pub enum ShmError {
     #[error("shm ring: {0}")]
     Ring(#[from] RingError),
     /// The peer's end of the liveness socket closed.
-    #[error("shm: the peer hung up (process exited or closed the binding)")]
+    #[error("shm: the peer hung up (process exited or closed the connection)")]
     PeerGone,
     /// A wait outlived its deadline.
     #[error("shm {op}: deadline passed")]
@@ -55,9 +55,9 @@ pub enum ShmError {
         /// What was waited for.
         op: &'static str,
     },
-    /// The binding cannot be used: an earlier failure broke it, or the peer broke the protocol
-    /// (the message says how). Make a new binding.
-    #[error("shm: binding unusable after an earlier failure: {0}")]
+    /// The connection cannot be used: an earlier failure broke it, or the peer broke the protocol
+    /// (the message says how). Make a new connection.
+    #[error("shm: connection unusable after an earlier failure: {0}")]
     Broken(String),
     /// A reply could not be written because the client stopped reading its results.
     #[error("shm reply: the client left no room in its result ring for {waited_ms} ms")]

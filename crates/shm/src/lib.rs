@@ -1,9 +1,9 @@
-//! Same-machine transport for lowlat: per-binding call and result rings in a sealed memfd,
+//! Same-machine transport for lowlat: per-connection call and result rings in a sealed memfd,
 //! handed to the client over a Unix socket that stays open as the liveness channel.
 //!
 //! Layers, each usable alone: [`ring`] (a single-producer single-consumer message ring that a
-//! hostile peer can only make report an error), [`segment`] (one binding's memfd: two rings),
-//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many bindings), and
+//! hostile peer can only make report an error), [`segment`] (one connection's memfd: two rings),
+//! [`ShmChannel`] (client) and [`ShmServer`] (one thread serving many connections), and
 //! [`listen`] (the socket file a listener answers at, also used by the laboratory's floor).
 //!
 //! Messages are opaque bytes: this crate knows nothing of RPC headers. It ships in the runtime,
@@ -27,4 +27,4 @@ pub use error::ShmError;
 pub use lowlat_wait::SpinPolicy;
 pub use ring::RingError;
 pub use segment::Layout;
-pub use server::{Activity, BindingId, PeerCred, PeerPolicy, Reply, ShmHandler, ShmServer, ShmServerConfig};
+pub use server::{Activity, ConnectionId, PeerCred, PeerPolicy, Reply, ShmHandler, ShmServer, ShmServerConfig};

@@ -54,7 +54,7 @@ pub fn listen(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), ShmE
         // Into place without replacing whatever may have appeared at `path` since the check above.
         if let Err(e) = sys::fs::rename_noreplace(&tmp, path) {
             if e.kind() == io::ErrorKind::AlreadyExists {
-                return Err(in_use("something appeared there while binding"));
+                return Err(in_use("something appeared there while connection"));
             }
             return Err(ShmError::Io { op: "rename socket into place", source: e });
         }

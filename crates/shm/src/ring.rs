@@ -88,7 +88,7 @@ fn header_word(position: u32, kind: u64, len: usize) -> u64 {
 /// What a ring operation found wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
-    /// The peer wrote something no honest peer writes; the binding cannot be trusted any more.
+    /// The peer wrote something no honest peer writes; the connection cannot be trusted any more.
     #[error("ring corrupted by the peer: {what}")]
     Corrupt {
         /// Which invariant the peer broke.

@@ -1,4 +1,4 @@
-//! One binding's shared segment: a sealed memfd holding the control blocks of the call ring and
+//! One connection's shared segment: a sealed memfd holding the control blocks of the call ring and
 //! the result ring on the first page, then the two data areas. Each process maps the data areas
 //! twice back to back (see [`lowlat_sys::Mapping`]), so records never need splitting at the wrap.
 //!
@@ -16,7 +16,7 @@ pub fn page_size() -> usize {
     sys::memory::page_size()
 }
 
-/// Sizes of one binding's rings.
+/// Sizes of one connection's rings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Bytes of the call ring's data area (a power of two and a page multiple, 4 KiB to 1 GiB).
@@ -128,7 +128,7 @@ impl Segment {
 /// eventfd attached (or with nothing attached, as a refusal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
-    /// Whether the server took the binding; only [`Status::Accepted`] comes with descriptors.
+    /// Whether the server took the connection; only [`Status::Accepted`] comes with descriptors.
     pub status: Status,
     /// The peer's credentials as the server saw them.
     pub uid: u32,
@@ -141,11 +141,11 @@ pub struct Hello {
 /// The server's answer to a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
-    /// The binding is made: the memfd and the doorbell are attached.
+    /// The connection is made: the memfd and the doorbell are attached.
     Accepted,
     /// The server's [`PeerPolicy`](crate::server::PeerPolicy) does not admit the client.
     Refused,
-    /// The server holds as many bindings as it allows.
+    /// The server holds as many connections as it allows.
     Busy,
 }
 

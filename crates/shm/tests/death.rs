@@ -38,7 +38,7 @@ fn killed_server_is_noticed(spin: SpinPolicy, size: usize) {
     eprintln!("{spin:?}, {size} B: server death noticed after {noticed:?}: {e}");
     assert!(matches!(e, ShmError::PeerGone), "expected PeerGone, got {e}");
     assert!(noticed < Duration::from_secs(1), "took {noticed:?}");
-    // The binding stays failed, with the reason.
+    // The connection stays failed, with the reason.
     assert!(matches!(ch.call(&[b"x"], Instant::now() + Duration::from_secs(1)), Err(ShmError::Broken(_))));
 }
 

@@ -1,5 +1,5 @@
 //! Hostile clients (scribbling over their whole segment, stopping half way through a message,
-//! never consuming results) break only their own bindings: an honest client of the same server
+//! never consuming results) break only their own connections: an honest client of the same server
 //! thread keeps getting correct echoes throughout.
 
 mod common;
@@ -70,16 +70,16 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
         })
     };
 
-    let bindings = Arc::new(AtomicUsize::new(0));
-    // Scribblers: a fresh binding every ~100 ms, garbage written for its whole life, with sends
+    let connections = Arc::new(AtomicUsize::new(0));
+    // Scribblers: a fresh connection every ~100 ms, garbage written for its whole life, with sends
     // (which ring the doorbell when the server sleeps) so the server looks at the garbage.
     let scribbler = {
-        let (path, stop, bindings) = (path.clone(), stop.clone(), bindings.clone());
+        let (path, stop, connections) = (path.clone(), stop.clone(), connections.clone());
         std::thread::spawn(move || {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             while !stop.load(Ordering::Relaxed) {
                 let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
-                bindings.fetch_add(1, Ordering::Relaxed);
+                connections.fetch_add(1, Ordering::Relaxed);
                 let until = Instant::now() + Duration::from_millis(100);
                 while Instant::now() < until {
                     scribble(&ch, &mut rng);
@@ -114,18 +114,18 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
     stop.store(true, Ordering::SeqCst);
     scribbler.join().unwrap();
     let (calls, worst) = honest.join().unwrap();
-    let scribbled = bindings.load(Ordering::Relaxed);
-    // Every scribbled binding and the hoarder get closed; the truncated one is closed once it
+    let scribbled = connections.load(Ordering::Relaxed);
+    // Every scribbled connection and the hoarder get closed; the truncated one is closed once it
     // breaks the streaming protocol.
-    server.wait_for("hostile bindings closed", |c| c.closed.load(Ordering::SeqCst) >= scribbled + 2);
-    eprintln!("honest client: {calls} correct echoes, worst {worst:?}; {scribbled} scribbled bindings closed");
+    server.wait_for("hostile connections closed", |c| c.closed.load(Ordering::SeqCst) >= scribbled + 2);
+    eprintln!("honest client: {calls} correct echoes, worst {worst:?}; {scribbled} scribbled connections closed");
     assert!(calls > 200, "honest client made only {calls} calls");
     assert!(worst < Duration::from_secs(2), "honest client delayed by {worst:?}");
     drop(truncated);
     drop(hoarder);
-    server.wait_for("all hostile bindings gone", |c| c.live.load(Ordering::SeqCst) == 0);
-    // The bindings whose rings were broken are counted as such (the hoarder's stall is not);
+    server.wait_for("all hostile connections gone", |c| c.live.load(Ordering::SeqCst) == 0);
+    // The connections whose rings were broken are counted as such (the hoarder's stall is not);
     // the honest one never was.
     let corrupt = server.stop();
-    assert!(corrupt >= 1 && corrupt <= scribbled as u64 + 1, "{corrupt} of {scribbled} scribbled bindings");
+    assert!(corrupt >= 1 && corrupt <= scribbled as u64 + 1, "{corrupt} of {scribbled} scribbled connections");
 }

@@ -1,4 +1,4 @@
-//! kill -9 of clients: the server frees each binding (mapping and descriptors). Alone in its own
+//! kill -9 of clients: the server frees each connection (mapping and descriptors). Alone in its own
 //! test binary so that no other test opens descriptors or maps memory while it counts them.
 
 mod common;
@@ -30,7 +30,7 @@ fn killed_clients_leave_nothing_behind() {
         let mut c = child("child_entry", &format!("{role}:{}", path.display())).stdout(Stdio::null()).spawn().unwrap();
         server.wait_for("the child's first call", |c| c.served.load(Ordering::SeqCst) > served);
         kill9(&mut c);
-        server.wait_for("the binding to close", |c| c.live.load(Ordering::SeqCst) == 0);
+        server.wait_for("the connection to close", |c| c.live.load(Ordering::SeqCst) == 0);
     };
     for i in 0..4 {
         cycle(i);
@@ -44,7 +44,7 @@ fn killed_clients_leave_nothing_behind() {
     eprintln!("200 kill cycles in {:?}: fds {fds} -> {fds2}, maps {maps} -> {maps2}", t.elapsed());
     assert_eq!(server.counters.closed.load(Ordering::SeqCst), 204);
     assert_eq!(fds2, fds, "descriptors leaked");
-    // A leaking binding would add 3 mappings per cycle (600 in all); allow the allocator a few.
+    // A leaking connection would add 3 mappings per cycle (600 in all); allow the allocator a few.
     assert!(maps2 <= maps + 4, "mappings leaked: {maps} -> {maps2}");
 }
 

@@ -1,4 +1,4 @@
-//! Behaviour of a binding end to end: message sizes, the socket path rules, refusal, waiting.
+//! Behaviour of a connection end to end: message sizes, the socket path rules, refusal, waiting.
 
 mod common;
 
@@ -190,7 +190,7 @@ fn alternate(total: usize) {
         let n = if sleepy { 100 } else { 900 }.min(total - done);
         for _ in 0..n {
             if sleepy {
-                // Long enough for the server to give up spinning and arm the binding.
+                // Long enough for the server to give up spinning and arm the connection.
                 std::thread::sleep(Duration::from_micros(20));
             }
             let t = Instant::now();
@@ -280,7 +280,7 @@ fn pull_style_serving() {
             });
             match got {
                 Some(Activity::Request(id, later)) => {
-                    assert_eq!(from, Some(id), "reported the binding it served");
+                    assert_eq!(from, Some(id), "reported the connection it served");
                     served += 1;
                     if later {
                         server.send_reply(id, &[b"re:", &buf]).unwrap();
@@ -327,7 +327,7 @@ fn pull_style_serving() {
     assert!(wakes > 0);
 }
 
-/// Busy-polling: bindings idle for a while are polled less often (no doorbell), yet answered.
+/// Busy-polling: connections idle for a while are polled less often (no doorbell), yet answered.
 #[test]
 fn busy_polling_server_answers_long_idle_bindings() {
     let dir = Scratch::new("cool");
@@ -343,7 +343,7 @@ fn busy_polling_server_answers_long_idle_bindings() {
         }
         let t = Instant::now();
         assert_eq!(idle.call(&[&[round]], deadline(Duration::from_secs(2))).unwrap(), &[round]);
-        assert!(t.elapsed() < Duration::from_millis(500), "idle binding answered after {:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_millis(500), "idle connection answered after {:?}", t.elapsed());
     }
 }
 
@@ -402,7 +402,7 @@ fn a_reply_published_before_the_server_went_is_delivered() {
             loop {
                 let got = server.serve_next(|_, request, reply| reply.send(&[b"last:", request]).unwrap());
                 if let Some(Activity::Request(..)) = got {
-                    break; // the server goes, its binding with it
+                    break; // the server goes, its connection with it
                 }
                 assert!(Instant::now() < give_up, "no request");
                 server.block(Some(Duration::from_millis(10))).unwrap();
@@ -413,7 +413,7 @@ fn a_reply_published_before_the_server_went_is_delivered() {
         serving.join().unwrap();
         let hung_up = Instant::now() + Duration::from_secs(5);
         while !lowlat_sys::hung_up(ch.liveness_fd()) {
-            assert!(Instant::now() < hung_up, "the binding outlived its server");
+            assert!(Instant::now() < hung_up, "the connection outlived its server");
             std::thread::sleep(Duration::from_millis(1));
         }
         let got = match way {

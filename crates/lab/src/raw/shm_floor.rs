@@ -409,7 +409,7 @@ mod tests {
         let path = dir.join("s");
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         // Once bound, a client may connect at once, before the echoer serves (what a process
-        // that says "ready" after binding promises; the lab's ladder relies on it).
+        // that says "ready" after connection promises; the lab's ladder relies on it).
         let bound = FloorServer::bind(&path).unwrap();
         let early = {
             let path = path.clone();

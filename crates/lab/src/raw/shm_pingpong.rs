@@ -1,7 +1,7 @@
 //! Raw exchanges with no RPC layer: this transport's own exchange, and the blocking baseline it
 //! is judged by (the spinning one, the machine's floor, is [`super::shm_floor`]).
 //!
-//! - [`serve`] / [`run`]: echo over a real binding (rings, tripwires, doorbells), in whatever
+//! - [`serve`] / [`run`]: echo over a real connection (rings, tripwires, doorbells), in whatever
 //!   spin mode the configs say: `lowlat pingpong shm://PATH`.
 //! - [`futex_pingpong`]: two threads handing a word back and forth with FUTEX_WAIT/WAKE only,
 //!   the blocking floor the blocking mode is compared to.
@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lowlat_shm::{BindingId, ChannelConfig, Reply, ShmChannel, ShmError, ShmServer, ShmServerConfig};
+use lowlat_shm::{ChannelConfig, ConnectionId, Reply, ShmChannel, ShmError, ShmServer, ShmServerConfig};
 use lowlat_sys as sys;
 
 /// The echo handler: the reply is the request, copied from one ring into the other.
-pub fn echo(_: BindingId, request: &[u8], reply: Reply<'_>) {
-    // A failed reply closes the binding; the server reports it through `ShmHandler::closed`.
+pub fn echo(_: ConnectionId, request: &[u8], reply: Reply<'_>) {
+    // A failed reply closes the connection; the server reports it through `ShmHandler::closed`.
     let _ = reply.send(&[request]);
 }
 

@@ -13,8 +13,8 @@ use lowlat_report::Latency;
 
 use crate::bench::{self, BenchSpec};
 use crate::ladder::Placement;
+use crate::latency::Summary;
 use crate::procs;
-use crate::stats::Summary;
 
 /// How much of everything to measure.
 #[derive(Clone, Copy, Debug)]

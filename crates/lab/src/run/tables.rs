@@ -4,7 +4,7 @@
 use lowlat_report::Results;
 
 use crate::account;
-use crate::stats::us;
+use crate::latency::us;
 
 /// Prints every table, in the order the experiments ran.
 pub(crate) fn print(r: &Results, sends: &[(f64, f64)]) {

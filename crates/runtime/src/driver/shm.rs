@@ -1,10 +1,10 @@
-//! lowlat over shared memory (`shm://PATH`): one binding (a pair of rings in a sealed memfd) per
-//! client slot; one thread serves every binding of an endpoint. The rings deliver every frame
+//! lowlat over shared memory (`shm://PATH`): one connection (a pair of rings in a sealed memfd) per
+//! client slot; one thread serves every connection of an endpoint. The rings deliver every frame
 //! in order, so, as over TCP, neither side retransmits.
 //!
 //! The rings stream messages larger than themselves, so a frame always carries a whole message.
 //! Waiting is the runtime's spin-then-block; `block` sleeps on the ring's tripwire (client) or
-//! in epoll on the bindings' doorbells and the runtime's own doorbell (server).
+//! in epoll on the connections' doorbells and the runtime's own doorbell (server).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lowlat_proto::HEADER_LEN;
-use lowlat_shm::{Activity, BindingId, ChannelConfig, ShmChannel, ShmError, ShmServer};
+use lowlat_shm::{Activity, ChannelConfig, ConnectionId, ShmChannel, ShmError, ShmServer};
 
 use super::{each_peer, ClientChannel, FrameHandler, Polled, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
@@ -43,7 +43,7 @@ impl ShmClient {
         let ccfg = ChannelConfig { spin: cfg.spin, connect_timeout: cfg.bind_timeout, max_message: max_frame };
         let ch = ShmChannel::connect(path, ccfg).map_err(|e| match e {
             // No server at the path, or one that died (or stopped) before handing over the
-            // binding: nothing was sent, so the caller may safely try again.
+            // connection: nothing was sent, so the caller may safely try again.
             ShmError::Io { source, .. }
                 if matches!(
                     source.kind(),
@@ -135,7 +135,7 @@ pub(crate) struct ShmServerTransport {
     /// Frames waiting for a lent result ring's space to come back (see `serve_next`), kept
     /// between calls so that queueing allocates nothing once warm.
     queued: Vec<u8>,
-    queued_to: Vec<(BindingId, std::ops::Range<usize>)>,
+    queued_to: Vec<(ConnectionId, std::ops::Range<usize>)>,
 }
 
 impl ShmServerTransport {
@@ -149,9 +149,13 @@ impl ShmServerTransport {
 }
 
 impl ServerTransport for ShmServerTransport {
-    type Addr = BindingId;
+    type Addr = ConnectionId;
 
-    fn serve_next(&mut self, _buf: &mut Vec<u8>, handler: &mut impl FrameHandler<BindingId>) -> Served<BindingId> {
+    fn serve_next(
+        &mut self,
+        _buf: &mut Vec<u8>,
+        handler: &mut impl FrameHandler<ConnectionId>,
+    ) -> Served<ConnectionId> {
         // The procedure writes its result straight into the caller's result ring, in space the
         // ring lends while the frame is handled. Anything the engine sends meanwhile (answers
         // to handshakes and stray frames, all small) is queued and sent once the space is back,
@@ -161,13 +165,13 @@ impl ServerTransport for ShmServerTransport {
         queued.clear();
         queued_to.clear();
         let got = self.srv.serve_next(|id, frame, mut reply| {
-            let mut queue = |to: &BindingId, head: &[u8], body: &[u8]| {
+            let mut queue = |to: &ConnectionId, head: &[u8], body: &[u8]| {
                 let start = queued.len();
                 queued.extend_from_slice(head);
                 queued.extend_from_slice(body);
                 queued_to.push((*to, start..queued.len()));
             };
-            // A binding that cannot take its reply is closed and reported by a later
+            // A connection that cannot take its reply is closed and reported by a later
             // `serve_next`.
             let _ = reply.build_in_place(|lent| Some(handler.handle(id, frame, lent, &mut queue)).filter(|&n| n > 0));
             handler.flush(&mut queue);
@@ -186,8 +190,8 @@ impl ServerTransport for ShmServerTransport {
         }))
     }
 
-    fn send(&mut self, to: &BindingId, head: &[u8], body: &[u8]) {
-        // A binding that cannot take its reply is closed and reported by `try_recv`.
+    fn send(&mut self, to: &ConnectionId, head: &[u8], body: &[u8]) {
+        // A connection that cannot take its reply is closed and reported by `try_recv`.
         let _ = self.srv.send_reply(*to, &[head, body]);
     }
 
@@ -212,11 +216,11 @@ impl ServerTransport for ShmServerTransport {
         true
     }
 
-    fn source(peer: &BindingId) -> u128 {
+    fn source(peer: &ConnectionId) -> u128 {
         each_peer(peer)
     }
 
     fn count(&self, into: &mut EndpointStats) {
-        into.corrupt_bindings += self.srv.corrupt_bindings();
+        into.corrupt_connections += self.srv.corrupt_connections();
     }
 }

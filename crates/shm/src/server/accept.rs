@@ -1,4 +1,4 @@
-//! The acceptor: a connection on the listening socket becomes a binding (credentials checked
+//! The acceptor: a connection on the listening socket becomes a connection (credentials checked
 //! against the policy, a fresh segment and doorbells handed over), or is turned away.
 
 use std::io;
@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use lowlat_sys as sys;
 
-use super::{tag, Binding, BindingId, PeerCred, ShmHandler, ShmServer, TAG_DOORBELL, TAG_SOCKET};
+use super::{tag, Connection, ConnectionId, PeerCred, ShmHandler, ShmServer, TAG_DOORBELL, TAG_SOCKET};
 use crate::ring::{Consumer, Producer, Wake};
 use crate::segment::{Hello, Segment, Status};
 
@@ -36,7 +36,7 @@ impl ShmServer {
             handler.refused(peer);
             return;
         }
-        if self.binding_count() >= self.config.max_bindings {
+        if self.connection_count() >= self.config.max_connections {
             hello.status = Status::Busy;
             let _ = sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[]);
             return;
@@ -61,7 +61,7 @@ impl ShmServer {
                 (self.slots.len() - 1) as u32
             }
         };
-        let id = BindingId { index, generation: self.generations[index as usize] };
+        let id = ConnectionId { index, generation: self.generations[index as usize] };
         let ok = self.epoll.add(doorbell.as_raw_fd(), libc::EPOLLIN as u32, tag(TAG_DOORBELL, id));
         let ok = ok.and_then(|_| {
             self.epoll.add(sock.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, tag(TAG_SOCKET, id))
@@ -73,7 +73,7 @@ impl ShmServer {
         }
         let calls = Consumer::new(seg.call(), self.config.max_message);
         let results = Producer::new(seg.result(), Wake::FutexOrDoorbell(result_bell.as_raw_fd()));
-        self.slots[index as usize] = Some(Binding {
+        self.slots[index as usize] = Some(Connection {
             id,
             calls,
             results,
@@ -87,11 +87,11 @@ impl ShmServer {
             _seg: seg,
         });
         self.active.push(index);
-        // Room, now, for every binding to move between the active and cool lists, so that
+        // Room, now, for every connection to move between the active and cool lists, so that
         // serving (which moves them) never allocates.
-        let bindings = self.active.len() + self.cool.len();
-        self.cool.reserve(bindings.saturating_sub(self.cool.len()));
-        self.active.reserve(bindings.saturating_sub(self.active.len()));
+        let connections = self.active.len() + self.cool.len();
+        self.cool.reserve(connections.saturating_sub(self.cool.len()));
+        self.active.reserve(connections.saturating_sub(self.active.len()));
         handler.opened(id, peer);
     }
 }

@@ -35,17 +35,17 @@ pub struct ShmServerConfig {
     pub mode: u32,
     /// Who may bind (default: the server's own user).
     pub policy: PeerPolicy,
-    /// Ring sizes of every binding.
+    /// Ring sizes of every connection.
     pub layout: Layout,
-    /// The largest request accepted (larger ones close the binding).
+    /// The largest request accepted (larger ones close the connection).
     pub max_message: usize,
-    /// How the server thread waits for calls before arming a binding and sleeping.
+    /// How the server thread waits for calls before arming a connection and sleeping.
     pub spin: SpinPolicy,
-    /// How long a reply may wait for room in a client's result ring before the binding is
+    /// How long a reply may wait for room in a client's result ring before the connection is
     /// dropped: the most one misbehaving client can delay the others.
     pub stall_limit: Duration,
-    /// Connections beyond this many bindings are refused as busy.
-    pub max_bindings: usize,
+    /// Connections beyond this many connections are refused as busy.
+    pub max_connections: usize,
 }
 
 impl Default for ShmServerConfig {
@@ -57,7 +57,7 @@ impl Default for ShmServerConfig {
             max_message: 16 << 20,
             spin: SpinPolicy::Adaptive,
             stall_limit: Duration::from_millis(100),
-            max_bindings: 4096,
+            max_connections: 4096,
         }
     }
 }

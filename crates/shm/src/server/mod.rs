@@ -1,19 +1,19 @@
 //! The server end: [`ShmServer`] listens at `shm://PATH` and one thread drives it, serving many
-//! bindings.
+//! connections.
 //!
-//! The thread polls the call rings of *active* bindings. A binding idle for longer than the spin
+//! The thread polls the call rings of *active* connections. A connection idle for longer than the spin
 //! budget is *armed*: its "consumer sleeping" flag is set, the server stops polling it, and its
-//! client rings the binding's doorbell (an eventfd handed over with the memfd) on its next call.
-//! When every binding is armed the thread sleeps in `epoll_wait` on the doorbells, the liveness
-//! sockets and the listener: no CPU is burnt, yet any call wakes it. Idle bindings therefore cost
+//! client rings the connection's doorbell (an eventfd handed over with the memfd) on its next call.
+//! When every connection is armed the thread sleeps in `epoll_wait` on the doorbells, the liveness
+//! sockets and the listener: no CPU is burnt, yet any call wakes it. Idle connections therefore cost
 //! the active ones nothing on the polling path.
 //!
-//! A binding is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
+//! A connection is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
 //! rings, sends more than `max_message`, or leaves no room for a reply for `stall_limit`. None
-//! of these can stop the thread from serving the other bindings for longer than `stall_limit`.
+//! of these can stop the thread from serving the other connections for longer than `stall_limit`.
 //!
 //! [`config`]: who may bind and how; `accept`: the acceptor, which turns a connection into a
-//! binding; `poll`: the poller, which serves the bindings; [`reply`]: replies written into a
+//! connection; `poll`: the poller, which serves the connections; [`reply`]: replies written into a
 //! result ring.
 
 use std::io;
@@ -39,9 +39,9 @@ pub mod reply;
 pub use config::{PeerPolicy, ShmServerConfig};
 pub use reply::Reply;
 
-/// Names a binding for its whole life; never reused for a later binding in the same slot.
+/// Names a connection for its whole life; never reused for a later connection in the same slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BindingId {
+pub struct ConnectionId {
     index: u32,
     generation: u32,
 }
@@ -58,55 +58,55 @@ pub struct PeerCred {
 }
 
 /// What the server thread calls. Only `call` is required; closures
-/// `FnMut(BindingId, &[u8], Reply)` implement it.
+/// `FnMut(ConnectionId, &[u8], Reply)` implement it.
 pub trait ShmHandler {
     /// One request, where it lies in the call ring (or reassembled, if streamed). The bytes are
     /// the client's to change at any moment: validate before trusting. Reply through `reply`
     /// now, or later with [`ShmServer::reply`]; dropping it sends nothing.
-    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>);
-    /// A binding was made with this client.
-    fn opened(&mut self, _binding: BindingId, _peer: PeerCred) {}
-    /// This binding is gone (hung up, misbehaved, or stalled); its id is not used again.
-    fn closed(&mut self, _binding: BindingId, _why: &ShmError) {}
+    fn call(&mut self, connection: ConnectionId, request: &[u8], reply: Reply<'_>);
+    /// A connection was made with this client.
+    fn opened(&mut self, _connection: ConnectionId, _peer: PeerCred) {}
+    /// This connection is gone (hung up, misbehaved, or stalled); its id is not used again.
+    fn closed(&mut self, _connection: ConnectionId, _why: &ShmError) {}
     /// A client was turned away by the [`PeerPolicy`].
     fn refused(&mut self, _peer: PeerCred) {}
 }
 
-impl<F: FnMut(BindingId, &[u8], Reply<'_>)> ShmHandler for F {
-    fn call(&mut self, binding: BindingId, request: &[u8], reply: Reply<'_>) {
-        self(binding, request, reply)
+impl<F: FnMut(ConnectionId, &[u8], Reply<'_>)> ShmHandler for F {
+    fn call(&mut self, connection: ConnectionId, request: &[u8], reply: Reply<'_>) {
+        self(connection, request, reply)
     }
 }
 
 /// What [`ShmServer::serve_next`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activity<R> {
-    /// Served a request from this binding; what the serving function returned.
-    Request(BindingId, R),
-    /// This binding is gone (hung up, misbehaved, or stalled).
-    Closed(BindingId),
+    /// Served a request from this connection; what the serving function returned.
+    Request(ConnectionId, R),
+    /// This connection is gone (hung up, misbehaved, or stalled).
+    Closed(ConnectionId),
 }
 
 /// Collects closures for the pull-style API, which reports them from `serve_next`.
-struct Recorder(std::collections::VecDeque<BindingId>);
+struct Recorder(std::collections::VecDeque<ConnectionId>);
 
 impl ShmHandler for Recorder {
-    fn call(&mut self, _: BindingId, _: &[u8], _: Reply<'_>) {}
-    fn closed(&mut self, binding: BindingId, _why: &ShmError) {
-        self.0.push_back(binding);
+    fn call(&mut self, _: ConnectionId, _: &[u8], _: Reply<'_>) {}
+    fn closed(&mut self, connection: ConnectionId, _why: &ShmError) {
+        self.0.push_back(connection);
     }
 }
 
-struct Binding {
-    id: BindingId,
+struct Connection {
+    id: ConnectionId,
     calls: Consumer,
     results: Producer,
-    /// Whether the binding sleeps (its flag set, served only after its doorbell rings).
+    /// Whether the connection sleeps (its flag set, served only after its doorbell rings).
     armed: bool,
     /// When it last called, by the server's clock (read only every 64 polls, so it lags).
     last_active: Instant,
     /// Whether it called since the last idleness check. `last_active` alone lags by up to one
-    /// clock-reading interval, which on a slow VM approaches the spin budget: a binding calling
+    /// clock-reading interval, which on a slow VM approaches the spin budget: a connection calling
     /// every few microseconds was armed (put to sleep) now and then, and its next call paid a
     /// wake-up.
     called_since_check: bool,
@@ -119,12 +119,12 @@ struct Binding {
     _seg: Segment,
 }
 
-impl Binding {
+impl Connection {
     fn sleeping_flag(&self) -> &AtomicU32 {
         &self.calls.ring().ctl().consumer_sleeping.v
     }
 
-    /// Notes a call served at `now` (the server's lagging clock); returns how long the binding
+    /// Notes a call served at `now` (the server's lagging clock); returns how long the connection
     /// was idle before it, for the adaptive budget.
     fn called(&mut self, now: Instant) -> Duration {
         let idle = now.saturating_duration_since(self.last_active);
@@ -133,7 +133,7 @@ impl Binding {
         idle
     }
 
-    /// At an idleness check: a binding that called since the last one counts as active now.
+    /// At an idleness check: a connection that called since the last one counts as active now.
     fn settle(&mut self, now: Instant) {
         if std::mem::take(&mut self.called_since_check) {
             self.last_active = now;
@@ -146,34 +146,34 @@ const TAG_DOORBELL: u64 = 1;
 const TAG_SOCKET: u64 = 2;
 const TAG_WATCHED: u64 = 3;
 
-fn tag(kind: u64, id: BindingId) -> u64 {
+fn tag(kind: u64, id: ConnectionId) -> u64 {
     (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
 }
 
-/// Busy-polling only: a binding idle this long is polled every 64th pass.
+/// Busy-polling only: a connection idle this long is polled every 64th pass.
 const COOL_AFTER: Duration = Duration::from_millis(1);
 
-/// While any binding is active, epoll is also checked (accepts, hang-ups, doorbells of armed
-/// bindings) about this often.
+/// While any connection is active, epoll is also checked (accepts, hang-ups, doorbells of armed
+/// connections) about this often.
 const EVENT_CHECK: Duration = Duration::from_micros(50);
 
-/// A shared-memory server: the listening socket plus every live binding. Driven by one thread
+/// A shared-memory server: the listening socket plus every live connection. Driven by one thread
 /// through [`poll`](Self::poll) or [`run`](Self::run).
 pub struct ShmServer {
-    slots: Vec<Option<Binding>>,
+    slots: Vec<Option<Connection>>,
     generations: Vec<u32>,
     free: Vec<u32>,
-    /// Indices of bindings not armed: the ones the polling loop looks at.
+    /// Indices of connections not armed: the ones the polling loop looks at.
     active: Vec<u32>,
-    /// Busy-polling only: bindings idle past `COOL_AFTER`, looked at every 64th pass instead of
+    /// Busy-polling only: connections idle past `COOL_AFTER`, looked at every 64th pass instead of
     /// every pass (no doorbell: a busy-polling client makes no system calls), so that idle
-    /// bindings cost the active ones little.
+    /// connections cost the active ones little.
     cool: Vec<u32>,
     /// Pull-style use: where the next `serve_next` scan starts (round robin), how many scans
-    /// were made, and bindings closed but not yet reported.
+    /// were made, and connections closed but not yet reported.
     next: usize,
     scans: u32,
-    closed: std::collections::VecDeque<BindingId>,
+    closed: std::collections::VecDeque<ConnectionId>,
     spinner: Spinner,
     now: Instant,
     last_event_check: Instant,
@@ -184,7 +184,7 @@ pub struct ShmServer {
     path: PathBuf,
     /// (device, inode) of the socket file we created: removed on drop only if still ours.
     file_id: (u64, u64),
-    /// Bindings closed because their client broke the rings (a corrupt index or record).
+    /// Connections closed because their client broke the rings (a corrupt index or record).
     corrupt: u64,
 }
 
@@ -192,7 +192,7 @@ impl std::fmt::Debug for ShmServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShmServer")
             .field("path", &self.path)
-            .field("bindings", &self.binding_count())
+            .field("connections", &self.connection_count())
             .field("active", &self.active.len())
             .finish()
     }
@@ -239,25 +239,25 @@ impl ShmServer {
         &self.path
     }
 
-    /// Bindings currently open, active or armed.
-    pub fn binding_count(&self) -> usize {
+    /// Connections currently open, active or armed.
+    pub fn connection_count(&self) -> usize {
         self.slots.len() - self.free.len()
     }
 
-    /// Bindings currently polled (not asleep).
+    /// Connections currently polled (not asleep).
     pub fn active_count(&self) -> usize {
         self.active.len()
     }
 
-    /// Bindings closed so far because their client broke the rings (a hostile or crashed peer).
-    pub fn corrupt_bindings(&self) -> u64 {
+    /// Connections closed so far because their client broke the rings (a hostile or crashed peer).
+    pub fn corrupt_connections(&self) -> u64 {
         self.corrupt
     }
 
-    /// The credentials of a live binding's client.
-    pub fn peer(&self, binding: BindingId) -> Option<PeerCred> {
-        match self.slots.get(binding.index as usize) {
-            Some(Some(b)) if b.id == binding => Some(b.peer),
+    /// The credentials of a live connection's client.
+    pub fn peer(&self, connection: ConnectionId) -> Option<PeerCred> {
+        match self.slots.get(connection.index as usize) {
+            Some(Some(b)) if b.id == connection => Some(b.peer),
             _ => None,
         }
     }

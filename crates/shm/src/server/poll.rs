@@ -1,4 +1,4 @@
-//! The poller of bindings: one thread spins over the call rings of the active bindings, arms
+//! The poller of connections: one thread spins over the call rings of the active connections, arms
 //! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
 
 use std::io::{self, Read};
@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::reply::send_reply;
 use super::{
-    Activity, Binding, BindingId, Recorder, Reply, ShmHandler, ShmServer, ShmServerConfig, COOL_AFTER, EVENT_CHECK,
-    TAG_DOORBELL, TAG_LISTENER, TAG_WATCHED,
+    Activity, Connection, ConnectionId, Recorder, Reply, ShmHandler, ShmServer, ShmServerConfig, COOL_AFTER,
+    EVENT_CHECK, TAG_DOORBELL, TAG_LISTENER, TAG_WATCHED,
 };
 use crate::error::{io_err, ShmError};
 use crate::ring::RingError;
@@ -26,12 +26,12 @@ impl ShmServer {
     /// Serves whatever is ready; if nothing is, spins for the budget and then sleeps, returning
     /// after serving at least one request or when `timeout` passes (`None`: no limit). Returns
     /// the number of requests served. Errors only when the server itself fails (epoll);
-    /// per-binding failures close that binding and are reported to `ShmHandler::closed`.
+    /// per-connection failures close that connection and are reported to `ShmHandler::closed`.
     pub fn poll(&mut self, handler: &mut impl ShmHandler, timeout: Option<Duration>) -> Result<usize, ShmError> {
         self.now = Instant::now();
         let deadline = timeout.map(|t| self.now + t);
         let mut passes = 0u32;
-        // With no spin budget, bindings are armed as soon as they are found empty: every call
+        // With no spin budget, connections are armed as soon as they are found empty: every call
         // then comes through the doorbell (the blocking mode), none is caught by a stray poll.
         let no_spin = self.spinner.budget() == Some(Duration::ZERO);
         loop {
@@ -60,16 +60,16 @@ impl ShmServer {
         }
     }
 
-    /// Sends a deferred reply on `binding` (for a request whose `Reply` was dropped). A failure
-    /// closes the binding.
+    /// Sends a deferred reply on `connection` (for a request whose `Reply` was dropped). A failure
+    /// closes the connection.
     pub fn reply(
         &mut self,
         handler: &mut impl ShmHandler,
-        binding: BindingId,
+        connection: ConnectionId,
         parts: &[&[u8]],
     ) -> Result<(), ShmError> {
-        let b = match self.slots.get_mut(binding.index as usize) {
-            Some(Some(b)) if b.id == binding => b,
+        let b = match self.slots.get_mut(connection.index as usize) {
+            Some(Some(b)) if b.id == connection => b,
             _ => return Err(ShmError::PeerGone),
         };
         let sock = b.sock.as_raw_fd();
@@ -77,17 +77,17 @@ impl ShmServer {
             Err(e @ ShmError::Ring(RingError::TooLarge { .. })) => Err(e),
             Err(e) => {
                 let msg = e.to_string();
-                self.close(binding.index, e, handler);
+                self.close(connection.index, e, handler);
                 Err(ShmError::Broken(msg))
             }
             Ok(()) => Ok(()),
         }
     }
 
-    /// Closes a binding from the server side.
-    pub fn disconnect(&mut self, handler: &mut impl ShmHandler, binding: BindingId) {
-        if self.binding_mut(binding).is_some() {
-            self.close(binding.index, ShmError::Broken("closed by the server".into()), handler);
+    /// Closes a connection from the server side.
+    pub fn disconnect(&mut self, handler: &mut impl ShmHandler, connection: ConnectionId) {
+        if self.connection_mut(connection).is_some() {
+            self.close(connection.index, ShmError::Broken("closed by the server".into()), handler);
         }
     }
 
@@ -98,14 +98,14 @@ impl ShmServer {
     }
 
     /// Pull-style serving, for a caller that runs its own spin-then-block loop (the runtime):
-    /// finds the next request of any binding without blocking and serves it at once: `f` reads
+    /// finds the next request of any connection without blocking and serves it at once: `f` reads
     /// it where it lies in the call ring and may answer through the [`Reply`], which writes into
-    /// the same binding's result ring; the request's ring space is freed afterwards. Bindings
+    /// the same connection's result ring; the request's ring space is freed afterwards. Connections
     /// are scanned round robin, so a busy client cannot starve the others. The scan's own
     /// bookkeeping (idleness, the adaptive budget) is done after the reply is out, off the
-    /// round trip's path. A binding that could not take its reply is closed and reported by a
+    /// round trip's path. A connection that could not take its reply is closed and reported by a
     /// later call. Sleep with [`block`](Self::block) when this finds nothing.
-    pub fn serve_next<R>(&mut self, f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
+    pub fn serve_next<R>(&mut self, f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
         if let Some(id) = self.closed.pop_front() {
             return Some(Activity::Closed(id));
         }
@@ -155,9 +155,9 @@ impl ShmServer {
     }
 
     /// Sends a reply (pull style) other than through a request's [`Reply`] (a result computed
-    /// later, elsewhere). A binding that cannot take it is closed and reported by the next
+    /// later, elsewhere). A connection that cannot take it is closed and reported by the next
     /// [`serve_next`](Self::serve_next).
-    pub fn send_reply(&mut self, to: BindingId, parts: &[&[u8]]) -> Result<(), ShmError> {
+    pub fn send_reply(&mut self, to: ConnectionId, parts: &[&[u8]]) -> Result<(), ShmError> {
         let mut q = Recorder(std::mem::take(&mut self.closed));
         let r = self.reply(&mut q, to, parts);
         self.closed = q.0;
@@ -165,7 +165,7 @@ impl ShmServer {
     }
 
     /// Sleeps until a client calls, connects or hangs up, a watched descriptor is readable, or
-    /// `timeout` passes. Every binding is armed first (check, arm, re-check), so a call racing
+    /// `timeout` passes. Every connection is armed first (check, arm, re-check), so a call racing
     /// with this makes it return at once instead of sleeping through it.
     pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
         self.active.append(&mut self.cool);
@@ -197,7 +197,7 @@ impl ShmServer {
         self.closed = q.0;
     }
 
-    fn binding_mut(&mut self, id: BindingId) -> Option<&mut Binding> {
+    fn connection_mut(&mut self, id: ConnectionId) -> Option<&mut Connection> {
         match self.slots.get_mut(id.index as usize) {
             Some(Some(b)) if b.id == id => Some(b),
             _ => None,
@@ -226,8 +226,8 @@ impl ShmServer {
         served
     }
 
-    /// Arms the bindings idle past the spin budget (check, arm, re-check: a call that lands
-    /// while arming keeps the binding active).
+    /// Arms the connections idle past the spin budget (check, arm, re-check: a call that lands
+    /// while arming keeps the connection active).
     fn arm_idle(&mut self) {
         self.rescan_cool();
         let Some(budget) = self.spinner.budget() else {
@@ -257,7 +257,7 @@ impl ShmServer {
         }
     }
 
-    /// Busy-polling: moves bindings idle past `COOL_AFTER` to the cool list.
+    /// Busy-polling: moves connections idle past `COOL_AFTER` to the cool list.
     fn cool_idle(&mut self) {
         let mut i = 0;
         while i < self.active.len() {
@@ -278,7 +278,7 @@ impl ShmServer {
         }
     }
 
-    /// Returns cool bindings with a call waiting to the active list.
+    /// Returns cool connections with a call waiting to the active list.
     fn rescan_cool(&mut self) {
         let mut i = 0;
         while i < self.cool.len() {
@@ -302,14 +302,14 @@ impl ShmServer {
         for k in 0..n {
             let data = self.events[k].u64;
             let kind = data & 3;
-            let id = BindingId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
+            let id = ConnectionId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
             match kind {
                 TAG_LISTENER => self.accept_all(handler),
                 // Someone else's descriptor (see `watch`): its owner reads it.
                 TAG_WATCHED => {}
                 TAG_DOORBELL => {
                     let now = self.now;
-                    let Some(b) = self.binding_mut(id) else {
+                    let Some(b) = self.connection_mut(id) else {
                         continue;
                     };
                     b.doorbell.drain();
@@ -323,7 +323,7 @@ impl ShmServer {
                     }
                 }
                 _ => {
-                    let Some(b) = self.binding_mut(id) else {
+                    let Some(b) = self.connection_mut(id) else {
                         continue;
                     };
                     let mut byte = [0u8; 1];
@@ -366,7 +366,7 @@ impl ShmServer {
     }
 }
 
-fn serve_one(b: &mut Binding, handler: &mut impl ShmHandler, cfg: &ShmServerConfig) -> Result<bool, ShmError> {
+fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerConfig) -> Result<bool, ShmError> {
     if !b.calls.poll()? {
         return Ok(false);
     }
@@ -377,11 +377,11 @@ fn serve_one(b: &mut Binding, handler: &mut impl ShmHandler, cfg: &ShmServerConf
 }
 
 /// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
-/// frees it. Also returns why the binding must close, if the reply failed.
+/// frees it. Also returns why the connection must close, if the reply failed.
 fn serve_held<R>(
-    b: &mut Binding,
+    b: &mut Connection,
     cfg: &ShmServerConfig,
-    f: impl FnOnce(BindingId, &[u8], Reply<'_>) -> R,
+    f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
 ) -> (R, Option<ShmError>) {
     let mut failed = None;
     let reply = Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed };

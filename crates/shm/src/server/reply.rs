@@ -1,4 +1,4 @@
-//! Replies written straight into a binding's result ring, waiting (at most the stall limit) for
+//! Replies written straight into a connection's result ring, waiting (at most the stall limit) for
 //! room when the client is slow to read.
 
 use std::time::Instant;
@@ -9,7 +9,7 @@ use super::ShmServerConfig;
 use crate::error::ShmError;
 use crate::ring::{record_len, Producer, RingError};
 
-/// Writes one reply straight into a binding's result ring.
+/// Writes one reply straight into a connection's result ring.
 pub struct Reply<'a> {
     pub(super) results: &'a mut Producer,
     pub(super) cfg: &'a ShmServerConfig,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lowlat_shm::{BindingId, PeerCred, Reply, ShmError, ShmHandler, ShmServer, ShmServerConfig};
+use lowlat_shm::{ConnectionId, PeerCred, Reply, ShmError, ShmHandler, ShmServer, ShmServerConfig};
 
 /// A directory removed on drop.
 pub struct Scratch(pub PathBuf);
@@ -49,7 +49,7 @@ pub struct Counters {
 pub struct Echo(pub Arc<Counters>);
 
 impl ShmHandler for Echo {
-    fn call(&mut self, _b: BindingId, request: &[u8], mut reply: Reply<'_>) {
+    fn call(&mut self, _b: ConnectionId, request: &[u8], mut reply: Reply<'_>) {
         let n = self.0.served.fetch_add(1, Ordering::Relaxed);
         // Every other echo is built where the client reads it, so that every test meets both
         // ways of replying (hostile clients scribbling over the space lent among them).
@@ -61,16 +61,16 @@ impl ShmHandler for Echo {
             };
             match reply.build_in_place(copy) {
                 Ok(None) => {}                  // larger than the free space: sent below, streamed if need be
-                Ok(Some(_)) | Err(_) => return, // sent, or the binding is broken and closed
+                Ok(Some(_)) | Err(_) => return, // sent, or the connection is broken and closed
             }
         }
         let _ = reply.send(&[request]);
     }
-    fn opened(&mut self, _b: BindingId, _p: PeerCred) {
+    fn opened(&mut self, _b: ConnectionId, _p: PeerCred) {
         self.0.opened.fetch_add(1, Ordering::SeqCst);
         self.0.live.fetch_add(1, Ordering::SeqCst);
     }
-    fn closed(&mut self, _b: BindingId, _why: &ShmError) {
+    fn closed(&mut self, _b: ConnectionId, _why: &ShmError) {
         self.0.closed.fetch_add(1, Ordering::SeqCst);
         self.0.live.fetch_sub(1, Ordering::SeqCst);
     }
@@ -83,7 +83,7 @@ impl ShmHandler for Echo {
 pub struct EchoServer {
     pub counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
-    /// The serving thread; returns the bindings the server closed as corrupt.
+    /// The serving thread; returns the connections the server closed as corrupt.
     thread: Option<JoinHandle<Result<u64, ShmError>>>,
 }
 
@@ -93,11 +93,11 @@ impl EchoServer {
         let stop = Arc::new(AtomicBool::new(false));
         let mut server = ShmServer::bind(path, config).expect("bind");
         let (c, s) = (counters.clone(), stop.clone());
-        let thread = std::thread::spawn(move || server.run(&mut Echo(c), &s).map(|()| server.corrupt_bindings()));
+        let thread = std::thread::spawn(move || server.run(&mut Echo(c), &s).map(|()| server.corrupt_connections()));
         EchoServer { counters, stop, thread: Some(thread) }
     }
 
-    /// Stops the server; returns how many bindings it closed because their client broke the
+    /// Stops the server; returns how many connections it closed because their client broke the
     /// rings.
     pub fn stop(mut self) -> u64 {
         self.stop.store(true, Ordering::SeqCst);
@@ -204,7 +204,7 @@ pub fn deadline(d: Duration) -> Instant {
 }
 
 /// The echo handler: the reply is the request, copied from one ring into the other.
-pub fn echo(_: BindingId, request: &[u8], reply: Reply<'_>) {
-    // A failed reply closes the binding; the server reports it through `ShmHandler::closed`.
+pub fn echo(_: ConnectionId, request: &[u8], reply: Reply<'_>) {
+    // A failed reply closes the connection; the server reports it through `ShmHandler::closed`.
     let _ = reply.send(&[request]);
 }

@@ -7,16 +7,16 @@ use lowlat::SpinPolicy;
 use lowlat_report::{LadderRow, Latency, Results};
 
 use crate::bench::{self, BenchSpec};
+use crate::latency::new_histogram;
 use crate::procs;
 use crate::run::lab::{lat, Lab};
-use crate::stats::new_histogram;
 
 /// Progress steps: one per rung (eth, xdp, xdp-floor) and size.
 pub(crate) const STEPS: u64 = 3 * 2;
 
 /// eth, xdp and the XDP floor across a veth pair between two namespaces (root only).
 pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
-    use crate::raw::eth_ladder::{across, Pinning, Responder, Side};
+    use crate::raw::eth_hosts::{across, Pinning, Responder, Side};
     use crate::raw::eth_pingpong::RunConfig;
     use lowlat_testkit::testhosts::{check_root, TestHosts};
     let names = ["eth", "xdp", "xdp-floor"];

@@ -1,4 +1,5 @@
-//! The raw rungs of the ladder, measured across a [`TestHosts`] pair: a server in namespace `a`
+//! Raw Ethernet exchanges across a [`TestHosts`] pair (what the ladder sets beside RPC over
+//! eth:// and xdp://): a server in namespace `a`
 //! and a client in namespace `b`, each on its own thread (pinned when asked), exchanging raw
 //! ping-pong frames. For `lowlat lab` and the `rawbench` example.
 

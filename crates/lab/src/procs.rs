@@ -13,6 +13,8 @@ pub struct ServerProcess {
     child: Child,
     /// The URIs it printed (`serving URI` lines), in order.
     pub uris: Vec<String>,
+    /// Where it serves its metrics, if it said (`metrics URL`).
+    pub metrics: Option<String>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -38,7 +40,7 @@ pub fn spawn_command(mut cmd: Command, timeout: Duration) -> std::io::Result<Ser
             }
         }
     });
-    let mut proc = ServerProcess { child, uris: Vec::new(), lines: rx };
+    let mut proc = ServerProcess { child, uris: Vec::new(), metrics: None, lines: rx };
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -47,6 +49,9 @@ pub fn spawn_command(mut cmd: Command, timeout: Duration) -> std::io::Result<Ser
             Ok(line) => {
                 if let Some(uri) = line.trim().strip_prefix("serving ") {
                     proc.uris.push(uri.to_string());
+                }
+                if let Some(url) = line.trim().strip_prefix("metrics ") {
+                    proc.metrics = Some(url.to_string());
                 }
             }
             Err(_) => {

@@ -100,6 +100,11 @@ impl EndpointShared {
     /// The serving thread's counters: asks for a copy, rings, and waits up to `patience` for it
     /// (the last copy published, if the thread is busy for longer).
     pub fn stats(&self, patience: std::time::Duration) -> crate::EndpointStats {
+        self.snapshot(patience).counters
+    }
+
+    /// [`stats`](Self::stats) with the calls' times per procedure.
+    pub fn snapshot(&self, patience: std::time::Duration) -> crate::stats::Snapshot {
         let n = self.stats.ask();
         self.doorbell.ring();
         self.stats.wait(n, patience)

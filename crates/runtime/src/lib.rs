@@ -99,6 +99,7 @@ mod config;
 mod doorbell;
 mod driver;
 mod error;
+pub mod metrics;
 mod program;
 mod reactor;
 mod server;

@@ -113,7 +113,13 @@ pub(crate) struct Procedure {
     pub name: &'static str,
     pub body: Body,
     pub long_running: bool,
+    /// Its index among the server's procedures, for its call times (`serving::timing`); given
+    /// when the program is added to a server, [`UNTIMED`] until then.
+    pub id: usize,
 }
+
+/// The [`Procedure::id`] of a procedure whose calls are not timed (not a server's, or built in).
+pub(crate) const UNTIMED: usize = usize::MAX;
 
 /// One version of one program: its procedures by number.
 #[derive(Clone)]
@@ -172,7 +178,7 @@ impl Program {
         if self.procs.len() <= i {
             self.procs.resize(i + 1, None);
         }
-        self.procs[i] = Some(Procedure { name, body, long_running });
+        self.procs[i] = Some(Procedure { name, body, long_running, id: UNTIMED });
         self
     }
 

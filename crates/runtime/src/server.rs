@@ -1,18 +1,20 @@
 //! The server: one thread per endpoint (`crate::serving`) runs a protocol's engine over the
 //! endpoint's transport (`crate::driver`) and, by default, the procedures themselves; long-running
-//! procedures go to a worker pool shared by the endpoints (`crate::workers`).
+//! procedures go to a worker pool shared by the endpoints (`crate::serving::workers`).
 //!
 //! A server stops gracefully ([`Server::shutdown`], [`Server::wait_for_signal`], and when it is
 //! dropped): each endpoint runs no new call (it answers that the server is stopping), finishes
 //! the calls in progress, its worker pool's too, and ends; what is still running when the stop's
 //! time runs out is answered "may have executed" and left to finish on its own.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::doorbell::{Drained, EndpointShared};
 use crate::driver;
+use crate::metrics::{MetricsServer, Sources};
 use crate::serving::routes::Services;
 use crate::serving::workers::{self, Workers};
 use crate::serving::{self, Context};
@@ -29,6 +31,8 @@ pub struct Server {
     endpoints: Vec<Served>,
     workers: Option<Workers>,
     drain_timeout: Duration,
+    /// The `/metrics` thread, when asked for ([`ServerBuilder::metrics`]).
+    metrics: Option<MetricsServer>,
 }
 
 /// One endpoint being served.
@@ -43,6 +47,7 @@ struct Served {
 pub struct ServerBuilder {
     services: Services,
     config: ServerConfig,
+    metrics: Option<SocketAddr>,
 }
 
 impl ServerBuilder {
@@ -58,14 +63,27 @@ impl ServerBuilder {
         self
     }
 
+    /// Also serves every endpoint's counters and calls' times in the Prometheus/OpenMetrics
+    /// text format at `http://ADDR/metrics`, on a thread of its own (`crate::metrics`; port 0
+    /// picks a free one: [`Server::metrics_addr`]). Nothing is added to the call path: each
+    /// scrape asks the serving threads for a copy, as [`Server::stats`] does.
+    pub fn metrics(mut self, addr: SocketAddr) -> Self {
+        self.metrics = Some(addr);
+        self
+    }
+
     /// Starts serving every URI (one thread each), and returns once every serving thread has
     /// set itself up (or ten seconds have passed), so none of their start-up work overlaps the
     /// caller's first calls. Fails without serving any if one fails.
     pub fn serve<S: AsRef<str>>(self, uris: &[S]) -> Result<Server, Error> {
         let services = Arc::new(self.services);
         let workers = Workers::start(self.config.workers, self.config.worker_queue);
-        let mut server =
-            Server { endpoints: Vec::new(), workers: Some(workers), drain_timeout: self.config.drain_timeout };
+        let mut server = Server {
+            endpoints: Vec::new(),
+            workers: Some(workers),
+            drain_timeout: self.config.drain_timeout,
+            metrics: None,
+        };
         // Declared after `server`, so dropped before it when a URI fails: the workers end only
         // once every sender of their queue is gone, and dropping the server waits for them.
         let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
@@ -101,6 +119,11 @@ impl ServerBuilder {
             let (local, thread) = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd(), start)??;
             server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
         }
+        if let Some(addr) = self.metrics {
+            let endpoints = server.endpoints.iter().map(|e| (e.uri.clone(), e.shared.clone())).collect();
+            let sources = Sources { endpoints, procedures: services.procedure_names() };
+            server.metrics = Some(MetricsServer::start(addr, sources)?);
+        }
         // A thread that ended during its start-up drops its sender: the wait then runs out, or
         // ends at once when none is left.
         drop(ready);
@@ -119,6 +142,11 @@ impl Server {
     /// A builder with no programs and the default configuration.
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
+    }
+
+    /// Where `/metrics` is served ([`ServerBuilder::metrics`]), with the real port.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
     }
 
     /// The URIs served, with real port numbers where 0 was asked for.
@@ -195,6 +223,9 @@ impl Server {
     }
 
     fn stop_within(&mut self, bound: Duration) -> Drained {
+        if let Some(mut m) = self.metrics.take() {
+            m.stop();
+        }
         let Some(workers) = self.workers.take() else { return Drained::default() };
         let deadline = Instant::now() + bound;
         for e in &self.endpoints {

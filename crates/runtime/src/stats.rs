@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::serving::timing::ProcedureTimes;
+
 /// The stats program: program 0x20004C4E version 1, procedure [`STATS`] `() -> string`, one
 /// counter a line as `name value`.
 pub const PROGRAM: u32 = 0x2000_4C4E;
@@ -36,6 +38,27 @@ macro_rules! counters {
             /// The sum, counter by counter.
             pub fn plus(&self, other: &Self) -> Self {
                 Self { $($field: self.$field + other.$field),* }
+            }
+
+            /// The counters named in `fields` (as [`parse_text`] reads them); names this version
+            /// does not know are left out, and counters not named are 0.
+            pub fn from_fields(fields: &[(String, u64)]) -> Self {
+                let mut s = Self::default();
+                for (k, v) in fields {
+                    match k.as_str() {
+                        $(stringify!($field) => s.$field = *v,)*
+                        _ => {}
+                    }
+                }
+                s
+            }
+
+            /// What counter `name` counts (its documentation; empty for a name it lacks).
+            pub fn help(name: &str) -> &'static str {
+                match name {
+                    $(stringify!($field) => concat!($($doc),+).trim(),)*
+                    _ => "",
+                }
             }
         }
     };
@@ -180,12 +203,20 @@ pub fn parse_text(text: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// What a serving thread publishes when asked: its counters and its calls' times, per
+/// procedure id (`serving::timing`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Snapshot {
+    pub counters: EndpointStats,
+    pub times: Vec<ProcedureTimes>,
+}
+
 /// Where a serving thread publishes a copy of its counters when someone asks.
 #[derive(Default)]
 pub(crate) struct StatsBoard {
     asked: AtomicU64,
     answered: AtomicU64,
-    copy: Mutex<EndpointStats>,
+    copy: Mutex<Snapshot>,
 }
 
 impl StatsBoard {
@@ -199,21 +230,26 @@ impl StatsBoard {
         self.asked.load(Ordering::Acquire) != self.answered.load(Ordering::Acquire)
     }
 
-    /// Publishes `stats`, answering every request so far.
-    pub fn publish(&self, stats: EndpointStats) {
+    /// Publishes `stats` and `times`, answering every request so far.
+    pub fn publish(&self, stats: EndpointStats, times: &[ProcedureTimes]) {
         let asked = self.asked.load(Ordering::Acquire);
-        *self.copy.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+        {
+            let mut copy = self.copy.lock().unwrap_or_else(|p| p.into_inner());
+            copy.counters = stats;
+            copy.times.clear();
+            copy.times.extend_from_slice(times);
+        }
         self.answered.store(asked, Ordering::Release);
     }
 
     /// The copy answering request `n`, waiting up to `patience` for it (the serving thread
     /// may be running a long procedure); the latest copy, perhaps older, after that.
-    pub fn wait(&self, n: u64, patience: Duration) -> EndpointStats {
+    pub fn wait(&self, n: u64, patience: Duration) -> Snapshot {
         let end = Instant::now() + patience;
         while self.answered.load(Ordering::Acquire) < n && Instant::now() < end {
             std::thread::sleep(Duration::from_micros(100));
         }
-        *self.copy.lock().unwrap_or_else(|p| p.into_inner())
+        self.copy.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -239,13 +275,13 @@ mod tests {
         assert!(!board.wanted());
         let n = board.ask();
         assert!(board.wanted());
-        board.publish(EndpointStats { calls: 3, ..Default::default() });
+        board.publish(EndpointStats { calls: 3, ..Default::default() }, &[]);
         assert!(!board.wanted());
-        assert_eq!(board.wait(n, Duration::ZERO).calls, 3);
+        assert_eq!(board.wait(n, Duration::ZERO).counters.calls, 3);
         // Nobody publishes: the wait gives up and returns the last copy.
         let n = board.ask();
         let t = Instant::now();
-        assert_eq!(board.wait(n, Duration::from_millis(20)).calls, 3);
+        assert_eq!(board.wait(n, Duration::from_millis(20)).counters.calls, 3);
         assert!(t.elapsed() >= Duration::from_millis(20));
     }
 }

@@ -54,6 +54,10 @@ pub(crate) struct Args {
     /// agree).
     #[arg(long)]
     no_checksum: bool,
+    /// Serve every endpoint's counters and calls' times for Prometheus at
+    /// http://ADDR/metrics (OpenMetrics text), e.g. 127.0.0.1:9464 (port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
@@ -72,6 +76,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         max_message,
         trace,
         no_checksum,
+        metrics,
     } = args;
     let psk = key.load()?;
     let cfg = ServerConfig {
@@ -98,11 +103,17 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if trace {
         builder = builder.program(interface::trace_program());
     }
+    if let Some(addr) = metrics {
+        builder = builder.metrics(addr);
+    }
     // Before any serving thread starts, so that all of them inherit the mask.
-    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    Server::block_stop_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
     let server = builder.serve(&uris).map_err(|e| e.to_string())?;
     for u in server.local_uris() {
         println!("serving {u}");
+    }
+    if let Some(addr) = server.metrics_addr() {
+        println!("metrics http://{addr}/metrics");
     }
     println!("ready");
     // SIGTERM, SIGINT or SIGHUP: stop gracefully (calls in progress answered, socket

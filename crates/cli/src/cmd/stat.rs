@@ -18,6 +18,10 @@ pub(crate) struct Args {
     /// Print one JSON object (with --watch: one a second).
     #[arg(long)]
     json: bool,
+    /// Print the counters and calls' times in the Prometheus/OpenMetrics text format, as
+    /// `lowlat serve --metrics` serves them.
+    #[arg(long, conflicts_with_all = ["json", "watch"])]
+    openmetrics: bool,
     /// Print rates every second (per second, but `sessions_open`, which is a level) until
     /// interrupted.
     #[arg(long)]
@@ -32,39 +36,43 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    let Args { uri, json, watch, count, timeout_ms, key } = args;
+    let Args { uri, json, openmetrics, watch, count, timeout_ms, key } = args;
     let psk = key.load()?;
-    stat(&uri, json, watch, count, timeout_ms, psk, key.encrypt)
+    let client = connect(&uri, timeout_ms, psk, key.encrypt)?;
+    if openmetrics {
+        let text = read_text(&client)?;
+        let counters = lowlat::EndpointStats::from_fields(&lowlat::stats::parse_text(&text));
+        let times = lowlat::metrics::parse_times(&text);
+        print!("{}", lowlat::metrics::openmetrics_text(&[lowlat::metrics::EndpointMetrics { uri, counters, times }]));
+        return Ok(());
+    }
+    stat(&client, &uri, json, watch, count)
 }
 
-/// Reads the counters of the endpoint `client` is bound to.
-fn read_stats(client: &lowlat::Client) -> Result<Vec<(String, u64)>, String> {
-    let text = client
+/// The stats program's answer: counters, then calls' times.
+fn read_text(client: &lowlat::Client) -> Result<String, String> {
+    client
         .call::<_, lowlat::DecodeError>(
             lowlat::stats::STATS,
             |_| Ok(()),
             |r| Ok(String::from_utf8_lossy(r).into_owned()),
         )
-        .map_err(|e| e.to_string())?;
-    Ok(lowlat::stats::parse_text(&text))
+        .map_err(|e| e.to_string())
 }
 
-/// The counters once, or (watching) their rates every second.
-fn stat(
-    uri: &str,
-    json: bool,
-    watch: bool,
-    count: Option<u64>,
-    timeout_ms: u64,
-    psk: Option<Psk>,
-    encrypt: bool,
-) -> Result<(), String> {
+/// Reads the counters of the endpoint `client` is bound to.
+fn read_stats(client: &lowlat::Client) -> Result<Vec<(String, u64)>, String> {
+    Ok(lowlat::stats::parse_text(&read_text(client)?))
+}
+
+/// A client of the stats program at `uri`.
+fn connect(uri: &str, timeout_ms: u64, psk: Option<Psk>, encrypt: bool) -> Result<lowlat::Client, String> {
     // Patient retransmission: the answer takes a hop to a worker, and a reading that resends
     // would disturb the counters it reads (lost datagrams are all it must recover).
-    let engine = lowlat_proto::ClientEngineConfig {
+    let engine = lowlat::ClientEngineConfig {
         initial_rto: Duration::from_millis(500),
         min_rto: Duration::from_millis(100),
-        ..lowlat_proto::ClientEngineConfig::default()
+        ..lowlat::ClientEngineConfig::default()
     };
     let cfg = ClientConfig {
         deadline: Duration::from_millis(timeout_ms),
@@ -74,8 +82,12 @@ fn stat(
         engine,
         ..ClientConfig::default()
     };
-    let client = lowlat::Client::connect_with(uri, lowlat::stats::PROGRAM, 1, cfg).map_err(|e| e.to_string())?;
-    let first = read_stats(&client)?;
+    lowlat::Client::connect_with(uri, lowlat::stats::PROGRAM, 1, cfg).map_err(|e| e.to_string())
+}
+
+/// The counters once, or (watching) their rates every second.
+fn stat(client: &lowlat::Client, uri: &str, json: bool, watch: bool, count: Option<u64>) -> Result<(), String> {
+    let first = read_stats(client)?;
     if !watch {
         if json {
             let mut o = serde_json::Map::new();
@@ -114,7 +126,7 @@ fn stat(
         if lowlat_sys::wait_termination(Duration::from_secs(1)).is_some() {
             break;
         }
-        let now = (std::time::Instant::now(), read_stats(&client)?);
+        let now = (std::time::Instant::now(), read_stats(client)?);
         let secs = (now.0 - before.0).as_secs_f64().max(1e-9);
         let old = |k: &str| before.1.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
         let rate =

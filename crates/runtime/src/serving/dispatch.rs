@@ -18,6 +18,7 @@ use lowlat_proto::{ErrorCode, Status};
 
 use super::async_calls::AsyncCalls;
 use super::routes::Route;
+use super::timing::CallTimes;
 use super::workers::{Completions, Job};
 use super::{Context, STOPPING_REASON};
 use crate::doorbell::Drained;
@@ -43,12 +44,23 @@ pub(crate) struct Dispatcher<K> {
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
     finished: Vec<(K, Status, Vec<u8>)>,
     /// The calls on the worker pool or pending in `async_calls`, not yet answered.
-    away: Vec<K>,
+    away: Vec<Away<K>>,
+    /// The sampled calls' durations, per procedure.
+    pub times: CallTimes,
     /// The server is stopping: new calls are answered, not run.
     refusing: bool,
     drained: Drained,
     /// Calls run (inline, as a future, or by a worker).
     pub executed: u64,
+}
+
+/// A call away from the serving thread.
+struct Away<K> {
+    key: K,
+    /// When it was taken, if it is timed (0: not).
+    started: u64,
+    /// Its procedure's id.
+    id: usize,
 }
 
 impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
@@ -59,14 +71,22 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
             async_calls: AsyncCalls::new(ctx.shared.clone()),
             finished: Vec::new(),
             away: Vec::new(),
+            times: CallTimes::new(ctx.services.procedure_count()),
             refusing: false,
             drained: Drained::default(),
             executed: 0,
         }
     }
 
+    /// Whether the call just taken is to be timed ([`CallTimes::sample`]): then the caller reads
+    /// the clock and gives the moment to [`dispatch`](Self::dispatch).
+    #[inline(always)]
+    pub fn sample(&mut self) -> bool {
+        self.times.sample()
+    }
+
     /// Runs the call `key` where `route` says, with `args`; an answer made here goes into
-    /// `reply`.
+    /// `reply`. `started`: when the call was taken, if it is timed (0: not).
     #[inline(always)]
     pub fn dispatch(
         &mut self,
@@ -75,7 +95,27 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
         ctx: CallContext,
         args: &[u8],
         reply: &mut OutBuf<'_>,
+        started: u64,
     ) -> Dispatched {
+        let id = route.id();
+        let d = self.route(route, key, ctx, args, reply, started);
+        if started != 0 && matches!(d, Dispatched::Answered(_)) && id != crate::program::UNTIMED {
+            self.times.record(id, started);
+        }
+        d
+    }
+
+    #[inline(always)]
+    fn route(
+        &mut self,
+        route: Route<'_>,
+        key: K,
+        ctx: CallContext,
+        args: &[u8],
+        reply: &mut OutBuf<'_>,
+        started: u64,
+    ) -> Dispatched {
+        let id = route.id();
         match route {
             _ if self.refusing => {
                 self.drained.refused += 1;
@@ -96,7 +136,7 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
                         Dispatched::Answered(status)
                     }
                     None => {
-                        self.away.push(key);
+                        self.away.push(Away { key, started, id });
                         Dispatched::Away
                     }
                 }
@@ -107,7 +147,7 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
                 match self.workers.try_send(job) {
                     Ok(()) => {
                         self.executed += 1;
-                        self.away.push(key);
+                        self.away.push(Away { key, started, id });
                         Dispatched::Away
                     }
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -124,11 +164,16 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
         self.async_calls.poll_woken();
         self.completions.take(&mut self.finished);
         for (key, status, result) in self.finished.drain(..) {
-            if let Some(i) = self.away.iter().position(|k| *k == key) {
-                self.away.swap_remove(i);
+            let mut timed = None;
+            if let Some(i) = self.away.iter().position(|a| a.key == key) {
+                let a = self.away.swap_remove(i);
                 self.drained.completed += u64::from(self.refusing);
+                timed = (a.started != 0 && a.id != crate::program::UNTIMED).then_some((a.id, a.started));
             }
             answer(key, status, &result);
+            if let Some((id, started)) = timed {
+                self.times.record(id, started);
+            }
         }
     }
 
@@ -147,8 +192,8 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
     pub fn abandon(&mut self, mut answer: impl FnMut(K)) -> u64 {
         self.async_calls.drop_all();
         let n = self.away.len() as u64;
-        for key in self.away.drain(..) {
-            answer(key);
+        for a in self.away.drain(..) {
+            answer(a.key);
         }
         n
     }

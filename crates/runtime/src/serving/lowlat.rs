@@ -59,13 +59,18 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
 /// meanwhile) for its counters and the transport's, as `Server::stats` does.
 fn stats_procedure(ctx: &Context) -> Procedure {
     let shared = ctx.shared.clone();
+    let procedures = ctx.services.procedure_names();
     Procedure {
         name: "STATS",
         body: Body::Sync(Arc::new(move |_, _, out| {
-            out.extend_from_slice(shared.stats(Duration::from_secs(2)).to_text().as_bytes());
+            let snap = shared.snapshot(Duration::from_secs(2));
+            let mut text = snap.counters.to_text();
+            crate::metrics::times_to_text(&crate::metrics::named_times(&procedures, &snap.times), &mut text);
+            out.extend_from_slice(text.as_bytes());
             Ok(())
         })),
         long_running: true,
+        id: crate::program::UNTIMED,
     }
 }
 
@@ -168,6 +173,8 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
             },
         };
         let key = call.key;
+        // One call in `timing::SAMPLE_EVERY` is timed, from here to its answer.
+        let started = if dispatcher.sample() { trace::now_ns() } else { 0 };
         let dispatched = now_ns();
         let cctx = CallContext {
             program: call.program,
@@ -186,12 +193,12 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
         // shared-memory result ring: sent from where it lies), or else into the engine's buffer.
         let (status, placed) = if lent.len() >= HEADER_LEN {
             let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
-            match dispatcher.dispatch(route, key, cctx, call.args, &mut reply) {
+            match dispatcher.dispatch(route, key, cctx, call.args, &mut reply, started) {
                 Dispatched::Answered(status) => (status, reply.placed()),
                 Dispatched::Away => return 0,
             }
         } else {
-            match dispatcher.dispatch(route, key, cctx, call.args, &mut call.reply.into()) {
+            match dispatcher.dispatch(route, key, cctx, call.args, &mut call.reply.into(), started) {
                 Dispatched::Answered(status) => (status, None),
                 Dispatched::Away => return 0,
             }
@@ -273,6 +280,10 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEnd
 
     fn forget_peer(&mut self, peer: &A) {
         self.engine.forget_peer(peer);
+    }
+
+    fn times(&self) -> &[super::timing::ProcedureTimes] {
+        self.dispatcher.times.snapshot()
     }
 
     fn count(&self, into: &mut EndpointStats) {

@@ -30,6 +30,7 @@ pub(crate) mod dispatch;
 pub(crate) mod lowlat;
 pub(crate) mod onc;
 pub(crate) mod routes;
+pub(crate) mod timing;
 pub(crate) mod workers;
 
 /// What a serving thread is given.
@@ -71,6 +72,8 @@ pub(crate) trait Protocol<A>: FrameHandler<A> {
     fn forget_peer(&mut self, _peer: &A) {}
     /// Adds the protocol's counters (engine, dispatch, bytes).
     fn count(&self, into: &mut EndpointStats);
+    /// The sampled calls' durations, per procedure id.
+    fn times(&self) -> &[timing::ProcedureTimes];
 }
 
 /// The endpoint's counters now: the protocol's and the transport's.
@@ -226,7 +229,7 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             Ok(Some(Ready::Doorbell)) => {
                 protocol.complete(&mut |to, h, b| t.send(to, h, b));
                 if shared.stats.wanted() {
-                    shared.stats.publish(counters(&t, &protocol));
+                    shared.stats.publish(counters(&t, &protocol), protocol.times());
                 }
             }
             Ok(None) if draining && protocol.in_pool() == 0 => {

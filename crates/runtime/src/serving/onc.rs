@@ -166,7 +166,8 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
         let route = self.ctx.services.xdr_route(call.program, call.version, call.procedure);
         let called = Called { ctx, name: route.name() };
         let reply = &mut (&mut *call.results).into();
-        let status = match self.dispatcher.dispatch(route, Kept { key, called }, ctx, call.args, reply) {
+        let started = if self.dispatcher.sample() { crate::trace::now_ns() } else { 0 };
+        let status = match self.dispatcher.dispatch(route, Kept { key, called }, ctx, call.args, reply, started) {
             Dispatched::Answered(status) => status,
             Dispatched::Away => return 0,
         };
@@ -218,6 +219,10 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
 
     fn drained(&self) -> Drained {
         self.dispatcher.drained()
+    }
+
+    fn times(&self) -> &[super::timing::ProcedureTimes] {
+        self.dispatcher.times.snapshot()
     }
 
     fn count(&self, into: &mut EndpointStats) {

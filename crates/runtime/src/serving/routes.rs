@@ -9,15 +9,32 @@ use crate::program::{AsyncHandler, Body, Procedure, Program};
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Services {
     programs: Vec<Program>,
+    /// The next [`Procedure::id`] to give.
+    next_id: usize,
+}
+
+/// A procedure as the server's metrics name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcedureName {
+    /// The program's number.
+    pub program: u32,
+    /// The program's version.
+    pub version: u32,
+    /// The procedure's number.
+    pub number: u32,
+    /// Its name in the interface definition.
+    pub name: String,
+    /// Its bodies are XDR (served over ONC RPC).
+    pub xdr: bool,
 }
 
 /// Where a call goes.
 pub(crate) enum Route<'a> {
     Inline(&'a Procedure),
     Worker(&'a Procedure),
-    /// An async procedure (its name, its body): its future, polled on the receiving thread
-    /// (`crate::async_calls`).
-    Async(&'static str, &'a AsyncHandler),
+    /// An async procedure (with its body): its future, polled on the receiving thread
+    /// (`super::async_calls`).
+    Async(&'a Procedure, &'a AsyncHandler),
     Missing,
 }
 
@@ -25,17 +42,54 @@ impl Route<'_> {
     /// The name of the procedure the call goes to, when there is one.
     pub fn name(&self) -> Option<&'static str> {
         match self {
-            Route::Inline(p) | Route::Worker(p) => Some(p.name),
-            Route::Async(name, _) => Some(name),
+            Route::Inline(p) | Route::Worker(p) | Route::Async(p, _) => Some(p.name),
             Route::Missing => None,
+        }
+    }
+
+    /// The [`Procedure::id`] of the procedure the call goes to (`UNTIMED` when none).
+    #[inline]
+    pub fn id(&self) -> usize {
+        match self {
+            Route::Inline(p) | Route::Worker(p) | Route::Async(p, _) => p.id,
+            Route::Missing => crate::program::UNTIMED,
         }
     }
 }
 
 impl Services {
-    pub fn add(&mut self, p: Program) {
+    pub fn add(&mut self, mut p: Program) {
         self.programs.retain(|q| !(q.program == p.program && q.version == p.version && q.xdr == p.xdr));
+        for proc in p.procs.iter_mut().flatten() {
+            proc.id = self.next_id;
+            self.next_id += 1;
+        }
         self.programs.push(p);
+    }
+
+    /// How many procedure ids have been given (an upper bound of every [`Procedure::id`]).
+    pub fn procedure_count(&self) -> usize {
+        self.next_id
+    }
+
+    /// Every procedure served, by id.
+    pub fn procedure_names(&self) -> Vec<(usize, ProcedureName)> {
+        let mut out = Vec::new();
+        for p in &self.programs {
+            for (number, proc) in p.procs.iter().enumerate() {
+                if let Some(proc) = proc {
+                    let name = ProcedureName {
+                        program: p.program,
+                        version: p.version,
+                        number: number as u32,
+                        name: proc.name.to_string(),
+                        xdr: p.xdr,
+                    };
+                    out.push((proc.id, name));
+                }
+            }
+        }
+        out
     }
 
     /// Programs with their version ranges, for the binding handshake.
@@ -76,7 +130,7 @@ impl Services {
     fn route_in(p: &Program, proc_no: u32) -> Route<'_> {
         match p.procs.get(proc_no as usize) {
             // Async procedures block nothing, so they need no worker.
-            Some(Some(Procedure { name, body: Body::Async(h), .. })) => Route::Async(name, &**h),
+            Some(Some(pr @ Procedure { body: Body::Async(h), .. })) => Route::Async(pr, &**h),
             Some(Some(pr)) if pr.long_running => Route::Worker(pr),
             Some(Some(pr)) => Route::Inline(pr),
             _ => Route::Missing,

@@ -83,7 +83,8 @@
 //! prove they receive at their address (a cookie round on datagram transports), bounds what one
 //! source may hold, and with a pre-shared key ([`ServerConfig::psk`], [`ClientConfig::psk`],
 //! [`read_psk_file`]) authenticates binds and every frame; [`Server::stats`],
-//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did.
+//! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did, and
+//! [`metrics`] puts the same where Prometheus reads it ([`ServerBuilder::metrics`]).
 //!
 //! Inside: a client's calls take slots from one pool (`client::pool`), whatever the protocol and
 //! whether they block or are awaited; a server's calls reach procedures through one dispatcher

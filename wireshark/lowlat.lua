@@ -21,7 +21,7 @@
 --     flagged, a CRC32C of shim and payload (crates/eth/src/frame.rs).
 --
 -- Message bodies are decoded with the tables a generated file puts in the global
--- `lowlat_programs[program][version]`. Which program a session calls is learnt from its
+-- `_G.lowlat_programs[program][version]`. Which program a session calls is learnt from its
 -- BindRequest in the capture (and the server's byte order from the BindOk); for sessions whose
 -- bind is not in the capture, the preferences "Program" and "Version" (Edit > Preferences >
 -- Protocols > LOWLAT, or `-o lowlat.program:0x20004C4C`) name it, and when neither says, the
@@ -206,7 +206,9 @@ lowlat.prefs.big_endian = Pref.bool("Big-endian bodies", false,
     "Byte order of the bodies of sessions whose BindOk is not in the capture")
 
 -- Interfaces registered by generated files: lowlat_programs[program][version] = {procs = ...}.
-lowlat_programs = lowlat_programs or {}
+-- Wireshark gives each script its own environment, so the table shared with them is _G's.
+local lowlat_programs = _G.lowlat_programs or {}
+_G.lowlat_programs = lowlat_programs
 
 ------------------------------------------------------------------------------------------------
 -- CRC32C (Castagnoli, reflected), as the crc32c crate computes it.
@@ -313,6 +315,24 @@ local function add_scalar(ctx, tree, field, n)
     return item
 end
 
+-- A scalar's value as text, for the Info column.
+local function scalar_text(ctx, k, n)
+    local r = ctx.tvb(ctx.off, n)
+    local v
+    if k == "uint" or k == "bool" then
+        v = ctx.le and r:le_uint() or r:uint()
+    elseif k == "int" or k == "enum" then
+        v = ctx.le and r:le_int() or r:int()
+    elseif k == "hyper" then
+        v = ctx.le and r:le_int64() or r:int64()
+    elseif k == "uhyper" then
+        v = ctx.le and r:le_uint64() or r:uint64()
+    else
+        v = ctx.le and r:le_float() or r:float()
+    end
+    return tostring(v)
+end
+
 local decode
 
 -- A value whose position is `field` (named `label`), of type `ty`.
@@ -325,6 +345,9 @@ decode = function(ctx, tree, ty, field, label, depth, whole)
     local n = SCALAR[k]
     if n then
         if not need(ctx, n, tree, label) then return false end
+        if depth == 0 then
+            ctx.summary[#ctx.summary + 1] = label .. "=" .. scalar_text(ctx, k, n)
+        end
         add_scalar(ctx, tree, field, n)
         return true
     elseif k == "opaque" then
@@ -437,7 +460,7 @@ local function decode_body(tvb, tree, iface, proc, side, big)
         end
         return nil
     end
-    local ctx = { tvb = tvb, off = 0, le = not big }
+    local ctx = { tvb = tvb, off = 0, le = not big, summary = {} }
     local sub = tree:add(iface.proto, tvb(0, tvb:len()))
     sub:append_text(string.format(": %s %s", proc.name, side == "args" and "arguments" or "result"))
     local whole = proc[side .. "_body"]
@@ -449,7 +472,7 @@ local function decode_body(tvb, tree, iface, proc, side, big)
     if ctx.off ~= tvb:len() then
         return string.format("%d bytes left over after %s's %s", tvb:len() - ctx.off, proc.name, side)
     end
-    return nil
+    return nil, table.concat(ctx.summary, ", ")
 end
 
 ------------------------------------------------------------------------------------------------
@@ -665,8 +688,6 @@ local function dissect_frame(tvb, pinfo, tree)
 
     if kind == K_ERROR then
         info = string.format("%s %s", info, error_codes[procv] or string.format("Unknown(%d)", procv))
-    elseif kind == K_CALL then
-        info = string.format("%s proc=%d", info, procv)
     end
     if sealed and blen > 0 then
         root:add(F.ciphertext, tvb(at, blen))
@@ -754,6 +775,8 @@ local function dissect_frame(tvb, pinfo, tree)
         if proc then
             root:add(F.proc_name, proc.name):set_generated()
             info = string.format("%s %s", info, proc.name)
+        elseif kind == K_CALL then
+            info = string.format("%s proc=%d", info, procv)
         end
         if (kind == K_CALL or kind == K_RESULT) and not sealed then
             if offset + blen > total then
@@ -800,8 +823,12 @@ local function dissect_frame(tvb, pinfo, tree)
                 end
             end
             if message and proc and message:len() == total then
-                local bad = decode_body(message, root, iface, proc, kind == K_CALL and "args" or "result", big)
-                if bad then root:add_proto_expert_info(E.bad_body, bad) end
+                local bad, summary = decode_body(message, root, iface, proc, kind == K_CALL and "args" or "result", big)
+                if bad then
+                    root:add_proto_expert_info(E.bad_body, bad)
+                elseif summary and summary ~= "" then
+                    info = string.format("%s(%s)", info, summary)
+                end
             elseif blen > 0 then
                 root:add(F.body, tvb(at, blen))
             end
@@ -948,4 +975,4 @@ DissectorTable.get("tcp.port"):add_for_decode_as(lowlat_tcp)
 DissectorTable.get("ethertype"):add(ETHERTYPE, lowlat_eth)
 
 -- For generated files and other scripts: the version of this dissector's interface to them.
-lowlat_dissector = { version = VERSION }
+_G.lowlat_dissector = { version = VERSION }

@@ -46,6 +46,7 @@ local SEQ_LEN = 8
 local CRC_LEN = 4
 local BIND_REQUEST_LEN = 32
 local COOKIE_LEN = 20
+local BIND_MAX_LEN = BIND_REQUEST_LEN + COOKIE_LEN + TAG_LEN
 local GRANT_LEN = 16
 local REFUSAL_LEN = 12
 local MAX_ERROR_MESSAGE = 1024
@@ -138,6 +139,7 @@ local F = {
     bind_window = ProtoField.uint16("lowlat.bind.window", "Window wanted"),
     bind_nonce = ProtoField.uint64("lowlat.bind.nonce", "Nonce", base.HEX),
     bind_proof = ProtoField.bytes("lowlat.bind.proof", "Proof of the pre-shared key"),
+    bind_padding = ProtoField.bytes("lowlat.bind.padding", "Padding (keyed binds: to the longest bind)"),
     cookie_epoch = ProtoField.uint32("lowlat.cookie.epoch", "Cookie epoch"),
     cookie_mac = ProtoField.bytes("lowlat.cookie.mac", "Cookie MAC"),
     -- Bind answers (crates/proto/src/wire/bind_answer.rs).
@@ -190,8 +192,10 @@ local E = {
         expert.group.MALFORMED, expert.severity.ERROR),
     bad_message = ProtoExpert.new("lowlat.error.bad_message", "Error message too long or not UTF-8",
         expert.group.MALFORMED, expert.severity.ERROR),
+    -- A well-formed frame whose body is not its procedure's arguments or result: a violation of
+    -- the interface, not of lowlat's framing (the server answers it GarbageArgs).
     bad_body = ProtoExpert.new("lowlat.bad_body", "Body does not decode as its procedure's",
-        expert.group.MALFORMED, expert.severity.ERROR),
+        expert.group.PROTOCOL, expert.severity.ERROR),
     eth_crc = ProtoExpert.new("lowlat.eth.bad_crc", "CRC32C does not match",
         expert.group.CHECKSUM, expert.severity.ERROR),
 }
@@ -295,7 +299,7 @@ local MAX_DEPTH = 64
 
 local function need(ctx, n, tree, what)
     if ctx.off + n > ctx.tvb:len() then
-        ctx.bad = string.format("%s: %d bytes needed at offset %d, %d left", what, n, ctx.off,
+        ctx.bad = string.format("%s: %d bytes needed at offset %d (%d left)", what, n, ctx.off,
             ctx.tvb:len() - ctx.off)
         return false
     end
@@ -365,7 +369,7 @@ decode = function(ctx, tree, ty, field, label, depth, whole)
             ctx.off = ctx.off + 4
         end
         if ty.max and len > ty.max then
-            ctx.bad = string.format("%s: %d bytes, more than its bound %d", label, len, ty.max)
+            ctx.bad = string.format("%s: %d bytes (more than its bound %d)", label, len, ty.max)
             return false
         end
         if not need(ctx, len, tree, label) then return false end
@@ -387,7 +391,7 @@ decode = function(ctx, tree, ty, field, label, depth, whole)
             count = read_u32(ctx)
             ctx.off = ctx.off + 4
             if ty.max and count > ty.max then
-                ctx.bad = string.format("%s: %d elements, more than its bound %d", label, count, ty.max)
+                ctx.bad = string.format("%s: %d elements (more than its bound %d)", label, count, ty.max)
                 return false
             end
         end
@@ -516,7 +520,7 @@ local function add_bind(tvb, pinfo, tree, body, flags_note)
         if band(bflags, BIND_KEYED) ~= 0 then need_len = need_len + TAG_LEN end
     end
     if b:len() < need_len then
-        tree:add_proto_expert_info(E.short, string.format("bind body of %d bytes, its flags need %d",
+        tree:add_proto_expert_info(E.short, string.format("bind body of %d bytes where its flags need %d",
             b:len(), need_len))
         return
     end
@@ -529,8 +533,14 @@ local function add_bind(tvb, pinfo, tree, body, flags_note)
         end
     end
     if b:len() > need_len then
-        tree:add_proto_expert_info(E.length, string.format("%d bytes after the bind body",
-            b:len() - need_len))
+        -- A keyed client pads every bind to the longest (request, cookie, proof) with zeros,
+        -- so that the server's tagged cookie round is no larger than the bind it answers.
+        if band(bflags, BIND_KEYED) ~= 0 and b:len() == BIND_MAX_LEN then
+            tree:add(F.bind_padding, b(need_len, b:len() - need_len))
+        else
+            tree:add_proto_expert_info(E.length, string.format("%d bytes after the bind body",
+                b:len() - need_len))
+        end
     end
     local program, version = b(0, 4):le_uint(), b(4, 4):le_uint()
     return program, version, bflags
@@ -604,7 +614,7 @@ local function dissect_frame(tvb, pinfo, tree)
         if len >= 2 and tvb(0, 2):string() ~= "Ll" then
             root:add_proto_expert_info(E.bad_magic)
         else
-            root:add_proto_expert_info(E.short, string.format("%d bytes, shorter than the %d-byte header",
+            root:add_proto_expert_info(E.short, string.format("%d bytes: shorter than the %d-byte header",
                 len, HEADER_LEN))
         end
         return "not lowlat", root
@@ -664,7 +674,7 @@ local function dissect_frame(tvb, pinfo, tree)
     if tagged then
         local want = TAG_LEN + (sealed and SEQ_LEN or 0)
         if len < at + want then
-            root:add_proto_expert_info(E.short, string.format("%d bytes after the header, the tag needs %d",
+            root:add_proto_expert_info(E.short, string.format("%d bytes after the header where the tag needs %d",
                 len - at, want))
             return kname, root
         end
@@ -697,7 +707,7 @@ local function dissect_frame(tvb, pinfo, tree)
     local fixed = fixed_body[kind]
     if fixed and not sealed and blen ~= fixed then
         root:add_proto_expert_info(blen < fixed and E.short or E.length,
-            string.format("%s body of %d bytes, expected %d", kname, blen, fixed))
+            string.format("%s body of %d bytes (expected %d)", kname, blen, fixed))
         if blen < fixed then return info, root end
     end
 
@@ -705,7 +715,7 @@ local function dissect_frame(tvb, pinfo, tree)
         -- A sealed body (never a binding frame's) is not read.
     elseif kind == K_BIND then
         if blen < BIND_REQUEST_LEN then
-            root:add_proto_expert_info(E.short, string.format("bind body of %d bytes, shorter than %d",
+            root:add_proto_expert_info(E.short, string.format("bind body of %d bytes (shorter than %d)",
                 blen, BIND_REQUEST_LEN))
             return info, root
         end
@@ -825,7 +835,8 @@ local function dissect_frame(tvb, pinfo, tree)
             if message and proc and message:len() == total then
                 local bad, summary = decode_body(message, root, iface, proc, kind == K_CALL and "args" or "result", big)
                 if bad then
-                    root:add_proto_expert_info(E.bad_body, bad)
+                    root:add_proto_expert_info(E.bad_body, string.format("Body does not decode as %s's %s: %s",
+                        proc.name, kind == K_CALL and "arguments" or "result", bad))
                 elseif summary and summary ~= "" then
                     info = string.format("%s(%s)", info, summary)
                 end
@@ -897,7 +908,7 @@ local function tcp_pdu(tvb, pinfo, tree)
     local t = tree:add(lowlat_tcp, tvb(0, tvb:len()))
     t:add_le(FT.length, tvb(0, 4))
     if tvb:len() - 4 ~= n then
-        t:add_proto_expert_info(E.length, string.format("length %d, %d bytes follow", n, tvb:len() - 4))
+        t:add_proto_expert_info(E.length, string.format("length %d but %d bytes follow", n, tvb:len() - 4))
     end
     local info = dissect_frame(tvb(4, tvb:len() - 4):tvb(), pinfo, tree)
     set_info(pinfo, info)
@@ -928,7 +939,7 @@ function lowlat_eth.dissector(tvb, pinfo, tree)
     local t = tree:add(lowlat_eth, tvb(0, math.min(len, 4)))
     pinfo.cols.protocol = "LOWLAT"
     if len < 4 then
-        t:add_proto_expert_info(E.short, string.format("%d bytes, shorter than the 4-byte shim", len))
+        t:add_proto_expert_info(E.short, string.format("%d bytes: shorter than the 4-byte shim", len))
         return len
     end
     local kind, flags, plen = tvb(0, 1):uint(), tvb(1, 1):uint(), tvb(2, 2):le_uint()
@@ -938,7 +949,7 @@ function lowlat_eth.dissector(tvb, pinfo, tree)
     local has_crc = band(flags, 1) ~= 0
     local need_len = 4 + plen + (has_crc and CRC_LEN or 0)
     if len < need_len then
-        t:add_proto_expert_info(E.short, string.format("payload length %d, %d bytes follow the shim", plen, len - 4))
+        t:add_proto_expert_info(E.short, string.format("payload length %d but %d bytes follow the shim", plen, len - 4))
         return len
     end
     local info = eth_kinds[kind] or string.format("kind %d", kind)

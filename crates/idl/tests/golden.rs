@@ -99,3 +99,15 @@ fn everything_in_c_is_up_to_date() {
 fn lab_in_c_is_up_to_date() {
     check_files("idl/lab.x", Lang::C, &["lab.h", "lab.c"], &Options::default());
 }
+
+/// The Wireshark tables (crates/cli/tests/wireshark.rs loads them into tshark with lowlat.lua and
+/// reads captured calls with them).
+#[test]
+fn everything_for_wireshark_is_up_to_date() {
+    check_files("idl/examples/everything.x", Lang::Wireshark, &["everything.lua"], &Options::default());
+}
+
+#[test]
+fn lab_for_wireshark_is_up_to_date() {
+    check_files("idl/lab.x", Lang::Wireshark, &["lab.lua"], &Options::default());
+}

@@ -202,8 +202,8 @@ local E = {
 lowlat.experts = { E.bad_magic, E.short, E.length, E.bad_message, E.bad_body }
 lowlat_eth.experts = { E.eth_crc }
 
-lowlat.prefs.program = Pref.uint("Program", 0,
-    "Program of sessions whose bind is not in the capture (0: learn from the bind)")
+lowlat.prefs.program = Pref.string("Program", "",
+    "Program number (0x20004C4C or decimal) of sessions whose bind is not in the capture (empty: learn from the bind)")
 lowlat.prefs.version = Pref.uint("Version", 0,
     "Version of sessions whose bind is not in the capture (0: learn from the bind)")
 lowlat.prefs.big_endian = Pref.bool("Big-endian bodies", false,
@@ -266,8 +266,9 @@ local function interface_of(token)
     if s then
         program, version, big = s.program, s.version, s.big_endian
     end
-    if lowlat.prefs.program ~= 0 then
-        program = program or lowlat.prefs.program
+    local preferred = tonumber(lowlat.prefs.program)
+    if preferred then
+        program = program or preferred
         version = version or lowlat.prefs.version
     end
     if program == nil then

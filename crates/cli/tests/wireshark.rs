@@ -193,8 +193,16 @@ impl Dissectors {
     /// `tshark -r cap` with both scripts and `fields`: one row a frame, one column a field,
     /// several occurrences of a field joined by ','.
     fn fields(&self, cap: &Path, fields: &[&str]) -> Vec<BTreeMap<String, String>> {
+        self.fields_with(cap, &[], fields)
+    }
+
+    /// [`fields`](Self::fields) with preferences (`-o NAME:VALUE`).
+    fn fields_with(&self, cap: &Path, prefs: &[String], fields: &[&str]) -> Vec<BTreeMap<String, String>> {
         let mut cmd = Command::new("tshark");
         cmd.arg("-r").arg(cap);
+        for p in prefs {
+            cmd.arg("-o").arg(p);
+        }
         for s in &self.scripts {
             cmd.arg("-X").arg(format!("lua_script:{}", s.display()));
         }
@@ -274,6 +282,7 @@ const COMMON: &[&str] = &[
     "lowlat.bind.program",
     "lowlat.cookie.mac",
     "lowlat.grant.slots",
+    "lowlat.refusal.code",
     "lowlat.eth.kind",
     "lowlat.eth.crc32c",
     "lowlat.lab.minus.a",
@@ -424,6 +433,9 @@ fn loopback(d: &Dissectors, dir: &Path, psk: &str) {
         assert_eq!(call(None, &["call", "--psk-file", psk, uri, "minus", "20", "8"]).trim(), "12");
     }
     assert_eq!(call(None, &["call", "--psk-file", psk, "--encrypt", sudp, "minus", "20", "8"]).trim(), "12");
+    // Without the key, the keyed server refuses the bind (KeyRequired).
+    let (ok, err) = lowlat(None, &["call", kudp, "null"]);
+    assert!(!ok && err.contains("key"), "{err}");
     let pcap = cap.stop();
     for s in [plain, keyed, sealed] {
         s.stop(Duration::from_secs(5));
@@ -497,6 +509,7 @@ fn loopback(d: &Dissectors, dir: &Path, psk: &str) {
     assert!(r.frames.iter().filter(|f| !f["lowlat.cookie.mac"].is_empty()).count() >= 10);
     assert!(r.frames.iter().filter(|f| !f["lowlat.grant.slots"].is_empty()).count() >= 5);
     assert!(!r.with("lowlat.tcp.length", "40").is_empty(), "MINUS's call over tcp: 32 + 8 bytes");
+    assert!(!r.with("lowlat.refusal.code", "6").is_empty(), "KeyRequired");
 }
 
 /// ONC RPC over onc+udp and onc+tcp: Wireshark's RPC dissector reads it, lowlat's leaves it.
@@ -573,6 +586,8 @@ fn namespaces(d: &Dissectors, dir: &Path) {
     assert_eq!(call(Some(&h.b), &["call", &uri, "minus", "5", "7"]).trim(), "-2");
     // 2000 bytes over a 1500-byte MTU: fragments each way.
     assert_eq!(call(Some(&h.b), &["call", &uri, "echo", &echo]).trim(), echo);
+    // 100000 bytes: more fragments than a window, acknowledged as they come.
+    call(Some(&h.b), &["call", &uri, "maxresult", "100000"]);
     let (ok, err) = lowlat(Some(&h.b), &["call", &uri, "42"]);
     assert!(!ok && err.contains("no such procedure"), "{err}");
     let pcap = cap.stop();
@@ -597,6 +612,9 @@ fn namespaces(d: &Dissectors, dir: &Path) {
     assert!(r.frames.iter().any(|f| f["lowlat.lab.echo.data"] == x));
     assert!(r.frames.iter().any(|f| f["lowlat.lab.echo.result"] == x));
     assert!(r.with("lowlat.call.proc", "42").iter().any(|f| f["lowlat.error.code"] == "1"));
+    let maxresult: Vec<_> = r.with("lowlat.reassembled_len", "100000");
+    assert!(maxresult.iter().any(|f| f["lowlat.proc_name"] == "MAXRESULT" && f["lowlat.kind"] == "5"), "{maxresult:?}");
+    assert!(!r.with("lowlat.kind", "9").is_empty(), "fragment acknowledgements");
 
     drop(h);
 
@@ -628,4 +646,146 @@ fn namespaces(d: &Dissectors, dir: &Path) {
     assert_eq!(r.with("lowlat.lab.minus.a", "5").len(), 1);
     assert_eq!(r.with("lowlat.lab.minus.result", "-2").len(), 1);
     assert!(r.frames.iter().any(|f| f["lowlat.lab.echo.result"] == x));
+}
+
+/// A capture file (pcap, Ethernet links) of `frames`, a millisecond apart.
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut f = Vec::new();
+    for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65_535, 1] {
+        f.extend_from_slice(&w.to_le_bytes());
+    }
+    for (i, frame) in frames.iter().enumerate() {
+        let len = frame.len() as u32;
+        for w in [1_700_000_000u32, i as u32 * 1000, len, len] {
+            f.extend_from_slice(&w.to_le_bytes());
+        }
+        f.extend_from_slice(frame);
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+/// lowlat's Ethernet frame (shim, CRC32C) around a frame of `kind` with `body`.
+fn eth_frame(kind: lowlat_proto::wire::Kind, proc_no: u32, body: &[u8]) -> Vec<u8> {
+    use lowlat_eth::frame::{checksum, header, FrameType};
+    use lowlat_eth::Mac;
+    let mut h = lowlat_proto::wire::Header::whole_call(0x1234_0001_abcd_ef01, 0, 7, proc_no, body.len() as u32);
+    h.kind = kind;
+    let head = h.to_bytes();
+    let len = (head.len() + body.len()) as u16;
+    let (client, server) = (Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 2]));
+    let shim = header(server, client, FrameType::Data, true, len);
+    let crc = checksum(&shim[lowlat_eth::frame::ETH_HEADER_LEN..], &[&head, body]);
+    [&shim[..], &head, body, &crc.to_le_bytes()].concat()
+}
+
+/// The generated dissector of idl/examples/everything.x reads every construct of the language
+/// in either byte order: a ROUNDTRIP call and its result (the same value), written into a
+/// capture by hand, with no bind before them (the preferences name the program, as for a
+/// capture started after the bind).
+#[test]
+fn the_generated_dissector_reads_every_construct() {
+    let found = Command::new("tshark").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !found.is_ok_and(|s| s.success()) {
+        assert!(std::env::var_os("LOWLAT_REQUIRE_TSHARK").is_none(), "LOWLAT_REQUIRE_TSHARK is set, but tshark is missing");
+        return eprintln!("skipped: tshark is not installed (scripts/deps/wireshark.sh installs it)");
+    }
+    use lowlat_proto::wire::{ByteOrder, Kind};
+    let dir = tempfile::tempdir().unwrap();
+    let x = root().join("idl/examples/everything.x");
+    let out = dir.path().join("gen");
+    call(None, &["gen", x.to_str().unwrap(), "--lang", "wireshark", "--out", out.to_str().unwrap()]);
+    let iface = lowlat_dynamic::Interface::load(&x).unwrap();
+    let roundtrip = iface.find("ROUNDTRIP").unwrap();
+    let value = serde_json::json!({
+        "prim": {"i": -7, "u": 4_000_000_000u32, "ushort_like": 65535, "h": "-1234567890123",
+                 "uh": "18000000000000000000", "f": 1.5, "d": -2.25, "b": true, "c": "INFRA"},
+        "h": "AAECAwQFBgcICQoLDA0ODw==", "data": "AQIDBAU=", "fixed_bytes": "eHl6", "var_bytes": "/wA=",
+        "who": "alice", "note": "", "four": [1, -2, 3, -4], "many": [7, 8, 9],
+        "corners": [{"x": 1, "y": 2}, {"x": 3, "y": 4}],
+        "inners": [{"corner": {"x": 5, "y": 6}, "kind": "SQUARE", "tag": ""},
+                   {"corner": {"x": -1, "y": -1}, "kind": "TRIANGLE", "tag": "YWJjZGVmZ2g="}],
+        "maybe_point": {"x": 9, "y": 10},
+        "list": {"value": 1, "next": {"value": 2, "next": {"value": 3, "next": null}}},
+        "r": {"which": "GREEN", "label": "green"}, "bi": {"kind": 99, "raw": "AQID"},
+        "mt": {"present": true, "t": "hello"}, "bu": {"tag": 7, "cs": [100, 200]},
+        "names": ["a", "bc"], "hypers": ["-1", "1099511627776"], "flags": [true, false, true]
+    });
+    let fields = [
+        "_ws.malformed",
+        "_ws.expert.message",
+        "lowlat.proc_name",
+        "lowlat.everything.primitives.i",
+        "lowlat.everything.primitives.u",
+        "lowlat.everything.primitives.h",
+        "lowlat.everything.primitives.uh",
+        "lowlat.everything.primitives.f",
+        "lowlat.everything.primitives.d",
+        "lowlat.everything.primitives.b",
+        "lowlat.everything.primitives.c",
+        "lowlat.everything.everything.h",
+        "lowlat.everything.everything.fixed_bytes",
+        "lowlat.everything.everything.who",
+        "lowlat.everything.everything.four",
+        "lowlat.everything.everything.many",
+        "lowlat.everything.point.x",
+        "lowlat.everything.inner.kind",
+        "lowlat.everything.node.value",
+        "lowlat.everything.result.which",
+        "lowlat.everything.result.label",
+        "lowlat.everything.by_int.kind",
+        "lowlat.everything.by_int.raw",
+        "lowlat.everything.maybe_text.t",
+        "lowlat.everything.by_uint.cs",
+        "lowlat.everything.everything.names",
+        "lowlat.everything.everything.hypers",
+        "lowlat.everything.everything.flags",
+    ];
+    let want = [
+        "",
+        "",
+        "ROUNDTRIP",
+        "-7",
+        "4000000000",
+        "-1234567890123",
+        "18000000000000000000",
+        "1.5",
+        "-2.25",
+        "1",
+        "-1",
+        "000102030405060708090a0b0c0d0e0f",
+        "78797a",
+        "alice",
+        "1,-2,3,-4",
+        "7,8,9",
+        "1,3,5,-1,9",
+        "2,8",
+        "1,2,3",
+        "1",
+        "green",
+        "99",
+        "010203",
+        "hello",
+        "100,200",
+        "a,bc",
+        "-1,1099511627776",
+        "1,0,1",
+    ];
+    for (order, big) in [(ByteOrder::Little, "FALSE"), (ByteOrder::Big, "TRUE")] {
+        let body = iface.encode_args(&roundtrip, &value, Some(order)).unwrap();
+        let pcap = dir.path().join(format!("everything-{big}.pcap"));
+        write_pcap(&pcap, &[eth_frame(Kind::Call, 1, &body), eth_frame(Kind::Result, 0, &body)]);
+        let d = Dissectors { scripts: vec![root().join("wireshark/lowlat.lua"), out.join("everything.lua")] };
+        let prefs = [
+            "lowlat.program:0x20004c4d".to_string(),
+            "lowlat.version:1".to_string(),
+            format!("lowlat.big_endian:{big}"),
+        ];
+        let frames = d.fields_with(&pcap, &prefs, &fields);
+        assert_eq!(frames.len(), 2);
+        for f in &frames {
+            for (field, want) in fields.iter().zip(want) {
+                assert_eq!(f[*field], want, "{field} in the {order:?} frame: {f:?}");
+            }
+        }
+    }
 }

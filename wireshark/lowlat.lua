@@ -34,9 +34,13 @@
 
 local VERSION = "1"
 
--- Bit operations: Lua 5.2's bit32, or Wireshark's BitOp (whose results are signed; every use
--- below masks or reduces them).
-local bitops = bit32 or bit
+-- Bit operations: Lua 5.2's bit32, Wireshark's BitOp (whose results are signed; every use below
+-- masks or reduces them), or Lua 5.3's own operators (compiled only where they exist).
+local bitops = bit32 or bit or load([[return {
+    band = function(a, b) return a & b end,
+    bxor = function(a, b) return a ~ b end,
+    rshift = function(a, n) return (a & 0xFFFFFFFF) >> n end,
+}]])()
 local band, bxor, rshift = bitops.band, bitops.bxor, bitops.rshift
 
 -- Wire constants (crates/proto/src/wire).
@@ -499,8 +503,7 @@ local function flag_names(flags)
     return table.concat(names, ",")
 end
 
-local function add_bind(tvb, pinfo, tree, body, flags_note)
-    local b = body
+local function add_bind(tree, b)
     local t = tree:add(b(0, math.min(b:len(), BIND_REQUEST_LEN)), "Bind request")
     t:add_le(F.bind_program, b(0, 4))
     t:add_le(F.bind_version, b(4, 4))
@@ -720,7 +723,7 @@ local function dissect_frame(tvb, pinfo, tree)
                 blen, BIND_REQUEST_LEN))
             return info, root
         end
-        local program, version, bflags = add_bind(tvb, pinfo, root, body)
+        local program, version, bflags = add_bind(root, body)
         if program then
             state.binds[call_no] = { program = program, version = version }
             info = string.format("Bind program=0x%08X version=%d%s%s%s", program, version,
@@ -910,6 +913,10 @@ local function tcp_pdu(tvb, pinfo, tree)
     t:add_le(FT.length, tvb(0, 4))
     if tvb:len() - 4 ~= n then
         t:add_proto_expert_info(E.length, string.format("length %d but %d bytes follow", n, tvb:len() - 4))
+    end
+    if tvb:len() <= 4 then
+        t:add_proto_expert_info(E.short, "an empty frame")
+        return tvb:len()
     end
     local info = dissect_frame(tvb(4, tvb:len() - 4):tvb(), pinfo, tree)
     set_info(pinfo, info)

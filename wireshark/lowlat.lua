@@ -901,7 +901,10 @@ end
 ------------------------------------------------------------------------------------------------
 -- TCP: frames after a 4-byte little-endian length.
 
-local MAX_TCP_FRAME = 0x7FFFFFFF
+-- The longest first frame the heuristic believes (a connection's first frame is a bind, of
+-- under 100 bytes; later ones follow the conversation): 64 MiB, which an ONC RPC record mark
+-- read as a little-endian length almost never is.
+local MAX_TCP_FRAME = 64 * 1024 * 1024
 
 local function tcp_pdu_len(tvb, pinfo, offset)
     return 4 + tvb(offset, 4):le_uint()

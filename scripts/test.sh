@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-export LOWLAT_REQUIRE_PEERS=1 LOWLAT_REQUIRE_CHROMIUM=1 LOWLAT_REQUIRE_PROMETHEUS=1
+export LOWLAT_REQUIRE_PEERS=1 LOWLAT_REQUIRE_CHROMIUM=1 LOWLAT_REQUIRE_PROMETHEUS=1 LOWLAT_REQUIRE_TSHARK=1
 cargo test --workspace --profile test-release -- --test-threads=2 "$@"
 target/venv/bin/python -m pytest python/tests -q
 scripts/fuzz.sh --seconds "${LOWLAT_FUZZ_SECONDS:-15}"

@@ -55,7 +55,7 @@ pub enum IdlError {
     #[error("{}", join(.0))]
     Invalid(Vec<Diagnostic>),
     /// The requested output language has no generator.
-    #[error("no generator for language '{0}' (available: rust, c)")]
+    #[error("no generator for language '{0}' (available: rust, c, wireshark)")]
     UnsupportedLanguage(String),
 }
 

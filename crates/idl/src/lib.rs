@@ -7,8 +7,9 @@
 //! Stages stay apart: [`parse`] (text to [`ast::Spec`]), [`check`] (names, constants, unions,
 //! recursion), [`Model::resolve`] (every name resolved: the one model of the interface that
 //! every generator and `lowlat-dynamic` read), [`generate`] (a pure function from a model to
-//! files: Rust, or C over liblowlat). [`compile_file`] runs them all for
-//! `lowlat gen FILE.x --lang rust|c --out DIR`;
+//! files: Rust, C over liblowlat, or the Lua tables with which lowlat's Wireshark dissector
+//! reads the interface's bodies). [`compile_file`] runs them all for
+//! `lowlat gen FILE.x --lang rust|c|wireshark --out DIR`;
 //! [`Model::from_source`] runs the first three.
 //!
 //! The Rust code generated (module and item names, and how each `.x` construct maps to Rust) is
@@ -27,6 +28,7 @@ mod lexer;
 pub mod model;
 mod parser;
 mod rust;
+mod wireshark;
 
 use std::path::Path;
 
@@ -42,6 +44,9 @@ pub enum Lang {
     Rust,
     /// C stubs over liblowlat: a header and a source file.
     C,
+    /// A Lua file that lets lowlat's Wireshark dissector (`wireshark/lowlat.lua`) read the
+    /// interface's argument and result bodies.
+    Wireshark,
 }
 
 impl std::str::FromStr for Lang {
@@ -50,6 +55,7 @@ impl std::str::FromStr for Lang {
         match s {
             "rust" | "rs" => Ok(Lang::Rust),
             "c" => Ok(Lang::C),
+            "wireshark" | "lua" => Ok(Lang::Wireshark),
             other => Err(IdlError::UnsupportedLanguage(other.to_string())),
         }
     }
@@ -88,6 +94,11 @@ pub fn generate(model: &Model, lang: Lang, opts: &Options) -> Result<Vec<Generat
                 GeneratedFile { name: format!("{stem}.h"), contents: files.header },
                 GeneratedFile { name: format!("{stem}.c"), contents: files.source },
             ])
+        }
+        Lang::Wireshark => {
+            let stem = file_stem(&model.source.name);
+            let contents = wireshark::generate(model, &stem);
+            Ok(vec![GeneratedFile { name: format!("{stem}.lua"), contents }])
         }
     }
 }

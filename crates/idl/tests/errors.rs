@@ -157,7 +157,7 @@ fn missing_file_and_unknown_language_are_typed_errors() {
     let e = lowlat_idl::compile_file("/nonexistent/x.x", Lang::Rust).unwrap_err();
     assert!(matches!(e, IdlError::Io { .. }), "{e}");
     let e = "cobol".parse::<Lang>().unwrap_err();
-    assert_eq!(e.to_string(), "no generator for language 'cobol' (available: rust, c)");
+    assert_eq!(e.to_string(), "no generator for language 'cobol' (available: rust, c, wireshark)");
     assert_eq!("c".parse::<Lang>().unwrap(), Lang::C);
 }
 

@@ -99,3 +99,35 @@ fn everything_in_c_is_up_to_date() {
 fn lab_in_c_is_up_to_date() {
     check_files("idl/lab.x", Lang::C, &["lab.h", "lab.c"], &Options::default());
 }
+
+/// The Wireshark tables (crates/cli/tests/wireshark.rs loads them into tshark with lowlat.lua and
+/// reads captured calls with them).
+#[test]
+fn everything_for_wireshark_is_up_to_date() {
+    check_files("idl/examples/everything.x", Lang::Wireshark, &["everything.lua"], &Options::default());
+}
+
+#[test]
+fn lab_for_wireshark_is_up_to_date() {
+    check_files("idl/lab.x", Lang::Wireshark, &["lab.lua"], &Options::default());
+}
+
+/// Field names never clash: a procedure of a later version gets `_v2`, a name met twice a
+/// number; an interface named like one of lowlat.lua's own fields gets the prefix `idl_`.
+#[test]
+fn wireshark_field_names_are_unique() {
+    let x = "struct echo { int x; };\nprogram P { version V1 { int ECHO(int x) = 1; } = 1;\n\
+             version V2 { int ECHO(int x) = 1; echo ECHO_X(int y) = 2; } = 2; } = 0x20000099;";
+    let files = compile_str(&Source::new("bind.x", x), Lang::Wireshark, &Options::default()).unwrap();
+    assert_eq!(files[0].name, "bind.lua");
+    let text = &files[0].contents;
+    assert!(text.contains("Proto(\"lowlat.idl_bind\""), "{text}");
+    let abbrevs: Vec<&str> = text.lines().filter_map(|l| l.split("ProtoField.").nth(1)?.split('"').nth(1)).collect();
+    let mut unique = abbrevs.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), abbrevs.len(), "{abbrevs:?}");
+    for want in ["lowlat.idl_bind.echo.x", "lowlat.idl_bind.echo.x_2", "lowlat.idl_bind.echo_v2.x"] {
+        assert!(abbrevs.contains(&want), "{want} in {abbrevs:?}");
+    }
+}

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 pub(crate) struct Args {
     /// The .x file.
     file: PathBuf,
-    /// Target language: rust, or c (a .h and a .c over liblowlat).
+    /// Target language: rust, c (a .h and a .c over liblowlat), or wireshark (a .lua that lets
+    /// lowlat's Wireshark dissector, wireshark/lowlat.lua, read the procedures' bodies).
     #[arg(long, default_value = "rust")]
     lang: String,
     /// Directory to write the generated files into (created if missing).

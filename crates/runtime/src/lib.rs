@@ -103,6 +103,7 @@ mod program;
 mod reactor;
 mod server;
 mod serving;
+mod spans;
 pub mod stats;
 pub mod trace;
 mod waiting;

@@ -128,7 +128,11 @@ fn no_rpcbind() -> ServerConfig {
 }
 
 fn call(c: &Client, proc_no: u32) -> Result<Vec<u8>, lowlat::Error> {
-    c.call(proc_no, |a| Ok::<_, lowlat::DecodeError>(a.extend_from_slice(&[1, 2, 3, 4])), |r| Ok(r.to_vec()))
+    let args = |a: &mut lowlat::OutBuf<'_>| {
+        a.extend_from_slice(&[1, 2, 3, 4]);
+        Ok::<_, lowlat::DecodeError>(())
+    };
+    c.call(proc_no, args, |r| Ok(r.to_vec()))
 }
 
 /// The server logs why an ONC RPC procedure failed (the caller sees only SYSTEM_ERR): one

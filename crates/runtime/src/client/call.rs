@@ -90,7 +90,8 @@ impl Lowlat {
         let sent = encode_args(&mut guard, proc_no, encode, trace.then_some(&mut marks.encoded))
             .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         let mut decode = Some(decode);
-        let placed = if sent && !trace && !spans { self.await_placed(&mut guard, proc_no, &mut decode) } else { Placed::NotYet };
+        let placed =
+            if sent && !trace && !spans { self.await_placed(&mut guard, proc_no, &mut decode) } else { Placed::NotYet };
         let r = match placed {
             // Returned at once, so that the `Ok` is written once, where the caller reads it: kept
             // in `r` (88 bytes), it was copied by wide loads right after the few bytes written

@@ -226,13 +226,17 @@ impl<F: Framing> TcpEndpoint<F> {
         let local = self.local;
         if !allowed(&self.limits.allow, peer.ip()) {
             self.stats.not_allowed += 1;
-            self.logs[3].note(now, || refused!("dropped a connection from outside the allowlist", endpoint = %local, %peer));
+            self.logs[3]
+                .note(now, || refused!("dropped a connection from outside the allowlist", endpoint = %local, %peer));
             return false;
         }
         if self.live >= self.limits.max_connections {
             self.stats.refused_total += 1;
             let max = self.limits.max_connections;
-            self.logs[0].note(now, || refused!("refused a connection: the endpoint holds its most", endpoint = %local, %peer, max));
+            self.logs[0].note(
+                now,
+                || refused!("refused a connection: the endpoint holds its most", endpoint = %local, %peer, max),
+            );
             return false;
         }
         let ip = peer.ip();
@@ -240,9 +244,10 @@ impl<F: Framing> TcpEndpoint<F> {
         if of_source >= self.limits.max_per_source {
             self.stats.refused_per_source += 1;
             let max = self.limits.max_per_source;
-            self.logs[1].note(now, || {
-                refused!("refused a connection: its address holds its most", endpoint = %local, %peer, max)
-            });
+            self.logs[1].note(
+                now,
+                || refused!("refused a connection: its address holds its most", endpoint = %local, %peer, max),
+            );
             return false;
         }
         true

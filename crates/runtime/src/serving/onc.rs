@@ -155,7 +155,7 @@ impl ReasonLog {
             name = c.name,
             outcome,
             reason = %String::from_utf8_lossy(reason),
-            "ONC RPC call {outcome}",
+            "ONC RPC call failed",
         );
     }
 }

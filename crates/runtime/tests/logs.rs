@@ -309,3 +309,37 @@ fn onc_spans_carry_the_xid() {
     assert_eq!(field(&span.fields, "name"), "ECHO");
     assert!(field(&span.fields, "xid").parse::<u32>().is_ok(), "{span:?}");
 }
+
+/// An async call's span is the same as a blocking one's: entered at every poll, its ids
+/// recorded as it completes.
+#[test]
+fn async_calls_have_spans_too() {
+    let logs = captured();
+    const PROG: u32 = 0x2000_7714;
+    let program = Program::new(PROG, 1).procedure(1, "ECHO", |_, a, r| {
+        r.extend_from_slice(a);
+        Ok(())
+    });
+    let cfg = ServerConfig { spans: true, ..ServerConfig::default() };
+    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let c = Client::connect_with(&server.local_uris()[0], PROG, 1, ClientConfig { spans: true, ..Default::default() })
+        .unwrap()
+        .name_procedures(&[(1, "ECHO")]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let args = |a: &mut lowlat::OutBuf<'_>| {
+        a.extend_from_slice(b"async");
+        Ok::<_, lowlat::DecodeError>(())
+    };
+    let got = rt.block_on(c.call_async(1, args, |r| Ok(r.to_vec()))).unwrap();
+    assert_eq!(got, b"async");
+    let token = c.session().token.to_string();
+    server.shutdown();
+    let spans = logs.spans(|s| field(&s.fields, "token") == token);
+    let client: Vec<&Closed> = spans.iter().filter(|s| s.target == "lowlat::client").collect();
+    let server: Vec<&Closed> = spans.iter().filter(|s| s.target == "lowlat::server").collect();
+    assert_eq!((client.len(), server.len()), (1, 1), "{spans:?}");
+    assert_eq!(field(&client[0].fields, "name"), "ECHO");
+    for id in ["slot", "call_no"] {
+        assert_eq!(field(&client[0].fields, id), field(&server[0].fields, id), "the same {id}");
+    }
+}

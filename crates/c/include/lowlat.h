@@ -324,6 +324,18 @@ bool lowlat_last_error_may_have_executed(void);
 // string is static.
 const char *lowlat_error_name(int code);
 
+// Writes lowlat's log events to standard error, one line each: a server's complaints (why an
+// ONC RPC procedure failed, connections refused by the TCP limits, rpcbind refusals, a serving
+// thread that stopped), with their endpoint, peer, program, procedure and reason. Without a
+// call to this, nothing is written. `filter` says which, as `RUST_LOG` does
+// (`"lowlat=info"`, `"lowlat::onc=warn,lowlat::tcp=off"`); NULL: the `RUST_LOG` environment
+// variable, or `"lowlat=info"` when it is unset. Call it once, before serving; a second call
+// fails (`LOWLAT_E_INVALID_ARGUMENT`), as does a filter that is not UTF-8.
+//
+// # Safety
+// `filter` is NULL or a NUL-terminated string.
+int lowlat_log_to_stderr(const char *filter);
+
 // Appends `len` bytes from `bytes` (NULL only when `len` is 0).
 //
 // # Safety

@@ -14,6 +14,7 @@
 
 mod cmd;
 mod key;
+mod log;
 mod measure;
 
 use std::process::ExitCode;
@@ -29,6 +30,10 @@ use cmd::{account, bench, call, gen, lab, pingpong, relay, serve, stat, workload
     about = "Low-latency RPC for Linux, and a laboratory that shows where every microsecond goes"
 )]
 struct Cli {
+    /// How log lines go to standard error: `text`, or `json` (one object per line) for
+    /// machines. Which are written: `RUST_LOG` (default: lowlat's at info).
+    #[arg(long, global = true, value_enum, default_value_t = log::LogFormat::Text)]
+    log_format: log::LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -49,7 +54,9 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let done = match Cli::parse().cmd {
+    let cli = Cli::parse();
+    log::install(cli.log_format);
+    let done = match cli.cmd {
         Cmd::Serve(args) => serve::run(args),
         Cmd::Account(args) => account::run(args),
         Cmd::Call(args) => call::run(args),

@@ -25,6 +25,11 @@ pub struct ClientConfig {
     pub engine: lowlat_proto::ClientEngineConfig,
     /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
     pub trace: bool,
+    /// Enter a `tracing` span around each call (target `lowlat::client`, name `call`: program,
+    /// version, procedure, its name when known, session token, slot and call number), for a
+    /// subscriber such as an OpenTelemetry pipeline to attach to. Off by default: the call path
+    /// then costs one branch more, as with `trace`.
+    pub spans: bool,
     /// ONC RPC only: send these AUTH_SYS credentials (AUTH_NONE when `None`).
     pub onc_auth: Option<lowlat_onc::AuthSys>,
     /// ONC RPC over TCP only: largest record fragment sent (records above it are split).
@@ -57,6 +62,7 @@ impl Default for ClientConfig {
             window: 32,
             engine: lowlat_proto::ClientEngineConfig::default(),
             trace: false,
+            spans: false,
             onc_auth: None,
             onc_max_fragment: 1 << 20,
             checksum: true,
@@ -124,6 +130,11 @@ pub struct ServerConfig {
     pub pin_cpu: Option<usize>,
     /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
     pub trace: bool,
+    /// Run each procedure inside a `tracing` span (target `lowlat::server`, or `lowlat::onc`
+    /// over ONC RPC; name `call`: program, version, procedure, its name, and the session token,
+    /// slot and call number, or the ONC RPC xid), on whichever thread runs it. Off by default:
+    /// the call path then costs one branch more.
+    pub spans: bool,
     /// ONC RPC only: refuse calls without AUTH_SYS credentials (AUTH_ERROR, AUTH_TOOWEAK, as
     /// RFC 5531 has it for a flavour too weak; malformed credentials get AUTH_BADCRED).
     pub onc_require_auth_sys: bool,
@@ -187,6 +198,7 @@ impl Default for ServerConfig {
             worker_queue: 1024,
             pin_cpu: None,
             trace: false,
+            spans: false,
             onc_require_auth_sys: false,
             onc_allowed_uids: Vec::new(),
             onc_register: true,

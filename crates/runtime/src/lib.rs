@@ -86,6 +86,29 @@
 //! [`Client::stats`] and the [`stats`] module say what a server endpoint and a binding did, and
 //! [`metrics`] puts the same where Prometheus reads it ([`ServerBuilder::metrics`]).
 //!
+//! # Logs and spans
+//!
+//! lowlat reports through [`tracing`](https://docs.rs/tracing) and never installs a subscriber:
+//! install your own (`tracing_subscriber::fmt().init()`, an OpenTelemetry layer) and lowlat's
+//! events reach it; without one nothing is written, or even formatted. No event is emitted per
+//! call, so a subscriber at INFO leaves a call's path as it was (no allocation, one relaxed load
+//! per call site a subscriber does not want). The events, each with its fields:
+//!
+//! | target           | level | when | fields |
+//! |------------------|-------|------|--------|
+//! | `lowlat::server` | ERROR | a serving thread's socket failed: the endpoint serves no more | `endpoint`, `reason` |
+//! | `lowlat::onc`    | WARN  | an ONC RPC call failed with a reason (ONC RPC cannot carry it to the caller); at most ten a second per endpoint, the rest counted in `suppressed` | `endpoint`, `peer`, `program`, `version`, `procedure`, `name`, `outcome`, `reason` |
+//! | `lowlat::onc`    | WARN  | rpcbind refused a registration, or could not be asked | `program`, `version`, `at`, `reason` |
+//! | `lowlat::tcp`    | WARN  | a TCP connection refused or closed by the limits ([`ServerConfig::allow`], [`ServerConfig::max_connections`], ...); at most one of each kind every 10 s | `endpoint`, `peer`, `max`, `at_most_every_s` |
+//!
+//! With [`ClientConfig::spans`] or [`ServerConfig::spans`] on, each call runs in a span named
+//! `call` (target `lowlat::client`; on the server `lowlat::server`, or `lowlat::onc`), with the
+//! program, version, procedure number and name, and lowlat's session token, slot and call
+//! number (over ONC RPC, the server's span has the xid), so that a pipeline can attach a
+//! client's call to the server's. The server's span is entered wherever the procedure runs:
+//! the serving thread, a worker, each poll of an async procedure's future; events the procedure
+//! emits are inside it. Off by default: the call path then looks at the flag and does nothing.
+//!
 //! Inside: a client's calls take slots from one pool (`client::pool`), whatever the protocol and
 //! whether they block or are awaited; a server's calls reach procedures through one dispatcher
 //! per endpoint (`serving::dispatch`). Underneath: `lowlat-proto` and `lowlat-onc` (the sans-I/O
@@ -105,6 +128,7 @@ mod program;
 mod reactor;
 mod server;
 mod serving;
+mod spans;
 pub mod stats;
 pub mod trace;
 mod waiting;

@@ -23,7 +23,8 @@ use lowlat_proto::{ByteOrder, ErrorCode};
 /// [`Error::ServerError`](crate::Error::ServerError)'s `message`; at most
 /// [`MAX_ERROR_MESSAGE`](lowlat_proto::MAX_ERROR_MESSAGE) bytes of it, cut between characters).
 /// ONC RPC has no place for a message: there the caller gets GARBAGE_ARGS or SYSTEM_ERR, and the
-/// server writes the message to its standard error.
+/// server logs the message (a `tracing` event of target `lowlat::onc`, see the crate's front
+/// page).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProcError {
     /// The arguments could not be decoded.

@@ -76,6 +76,10 @@ int main(int argc, char **argv) {
     const char *live = argv[1], *dead = argv[2];
     lowlat_client *c = (lowlat_client *)1;
 
+    /* lowlat's log events on standard error, once. */
+    CHECK(lowlat_log_to_stderr("lowlat=warn") == LOWLAT_OK, "log to stderr: %s", lowlat_last_error());
+    expect("log twice", lowlat_log_to_stderr(NULL), LOWLAT_E_INVALID_ARGUMENT, "set up already", 0);
+
     /* Bad arguments are errors, never crashes, and nothing is sent. */
     expect("NULL uri", lowlat_client_connect(NULL, PROGRAM, 1, &c), LOWLAT_E_INVALID_ARGUMENT, "uri is NULL", 0);
     CHECK(c == NULL, "a failed connect leaves *out NULL");

@@ -67,19 +67,10 @@ impl CallClock {
 }
 
 impl Lowlat {
-    /// One call with the default deadline. `encode` appends the arguments to an empty buffer
-    /// (over shared memory the call ring's free space, so they are written once; elsewhere a
-    /// buffer preallocated per slot); `decode` reads the result where it lies.
-    pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
-        &self,
-        proc_no: u32,
-        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
-        decode: impl FnOnce(&[u8]) -> Result<R, E>,
-    ) -> Result<R, Error> {
-        self.call_timeout(proc_no, self.shared.cfg.deadline, encode, decode)
-    }
-
     /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
+    /// `encode` appends the arguments to an empty buffer (over shared memory the call ring's
+    /// free space, so they are written once; elsewhere a buffer preallocated per slot);
+    /// `decode` reads the result where it lies.
     pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         proc_no: u32,
@@ -88,6 +79,8 @@ impl Lowlat {
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let trace = self.shared.cfg.trace;
+        // In a span (`Client` entered it), whose ids are recorded as the call ends.
+        let spans = self.shared.cfg.spans;
         let mut marks = Marks { begin: if trace { trace::now_ns() } else { 0 }, ..Marks::default() };
         let mut clock = CallClock { begun: None, deadline: None, timeout };
         let Some(mut guard) = self.shared.slots.claim(|| clock.fix().1) else {
@@ -97,7 +90,8 @@ impl Lowlat {
         let sent = encode_args(&mut guard, proc_no, encode, trace.then_some(&mut marks.encoded))
             .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
         let mut decode = Some(decode);
-        let placed = if sent && !trace { self.await_placed(&mut guard, proc_no, &mut decode) } else { Placed::NotYet };
+        let placed =
+            if sent && !trace && !spans { self.await_placed(&mut guard, proc_no, &mut decode) } else { Placed::NotYet };
         let r = match placed {
             // Returned at once, so that the `Ok` is written once, where the caller reads it: kept
             // in `r` (88 bytes), it was copied by wide loads right after the few bytes written
@@ -123,6 +117,9 @@ impl Lowlat {
         };
         if let Err(e) = &r {
             self.recover(&mut guard, e);
+        }
+        if spans {
+            record_span_ids(&guard);
         }
         if trace && r.is_ok() {
             let e = guard.engine.as_ref().expect("prepared");
@@ -466,6 +463,14 @@ fn sent_args(slot: &Slot) -> Option<Vec<u8>> {
     let (h, args) = Header::parse(chan.last_sent()?).ok()?;
     let ours = h.kind == HeaderKind::Call && h.call_no == engine.call_no() && h.slot == engine.slot();
     ours.then(|| args.to_vec())
+}
+
+/// Records the session, slot and call number of the call `slot` made in the current span (the
+/// call's, with [`ClientConfig::spans`](crate::ClientConfig::spans)).
+pub(super) fn record_span_ids(slot: &Slot) {
+    if let Some(e) = slot.engine.as_ref() {
+        crate::spans::record_client_ids(e.session().token, e.slot(), e.call_no());
+    }
 }
 
 /// Queues a frame in `outbox` after its length, for [`send_outbox`].

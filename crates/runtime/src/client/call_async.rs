@@ -240,6 +240,9 @@ where
         if let Err(e) = &r {
             c.recover(&mut g, e);
         }
+        if c.shared.cfg.spans {
+            super::call::record_span_ids(&g);
+        }
         self.slot = None;
         c.shared.slots.give_back(g);
         r

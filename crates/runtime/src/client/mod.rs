@@ -41,6 +41,8 @@ pub struct Client {
     kind: Kind,
     /// Procedure names by number, for errors.
     names: Arc<[(u32, Arc<str>)]>,
+    /// Each call in a `tracing` span ([`ClientConfig::spans`]).
+    spans: bool,
 }
 
 enum Kind {
@@ -66,6 +68,7 @@ impl Client {
     /// Binds with the given settings.
     pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
         let endpoint: Endpoint = uri.parse()?;
+        let spans = cfg.spans;
         let kind = match endpoint {
             Endpoint::OncUdp { .. } | Endpoint::OncTcp { .. } if cfg.encrypt => {
                 return Err(Error::Encryption {
@@ -79,7 +82,7 @@ impl Client {
             }
             _ => Kind::Lowlat(Lowlat::connect_with(uri, endpoint, program, version, cfg)?),
         };
-        Ok(Client { kind, names: Arc::new([]) })
+        Ok(Client { kind, names: Arc::new([]), spans })
     }
 
     /// This client, naming procedures in its errors from `names` (number, name as the
@@ -149,20 +152,21 @@ impl Client {
     /// One call with the default deadline. `encode` appends the arguments to an empty buffer
     /// (over shared memory the call ring's free space, so they are written once; elsewhere a
     /// buffer preallocated per slot); `decode` reads the result where it lies.
+    #[inline]
     pub fn call<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         proc_no: u32,
         encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
-        let r = match &self.kind {
-            Kind::Lowlat(c) => c.call(proc_no, encode, decode),
-            Kind::Onc(c) => c.call_timeout(proc_no, c.deadline(), encode, decode),
-        };
-        r.map_err(|e| e.named(&self.names))
+        if self.spans {
+            return self.call_in_span(proc_no, None, encode, decode);
+        }
+        self.call_by(proc_no, None, encode, decode)
     }
 
     /// One call that fails with [`Error::Timeout`] unless it completes within `timeout`.
+    #[inline]
     pub fn call_timeout<R, E: std::error::Error + Send + Sync + 'static>(
         &self,
         proc_no: u32,
@@ -170,11 +174,46 @@ impl Client {
         encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
+        if self.spans {
+            return self.call_in_span(proc_no, Some(timeout), encode, decode);
+        }
+        self.call_by(proc_no, Some(timeout), encode, decode)
+    }
+
+    /// A call within `timeout`, or the binding's deadline.
+    #[inline(always)]
+    fn call_by<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Option<Duration>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
         let r = match &self.kind {
-            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout, encode, decode),
-            Kind::Onc(c) => c.call_timeout(proc_no, timeout, encode, decode),
+            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.shared.cfg.deadline), encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.deadline()), encode, decode),
         };
         r.map_err(|e| e.named(&self.names))
+    }
+
+    /// [`call_by`](Self::call_by) inside the call's span ([`ClientConfig::spans`]).
+    #[cold]
+    #[inline(never)]
+    fn call_in_span<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Option<Duration>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let _entered = self.span(proc_no).entered();
+        self.call_by(proc_no, timeout, encode, decode)
+    }
+
+    /// The span of a call of `proc_no` (its ids are recorded as the call ends).
+    fn span(&self, proc_no: u32) -> tracing::Span {
+        let site = self.call_site(proc_no);
+        crate::spans::client_call(site.program, site.version, proc_no, site.name.as_deref())
     }
 
     /// One call with per-call `options` (what they leave unset comes from the binding's
@@ -232,7 +271,8 @@ impl Client {
         E: std::error::Error + Send + Sync + 'static,
     {
         let deadline = options.deadline;
-        async move {
+        let span = if self.spans { self.span(proc_no) } else { tracing::Span::none() };
+        let call = async move {
             let r = match &self.kind {
                 Kind::Lowlat(c) => {
                     let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
@@ -241,6 +281,7 @@ impl Client {
                 Kind::Onc(c) => c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode).await,
             };
             r.map_err(|e| e.named(&self.names))
-        }
+        };
+        tracing::Instrument::instrument(call, span)
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use lowlat_codec::OutBuf;
 use lowlat_proto::{ErrorCode, Status};
+use tracing::Span;
 
 use super::async_calls::AsyncCalls;
 use super::routes::Route;
@@ -32,6 +33,20 @@ pub(crate) enum Dispatched {
     /// Left the serving thread (worker pool, pending future): its result comes back through
     /// [`Dispatcher::complete`].
     Away,
+}
+
+/// A protocol's name for a call, as its span ([`ServerConfig::spans`]) names it.
+///
+/// [`ServerConfig::spans`]: crate::ServerConfig::spans
+pub(crate) trait CallSpan {
+    /// The span the call's procedure runs in.
+    fn span(&self, ctx: &CallContext, name: Option<&'static str>) -> Span;
+}
+
+impl CallSpan for lowlat_proto::CallKey {
+    fn span(&self, ctx: &CallContext, name: Option<&'static str>) -> Span {
+        crate::spans::server_call(ctx, name, self.token, self.slot, self.call_no)
+    }
 }
 
 /// Routes calls and keeps the ones that left the serving thread, keyed by `K` (the protocol's
@@ -52,6 +67,8 @@ pub(crate) struct Dispatcher<K> {
     drained: Drained,
     /// Calls run (inline, as a future, or by a worker).
     pub executed: u64,
+    /// Each procedure runs in a span ([`ServerConfig::spans`](crate::ServerConfig::spans)).
+    spans: bool,
 }
 
 /// A call away from the serving thread.
@@ -63,7 +80,7 @@ struct Away<K> {
     id: usize,
 }
 
-impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
+impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
     pub fn new(ctx: &Context) -> Dispatcher<K> {
         Dispatcher {
             workers: ctx.workers.clone(),
@@ -75,6 +92,7 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
             refusing: false,
             drained: Drained::default(),
             executed: 0,
+            spans: ctx.config.spans,
         }
     }
 
@@ -98,14 +116,37 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
         started: u64,
     ) -> Dispatched {
         let id = route.id();
-        let d = self.route(route, key, ctx, args, reply, started);
+        let d = if self.spans {
+            self.dispatch_in_span(route, key, ctx, args, reply, started)
+        } else {
+            self.route(route, key, ctx, args, reply, started, None)
+        };
         if started != 0 && matches!(d, Dispatched::Answered(_)) && id != crate::program::UNTIMED {
             self.times.record(id, started);
         }
         d
     }
 
+    /// [`dispatch`](Self::dispatch) with the call's span entered, and handed to a worker or a
+    /// future that runs the procedure elsewhere or later.
+    #[cold]
+    #[inline(never)]
+    fn dispatch_in_span(
+        &mut self,
+        route: Route<'_>,
+        key: K,
+        ctx: CallContext,
+        args: &[u8],
+        reply: &mut OutBuf<'_>,
+        started: u64,
+    ) -> Dispatched {
+        let span = key.span(&ctx, route.name());
+        let _entered = span.enter();
+        self.route(route, key, ctx, args, reply, started, Some(&span))
+    }
+
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
         route: Route<'_>,
@@ -114,6 +155,7 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
         args: &[u8],
         reply: &mut OutBuf<'_>,
         started: u64,
+        span: Option<&Span>,
     ) -> Dispatched {
         let id = route.id();
         match route {
@@ -130,7 +172,11 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
             Route::Async(_, handler) => {
                 self.executed += 1;
                 let completions = &self.completions;
-                match self.async_calls.start(handler(ctx, args.to_vec()), || completions.reply_to(key.clone())) {
+                let mut future = handler(ctx, args.to_vec());
+                if let Some(span) = span {
+                    future = Box::pin(tracing::Instrument::instrument(future, span.clone()));
+                }
+                match self.async_calls.start(future, || completions.reply_to(key.clone())) {
                     Some((status, result)) => {
                         reply.extend_from_slice(&result);
                         Dispatched::Answered(status)
@@ -142,8 +188,13 @@ impl<K: Clone + PartialEq + Send + 'static> Dispatcher<K> {
                 }
             }
             Route::Worker(p) => {
-                let job =
-                    Job { proc: p.clone(), ctx, args: args.to_vec(), reply_to: self.completions.reply_to(key.clone()) };
+                let job = Job {
+                    proc: p.clone(),
+                    ctx,
+                    args: args.to_vec(),
+                    reply_to: self.completions.reply_to(key.clone()),
+                    span: span.cloned(),
+                };
                 match self.workers.try_send(job) {
                     Ok(()) => {
                         self.executed += 1;

@@ -242,7 +242,12 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             }
             Err(e) => {
                 // The socket itself failed (not a peer): nothing to serve with any more.
-                eprintln!("lowlat: serving thread stopped: {e}");
+                tracing::error!(
+                    target: "lowlat::server",
+                    endpoint = %t.local_uri(),
+                    reason = %e,
+                    "serving thread stopped: the endpoint serves no more",
+                );
                 return;
             }
         }

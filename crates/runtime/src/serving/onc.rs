@@ -8,6 +8,7 @@
 //!
 //! [`Program::xdr`]: crate::Program::xdr
 
+use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,14 +20,14 @@ use lowlat_onc::rpcbind::Rpcbind;
 use lowlat_onc::AcceptStatus;
 use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
+use tracing::Level;
 
-use super::dispatch::{Dispatched, Dispatcher};
+use super::dispatch::{CallSpan, Dispatched, Dispatcher};
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::program::CallContext;
 use crate::stats::EndpointStats;
-use crate::CallSite;
 
 /// Serves ONC RPC over `t` (a transport of `netid`) until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context, netid: Netid)
@@ -93,9 +94,16 @@ struct Called {
     name: Option<&'static str>,
 }
 
-/// Where the reasons of failed calls go over ONC RPC, which cannot carry them: the server's
-/// standard error, at most [`ReasonLog::PER_SECOND`] lines a second (a peer sending garbage
-/// must not make the serving thread wait on a terminal), the rest counted.
+impl<A: Eq + Hash + Copy> CallSpan for Kept<A> {
+    fn span(&self, ctx: &CallContext, name: Option<&'static str>) -> tracing::Span {
+        crate::spans::onc_call(ctx, name, self.key.xid)
+    }
+}
+
+/// Where the reasons of failed calls go over ONC RPC, which cannot carry them: a `tracing`
+/// event (target `lowlat::onc`, level WARN), at most [`ReasonLog::PER_SECOND`] a second (a peer
+/// sending garbage must not make the serving thread wait on a slow subscriber), the rest
+/// counted and reported as one event when the next second's first is.
 #[derive(Default)]
 struct ReasonLog {
     window: Option<Instant>,
@@ -106,17 +114,24 @@ struct ReasonLog {
 impl ReasonLog {
     const PER_SECOND: u32 = 10;
 
-    /// Logs why the call `c` at `uri` failed with `status`, when there is a reason.
+    /// Logs why the call `c` from `peer` at `uri` failed with `status`, when there is a reason
+    /// and a subscriber wants it.
     #[cold]
     #[inline(never)]
-    fn note(&mut self, uri: &Arc<str>, c: Called, status: Status, reason: &[u8]) {
-        if reason.is_empty() {
+    fn note(&mut self, uri: &Arc<str>, peer: &dyn Debug, c: Called, status: Status, reason: &[u8]) {
+        if reason.is_empty() || !tracing::enabled!(target: "lowlat::onc", Level::WARN) {
             return;
         }
         let now = Instant::now();
         if self.window.is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1)) {
             if self.dropped > 0 {
-                eprintln!("lowlat: {} more reasons of failed ONC RPC calls not shown", self.dropped);
+                tracing::warn!(
+                    target: "lowlat::onc",
+                    endpoint = &**uri,
+                    suppressed = self.dropped,
+                    "reasons of failed ONC RPC calls not shown (at most {} a second)",
+                    Self::PER_SECOND,
+                );
             }
             *self = ReasonLog { window: Some(now), written: 0, dropped: 0 };
         }
@@ -125,19 +140,23 @@ impl ReasonLog {
             return;
         }
         self.written += 1;
-        let site = CallSite {
-            uri: uri.clone(),
-            program: c.ctx.program,
-            version: c.ctx.version,
-            proc_no: c.ctx.proc_no,
-            name: c.name.map(Arc::from),
+        let outcome = match status {
+            Status::Error(ErrorCode::GarbageArgs) => "could not decode the arguments",
+            Status::Error(ErrorCode::Busy) => "was not run",
+            _ => "failed",
         };
-        let what = match status {
-            Status::Error(ErrorCode::GarbageArgs) => ": could not decode the arguments",
-            Status::Error(ErrorCode::Busy) => " was not run",
-            _ => " failed",
-        };
-        eprintln!("lowlat: {site}{what}: {}", String::from_utf8_lossy(reason));
+        tracing::warn!(
+            target: "lowlat::onc",
+            endpoint = &**uri,
+            peer = ?peer,
+            program = c.ctx.program,
+            version = c.ctx.version,
+            procedure = c.ctx.proc_no,
+            name = c.name,
+            outcome,
+            reason = %String::from_utf8_lossy(reason),
+            "ONC RPC call failed",
+        );
     }
 }
 
@@ -152,7 +171,7 @@ fn accept_status(s: Status) -> AcceptStatus {
     }
 }
 
-impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A> {
+impl<A: Eq + Hash + Copy + Send + Debug + 'static> FrameHandler<A> for OncEndpoint<'_, A> {
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, msg: &[u8], _lent: &mut [u8], out: &mut O) -> usize {
         let Some(call) = self.engine.handle(from, msg, out) else { return 0 };
         let key = call.key;
@@ -173,7 +192,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
         };
         if status != Status::Ok {
             // ONC RPC carries no reason: it goes to the log.
-            self.log.note(&self.uri, called, status, call.results);
+            self.log.note(&self.uri, &key.from, called, status, call.results);
         }
         match status {
             Status::Error(ErrorCode::Busy) => self.own.busy += 1,
@@ -187,13 +206,13 @@ impl<A: Eq + Hash + Copy + Send + 'static> FrameHandler<A> for OncEndpoint<'_, A
     fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, _out: &mut O) {}
 }
 
-impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
+impl<A: Eq + Hash + Copy + Send + Debug + 'static> Protocol<A> for OncEndpoint<'_, A> {
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         let OncEndpoint { engine, dispatcher, log, own, uri, .. } = self;
         dispatcher.complete(|Kept { key, called }, status, result| {
             if status != Status::Ok {
                 own.errors += 1;
-                log.note(uri, called, status, result);
+                log.note(uri, &key.from, called, status, result);
             }
             // Over TCP the connection may have closed meanwhile: the transport drops the reply.
             engine.finish_with(key, accept_status(status), result, out);
@@ -212,7 +231,7 @@ impl<A: Eq + Hash + Copy + Send + 'static> Protocol<A> for OncEndpoint<'_, A> {
         let OncEndpoint { engine, dispatcher, log, uri, .. } = self;
         dispatcher.abandon(|Kept { key, called }| {
             let status = Status::Error(ErrorCode::ServerError);
-            log.note(uri, called, status, ABANDONED_REASON.as_bytes());
+            log.note(uri, &key.from, called, status, ABANDONED_REASON.as_bytes());
             engine.finish_with(key, accept_status(status), &[], out);
         })
     }
@@ -260,12 +279,22 @@ impl Registration {
         for p in ctx.services.xdr_programs() {
             match rb.set(p.number(), p.version(), netid, at, OWNER) {
                 Ok(true) => r.done.push((p.number(), p.version())),
-                Ok(false) => eprintln!(
-                    "lowlat: rpcbind refused to register program {:#x} version {} on {at} (already registered elsewhere?)",
-                    p.number(),
-                    p.version()
+                Ok(false) => tracing::warn!(
+                    target: "lowlat::onc",
+                    program = p.number(),
+                    version = p.version(),
+                    %at,
+                    netid = ?netid,
+                    "rpcbind refused to register the program (already registered elsewhere?)",
                 ),
-                Err(e) => eprintln!("lowlat: registering with rpcbind: {e}"),
+                Err(e) => tracing::warn!(
+                    target: "lowlat::onc",
+                    program = p.number(),
+                    version = p.version(),
+                    %at,
+                    reason = %e,
+                    "could not register with rpcbind",
+                ),
             }
         }
         r.rpcbind = Some(rb);

@@ -21,6 +21,8 @@ pub(crate) struct Job {
     pub ctx: CallContext,
     pub args: Vec<u8>,
     pub reply_to: ReplyTo,
+    /// The call's span, entered while the procedure runs ([`crate::ServerConfig::spans`]).
+    pub span: Option<tracing::Span>,
 }
 
 /// Where a job's result goes: its endpoint's [`Completions`], under the call's key there.
@@ -90,6 +92,7 @@ impl Workers {
                             if cancelled.load(Ordering::Acquire) {
                                 continue;
                             }
+                            let _entered = job.span.as_ref().map(tracing::Span::enter);
                             let mut reply = Vec::new();
                             let status = dispatch::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
                             (job.reply_to)(status, reply);

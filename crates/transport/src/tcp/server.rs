@@ -64,19 +64,28 @@ pub struct TcpStats {
 /// A limit hit is logged at most this often (each kind on its own).
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Logs a limit's hits, at most once per [`LOG_INTERVAL`].
+/// Logs a limit's hits (`log` emits a `tracing` event, target `lowlat::tcp`), at most once per
+/// [`LOG_INTERVAL`]; hits meanwhile are only counted ([`TcpStats`]).
 #[derive(Debug, Default)]
 struct RateLog {
     last: Option<Instant>,
 }
 
 impl RateLog {
-    fn note(&mut self, now: Instant, what: impl FnOnce() -> String) {
+    fn note(&mut self, now: Instant, log: impl FnOnce()) {
         if self.last.is_none_or(|t| now.saturating_duration_since(t) >= LOG_INTERVAL) {
             self.last = Some(now);
-            eprintln!("lowlat: {} (said at most once every {} s)", what(), LOG_INTERVAL.as_secs());
+            log();
         }
     }
+}
+
+/// Logs a refused or closed connection at WARN under `lowlat::tcp`, with the endpoint, the
+/// limit and the interval between two such events.
+macro_rules! refused {
+    ($message:literal, $($field:tt)*) => {
+        tracing::warn!(target: "lowlat::tcp", $($field)*, at_most_every_s = LOG_INTERVAL.as_secs(), $message)
+    };
 }
 
 /// What the endpoint has for its owner.
@@ -206,7 +215,9 @@ impl<F: Framing> TcpEndpoint<F> {
         if closed > 0 {
             self.stats.unestablished_closed += closed;
             let (local, within) = (self.local, self.limits.establish_within.unwrap_or_default());
-            self.logs[2].note(now, || format!("tcp {local}: closed connections that did not bind within {within:?}"));
+            self.logs[2].note(now, || {
+                refused!("closed connections that did not bind in time", endpoint = %local, within = ?within, closed)
+            });
         }
     }
 
@@ -215,13 +226,17 @@ impl<F: Framing> TcpEndpoint<F> {
         let local = self.local;
         if !allowed(&self.limits.allow, peer.ip()) {
             self.stats.not_allowed += 1;
-            self.logs[3].note(now, || format!("tcp {local}: dropped connections from outside the allowlist ({peer})"));
+            self.logs[3]
+                .note(now, || refused!("dropped a connection from outside the allowlist", endpoint = %local, %peer));
             return false;
         }
         if self.live >= self.limits.max_connections {
             self.stats.refused_total += 1;
             let max = self.limits.max_connections;
-            self.logs[0].note(now, || format!("tcp {local}: refused connections: {max} already open"));
+            self.logs[0].note(
+                now,
+                || refused!("refused a connection: the endpoint holds its most", endpoint = %local, %peer, max),
+            );
             return false;
         }
         let ip = peer.ip();
@@ -229,7 +244,10 @@ impl<F: Framing> TcpEndpoint<F> {
         if of_source >= self.limits.max_per_source {
             self.stats.refused_per_source += 1;
             let max = self.limits.max_per_source;
-            self.logs[1].note(now, || format!("tcp {local}: refused connections from {ip}: {max} already open"));
+            self.logs[1].note(
+                now,
+                || refused!("refused a connection: its address holds its most", endpoint = %local, %peer, max),
+            );
             return false;
         }
         true

@@ -12,6 +12,9 @@ use lowlat::Server;
 use lowlat_example_inventory::{async_programs, programs, AsyncInventory, Inventory};
 
 fn main() -> ExitCode {
+    // lowlat logs through `tracing` and leaves the subscriber to the program: this one writes
+    // lowlat's events (among them the reasons ONC RPC callers cannot be told) to standard error.
+    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
     // Before any thread starts (they inherit the mask), so a stop signal always finds
     // `wait_for_signal` rather than ending the process at once.
     if let Err(e) = Server::block_stop_signals() {

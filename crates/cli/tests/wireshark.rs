@@ -122,7 +122,7 @@ impl Capture {
         // -U and --immediate-mode: every packet is written as it arrives, so nothing waits in a
         // buffer when the capture is stopped; -Z root: the file is written as root, into the
         // test's private directory.
-        cmd.args(["-i", iface, "-w"]).arg(&path).args(["-U", "--immediate-mode", "-Z", "root", "-n"]);
+        cmd.args(["-i", iface, "-w"]).arg(&path).args(["-U", "--immediate-mode", "-B", "32768", "-Z", "root", "-n"]);
         if inbound {
             cmd.args(["-Q", "in"]);
         }

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         token: 0x1234_5678_9abc_def0,
         slots: 2,
         window: 8,
-        server_order: ByteOrder::native(),
+        server_order: ByteOrder::host(),
         max_message: MAX_MESSAGE,
         max_frame: if reliable { u32::MAX } else { 1472 },
         generation: 3,

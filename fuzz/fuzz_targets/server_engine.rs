@@ -42,7 +42,7 @@ fn bind(
         version: 1,
         proto_min: PROTOCOL_VERSION,
         proto_max: PROTOCOL_VERSION,
-        byte_order: ByteOrder::native(),
+        byte_order: ByteOrder::host(),
         flags: if reliable { BIND_RELIABLE } else { 0 },
         max_message: MAX_MESSAGE,
         max_frame: if reliable { u32::MAX } else { 1472 },

@@ -25,7 +25,7 @@ per_thread() { # CALLS SCHEME -> file of "NAME IR"
     local out="$dir/$2-$1"
     mkdir -p "$out"
     valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/cg.out" "$bin" "$1" "$2" >/dev/null 2>&1
-    for f in "$out"/cg.out*; do
+    for f in "$out"/cg.out-*; do
         local name ir
         name=$(grep -m1 '^thread:' "$f" | awk '{print $2}')
         ir=$(grep -m1 '^totals:' "$f" | awk '{print $2}')

@@ -122,8 +122,9 @@ impl SlotState {
         verified
     }
 
-    /// A result, whole (the call is done, where the frame lies) or a fragment of one (done once
-    /// all are in; the server is told what came when it asks).
+    /// A result, whole (the call is done, where the frame lies: the common case, inlined into
+    /// `handle`) or a fragment of one ([`on_result_fragment`](Self::on_result_fragment)).
+    #[inline]
     fn on_result<'a>(
         &'a mut self,
         h: &Header,
@@ -141,6 +142,19 @@ impl SlotState {
             self.finish(now);
             return Some(Outcome::Reply(body));
         }
+        self.on_result_fragment(h, body, now, out)
+    }
+
+    /// A fragment of a result: the call is done once all are in; the server is told what came
+    /// when it asks.
+    #[inline(never)]
+    fn on_result_fragment<'a>(
+        &'a mut self,
+        h: &Header,
+        body: &'a [u8],
+        now: Instant,
+        out: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Option<Outcome<'a>> {
         if h.total_len > self.session.max_message {
             self.ignored += 1;
             return None;

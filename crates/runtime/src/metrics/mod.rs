@@ -29,12 +29,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 pub(crate) use self::http::{MetricsServer, Sources};
 pub use crate::serving::routes::ProcedureName;
-pub use crate::serving::timing::{bucket_bound_ns, bucket_of, ProcedureTimes};
+pub use crate::serving::timing::{bucket_bound_ns, bucket_of, ProcedureTimes, BUCKETS};
 use crate::stats::EndpointStats;
 use crate::Client;
-
-/// How many bounded buckets a call-duration histogram has (and one more, unbounded).
-pub const BUCKETS: usize = 108;
 
 /// What one server endpoint exposes.
 #[derive(Clone, Debug, Default)]
@@ -203,7 +200,7 @@ pub(crate) fn times_to_text(times: &[(ProcedureName, ProcedureTimes)], out: &mut
     }
 }
 
-/// Reads the `call_times` lines of the stats program's answer ([`times_to_text`]); other lines
+/// Reads the `call_times` lines of the stats program's answer (written by the stats program after the counters); other lines
 /// and malformed ones are skipped.
 pub fn parse_times(text: &str) -> Vec<(ProcedureName, ProcedureTimes)> {
     text.lines()

@@ -78,8 +78,10 @@ impl<S> std::ops::DerefMut for Claimed<'_, S> {
 impl<S> Drop for Claimed<'_, S> {
     #[inline]
     fn drop(&mut self) {
-        // The plain store first, then the waiters: see the module's docs.
+        // The plain store first, then the waiters: see the module's docs. The fence keeps the
+        // compiler from reading the waiters before the store (the CPU may; the barrier covers it).
         drop(self.guard.take());
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
         if self.pool.waiters.load(Ordering::SeqCst) > 0 {
             self.pool.notify();
         }

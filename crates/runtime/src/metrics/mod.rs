@@ -188,7 +188,8 @@ pub(crate) fn times_to_text(times: &[(ProcedureName, ProcedureTimes)], out: &mut
             p.program,
             p.version,
             p.number,
-            p.name,
+            // A name is one field of the line (names from `.x` files have no spaces).
+            p.name.replace(char::is_whitespace, "_"),
             u8::from(p.xdr),
             t.count,
             t.sum_ns

@@ -3,7 +3,9 @@
 //! with spans off enters none. (`alloc.rs` is the same without a subscriber; a process has one
 //! global subscriber, hence a test binary of its own.)
 
-use lowlat::{ClientConfig, Server, ServerConfig, SpinPolicy};
+mod common;
+
+use lowlat::{ClientConfig, Server, ServerConfig};
 use lowlat_lab::interface::{self, LabClient};
 use lowlat_testkit::CountingAlloc;
 use tracing::Level;
@@ -11,14 +13,6 @@ use tracing_subscriber::EnvFilter;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc::new();
-
-fn calls(c: &LabClient, arg: &[u8], out: &mut Vec<u8>, n: usize) {
-    for i in 0..n {
-        c.null().unwrap();
-        assert_eq!(c.minus(i as i32, 1).unwrap(), i as i32 - 1);
-        c.echo(arg, out).unwrap();
-    }
-}
 
 #[test]
 fn steady_state_calls_do_not_allocate_with_a_subscriber_at_info() {
@@ -29,22 +23,10 @@ fn steady_state_calls_do_not_allocate_with_a_subscriber_at_info() {
     let dir = std::env::temp_dir().join(format!("lowlat-alloc-logging-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let shm = format!("shm://{}", dir.join("s").display());
-    for (scheme, listen) in [("udp", "udp://127.0.0.1:0"), ("shm", shm.as_str())] {
-        for spin in [SpinPolicy::Forever, SpinPolicy::Block] {
-            let server = Server::builder()
-                .program(interface::program())
-                .config(ServerConfig { spin, ..Default::default() })
-                .serve(&[listen])
-                .unwrap();
-            let uri = server.local_uris()[0].clone();
-            let c = LabClient::connect(&uri, ClientConfig { spin, ..ClientConfig::default() }).unwrap();
-            let arg = vec![7u8; 1024];
-            let mut out = Vec::with_capacity(4096);
-            calls(&c, &arg, &mut out, 200); // warm up: buffers grow to the sizes in use
-            let ((), n) = ALLOC.count(|| calls(&c, &arg, &mut out, 1000));
-            assert_eq!(n, 0, "{scheme} {spin}: {n} allocations in 3000 steady-state calls with a subscriber at info");
-            server.shutdown();
-        }
+    for (scheme, spin, n) in
+        common::steady_state(&ALLOC, &[("udp", "udp://127.0.0.1:0"), ("shm", shm.as_str())], 1024, false, false)
+    {
+        assert_eq!(n, 0, "{scheme} {spin}: {n} allocations in 3000 steady-state calls with a subscriber at info");
     }
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -58,8 +40,8 @@ fn steady_state_calls_do_not_allocate_with_a_subscriber_at_info() {
     let c =
         LabClient::connect(&server.local_uris()[0], ClientConfig { spans: true, ..ClientConfig::default() }).unwrap();
     let (arg, mut out) = (vec![7u8; 1024], Vec::with_capacity(4096));
-    calls(&c, &arg, &mut out, 200);
-    let ((), n) = ALLOC.count(|| calls(&c, &arg, &mut out, 100));
+    common::calls(&c, &arg, &mut out, 200, false);
+    let ((), n) = ALLOC.count(|| common::calls(&c, &arg, &mut out, 100, false));
     assert!(n >= 300, "spans on: {n} allocations in 300 calls");
     server.shutdown();
 }

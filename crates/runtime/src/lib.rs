@@ -123,6 +123,7 @@ mod config;
 mod doorbell;
 mod driver;
 mod error;
+mod in_flight;
 pub mod metrics;
 mod program;
 mod reactor;
@@ -137,6 +138,7 @@ pub use client::Client;
 pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
 pub use doorbell::Drained;
 pub use error::{CallSite, Error, KeyMismatch};
+pub use in_flight::{wait, wait_all, InFlight};
 pub use lowlat_addr::{Endpoint, Mac};
 /// The encoding library generated stubs use (`lowlat-build`'s default codec path).
 pub use lowlat_codec as codec;

@@ -262,7 +262,7 @@ impl Program {
         match self.procs.get(proc_no as usize) {
             Some(Some(Procedure { body: Body::Sync(h), .. })) => h(ctx, args, reply),
             Some(Some(Procedure { body: Body::Async(h), .. })) => {
-                reply.extend_from_slice(&block_on(h(*ctx, args.to_vec()))?);
+                reply.extend_from_slice(&crate::in_flight::wait(h(*ctx, args.to_vec()))?);
                 Ok(())
             }
             _ => Err(ProcError::SystemError),
@@ -294,24 +294,5 @@ fn intern(name: Cow<'static, str>) -> &'static str {
                 }
             }
         }
-    }
-}
-
-/// Runs `f` to its end on this thread, which sleeps while it is pending.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unparker(std::thread::Thread);
-    impl std::task::Wake for Unparker {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unparker(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
     }
 }

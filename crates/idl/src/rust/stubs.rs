@@ -145,7 +145,7 @@ impl Gen<'_> {
             self.close("}");
             self.line("");
             self.open_method_async(rt, pr, &format!("[`{}`](Self::{}) as a future.", pr.n.method, pr.n.method), false);
-            self.line(format!("self.with({rt}::CallOptions::new()).{}_async({names}).await", pr.n.method));
+            self.line(format!("self.with({rt}::CallOptions::new()).{}_async({names})", pr.n.method));
             self.close("}");
             if pr.var_opaque_result() {
                 let comma = if names.is_empty() { "" } else { ", " };
@@ -156,10 +156,7 @@ impl Gen<'_> {
                 self.line("");
                 let doc = format!("[`{0}_into`](Self::{0}_into) as a future.", pr.n.method);
                 self.open_method_async(rt, pr, &doc, true);
-                self.line(format!(
-                    "self.with({rt}::CallOptions::new()).{}_into_async({names}{comma}out).await",
-                    pr.n.method
-                ));
+                self.line(format!("self.with({rt}::CallOptions::new()).{}_into_async({names}{comma}out)", pr.n.method));
                 self.close("}");
             }
         }
@@ -176,20 +173,29 @@ impl Gen<'_> {
     /// Opens a client method: `method(&self, args..)`, or with `into`,
     /// `method_into(&self, args.., out: &mut Vec<u8>)`.
     fn open_method(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
-        self.open_method_as(rt, pr, doc, into, false)
+        self.open_method_as(rt, pr, doc, into, None)
     }
 
     /// [`open_method`](Self::open_method) for the method's async twin, `method_async` (or
     /// `method_into_async`).
     fn open_method_async(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool) {
-        self.open_method_as(rt, pr, doc, into, true)
+        self.open_method_as(rt, pr, doc, into, Some("&'f self"))
     }
 
-    fn open_method_as(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool, asynchronous: bool) {
-        let mut params = vec!["&self".to_string()];
-        params.extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", self.param_ty(&a.ty))));
+    /// Opens a client method; `asynchronous`: its async twin, with this receiver. The twin is a
+    /// plain `fn` returning the call's future, so that the call is sent when it is made (calls
+    /// made one after another are in flight together), and the future is `Unpin` (kept without
+    /// boxing); everything it borrows lives for `'f`.
+    fn open_method_as(&mut self, rt: &str, pr: &Proc<'_>, doc: &str, into: bool, asynchronous: Option<&str>) {
+        let lifetime = |ty: String| match asynchronous {
+            Some(_) => ty.replacen('&', "&'f ", 1),
+            None => ty,
+        };
+        let mut params = vec![asynchronous.unwrap_or("&self").to_string()];
+        params
+            .extend(pr.n.args.iter().zip(&pr.p.args).map(|(n, a)| format!("{n}: {}", lifetime(self.param_ty(&a.ty)))));
         let (name, ret) = if into {
-            params.push("out: &mut ::std::vec::Vec<u8>".into());
+            params.push(format!("out: {}", lifetime("&mut ::std::vec::Vec<u8>".into())));
             (format!("{}_into", pr.n.method), "()".to_string())
         } else {
             (pr.n.method.clone(), pr.p.result.as_ref().map_or_else(|| "()".to_string(), |t| self.rust_ty(t)))
@@ -198,8 +204,17 @@ impl Gen<'_> {
         if params.len() > 7 {
             self.line("#[allow(clippy::too_many_arguments)]");
         }
-        let (name, kw) = if asynchronous { (format!("{name}_async"), "async ") } else { (name, "") };
-        self.open(format!("pub {kw}fn {name}({}) -> ::std::result::Result<{ret}, {rt}::Error> {{", params.join(", ")));
+        let result = format!("::std::result::Result<{ret}, {rt}::Error>");
+        match asynchronous {
+            None => self.open(format!("pub fn {name}({}) -> {result} {{", params.join(", "))),
+            Some(receiver) => {
+                let bound = if receiver == "&self" { " where 'a: 'f" } else { "" };
+                self.open(format!(
+                    "pub fn {name}_async<'f>({}) -> impl ::std::future::Future<Output = {result}> + Unpin + 'f{bound} {{",
+                    params.join(", ")
+                ))
+            }
+        }
     }
 
     fn gen_client_with(&mut self, rt: &str, procs: &[Proc<'_>], vn: &VersionNames) {
@@ -212,7 +227,7 @@ impl Gen<'_> {
         self.line(format!("options: {rt}::CallOptions,"));
         self.close("}");
         self.line("");
-        self.open(format!("impl {with}<'_> {{"));
+        self.open(format!("impl<'a> {with}<'a> {{"));
         for (i, pr) in procs.iter().enumerate() {
             let names = &pr.n.args;
             if i > 0 {
@@ -232,7 +247,7 @@ impl Gen<'_> {
                 if asynchronous {
                     self.line("");
                 }
-                self.open_method_as(rt, pr, &doc, false, asynchronous);
+                self.open_method_as(rt, pr, &doc, false, asynchronous.then_some("&self"));
                 self.call_branches(pr, names, asynchronous, |g, e| {
                     let dec = g.result_decoder(pr, e);
                     let cp = g.cp();
@@ -248,7 +263,7 @@ impl Gen<'_> {
                     } else {
                         Self::into_doc(pr)
                     };
-                    self.open_method_as(rt, pr, &doc, true, asynchronous);
+                    self.open_method_as(rt, pr, &doc, true, asynchronous.then_some("&self"));
                     self.call_branches(pr, names, asynchronous, |g, e| {
                         let dec = g.result_decoder(pr, e);
                         let cp = g.cp();
@@ -287,8 +302,8 @@ impl Gen<'_> {
     }
 
     /// The body of a client method: XDR over ONC RPC, else the native encoding in the server's
-    /// byte order; `decoder` gives the result closure for an encoding. `asynchronous`: of an
-    /// `async fn`, awaiting the call's future.
+    /// byte order; `decoder` gives the result closure for an encoding. `asynchronous`: the
+    /// call's future, one type whichever the encoding.
     fn call_branches(
         &mut self,
         pr: &Proc<'_>,
@@ -310,16 +325,37 @@ impl Gen<'_> {
             )
         };
         let konst = &pr.n.konst;
-        let (call, wait) = if asynchronous { ("call_with_async", ".await") } else { ("call_with", "") };
+        if asynchronous {
+            // One future type for both encodings: the closures choose.
+            let body = |closure: String| closure.split_once("| ").map(|(_, b)| b.to_string()).unwrap_or(closure);
+            let either = |xdr: String, native: String| {
+                let (x, n) = (body(xdr), body(native));
+                if x == n {
+                    x
+                } else {
+                    format!("if onc {{ {x} }} else {{ {n} }}")
+                }
+            };
+            let enc = either(encoder(Enc::Xdr), encoder(Enc::Native));
+            let dec = either(decoder(self, Enc::Xdr), decoder(self, Enc::Native));
+            let buf = if pr.p.args.is_empty() { "_buf" } else { "buf" };
+            self.line("let onc = self.inner.is_onc();");
+            // The server's order: payloads travel in it and only the client converts.
+            self.line("let order = self.inner.server_byte_order();");
+            self.line(format!(
+                "self.inner.call_with_async({konst}, &self.options, move |{buf}| {enc}, move |body| {dec})"
+            ));
+            return;
+        }
         self.open("if self.inner.is_onc() {");
         let (enc, dec) = (encoder(Enc::Xdr), decoder(self, Enc::Xdr));
-        self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
+        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
         self.close("} else {");
         self.indent += 1;
         // The server's order: payloads travel in it and only the client converts.
         self.line("let order = self.inner.server_byte_order();");
         let (enc, dec) = (encoder(Enc::Native), decoder(self, Enc::Native));
-        self.line(format!("self.inner.{call}({konst}, &self.options, {enc}, {dec}){wait}"));
+        self.line(format!("self.inner.call_with({konst}, &self.options, {enc}, {dec})"));
         self.close("}");
     }
 

@@ -1241,8 +1241,8 @@ pub mod everything_v1 {
         }
 
         /// [`ping`](Self::ping) as a future.
-        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).ping_async().await
+        pub fn ping_async<'f>(&'f self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).ping_async()
         }
 
         /// Calls `ROUNDTRIP(everything arg) -> everything` with the binding's default options.
@@ -1251,8 +1251,8 @@ pub mod everything_v1 {
         }
 
         /// [`roundtrip`](Self::roundtrip) as a future.
-        pub async fn roundtrip_async(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).roundtrip_async(arg).await
+        pub fn roundtrip_async<'f>(&'f self, arg: &'f super::Everything) -> impl ::std::future::Future<Output = ::std::result::Result<super::Everything, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).roundtrip_async(arg)
         }
 
         /// Calls `ADD(int arg1, int arg2) -> int` with the binding's default options.
@@ -1261,8 +1261,8 @@ pub mod everything_v1 {
         }
 
         /// [`add`](Self::add) as a future.
-        pub async fn add_async(&self, arg1: i32, arg2: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).add_async(arg1, arg2).await
+        pub fn add_async<'f>(&'f self, arg1: i32, arg2: i32) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).add_async(arg1, arg2)
         }
 
         /// Calls `CONCAT(opaque<> a, opaque<> b) -> opaque<>` with the binding's default options.
@@ -1271,8 +1271,8 @@ pub mod everything_v1 {
         }
 
         /// [`concat`](Self::concat) as a future.
-        pub async fn concat_async(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).concat_async(a, b).await
+        pub fn concat_async<'f>(&'f self, a: &'f [u8], b: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).concat_async(a, b)
         }
 
         /// Calls `CONCAT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -1281,8 +1281,8 @@ pub mod everything_v1 {
         }
 
         /// [`concat_into`](Self::concat_into) as a future.
-        pub async fn concat_into_async(&self, a: &[u8], b: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).concat_into_async(a, b, out).await
+        pub fn concat_into_async<'f>(&'f self, a: &'f [u8], b: &'f [u8], out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).concat_into_async(a, b, out)
         }
 
         /// Calls `GREET(string<> who) -> string<>` with the binding's default options.
@@ -1291,8 +1291,8 @@ pub mod everything_v1 {
         }
 
         /// [`greet`](Self::greet) as a future.
-        pub async fn greet_async(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).greet_async(who).await
+        pub fn greet_async<'f>(&'f self, who: &'f str) -> impl ::std::future::Future<Output = ::std::result::Result<::std::string::String, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).greet_async(who)
         }
 
         /// Calls `LOOKUP(string<32> key, color hint) -> result` with the binding's default options.
@@ -1301,8 +1301,8 @@ pub mod everything_v1 {
         }
 
         /// [`lookup`](Self::lookup) as a future.
-        pub async fn lookup_async(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).lookup_async(key, hint).await
+        pub fn lookup_async<'f>(&'f self, key: &'f str, hint: super::Color) -> impl ::std::future::Future<Output = ::std::result::Result<super::Result, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).lookup_async(key, hint)
         }
     }
 
@@ -1313,7 +1313,7 @@ pub mod everything_v1 {
         options: ::lowlat::CallOptions,
     }
 
-    impl EverythingV1ClientWith<'_> {
+    impl<'a> EverythingV1ClientWith<'a> {
         /// Calls `PING(void) -> void`.
         pub fn ping(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1325,13 +1325,10 @@ pub mod everything_v1 {
         }
 
         /// [`ping`](Self::ping) as a future.
-        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn ping_async<'f>(&self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(PING, &self.options, move |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `ROUNDTRIP(everything arg) -> everything`.
@@ -1345,13 +1342,10 @@ pub mod everything_v1 {
         }
 
         /// [`roundtrip`](Self::roundtrip) as a future.
-        pub async fn roundtrip_async(&self, arg: &super::Everything) -> ::std::result::Result<super::Everything, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(ROUNDTRIP, &self.options, |buf| encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn roundtrip_async<'f>(&self, arg: &'f super::Everything) -> impl ::std::future::Future<Output = ::std::result::Result<super::Everything, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(ROUNDTRIP, &self.options, move |buf| if onc { encode_roundtrip_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from) } else { encode_roundtrip_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_roundtrip_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_roundtrip_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `ADD(int arg1, int arg2) -> int`.
@@ -1365,13 +1359,10 @@ pub mod everything_v1 {
         }
 
         /// [`add`](Self::add) as a future.
-        pub async fn add_async(&self, arg1: i32, arg2: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_xdr(buf, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(ADD, &self.options, |buf| encode_add_args_native(buf, order, arg1, arg2).map_err(::lowlat_codec::Error::from), |body| decode_add_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn add_async<'f>(&self, arg1: i32, arg2: i32) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(ADD, &self.options, move |buf| if onc { encode_add_args_xdr(buf, arg1, arg2).map_err(::lowlat_codec::Error::from) } else { encode_add_args_native(buf, order, arg1, arg2).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_add_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_add_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `CONCAT(opaque<> a, opaque<> b) -> opaque<>`.
@@ -1385,13 +1376,10 @@ pub mod everything_v1 {
         }
 
         /// [`concat`](Self::concat) as a future.
-        pub async fn concat_async(&self, a: &[u8], b: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn concat_async<'f>(&self, a: &'f [u8], b: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(CONCAT, &self.options, move |buf| if onc { encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from) } else { encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_concat_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) } else { decode_concat_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `CONCAT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -1405,13 +1393,10 @@ pub mod everything_v1 {
         }
 
         /// [`concat_into`](Self::concat_into) as a future.
-        pub async fn concat_into_async(&self, a: &[u8], b: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(CONCAT, &self.options, |buf| encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| { let v = decode_concat_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            }
+        pub fn concat_into_async<'f>(&self, a: &'f [u8], b: &'f [u8], out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(CONCAT, &self.options, move |buf| if onc { encode_concat_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from) } else { encode_concat_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from) }, move |body| if onc { { let v = decode_concat_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } } else { { let v = decode_concat_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } })
         }
 
         /// Calls `GREET(string<> who) -> string<>`.
@@ -1425,13 +1410,10 @@ pub mod everything_v1 {
         }
 
         /// [`greet`](Self::greet) as a future.
-        pub async fn greet_async(&self, who: &str) -> ::std::result::Result<::std::string::String, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_xdr(buf, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_xdr(body).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(GREET, &self.options, |buf| encode_greet_args_native(buf, order, who).map_err(::lowlat_codec::Error::from), |body| decode_greet_result_native(body, order).map(str::to_owned).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn greet_async<'f>(&self, who: &'f str) -> impl ::std::future::Future<Output = ::std::result::Result<::std::string::String, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(GREET, &self.options, move |buf| if onc { encode_greet_args_xdr(buf, who).map_err(::lowlat_codec::Error::from) } else { encode_greet_args_native(buf, order, who).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_greet_result_xdr(body).map(str::to_owned).map_err(::lowlat_codec::Error::from) } else { decode_greet_result_native(body, order).map(str::to_owned).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `LOOKUP(string<32> key, color hint) -> result`.
@@ -1445,13 +1427,10 @@ pub mod everything_v1 {
         }
 
         /// [`lookup`](Self::lookup) as a future.
-        pub async fn lookup_async(&self, key: &str, hint: super::Color) -> ::std::result::Result<super::Result, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_xdr(buf, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(LOOKUP, &self.options, |buf| encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from), |body| decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn lookup_async<'f>(&self, key: &'f str, hint: super::Color) -> impl ::std::future::Future<Output = ::std::result::Result<super::Result, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(LOOKUP, &self.options, move |buf| if onc { encode_lookup_args_xdr(buf, key, hint).map_err(::lowlat_codec::Error::from) } else { encode_lookup_args_native(buf, order, key, hint).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_lookup_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_lookup_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
     }
 
@@ -1954,8 +1933,8 @@ pub mod everything_v2 {
         }
 
         /// [`ping`](Self::ping) as a future.
-        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).ping_async().await
+        pub fn ping_async<'f>(&'f self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).ping_async()
         }
 
         /// Calls `REVERSE(node arg) -> node` with the binding's default options.
@@ -1964,8 +1943,8 @@ pub mod everything_v2 {
         }
 
         /// [`reverse`](Self::reverse) as a future.
-        pub async fn reverse_async(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).reverse_async(arg).await
+        pub fn reverse_async<'f>(&'f self, arg: &'f super::Node) -> impl ::std::future::Future<Output = ::std::result::Result<super::Node, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).reverse_async(arg)
         }
     }
 
@@ -1976,7 +1955,7 @@ pub mod everything_v2 {
         options: ::lowlat::CallOptions,
     }
 
-    impl EverythingV2ClientWith<'_> {
+    impl<'a> EverythingV2ClientWith<'a> {
         /// Calls `PING(void) -> void`.
         pub fn ping(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -1988,13 +1967,10 @@ pub mod everything_v2 {
         }
 
         /// [`ping`](Self::ping) as a future.
-        pub async fn ping_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(PING, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn ping_async<'f>(&self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(PING, &self.options, move |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `REVERSE(node arg) -> node`.
@@ -2008,13 +1984,10 @@ pub mod everything_v2 {
         }
 
         /// [`reverse`](Self::reverse) as a future.
-        pub async fn reverse_async(&self, arg: &super::Node) -> ::std::result::Result<super::Node, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(REVERSE, &self.options, |buf| encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from), |body| decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn reverse_async<'f>(&self, arg: &'f super::Node) -> impl ::std::future::Future<Output = ::std::result::Result<super::Node, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(REVERSE, &self.options, move |buf| if onc { encode_reverse_args_xdr(buf, arg).map_err(::lowlat_codec::Error::from) } else { encode_reverse_args_native(buf, order, arg).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_reverse_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_reverse_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
     }
 

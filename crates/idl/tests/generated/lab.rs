@@ -345,8 +345,8 @@ pub mod lab_vers {
         }
 
         /// [`null`](Self::null) as a future.
-        pub async fn null_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).null_async().await
+        pub fn null_async<'f>(&'f self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).null_async()
         }
 
         /// Calls `MINUS(int a, int b) -> int` with the binding's default options.
@@ -355,8 +355,8 @@ pub mod lab_vers {
         }
 
         /// [`minus`](Self::minus) as a future.
-        pub async fn minus_async(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).minus_async(a, b).await
+        pub fn minus_async<'f>(&'f self, a: i32, b: i32) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).minus_async(a, b)
         }
 
         /// Calls `MAXARG(opaque<> data) -> void` with the binding's default options.
@@ -365,8 +365,8 @@ pub mod lab_vers {
         }
 
         /// [`maxarg`](Self::maxarg) as a future.
-        pub async fn maxarg_async(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).maxarg_async(data).await
+        pub fn maxarg_async<'f>(&'f self, data: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).maxarg_async(data)
         }
 
         /// Calls `MAXRESULT(unsigned int n) -> opaque<>` with the binding's default options.
@@ -375,8 +375,8 @@ pub mod lab_vers {
         }
 
         /// [`maxresult`](Self::maxresult) as a future.
-        pub async fn maxresult_async(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).maxresult_async(n).await
+        pub fn maxresult_async<'f>(&'f self, n: u32) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).maxresult_async(n)
         }
 
         /// Calls `MAXRESULT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -385,8 +385,8 @@ pub mod lab_vers {
         }
 
         /// [`maxresult_into`](Self::maxresult_into) as a future.
-        pub async fn maxresult_into_async(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).maxresult_into_async(n, out).await
+        pub fn maxresult_into_async<'f>(&'f self, n: u32, out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).maxresult_into_async(n, out)
         }
 
         /// Calls `ECHO(opaque<> data) -> opaque<>` with the binding's default options.
@@ -395,8 +395,8 @@ pub mod lab_vers {
         }
 
         /// [`echo`](Self::echo) as a future.
-        pub async fn echo_async(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).echo_async(data).await
+        pub fn echo_async<'f>(&'f self, data: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).echo_async(data)
         }
 
         /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -405,8 +405,8 @@ pub mod lab_vers {
         }
 
         /// [`echo_into`](Self::echo_into) as a future.
-        pub async fn echo_into_async(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).echo_into_async(data, out).await
+        pub fn echo_into_async<'f>(&'f self, data: &'f [u8], out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).echo_into_async(data, out)
         }
 
         /// Calls `COUNT(void) -> unsigned hyper` with the binding's default options.
@@ -415,8 +415,8 @@ pub mod lab_vers {
         }
 
         /// [`count`](Self::count) as a future.
-        pub async fn count_async(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).count_async().await
+        pub fn count_async<'f>(&'f self) -> impl ::std::future::Future<Output = ::std::result::Result<u64, ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).count_async()
         }
 
         /// Calls `SPIN(unsigned int us) -> void` with the binding's default options.
@@ -425,8 +425,8 @@ pub mod lab_vers {
         }
 
         /// [`spin`](Self::spin) as a future.
-        pub async fn spin_async(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
-            self.with(::lowlat::CallOptions::new()).spin_async(us).await
+        pub fn spin_async<'f>(&'f self, us: u32) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).spin_async(us)
         }
     }
 
@@ -437,7 +437,7 @@ pub mod lab_vers {
         options: ::lowlat::CallOptions,
     }
 
-    impl LabVersClientWith<'_> {
+    impl<'a> LabVersClientWith<'a> {
         /// Calls `NULL(void) -> void`.
         pub fn null(&self) -> ::std::result::Result<(), ::lowlat::Error> {
             if self.inner.is_onc() {
@@ -449,13 +449,10 @@ pub mod lab_vers {
         }
 
         /// [`null`](Self::null) as a future.
-        pub async fn null_async(&self) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(NULL, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn null_async<'f>(&self) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(NULL, &self.options, move |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `MINUS(int a, int b) -> int`.
@@ -469,13 +466,10 @@ pub mod lab_vers {
         }
 
         /// [`minus`](Self::minus) as a future.
-        pub async fn minus_async(&self, a: i32, b: i32) -> ::std::result::Result<i32, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(MINUS, &self.options, |buf| encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from), |body| decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn minus_async<'f>(&self, a: i32, b: i32) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(MINUS, &self.options, move |buf| if onc { encode_minus_args_xdr(buf, a, b).map_err(::lowlat_codec::Error::from) } else { encode_minus_args_native(buf, order, a, b).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_minus_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_minus_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `MAXARG(opaque<> data) -> void`.
@@ -489,13 +483,10 @@ pub mod lab_vers {
         }
 
         /// [`maxarg`](Self::maxarg) as a future.
-        pub async fn maxarg_async(&self, data: &[u8]) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(MAXARG, &self.options, |buf| encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn maxarg_async<'f>(&self, data: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(MAXARG, &self.options, move |buf| if onc { encode_maxarg_args_xdr(buf, data).map_err(::lowlat_codec::Error::from) } else { encode_maxarg_args_native(buf, order, data).map_err(::lowlat_codec::Error::from) }, move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `MAXRESULT(unsigned int n) -> opaque<>`.
@@ -509,13 +500,10 @@ pub mod lab_vers {
         }
 
         /// [`maxresult`](Self::maxresult) as a future.
-        pub async fn maxresult_async(&self, n: u32) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn maxresult_async<'f>(&self, n: u32) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(MAXRESULT, &self.options, move |buf| if onc { encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from) } else { encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_maxresult_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) } else { decode_maxresult_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `MAXRESULT`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -529,13 +517,10 @@ pub mod lab_vers {
         }
 
         /// [`maxresult_into`](Self::maxresult_into) as a future.
-        pub async fn maxresult_into_async(&self, n: u32, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(MAXRESULT, &self.options, |buf| encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from), |body| { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            }
+        pub fn maxresult_into_async<'f>(&self, n: u32, out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(MAXRESULT, &self.options, move |buf| if onc { encode_maxresult_args_xdr(buf, n).map_err(::lowlat_codec::Error::from) } else { encode_maxresult_args_native(buf, order, n).map_err(::lowlat_codec::Error::from) }, move |body| if onc { { let v = decode_maxresult_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } } else { { let v = decode_maxresult_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } })
         }
 
         /// Calls `ECHO(opaque<> data) -> opaque<>`.
@@ -549,13 +534,10 @@ pub mod lab_vers {
         }
 
         /// [`echo`](Self::echo) as a future.
-        pub async fn echo_async(&self, data: &[u8]) -> ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn echo_async<'f>(&self, data: &'f [u8]) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<u8>, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(ECHO, &self.options, move |buf| if onc { encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from) } else { encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from) }, move |body| if onc { decode_echo_result_xdr(body).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) } else { decode_echo_result_native(body, order).map(<[u8]>::to_vec).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `ECHO`, copying the result into `out` (cleared first) so a reused buffer avoids allocating.
@@ -569,13 +551,10 @@ pub mod lab_vers {
         }
 
         /// [`echo_into`](Self::echo_into) as a future.
-        pub async fn echo_into_async(&self, data: &[u8], out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(ECHO, &self.options, |buf| encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from), |body| { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) }).await
-            }
+        pub fn echo_into_async<'f>(&self, data: &'f [u8], out: &'f mut ::std::vec::Vec<u8>) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(ECHO, &self.options, move |buf| if onc { encode_echo_args_xdr(buf, data).map_err(::lowlat_codec::Error::from) } else { encode_echo_args_native(buf, order, data).map_err(::lowlat_codec::Error::from) }, move |body| if onc { { let v = decode_echo_result_xdr(body)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } } else { { let v = decode_echo_result_native(body, order)?; out.clear(); out.extend_from_slice(v); ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()) } })
         }
 
         /// Calls `COUNT(void) -> unsigned hyper`.
@@ -589,13 +568,10 @@ pub mod lab_vers {
         }
 
         /// [`count`](Self::count) as a future.
-        pub async fn count_async(&self) -> ::std::result::Result<u64, ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(COUNT, &self.options, |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), |body| decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn count_async<'f>(&self) -> impl ::std::future::Future<Output = ::std::result::Result<u64, ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(COUNT, &self.options, move |_buf| ::std::result::Result::<(), ::lowlat_codec::Error>::Ok(()), move |body| if onc { decode_count_result_xdr(body).map_err(::lowlat_codec::Error::from) } else { decode_count_result_native(body, order).map_err(::lowlat_codec::Error::from) })
         }
 
         /// Calls `SPIN(unsigned int us) -> void`.
@@ -609,13 +585,10 @@ pub mod lab_vers {
         }
 
         /// [`spin`](Self::spin) as a future.
-        pub async fn spin_async(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
-            if self.inner.is_onc() {
-                self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from)).await
-            } else {
-                let order = self.inner.server_byte_order();
-                self.inner.call_with_async(SPIN, &self.options, |buf| encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from)).await
-            }
+        pub fn spin_async<'f>(&self, us: u32) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(SPIN, &self.options, move |buf| if onc { encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from) } else { encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from) }, move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
     }
 

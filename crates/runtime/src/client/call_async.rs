@@ -1,8 +1,10 @@
 //! An async call over lowlat's protocol: the blocking call's steps (claim a slot, encode, send,
-//! spin for the budget) as a future that, where the blocking call would sleep, parks in the
-//! reactor (`crate::reactor`) on the slot's descriptor and its next timer, and returns.
+//! wait) as a future. It is sent at once when a slot is free (calls made one after another are
+//! in flight together before any is awaited); each poll looks once for the reply and, finding
+//! none, either asks to be polled again or parks in the reactor (`crate::reactor`) on the slot's
+//! descriptor and its next timer (`super::pacing` says which).
 //!
-//! While parked the slot is lent to the call (`SlotPool::lend`): its lock is free (a future may
+//! While in flight the slot is lent to the call (`SlotPool::lend`): its lock is free (a future may
 //! move between threads, a lock guard may not), and every other caller passes it by. A dropped
 //! call gives its slot back at once, its call abandoned ([`ClientSlot::abandon`]): a late reply
 //! to it is stale to the next call, whose call number is new.
@@ -18,6 +20,7 @@ use lowlat_wait::{SpinPolicy, Spinner};
 
 use super::call::{CallClock, SlotIo};
 use super::lowlat::{Lowlat, Slot};
+use super::pacing::Pacing;
 use super::pool::Claimed;
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
@@ -38,9 +41,11 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
     /// Whether the call was sent again after a rebind (once at most, as a blocking call).
     resent: bool,
     parking: Option<Parking>,
-    /// Spins no more once it has parked: a wake-up means there is something to read (or a
-    /// timer), and a spurious one should not cost a spin.
-    after_park: Option<Spinner>,
+    /// Looks once per poll, never spins (`super::pacing`).
+    look: Spinner,
+    pacing: Pacing,
+    /// Why the call failed as it was sent at once, told by the first poll.
+    failed: Option<Error>,
     _result: PhantomData<fn() -> (R, E)>,
 }
 
@@ -48,7 +53,7 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
 impl<R, E, Enc, Dec> Unpin for LowlatCall<'_, R, E, Enc, Dec> {}
 
 impl Lowlat {
-    /// The call as a future.
+    /// The call as a future, sent now if a slot is free (else once one is, when polled).
     pub(crate) fn call_async<R, E, Enc, Dec>(
         &self,
         proc_no: u32,
@@ -61,7 +66,7 @@ impl Lowlat {
         Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         Dec: FnOnce(&[u8]) -> Result<R, E>,
     {
-        LowlatCall {
+        let mut call = LowlatCall {
             client: self,
             proc_no,
             encode: Some(encode),
@@ -71,9 +76,16 @@ impl Lowlat {
             timed: false,
             resent: false,
             parking: None,
-            after_park: None,
+            look: Spinner::new(SpinPolicy::Block),
+            pacing: Pacing::default(),
+            failed: None,
             _result: PhantomData,
+        };
+        let slots = &self.shared.slots;
+        if let Some(g) = slots.try_claim(true).or_else(|| slots.try_claim(false)) {
+            call.failed = call.begin(g).err();
         }
+        call
     }
 }
 
@@ -87,6 +99,9 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Err(e));
+        }
         // Whatever woke us, the earlier parking is over.
         let was_parked = this.parking.take().is_some();
         let c = this.client;
@@ -120,14 +135,21 @@ where
                         return Poll::Ready(this.finish(guard, Err(e)));
                     }
                 }
-                Waited::Done(r) => return Poll::Ready(this.finish(guard, r)),
+                Waited::Done(r) => {
+                    this.pacing.done(&mut guard.spinner);
+                    return Poll::Ready(this.finish(guard, r));
+                }
+                Waited::Park(_) if this.pacing.keep_polling(c.shared.slots.returned(), &guard.spinner) => {
+                    // Polled again once the executor has run its other tasks.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 Waited::Park(timeout) => {
                     let chan = guard.chan.as_mut().expect("lent with its channel").as_dyn();
                     match reactor::park_on(chan, timeout, std::mem::take(&mut check_peer), cx.waker()) {
                         Ok(None) => continue,
                         Ok(Some(p)) => {
                             this.parking = Some(p);
-                            this.after_park.get_or_insert_with(|| Spinner::new(SpinPolicy::Block));
                             return Poll::Pending;
                         }
                         Err(e) => {
@@ -150,8 +172,13 @@ where
     /// Claims a slot, encodes and sends; `None`: every slot is busy (parked until one is
     /// released, or the deadline).
     fn start(&mut self, cx: &mut Context<'_>) -> Result<Option<Claimed<'c, Slot>>, Error> {
+        let Some(g) = self.claim(cx)? else { return Ok(None) };
+        self.begin(g).map(Some)
+    }
+
+    /// Encodes and sends the call in the slot `g` holds, and lends it the slot.
+    fn begin(&mut self, mut g: Claimed<'c, Slot>) -> Result<Claimed<'c, Slot>, Error> {
         let c = self.client;
-        let Some(mut g) = self.claim(cx)? else { return Ok(None) };
         let r = (|| {
             c.prepare(&mut g)?;
             let engine = g.engine.as_mut().expect("prepared");
@@ -166,9 +193,10 @@ where
         c.shared.slots.lend(&g);
         self.slot = Some(g.index());
         if let Err(e) = self.send(&mut g) {
-            return self.finish(g, Err(e)).map(|_| None);
+            self.release(g, Some(&e));
+            return Err(e);
         }
-        Ok(Some(g))
+        Ok(g)
     }
 
     /// A free slot, or `None` with the call parked until one is released.
@@ -203,12 +231,11 @@ where
         }
     }
 
-    /// Spins for the outcome (once parked, looks once), returning to park when none came.
+    /// Looks once for the outcome, [`Waited::Park`] when none came.
     fn wait(&mut self, g: &mut Slot) -> Waited<R> {
         let c = self.client;
-        let Slot { engine, chan, buf, outbox, spinner, .. } = g;
-        let spinner = self.after_park.as_mut().unwrap_or(spinner);
-        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner };
+        let Slot { engine, chan, buf, outbox, .. } = g;
+        let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner: &mut self.look };
         let (proc_no, clock, timed, decode) = (self.proc_no, &mut self.clock, &mut self.timed, &mut self.decode);
         match chan.as_mut().expect("prepared") {
             SlotChannel::Shm(ch) => {
@@ -230,14 +257,18 @@ where
         g.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
         self.clock.begun = None; // the same deadline, but a fresh start for the new round trip
         self.timed = false;
-        self.after_park = None;
         self.send(g)
     }
 
     /// Gives the slot back, after mending it as a failed blocking call does.
-    fn finish(&mut self, mut g: Claimed<'c, Slot>, r: Result<R, Error>) -> Result<R, Error> {
+    fn finish(&mut self, g: Claimed<'c, Slot>, r: Result<R, Error>) -> Result<R, Error> {
+        self.release(g, r.as_ref().err());
+        r
+    }
+
+    fn release(&mut self, mut g: Claimed<'c, Slot>, failure: Option<&Error>) {
         let c = self.client;
-        if let Err(e) = &r {
+        if let Some(e) = failure {
             c.recover(&mut g, e);
         }
         if c.shared.cfg.spans {
@@ -245,7 +276,6 @@ where
         }
         self.slot = None;
         c.shared.slots.give_back(g);
-        r
     }
 }
 

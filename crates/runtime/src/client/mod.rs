@@ -14,6 +14,7 @@ mod call_async;
 mod errors;
 mod lowlat;
 pub(crate) mod onc;
+mod pacing;
 pub(crate) mod pool;
 mod session;
 
@@ -234,14 +235,18 @@ impl Client {
 }
 
 /// Async calls: each call of [`Client`] as a future, usable from any executor (tokio, a
-/// hand-rolled `block_on`): it needs no runtime of lowlat's own. A call spins for the binding's
-/// spin budget, as a blocking one does, so a fast reply costs what it costs blocking; a slower
-/// one parks the future in lowlat's reactor thread (epoll on the slot's socket; over shared
-/// memory, an eventfd the server rings for a parked client) and the executor's thread is free
-/// meanwhile. Many calls may be in flight at once on one client, one per slot (calls beyond the
-/// slots wait for one, within their deadline); a future dropped before it completes gives its
-/// slot back at once, its call abandoned (a late reply is ignored). Opening a slot's channel,
-/// and binding again after the server restarted, still happen within one poll.
+/// hand-rolled `block_on`, [`crate::wait_all`]): it needs no runtime of lowlat's own. A call is
+/// sent when it is made, if a slot is free (else as soon as one is): calls made one after another
+/// are in flight together before any is awaited. Each poll looks once for the reply; finding
+/// none, the future asks to be polled again (its executor runs its other tasks first, so tasks
+/// take turns and their calls overlap) while the binding's spin budget has not run out since
+/// the client's last completed call, and otherwise parks in lowlat's reactor thread (epoll on
+/// the slot's socket; over shared memory, an eventfd the server rings for a parked client),
+/// leaving the executor's thread free. Many calls may be in flight at once on one client, one
+/// per slot ([`ClientConfig::slots`]; calls beyond them wait for a slot to be given back, within
+/// their deadline); a future dropped before it completes gives its slot back at once, its call
+/// abandoned (it may have executed; a late reply is ignored). Opening a slot's channel, and
+/// binding again after the server restarted, still happen within one poll.
 impl Client {
     /// [`call`](Self::call) as a future.
     pub fn call_async<'a, R, E>(
@@ -249,7 +254,7 @@ impl Client {
         proc_no: u32,
         encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
         decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
-    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    ) -> impl std::future::Future<Output = Result<R, Error>> + Unpin + 'a
     where
         R: 'a,
         E: std::error::Error + Send + Sync + 'static,
@@ -265,23 +270,53 @@ impl Client {
         options: &CallOptions,
         encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
         decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
-    ) -> impl std::future::Future<Output = Result<R, Error>> + 'a
+    ) -> impl std::future::Future<Output = Result<R, Error>> + Unpin + 'a
     where
         R: 'a,
         E: std::error::Error + Send + Sync + 'static,
     {
         let deadline = options.deadline;
         let span = if self.spans { self.span(proc_no) } else { tracing::Span::none() };
-        let call = async move {
-            let r = match &self.kind {
-                Kind::Lowlat(c) => {
-                    let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
-                    c.call_async(proc_no, timeout, encode, decode).await
-                }
-                Kind::Onc(c) => c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode).await,
-            };
-            r.map_err(|e| e.named(&self.names))
+        // Sent now, in the call's span.
+        let started = span.in_scope(|| match &self.kind {
+            Kind::Lowlat(c) => {
+                let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
+                Started::Lowlat(c.call_async(proc_no, timeout, encode, decode))
+            }
+            Kind::Onc(c) => Started::Onc(c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode)),
+        });
+        AsyncCall { started, names: &self.names, span }
+    }
+}
+
+/// An async call of either protocol, already sent.
+enum Started<L, O> {
+    Lowlat(L),
+    Onc(O),
+}
+
+/// [`Client::call_with_async`]'s future: the protocol's call, polled in its span, its error
+/// naming the procedure.
+struct AsyncCall<'a, L, O> {
+    started: Started<L, O>,
+    names: &'a [(u32, Arc<str>)],
+    span: tracing::Span,
+}
+
+impl<R, L, O> std::future::Future for AsyncCall<'_, L, O>
+where
+    L: std::future::Future<Output = Result<R, Error>> + Unpin,
+    O: std::future::Future<Output = Result<R, Error>> + Unpin,
+{
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        let _in_span = this.span.enter();
+        let polled = match &mut this.started {
+            Started::Lowlat(call) => std::pin::Pin::new(call).poll(cx),
+            Started::Onc(call) => std::pin::Pin::new(call).poll(cx),
         };
-        tracing::Instrument::instrument(call, span)
+        polled.map(|r| r.map_err(|e| e.named(this.names)))
     }
 }

@@ -24,6 +24,7 @@ use lowlat_proto::{ByteOrder, Execution, Session};
 use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_wait::{SpinPolicy, Spinner};
 
+use super::pacing::Pacing;
 use super::pool::SlotPool;
 use crate::driver::{self, ClientChannel};
 use crate::reactor::{self, Parking};
@@ -38,6 +39,10 @@ struct Slot {
     buf: Vec<u8>,
     spinner: Spinner,
 }
+
+/// What an async call keeps and never pins (closures it only calls): `Unpin` whatever they are.
+struct Unpinned<T>(T);
+impl<T> Unpin for Unpinned<T> {}
 
 /// A slot lent to an async call: given back when dropped, its call abandoned unless it
 /// `finished` (the future was dropped with the call in flight).
@@ -356,44 +361,117 @@ impl OncClient {
         }
     }
 
-    /// [`call_timeout`](Self::call_timeout) as a future (see `crate::client`'s async calls).
-    /// A call that finds every slot busy is woken when one is given back, or fails at its
-    /// deadline.
-    pub async fn call_async<R, E: std::error::Error + Send + Sync + 'static>(
-        &self,
+    /// [`call_timeout`](Self::call_timeout) as a future (see `crate::client`'s async calls):
+    /// sent now if a slot is free, else once one is given back (or it fails at its deadline).
+    pub fn call_async<'a, R: 'a, E: std::error::Error + Send + Sync + 'static>(
+        &'a self,
         proc_no: u32,
         timeout: Duration,
-        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
-        decode: impl FnOnce(&[u8]) -> Result<R, E>,
-    ) -> Result<R, Error> {
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
+        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
+    ) -> impl std::future::Future<Output = Result<R, Error>> + Unpin + 'a {
         let now = Instant::now();
         let deadline = now + timeout;
+        // The closures are never pinned: only called.
+        let mut codec = Unpinned((Some(encode), Some(decode)));
+        let mut lent: Option<Lent<'a>> = None;
+        let mut failed: Option<Error> = None;
+        if let Some(g) = self.slots.try_claim(true).or_else(|| self.slots.try_claim(false)) {
+            let encode = codec.0 .0.take().expect("encoded once");
+            match self.send_lent(g, proc_no, encode, now, deadline) {
+                Ok(l) => lent = Some(l),
+                Err(e) => failed = Some(e),
+            }
+        }
+        let mut look = Spinner::new(SpinPolicy::Block);
+        let mut pacing = Pacing::default();
         let mut parking: Option<Parking> = None;
-        let claimed = std::future::poll_fn(|cx| {
-            parking = None;
-            let (claimed, recheck) = self.slots.poll_claim(cx.waker());
-            if let Some(g) = claimed {
-                self.slots.lend(&g);
-                return Poll::Ready(Ok(g.index()));
+        std::future::poll_fn(move |cx| {
+            // Named whole, so that the closure captures the wrapper, not the closures in it.
+            let codec = &mut codec;
+            if let Some(e) = failed.take() {
+                return Poll::Ready(Err(e));
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Poll::Ready(Err(self.no_slot(proc_no, timeout)));
-            }
-            match reactor::park(&[], Some(recheck.map_or(deadline, |r| deadline.min(now + r))), cx.waker()) {
-                Ok(p) => {
-                    parking = Some(p);
-                    Poll::Pending
+            let was_parked = parking.take().is_some();
+            let i = match &lent {
+                Some(l) => l.slot,
+                None => {
+                    let (claimed, recheck) = self.slots.poll_claim(cx.waker());
+                    let Some(g) = claimed else {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            return Poll::Ready(Err(self.no_slot(proc_no, timeout)));
+                        }
+                        let at = recheck.map_or(deadline, |r| deadline.min(now + r));
+                        return match reactor::park(&[], Some(at), cx.waker()) {
+                            Ok(p) => {
+                                parking = Some(p);
+                                Poll::Pending
+                            }
+                            Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
+                        };
+                    };
+                    let encode = codec.0 .0.take().expect("encoded once");
+                    match self.send_lent(g, proc_no, encode, now, deadline) {
+                        Ok(l) => lent.insert(l).slot,
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
                 }
-                Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
-            }
-        })
-        .await;
-        let i = claimed?;
-        let mut lent = Lent { client: self, slot: i, finished: false };
-        let sent = (|| {
+            };
             let mut g = self.slots.hold(i);
-            let Slot { engine, chan, gen, .. } = &mut *g;
+            let Slot { engine, chan, buf, spinner, .. } = &mut *g;
+            let ch = chan.as_deref_mut().expect("opened to send");
+            let mut check_peer = was_parked;
+            let r = loop {
+                let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
+                match self.await_outcome(ch, engine, buf, &mut look, proc_no, &mut codec.0 .1, block) {
+                    Waited::Done(r) => {
+                        pacing.done(spinner);
+                        break r;
+                    }
+                    Waited::Park(_) if pacing.keep_polling(self.slots.returned(), spinner) => {
+                        // Polled again once the executor has run its other tasks.
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    Waited::Park(t) => match reactor::park_on(ch, t, std::mem::take(&mut check_peer), cx.waker()) {
+                        Ok(None) => continue,
+                        Ok(Some(p)) => {
+                            parking = Some(p);
+                            return Poll::Pending;
+                        }
+                        Err(e) => {
+                            engine.abandon();
+                            break Err(self.lost(proc_no, e));
+                        }
+                    },
+                }
+            };
+            if let Err(e) = &r {
+                self.after_failure(e, chan);
+            }
+            drop(g);
+            if let Some(mut l) = lent.take() {
+                l.finished = true;
+            }
+            Poll::Ready(r)
+        })
+    }
+
+    /// Lends the slot `g` holds to an async call, encodes the call and sends it (a call that
+    /// could not be sent gives the slot back).
+    fn send_lent<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        mut g: super::pool::Claimed<'_, Slot>,
+        proc_no: u32,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        now: Instant,
+        deadline: Instant,
+    ) -> Result<Lent<'_>, Error> {
+        self.slots.lend(&g);
+        let slot = g.index();
+        let Slot { engine, chan, gen, .. } = &mut *g;
+        let sent = (|| {
             encode(&mut OutBuf::from(engine.args_buf()))
                 .map_err(|e| Error::Encode { call: self.site(proc_no), source: Box::new(e) })?;
             let c = self.channel(chan, gen)?;
@@ -403,41 +481,9 @@ impl OncClient {
             }
             sent
         })();
-        sent.inspect_err(|_| lent.finished = true)?;
-        let mut decode = Some(decode);
-        let mut after_park: Option<Spinner> = None;
-        let r = std::future::poll_fn(|cx| {
-            let was_parked = parking.take().is_some();
-            let mut g = self.slots.hold(i);
-            let Slot { engine, chan, buf, spinner, .. } = &mut *g;
-            let chan = chan.as_deref_mut().expect("opened to send");
-            let mut check_peer = was_parked;
-            loop {
-                let spinner = after_park.as_mut().unwrap_or(spinner);
-                let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
-                match self.await_outcome(chan, engine, buf, spinner, proc_no, &mut decode, block) {
-                    Waited::Done(r) => return Poll::Ready(r),
-                    Waited::Park(t) => match reactor::park_on(chan, t, std::mem::take(&mut check_peer), cx.waker()) {
-                        Ok(None) => continue,
-                        Ok(Some(p)) => {
-                            parking = Some(p);
-                            after_park.get_or_insert_with(|| Spinner::new(SpinPolicy::Block));
-                            return Poll::Pending;
-                        }
-                        Err(e) => {
-                            engine.abandon();
-                            return Poll::Ready(Err(self.lost(proc_no, e)));
-                        }
-                    },
-                }
-            }
-        })
-        .await;
-        lent.finished = true;
-        if let Err(e) = &r {
-            self.after_failure(e, &mut self.slots.hold(i).chan);
-        }
-        r
+        drop(g);
+        let lent = Lent { client: self, slot, finished: sent.is_err() };
+        sent.map(|()| lent)
     }
 
     /// Where a call of `proc_no` goes, as errors name it.

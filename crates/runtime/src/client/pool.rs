@@ -16,7 +16,7 @@
 //! threads, a lock guard may not): its slot is *lent* ([`SlotPool::lend`]), its lock free, and
 //! every claim passes it by until it is given back.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -42,6 +42,8 @@ pub(crate) struct SlotPool<S> {
     free_lock: Mutex<()>,
     /// A housekeeper ([`sweep`](Self::sweep)) is looking at the slots, one at a time.
     housekeeping: AtomicBool,
+    /// Lent slots given back: async calls finished (`super::pacing` reads it as progress).
+    returned: AtomicU64,
 }
 
 /// A slot held: given back when dropped, and a waiter told.
@@ -101,6 +103,7 @@ impl<S> SlotPool<S> {
             free: Condvar::new(),
             free_lock: Mutex::new(()),
             housekeeping: AtomicBool::new(false),
+            returned: AtomicU64::new(0),
         }
     }
 
@@ -235,6 +238,14 @@ impl<S> SlotPool<S> {
     /// Ends the lending of the slot `c` holds, and gives it back.
     pub fn give_back(&self, c: Claimed<'_, S>) {
         self.lent[c.index].store(false, Ordering::Relaxed);
+        // Only that it changed matters (`returned`), not an exact count: a load and a store,
+        // no locked instruction, even when two threads give back at once.
+        self.returned.store(self.returned.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// A number that changes whenever an async call gives its slot back.
+    pub fn returned(&self) -> u64 {
+        self.returned.load(Ordering::Relaxed)
     }
 
     /// Runs `look` on every slot no call holds now, telling waiting calls that a housekeeper is

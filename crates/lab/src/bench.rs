@@ -30,7 +30,8 @@ pub struct BenchSpec {
     /// flight).
     pub threads: usize,
     /// Open loop: the most calls in flight at once (`None`: enough for the rate,
-    /// [`crate::openloop::in_flight_for`]).
+    /// [`crate::openloop::in_flight_for`]). Closed loop: the calls each thread keeps in flight
+    /// (`None`: one, each call made when the previous returns).
     pub in_flight: Option<usize>,
     /// Calls per second in all (open loop, Poisson arrivals); `None` = closed loop.
     pub rate: Option<f64>,
@@ -92,20 +93,6 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
         interface::COUNT => c.count().map(|_| ()),
         interface::SPIN => c.spin(size.try_into().unwrap_or(u32::MAX)),
         _ => c.echo(arg, out),
-    }
-}
-
-/// One call of `proc` as a future (results it returns are checked and dropped: an open-loop run
-/// may have many in flight, each with a buffer of its own).
-async fn call_async(c: &LabClient, proc: u32, arg: &[u8], size: usize) -> Result<(), Error> {
-    match proc {
-        interface::NULL => c.null_async().await,
-        interface::MINUS => c.minus_async(7, 5).await.map(|_| ()),
-        interface::MAXARG => c.maxarg_async(arg).await,
-        interface::MAXRESULT => c.maxresult_async(size as u32).await,
-        interface::COUNT => c.count_async().await.map(|_| ()),
-        interface::SPIN => c.spin_async(size.try_into().unwrap_or(u32::MAX)).await,
-        _ => c.echo_async(arg).await,
     }
 }
 
@@ -171,7 +158,7 @@ pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
     };
     let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
     let (client, arg) = (&client, &arg[..]);
-    let run = openloop::run(&plan, |_| move || call_async(client, proc_no, arg, spec.size))?;
+    let run = openloop::run(&plan, |_| move || client.call_async(proc_no, arg, spec.size))?;
     if run.completed == 0 {
         return Err(run
             .first_failure
@@ -219,7 +206,8 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         return run_open(spec).map(|(s, run)| (s, run.latency));
     }
     let threads = spec.threads.max(1);
-    let (proc_no, client) = connect(spec, threads)?;
+    let window = spec.in_flight.unwrap_or(1).max(1);
+    let (proc_no, client) = connect(spec, threads * window)?;
     let client = Arc::new(client);
     let per_thread = spec.calls.div_ceil(threads as u64);
     let barrier = Arc::new(Barrier::new(threads + 1));
@@ -248,6 +236,10 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
                 // scheduled again only after these have made most of their calls (two CPUs, one
                 // of them the server's), so its clock would miss them.
                 let began = Instant::now();
+                if window > 1 {
+                    let r = keep_in_flight(&client, proc_no, &arg, spec.size, window, per_thread, &mut h);
+                    return ThreadRun { hist: h, errors: r.0, first_error: r.1, span: Some((began, Instant::now())) };
+                }
                 for _ in 0..per_thread {
                     let t0 = Instant::now();
                     match call_once(&client, proc_no, &arg, spec.size, &mut out) {
@@ -286,6 +278,43 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
     Ok((summarise(spec, threads, &all, wall, errors), all))
+}
+
+/// A closed loop of `calls` calls from this thread keeping `window` in flight: a call is made
+/// (and sent) as soon as one completes. Each call's latency, from its making to its completion,
+/// goes into `h`. Returns the failures and the first of them.
+fn keep_in_flight(
+    client: &LabClient,
+    proc_no: u32,
+    arg: &[u8],
+    size: usize,
+    window: usize,
+    calls: u64,
+    h: &mut Histogram<u64>,
+) -> (u64, Option<Error>) {
+    let mut set = lowlat::InFlight::new(window);
+    let mut made_at = vec![Instant::now(); window];
+    let (mut made, mut errors, mut first_error) = (0u64, 0u64, None);
+    loop {
+        while made < calls && !set.is_full() {
+            let at = Instant::now();
+            let place = set.push(client.call_async(proc_no, arg, size)).ok().expect("a free place");
+            made_at[place] = at;
+            made += 1;
+        }
+        if set.is_empty() {
+            return (errors, first_error);
+        }
+        set.wait(None, |place, r| match r {
+            Ok(()) => {
+                let _ = h.record(made_at[place].elapsed().as_nanos() as u64);
+            }
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+        });
+    }
 }
 
 /// Raw ping-pong of `size` bytes, summarised like an RPC run; also returns the latency histogram.

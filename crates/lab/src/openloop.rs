@@ -14,11 +14,8 @@
 //! to others sends 10-100 µs late instead, and says so).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -193,32 +190,6 @@ fn schedule(spec: &OpenLoop) -> Vec<u64> {
         .collect()
 }
 
-/// Which of a sender's calls in flight were woken since it last looked; waking one also wakes
-/// the sender's thread.
-struct Woken {
-    thread: Thread,
-    any: AtomicBool,
-    calls: Vec<AtomicBool>,
-}
-
-/// The waker of call place `place` of a sender.
-struct PlaceWaker {
-    woken: Arc<Woken>,
-    place: usize,
-}
-
-impl Wake for PlaceWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.calls[self.place].store(true, Ordering::Release);
-        self.woken.any.store(true, Ordering::Release);
-        self.woken.thread.unpark();
-    }
-}
-
 /// What one sender saw.
 struct SenderRun {
     latency: Histogram<u64>,
@@ -266,70 +237,45 @@ impl SenderRun {
     }
 }
 
-/// One sending thread's calls in flight, each in a place of its own with a waker made once.
-struct Places<Fut> {
-    calls: Vec<Option<(Pin<Box<Fut>>, Instant)>>,
-    free: Vec<usize>,
-    wakers: Vec<Waker>,
-    woken: Arc<Woken>,
+/// One sending thread's calls in flight (`lowlat::InFlight`: a waker per place, made once) and
+/// when each was scheduled.
+struct Places<Fut: Future> {
+    set: lowlat::InFlight<Fut>,
+    scheduled: Vec<Instant>,
 }
 
-impl<Fut: Future<Output = Result<(), Error>>> Places<Fut> {
+impl<Fut: Future<Output = Result<(), Error>> + Unpin> Places<Fut> {
     fn new(n: usize) -> Places<Fut> {
-        let woken = Arc::new(Woken {
-            thread: std::thread::current(),
-            any: AtomicBool::new(false),
-            calls: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        });
-        Places {
-            calls: (0..n).map(|_| None).collect(),
-            free: (0..n).rev().collect(),
-            wakers: (0..n).map(|place| Waker::from(Arc::new(PlaceWaker { woken: woken.clone(), place }))).collect(),
-            woken,
-        }
+        Places { set: lowlat::InFlight::new(n), scheduled: vec![Instant::now(); n] }
     }
 
     fn in_flight(&self) -> usize {
-        self.calls.len() - self.free.len()
+        self.set.len()
     }
 
-    /// Starts `call` (scheduled at `scheduled`) in a free place and polls it once (which sends
-    /// it); false, and nothing started, when every place is taken.
+    /// Starts `call` (scheduled at `scheduled`, sent as it was made) in a free place; false,
+    /// and nothing started, when every place is taken.
     fn start(&mut self, call: Fut, scheduled: Instant, run: &mut SenderRun) -> bool {
-        let Some(place) = self.free.pop() else { return false };
-        self.calls[place] = Some((Box::pin(call), scheduled));
+        let Ok(place) = self.set.push(call) else { return false };
+        self.scheduled[place] = scheduled;
         run.peak_in_flight = run.peak_in_flight.max(self.in_flight());
-        self.poll(place, run);
         true
-    }
-
-    fn poll(&mut self, place: usize, run: &mut SenderRun) {
-        let Some((call, scheduled)) = self.calls[place].as_mut() else { return };
-        let mut cx = Context::from_waker(&self.wakers[place]);
-        if let Poll::Ready(result) = call.as_mut().poll(&mut cx) {
-            let scheduled = *scheduled;
-            self.calls[place] = None;
-            self.free.push(place);
-            run.finished(scheduled, result);
-        }
     }
 
     /// Polls every call woken since the last look.
     fn poll_woken(&mut self, run: &mut SenderRun) {
-        if !self.woken.any.swap(false, Ordering::Acquire) {
-            return;
-        }
-        for place in 0..self.calls.len() {
-            if self.woken.calls[place].swap(false, Ordering::Acquire) {
-                self.poll(place, run);
-            }
-        }
+        let scheduled = &self.scheduled;
+        self.set.poll(|place, result| run.finished(scheduled[place], result));
     }
 
-    /// Sleeps until `until` at most, or until a call is woken.
-    fn park_until(&self, until: Instant) {
-        if !self.woken.any.load(Ordering::Acquire) {
-            std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+    /// Sleeps until `until` at most, or until a call completes.
+    fn park_until(&mut self, until: Instant, run: &mut SenderRun) {
+        let wait = until.saturating_duration_since(Instant::now());
+        if self.set.is_empty() {
+            std::thread::park_timeout(wait);
+        } else {
+            let scheduled = &self.scheduled;
+            self.set.wait(Some(wait), |place, result| run.finished(scheduled[place], result));
         }
     }
 }
@@ -341,7 +287,7 @@ pub fn run<S, F, Fut>(spec: &OpenLoop, starter: F) -> Result<OpenLoopRun, Error>
 where
     F: Fn(usize) -> S + Sync,
     S: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), Error>>,
+    Fut: Future<Output = Result<(), Error>> + Unpin,
 {
     let senders = spec.senders.max(1);
     let per_sender = spec.in_flight.max(1).div_ceil(senders);
@@ -369,8 +315,7 @@ where
                         }
                         places.start(start_call(), Instant::now(), &mut r);
                         while places.in_flight() > 0 {
-                            places.park_until(Instant::now() + Duration::from_millis(100));
-                            places.poll_woken(&mut r);
+                            places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
                         }
                         if let Some(e) = r.first_failure.take().filter(|e| !matches!(e, Error::Busy { .. })) {
                             warm = Err(e);
@@ -394,22 +339,22 @@ where
                             if places.in_flight() == 0 {
                                 break;
                             }
-                            places.park_until(Instant::now() + Duration::from_millis(100));
+                            places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
                             continue;
                         };
                         let now = Instant::now();
                         if now < scheduled {
                             if scheduled - now > spec.spin_before_send {
-                                places.park_until(scheduled - spec.spin_before_send);
+                                places.park_until(scheduled - spec.spin_before_send, &mut r);
                             } else {
                                 std::hint::spin_loop();
                             }
                             continue;
                         }
-                        if places.free.is_empty() {
+                        if places.set.is_full() {
                             // Every place is in flight: the call waits for a reply (and will be
                             // late; the lag says so).
-                            places.park_until(now + Duration::from_millis(1));
+                            places.park_until(now + Duration::from_millis(1), &mut r);
                             continue;
                         }
                         let lag = now - scheduled;

@@ -122,12 +122,14 @@ impl<F: Future + Unpin> InFlight<F> {
     /// Polls every call woken since the last look, without sleeping; `done(place, result)` for
     /// each that completed. Returns how many did.
     pub fn poll(&mut self, mut done: impl FnMut(usize, F::Output)) -> usize {
-        if !self.woken.any.swap(false, Ordering::Acquire) {
+        // Loads before swaps: a swap is a locked instruction, and most places were not woken.
+        if !self.woken.any.load(Ordering::Relaxed) || !self.woken.any.swap(false, Ordering::Acquire) {
             return 0;
         }
         let mut finished = 0;
         for place in 0..self.calls.len() {
-            if !self.woken.places[place].swap(false, Ordering::Acquire) {
+            let flag = &self.woken.places[place];
+            if !flag.load(Ordering::Relaxed) || !flag.swap(false, Ordering::Acquire) {
                 continue;
             }
             let Some(call) = self.calls[place].as_mut() else { continue };

@@ -31,10 +31,13 @@ pub(crate) struct Args {
     /// --spin-us 0 the senders also sleep until each send is due (less CPU, later sends).
     #[arg(long)]
     rate: Option<f64>,
-    /// Open loop: the most calls in flight at once (default: enough for replies of up to
-    /// 1 ms at --rate, 9 to 64); a call due while they are all out is sent late.
-    #[arg(long, requires = "rate")]
-    in_flight: Option<usize>,
+    /// Calls in flight. Closed loop (no --rate): each thread keeps this many in flight, making
+    /// the next as soon as one completes (default 1: one call at a time). Open loop: the most
+    /// in flight at once over all senders (default: enough for replies of up to 1 ms at
+    /// --rate, 9 to 64); a call due while they are all out is sent late. A server grants a
+    /// client at most 64 call slots by default.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    in_flight: Option<u16>,
     #[arg(long, default_value = "adaptive")]
     spin_us: SpinPolicy,
     /// Pin the calling threads to this CPU.
@@ -63,7 +66,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         warmup,
         threads,
         rate,
-        in_flight,
+        in_flight: in_flight.map(usize::from),
         spin: spin_us,
         cpu,
         checksum: !no_checksum,

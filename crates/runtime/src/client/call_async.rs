@@ -20,7 +20,7 @@ use lowlat_wait::{SpinPolicy, Spinner};
 
 use super::call::{CallClock, SlotIo};
 use super::lowlat::{Lowlat, Slot};
-use super::pacing::Pacing;
+use super::pacing::{Pacing, POLLS_PER_CLOCK};
 use super::pool::Claimed;
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
@@ -46,6 +46,8 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
     pacing: Pacing,
     /// Why the call failed as it was sent at once, told by the first poll.
     failed: Option<Error>,
+    /// Polls made (a whole wait every `POLLS_PER_CLOCK`).
+    polls: u32,
     _result: PhantomData<fn() -> (R, E)>,
 }
 
@@ -79,6 +81,7 @@ impl Lowlat {
             look: Spinner::new(SpinPolicy::Block),
             pacing: Pacing::default(),
             failed: None,
+            polls: 0,
             _result: PhantomData,
         };
         let slots = &self.shared.slots;
@@ -125,7 +128,12 @@ where
         // Woken with nothing to read: before parking again, look at whether the peer is gone.
         let mut check_peer = was_parked;
         loop {
-            let waited = this.wait(&mut guard);
+            // Most polls of a call in flight find nothing: a bare look, and the whole wait
+            // (which reads the clock for the call's deadline and its engine's timers) one poll
+            // in POLLS_PER_CLOCK, when a frame came, or before parking.
+            this.polls = this.polls.wrapping_add(1);
+            let whole = check_peer || this.polls % POLLS_PER_CLOCK == 0;
+            let waited = this.wait(&mut guard, whole);
             match waited {
                 Waited::Done(Err(Error::SessionLost { execution: Execution::NotSent, .. })) if !this.resent => {
                     // The server (same incarnation) never saw this session: bind again and send
@@ -144,6 +152,8 @@ where
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
+                // Parks only after a whole wait, which knows the engine's next timer.
+                Waited::Park(_) if !whole => this.polls = POLLS_PER_CLOCK - 1,
                 Waited::Park(timeout) => {
                     let chan = guard.chan.as_mut().expect("lent with its channel").as_dyn();
                     match reactor::park_on(chan, timeout, std::mem::take(&mut check_peer), cx.waker()) {
@@ -231,18 +241,27 @@ where
         }
     }
 
-    /// Looks once for the outcome, [`Waited::Park`] when none came.
-    fn wait(&mut self, g: &mut Slot) -> Waited<R> {
+    /// Looks once for the outcome, [`Waited::Park`] when none came; unless `whole`, a miss is
+    /// a bare look at the channel (no clock, no timer: its `Park` carries nothing).
+    fn wait(&mut self, g: &mut Slot, whole: bool) -> Waited<R> {
         let c = self.client;
         let Slot { engine, chan, buf, outbox, .. } = g;
         let io = SlotIo { engine: engine.as_mut().expect("prepared"), buf, outbox, spinner: &mut self.look };
         let (proc_no, clock, timed, decode) = (self.proc_no, &mut self.clock, &mut self.timed, &mut self.decode);
         match chan.as_mut().expect("prepared") {
             SlotChannel::Shm(ch) => {
-                c.await_outcome(&mut **ch, io, proc_no, None, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+                let pending = match bare_look(&mut **ch, io.buf, whole) {
+                    Ok(pending) => pending,
+                    Err(missed) => return missed,
+                };
+                c.await_outcome(&mut **ch, io, proc_no, pending, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
             }
             SlotChannel::Other(ch) => {
-                c.await_outcome(&mut **ch, io, proc_no, None, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
+                let pending = match bare_look(&mut **ch, io.buf, whole) {
+                    Ok(pending) => pending,
+                    Err(missed) => return missed,
+                };
+                c.await_outcome(&mut **ch, io, proc_no, pending, clock, timed, decode, None, |_, t| Err(Stop::Park(t)))
             }
         }
     }
@@ -276,6 +295,24 @@ where
         }
         self.slot = None;
         c.shared.slots.give_back(g);
+    }
+}
+
+/// Unless `whole`, a look at `chan` alone: the frame's length when one came, `Err(Park)` when
+/// none did (an error is left for the whole wait to meet and report).
+#[inline]
+fn bare_look<C: crate::driver::ClientChannel + ?Sized, R>(
+    chan: &mut C,
+    buf: &mut Vec<u8>,
+    whole: bool,
+) -> Result<Option<usize>, Waited<R>> {
+    if whole {
+        return Ok(None);
+    }
+    match chan.try_recv(buf) {
+        Ok(Some(n)) => Ok(Some(n)),
+        Ok(None) => Err(Waited::Park(None)),
+        Err(_) => Ok(None),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod pingpong;
 pub mod procs;
 pub mod raw;
 pub mod run;
+pub mod tasks;
 pub mod workload;
 
 pub use run::run_lab;

@@ -55,7 +55,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             spin: SpinPolicy::Adaptive,
-            slots: 8,
+            slots: 64,
             deadline: Duration::from_secs(10),
             bind_timeout: Duration::from_secs(5),
             max_message: 4 << 20,

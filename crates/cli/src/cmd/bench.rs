@@ -2,6 +2,7 @@
 
 use lowlat::SpinPolicy;
 use lowlat_lab::bench::{self, BenchSpec};
+use lowlat_lab::tasks::TasksSpec;
 
 use crate::key::KeyArgs;
 use crate::measure::{pin, print_summary};
@@ -38,6 +39,12 @@ pub(crate) struct Args {
     /// client at most 64 call slots by default.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     in_flight: Option<u16>,
+    /// Tasks on one async executor (a tokio `current_thread` runtime), each awaiting one call
+    /// at a time through the generated `*_async` methods: throughput, latency and fairness
+    /// (the longest run of calls one task completed while the others completed none) as an
+    /// async service sees them. The client keeps its default call slots.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with_all = ["rate", "in_flight", "threads"])]
+    tasks: Option<u32>,
     #[arg(long, default_value = "adaptive")]
     spin_us: SpinPolicy,
     /// Pin the calling threads to this CPU.
@@ -55,9 +62,29 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    let Args { uri, proc, size, calls, warmup, threads, rate, in_flight, spin_us, cpu, json, no_checksum, key } = args;
+    let Args { uri, proc, size, calls, warmup, threads, rate, in_flight, tasks, spin_us, cpu, json, no_checksum, key } =
+        args;
     pin(cpu)?;
     let psk = key.load()?;
+    if let Some(tasks) = tasks {
+        let spec = TasksSpec {
+            uri,
+            proc,
+            size,
+            tasks: tasks as usize,
+            calls,
+            warmup,
+            spin: spin_us,
+            cpu,
+            checksum: !no_checksum,
+            psk,
+            encrypt: key.encrypt,
+            ..TasksSpec::default()
+        };
+        let run = lowlat_lab::tasks::run(&spec).map_err(|e| e.to_string())?;
+        println!("{}", if json { run.json() } else { run.describe() });
+        return Ok(());
+    }
     let spec = BenchSpec {
         uri,
         proc,

@@ -21,7 +21,7 @@ use lowlat_wait::{SpinPolicy, Spinner};
 use super::call::{CallClock, SlotIo};
 use super::lowlat::{Lowlat, Slot};
 use super::pacing::{Pacing, POLLS_PER_CLOCK};
-use super::pool::Claimed;
+use super::pool::{Claimed, InLine};
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
 use crate::waiting::{Stop, Waited};
@@ -48,6 +48,8 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
     failed: Option<Error>,
     /// Polls made (a whole wait every `POLLS_PER_CLOCK`).
     polls: u32,
+    /// Its place in line while it waits for a slot.
+    line: InLine,
     _result: PhantomData<fn() -> (R, E)>,
 }
 
@@ -82,10 +84,10 @@ impl Lowlat {
             pacing: Pacing::default(),
             failed: None,
             polls: 0,
+            line: InLine::default(),
             _result: PhantomData,
         };
-        let slots = &self.shared.slots;
-        if let Some(g) = slots.try_claim(true).or_else(|| slots.try_claim(false)) {
+        if let Some(g) = self.shared.slots.try_claim_now() {
             call.failed = call.begin(g).err();
         }
         call
@@ -143,10 +145,7 @@ where
                         return Poll::Ready(this.finish(guard, Err(e)));
                     }
                 }
-                Waited::Done(r) => {
-                    this.pacing.done(&mut guard.spinner);
-                    return Poll::Ready(this.finish(guard, r));
-                }
+                Waited::Done(r) => return Poll::Ready(this.finish(guard, r)),
                 Waited::Park(_) if this.pacing.keep_polling(c.shared.slots.returned(), &guard.spinner) => {
                     // Polled again once the executor has run its other tasks.
                     cx.waker().wake_by_ref();
@@ -212,7 +211,7 @@ where
     /// A free slot, or `None` with the call parked until one is released.
     fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<Claimed<'c, Slot>>, Error> {
         let c = self.client;
-        let (claimed, recheck) = c.shared.slots.poll_claim(cx.waker());
+        let (claimed, recheck) = c.shared.slots.poll_claim(cx.waker(), &mut self.line);
         if let Some(g) = claimed {
             return Ok(Some(g));
         }
@@ -319,6 +318,7 @@ fn bare_look<C: crate::driver::ClientChannel + ?Sized, R>(
 impl<R, E, Enc, Dec> Drop for LowlatCall<'_, R, E, Enc, Dec> {
     fn drop(&mut self) {
         self.parking = None;
+        self.client.shared.slots.leave_line(&mut self.line);
         let Some(i) = self.slot.take() else { return };
         // Dropped with its call in flight: the slot is free for the next call, which makes
         // anything still coming for this one stale.

@@ -25,7 +25,7 @@ use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_wait::{SpinPolicy, Spinner};
 
 use super::pacing::Pacing;
-use super::pool::SlotPool;
+use super::pool::{InLine, SlotPool};
 use crate::driver::{self, ClientChannel};
 use crate::reactor::{self, Parking};
 use crate::waiting::{Stop, Waited};
@@ -43,6 +43,18 @@ struct Slot {
 /// What an async call keeps and never pins (closures it only calls): `Unpin` whatever they are.
 struct Unpinned<T>(T);
 impl<T> Unpin for Unpinned<T> {}
+
+/// An async call's place in line for a slot, left when the call is dropped.
+struct Waiting<'a> {
+    slots: &'a SlotPool<Slot>,
+    line: InLine,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.slots.leave_line(&mut self.line);
+    }
+}
 
 /// A slot lent to an async call: given back when dropped, its call abandoned unless it
 /// `finished` (the future was dropped with the call in flight).
@@ -376,7 +388,7 @@ impl OncClient {
         let mut codec = Unpinned((Some(encode), Some(decode)));
         let mut lent: Option<Lent<'a>> = None;
         let mut failed: Option<Error> = None;
-        if let Some(g) = self.slots.try_claim(true).or_else(|| self.slots.try_claim(false)) {
+        if let Some(g) = self.slots.try_claim_now() {
             let encode = codec.0 .0.take().expect("encoded once");
             match self.send_lent(g, proc_no, encode, now, deadline) {
                 Ok(l) => lent = Some(l),
@@ -386,6 +398,7 @@ impl OncClient {
         let mut look = Spinner::new(SpinPolicy::Block);
         let mut pacing = Pacing::default();
         let mut parking: Option<Parking> = None;
+        let mut waiting = Waiting { slots: &self.slots, line: InLine::default() };
         std::future::poll_fn(move |cx| {
             // Named whole, so that the closure captures the wrapper, not the closures in it.
             let codec = &mut codec;
@@ -396,7 +409,7 @@ impl OncClient {
             let i = match &lent {
                 Some(l) => l.slot,
                 None => {
-                    let (claimed, recheck) = self.slots.poll_claim(cx.waker());
+                    let (claimed, recheck) = self.slots.poll_claim(cx.waker(), &mut waiting.line);
                     let Some(g) = claimed else {
                         let now = Instant::now();
                         if now >= deadline {
@@ -425,10 +438,7 @@ impl OncClient {
             let r = loop {
                 let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
                 match self.await_outcome(ch, engine, buf, &mut look, proc_no, &mut codec.0 .1, block) {
-                    Waited::Done(r) => {
-                        pacing.done(spinner);
-                        break r;
-                    }
+                    Waited::Done(r) => break r,
                     Waited::Park(_) if pacing.keep_polling(self.slots.returned(), spinner) => {
                         // Polled again once the executor has run its other tasks.
                         cx.waker().wake_by_ref();

@@ -12,12 +12,19 @@
 //! It keeps polling while the binding's spin budget has not run out since *progress*: the later
 //! of the moment this call began to wait and the moment any async call of the same client last
 //! finished. With many calls in flight a single call may wait long (behind the 63 others) while
-//! replies arrive every microsecond; measured from its own send it would exhaust an adaptive
-//! budget and park, and every call would then pay the reactor's hop.
+//! replies arrive every microsecond; measured from its own send it would exhaust its budget and
+//! park, and every call would then pay the reactor's hop (and, parked while the others run,
+//! come back thousands of calls later). Under the adaptive policy the budget is its cap
+//! ([`ADAPTIVE_CAP`], 100 µs without progress), not what blocking calls learn from whole calls:
+//! a pipelined call's whole wait says nothing of whether polling is wasted, and learnt from it
+//! (a tail of slow calls pushing the mean past the cap) a slot's calls parked at once, came back
+//! milliseconds later, and kept the mean there: one task ran 4,692 calls in a row while others
+//! waited (64 tasks over shared memory). Polling while others progress costs nothing the
+//! executor's thread would not spend anyway; with nothing progressing, it is bounded by the cap.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use lowlat_wait::Spinner;
+use lowlat_wait::{SpinPolicy, Spinner, ADAPTIVE_CAP};
 
 /// A call that keeps polling reads the clock once in this many polls (and at each moment of
 /// progress); between, it may run up to this many polls past its budget (well under a
@@ -41,7 +48,11 @@ impl Pacing {
     /// `spinner`'s budget; `returned`: the client's [`SlotPool::returned`](super::pool::SlotPool::returned).
     #[inline]
     pub fn keep_polling(&mut self, returned: u64, spinner: &Spinner) -> bool {
-        let Some(budget) = spinner.budget() else { return true };
+        let budget = match spinner.policy() {
+            SpinPolicy::Adaptive => Some(ADAPTIVE_CAP),
+            _ => spinner.budget(),
+        };
+        let Some(budget) = budget else { return true };
         if budget.is_zero() {
             return false;
         }
@@ -57,20 +68,12 @@ impl Pacing {
         let now = Instant::now();
         now.saturating_duration_since(*self.since.get_or_insert(now)) < budget
     }
-
-    /// The call has its reply: teaches an adaptive `spinner` how long it waited since progress
-    /// (0 when it was not timed).
-    #[inline]
-    pub fn done(&self, spinner: &mut Spinner) {
-        let waited = self.since.map_or(Duration::ZERO, |s| s.elapsed());
-        spinner.observe(waited);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lowlat_wait::SpinPolicy;
+    use std::time::Duration;
 
     #[test]
     fn a_call_keeps_polling_within_its_budget_since_progress_and_parks_after() {

@@ -16,6 +16,7 @@
 //! threads, a lock guard may not): its slot is *lent* ([`SlotPool::lend`]), its lock free, and
 //! every claim passes it by until it is given back.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::task::Waker;
@@ -36,8 +37,9 @@ pub(crate) struct SlotPool<S> {
     lent: Box<[AtomicBool]>,
     /// Blocking calls and async calls waiting for a release.
     waiters: AtomicUsize,
-    /// The async calls among them.
-    wakers: Mutex<Vec<Waker>>,
+    /// The async calls among them not yet woken, first come first woken, each with its place's
+    /// number ([`InLine`]).
+    wakers: Mutex<Line>,
     free: Condvar,
     free_lock: Mutex<()>,
     /// A housekeeper ([`sweep`](Self::sweep)) is looking at the slots, one at a time.
@@ -99,7 +101,7 @@ impl<S> SlotPool<S> {
             opened: (0..n).map(|i| AtomicBool::new(opened(i))).collect(),
             lent: (0..n).map(|_| AtomicBool::new(false)).collect(),
             waiters: AtomicUsize::new(0),
-            wakers: Mutex::new(Vec::new()),
+            wakers: Mutex::new(Line::default()),
             free: Condvar::new(),
             free_lock: Mutex::new(()),
             housekeeping: AtomicBool::new(false),
@@ -188,23 +190,82 @@ impl<S> SlotPool<S> {
         }
     }
 
-    /// A free slot for an async call, or `None` with `waker` left to be woken by the next
-    /// release (the caller parks until then or its deadline, and looks again when woken). The
-    /// second value: how soon to look again regardless, where a release may go unseen.
-    pub fn poll_claim(&self, waker: &Waker) -> (Option<Claimed<'_, S>>, Option<Duration>) {
-        if let Some(c) = self.try_claim(true).or_else(|| self.try_claim(false)) {
-            return (Some(c), None);
+    /// A free slot for an async call made now, unless calls are waiting for one (they come
+    /// first: a call made when another completes would otherwise take the slot it freed, again
+    /// and again, while the waiting ones wait to their deadlines).
+    pub fn try_claim_now(&self) -> Option<Claimed<'_, S>> {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        self.try_claim(true).or_else(|| self.try_claim(false))
+    }
+
+    /// A free slot for an async call, or `None` with `waker` in line to be woken by a release
+    /// (the caller parks until then or its deadline, and looks again when woken). `line` is
+    /// the call's place in line, kept by the call (give it to [`leave_line`](Self::leave_line)
+    /// if the call is dropped). The second value: how soon to look again regardless, where a
+    /// release may go unseen.
+    pub fn poll_claim(&self, waker: &Waker, line: &mut InLine) -> (Option<Claimed<'_, S>>, Option<Duration>) {
+        // In line, a call is counted among the waiters until it has its slot: a release wakes the
+        // first in line, and calls made meanwhile do not pass it (`try_claim_now`).
+        if line.0.is_some() || self.waiters.load(Ordering::SeqCst) == 0 {
+            if let Some(c) = self.try_claim(true).or_else(|| self.try_claim(false)) {
+                self.out_of_line(line);
+                return (Some(c), None);
+            }
         }
         {
-            let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
-            if !wakers.iter().any(|w| w.will_wake(waker)) {
-                wakers.push(waker.clone());
-                self.waiters.fetch_add(1, Ordering::SeqCst);
+            let mut l = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+            match line.0 {
+                None => {
+                    l.next += 1;
+                    let id = l.next;
+                    line.0 = Some(id);
+                    self.waiters.fetch_add(1, Ordering::SeqCst);
+                    l.waiting.push_back((id, waker.clone()));
+                }
+                // Woken, and a slot was taken before it looked: first again.
+                Some(id) if !l.waiting.iter().any(|(i, _)| *i == id) => l.waiting.push_front((id, waker.clone())),
+                Some(_) => {}
             }
         }
         let recheck = (!lowlat_sys::heavy_barrier()).then_some(FALLBACK_RECHECK);
-        // Looked at again once registered: a slot released meanwhile is not missed.
-        (self.try_claim(false), recheck)
+        // Looked at again once in line: a slot released meanwhile is not missed. It is the first
+        // in line's: taken if that is this call, else the first is woken for it (a release that
+        // came before this call was counted may have woken no one).
+        if let Some(c) = self.try_claim(false) {
+            if self.first_in_line(line) {
+                self.out_of_line(line);
+                return (Some(c), None);
+            }
+            // Given back: the release wakes the first in line.
+            drop(c);
+        }
+        (None, recheck)
+    }
+
+    /// Whether the call is first in line (or woken, and so out of the queue).
+    fn first_in_line(&self, line: &InLine) -> bool {
+        let Some(id) = line.0 else { return false };
+        let l = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        l.waiting.front().is_none_or(|(first, _)| *first == id) || !l.waiting.iter().any(|(i, _)| *i == id)
+    }
+
+    /// A call in line for a slot is dropped: it leaves the line (and if it had been woken, for a
+    /// slot it will not take, the next in line is woken instead).
+    pub fn leave_line(&self, line: &mut InLine) {
+        if line.0.is_some() && !self.out_of_line(line) {
+            self.notify();
+        }
+    }
+
+    /// Takes the call out of line; whether it was still there (not woken).
+    fn out_of_line(&self, line: &mut InLine) -> bool {
+        let Some(id) = line.0.take() else { return false };
+        let mut l = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        let found = l.waiting.iter().position(|(i, _)| *i == id).and_then(|at| l.waiting.remove(at)).is_some();
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        found
     }
 
     /// Slot `index` for a look that does not call (its counters, an async call's own lent
@@ -263,6 +324,7 @@ impl<S> SlotPool<S> {
         self.housekeeping.store(false, Ordering::Release);
     }
 
+    /// Wakes a blocking waiter and the first async call in line.
     #[cold]
     #[inline(never)]
     fn notify(&self) {
@@ -270,12 +332,24 @@ impl<S> SlotPool<S> {
             let _g = self.free_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.free.notify_one();
         }
-        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
-        self.waiters.fetch_sub(wakers.len(), Ordering::SeqCst);
-        for w in wakers {
+        let first = self.wakers.lock().unwrap_or_else(|p| p.into_inner()).waiting.pop_front();
+        if let Some((_, w)) = first {
             w.wake();
         }
     }
+}
+
+/// An async call's place in line for a slot ([`SlotPool::poll_claim`]): its number, while it
+/// is in line.
+#[derive(Default, Debug)]
+pub(crate) struct InLine(Option<u64>);
+
+/// The async calls waiting for a slot.
+#[derive(Default)]
+struct Line {
+    waiting: VecDeque<(u64, Waker)>,
+    /// The last number given.
+    next: u64,
 }
 
 #[cfg(test)]
@@ -352,7 +426,7 @@ mod tests {
         assert_eq!(second.index(), 1);
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
-        let (none, _) = pool.poll_claim(&waker);
+        let (none, _) = pool.poll_claim(&waker, &mut InLine::default());
         assert!(none.is_none(), "one slot lent, the other held");
         pool.give_back(pool.hold(0));
         assert!(flag.0.load(Ordering::SeqCst), "the giving back woke the waiting call");

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod account;
+pub mod agent;
 pub mod bench;
 pub mod interface;
 pub mod ladder;
@@ -28,4 +29,4 @@ pub mod raw;
 pub mod run;
 pub mod workload;
 
-pub use run::run_lab;
+pub use run::{run_lab, RemoteOptions};

@@ -25,6 +25,7 @@ impl Machine {
             date: rfc3339_utc(SystemTime::now()),
             hostname: read("/proc/sys/kernel/hostname"),
             notes: Vec::new(),
+            nic: None,
         }
     }
 }

@@ -234,6 +234,7 @@ fn empty_results_render_every_section_with_a_note() {
             date: "2026-01-01T00:00:00Z".into(),
             hostname: None,
             notes: vec![],
+            nic: None,
         },
         quick: true,
         ladder: vec![],
@@ -245,6 +246,7 @@ fn empty_results_render_every_section_with_a_note() {
         accounting: vec![],
         cdf: vec![],
         size_sweep: vec![],
+        remote: None,
     };
     let html = render_html(&r);
     for (id, _) in SECTIONS {

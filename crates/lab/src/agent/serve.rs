@@ -95,11 +95,6 @@ impl Agent {
         agent
     }
 
-    /// The PIDs of the children now running, in no order.
-    pub fn children(&self) -> Vec<u32> {
-        lock(&self.state).children.keys().copied().collect()
-    }
-
     /// Stops every child (by PID, bounded) and the lease thread.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Relaxed);

@@ -128,8 +128,7 @@ fn remote_host(out: &mut String, r: &RemoteHost) {
     );
     let _ = write!(
         out,
-        "<tr><th>Link floor</th><td>{} (two connected UDP sockets exchanging 32 bytes across the link: \
-         the simplest exchange it allows between two processes)</td></tr>",
+        "<tr><th>Link floor</th><td>{} (two connected UDP sockets, 32 bytes each way)</td></tr>",
         esc(&floor)
     );
     for l in &r.local_only {

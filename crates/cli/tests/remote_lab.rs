@@ -155,6 +155,18 @@ fn an_agent_refuses_callers_without_its_key() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refused this client"), "{err}");
+    // Keyed servers there bind with the agent's key: another --psk-file is refused up front.
+    let out = Command::new(EXE)
+        .args(["lab", "--quick", "--remote", &agent.addr, "--agent-key"])
+        .arg(&key)
+        .arg("--psk-file")
+        .arg(dir.path().join("wrong"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("must hold the agent's key"), "{err}");
 
     // With the key: what it cannot play is refused with its reason, and nothing starts.
     let c = AgentClient::connect(&agent.addr, Some(lowlat::read_psk_file(&key).unwrap())).unwrap();

@@ -98,8 +98,12 @@ impl Agent {
     /// Stops every child (by PID, bounded) and the lease thread.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        let all: Vec<Child> = lock(&self.state).children.drain().map(|(_, c)| c).collect();
-        lock(&self.state).leases.clear();
+        // Under one lock: a start finishing meanwhile finds its lease gone and stops its child.
+        let all: Vec<Child> = {
+            let mut st = lock(&self.state);
+            st.leases.clear();
+            st.children.drain().map(|(_, c)| c).collect()
+        };
         stop_all(all);
         if let Some(h) = lock(&self.reaper).take() {
             if h.thread().id() != std::thread::current().id() {

@@ -2,6 +2,7 @@
 //! its `run`, which returns what to print on failure.
 
 pub(crate) mod account;
+pub(crate) mod agent;
 pub(crate) mod bench;
 pub(crate) mod call;
 pub(crate) mod gen;

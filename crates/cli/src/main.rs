@@ -1,4 +1,5 @@
-//! The `lowlat` command: serve, call, benchmark, measure the floor, run the laboratory.
+//! The `lowlat` command: serve, call, benchmark, measure the floor, run the laboratory (here, or
+//! across two hosts with `lowlat agent` on the second).
 //!
 //! Here are the top-level parser and the dispatch; each subcommand, with its arguments and its
 //! `run`, is a module of `cmd`. The work is the libraries': the runtime serves and calls,
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{account, bench, call, gen, lab, pingpong, relay, serve, stat, workload};
+use cmd::{account, agent, bench, call, gen, lab, pingpong, relay, serve, stat, workload};
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +52,7 @@ enum Cmd {
     Workload(workload::Args),
     Gen(gen::Args),
     Lab(lab::Args),
+    Agent(agent::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Cmd::Workload(args) => workload::run(args),
         Cmd::Gen(args) => gen::run(args),
         Cmd::Lab(args) => lab::run(args),
+        Cmd::Agent(args) => agent::run(args),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod account;
+pub mod agent;
 pub mod bench;
 pub mod interface;
 pub mod ladder;
@@ -29,4 +30,4 @@ pub mod run;
 pub mod tasks;
 pub mod workload;
 
-pub use run::run_lab;
+pub use run::{run_lab, RemoteOptions};

@@ -17,7 +17,7 @@ mod threads;
 use std::fmt::Write as _;
 
 use crate::html::palette::Palette;
-use crate::model::Results;
+use crate::model::{RemoteHost, Results};
 use crate::svg::esc;
 
 const CSS: &str = r#"
@@ -106,6 +106,36 @@ pub fn render_html(r: &Results) -> String {
     out
 }
 
+/// The other machine of a run across two hosts, the link's floor, and what stayed here (rows of
+/// the machine table, whose first part described this machine: the callers').
+fn remote_host(out: &mut String, r: &RemoteHost) {
+    let m = &r.machine;
+    let _ = write!(
+        out,
+        r#"<tr><th colspan="2" id="remote">Across two hosts: the callers ran on the machine above, the servers on</th></tr><tr><th>Other host</th><td>{host} (agent {agent})</td></tr><tr><th>Its CPU</th><td>{cpu}, {cores} cores</td></tr><tr><th>Its kernel</th><td>{kernel}</td></tr>"#,
+        host = esc(m.hostname.as_deref().unwrap_or("unknown")),
+        agent = esc(&r.agent),
+        cpu = esc(&m.cpu_model),
+        cores = m.cores,
+        kernel = esc(&m.kernel),
+    );
+    if let Some(n) = &m.nic {
+        let _ = write!(out, "<tr><th>Its interface</th><td>{}</td></tr>", esc(&n.describe()));
+    }
+    let floor = r.link_floor.map_or_else(
+        || "not measured".to_owned(),
+        |l| format!("{} µs p50, {} µs p99", cells::us(l.p50_ns), cells::us(l.p99_ns)),
+    );
+    let _ = write!(
+        out,
+        "<tr><th>Link floor</th><td>{} (two connected UDP sockets, 32 bytes each way)</td></tr>",
+        esc(&floor)
+    );
+    for l in &r.local_only {
+        let _ = write!(out, "<tr><th>Stays here</th><td>{}</td></tr>", esc(l));
+    }
+}
+
 fn header(out: &mut String, r: &Results) {
     let m = &r.machine;
     let _ = write!(
@@ -124,8 +154,14 @@ fn header(out: &mut String, r: &Results) {
         "<tr><th>Run</th><td>{}</td></tr>",
         if r.quick { "quick (fewer calls per figure: tails are less certain)" } else { "full" }
     );
+    if let Some(n) = &m.nic {
+        let _ = write!(out, "<tr><th>Interface</th><td>{}</td></tr>", esc(&n.describe()));
+    }
     for n in &m.notes {
         let _ = write!(out, "<tr><th>Note</th><td>{}</td></tr>", esc(n));
+    }
+    if let Some(remote) = &r.remote {
+        remote_host(out, remote);
     }
     out.push_str(
         r##"</table><nav><b>Contents</b><ol><li><a href="#ladder">The ladder</a></li><li><a href="#busy">A busy server</a></li><li><a href="#threads">Threads</a></li><li><a href="#load">Load</a></li><li><a href="#cold">Cold calls</a></li><li><a href="#peers">Peers</a></li><li><a href="#accounting">Accounting</a></li></ol></nav></header>"##,

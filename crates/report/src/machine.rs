@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::model::Machine;
+use crate::model::{Machine, Nic};
 
 impl Machine {
     /// Reads CPU model, CPU count, kernel release and host name from /proc, and stamps the
@@ -25,7 +25,25 @@ impl Machine {
             date: rfc3339_utc(SystemTime::now()),
             hostname: read("/proc/sys/kernel/hostname"),
             notes: Vec::new(),
+            nic: None,
         }
+    }
+}
+
+impl Nic {
+    /// One line for people: the name, then each fact, "unknown" where the machine did not say.
+    pub fn describe(&self) -> String {
+        let unknown = || "unknown".to_owned();
+        format!(
+            "{} ({}): driver {}, link speed {}, MTU {}, MAC {}, interrupt coalescing {}",
+            self.name,
+            self.address.clone().unwrap_or_else(unknown),
+            self.driver.clone().unwrap_or_else(unknown),
+            self.speed_mbps.map_or_else(unknown, |s| format!("{s} Mbit/s")),
+            self.mtu.map_or_else(unknown, |m| m.to_string()),
+            self.mac.clone().unwrap_or_else(unknown),
+            self.coalescing.clone().unwrap_or_else(unknown),
+        )
     }
 }
 
@@ -64,6 +82,15 @@ mod tests {
         assert_eq!(rfc3339_utc(t), "2026-11-23T09:30:00Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339_utc(leap), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn a_nic_says_unknown_for_what_it_lacks() {
+        let n = Nic { name: "veth0".into(), driver: Some("veth".into()), mtu: Some(1500), ..Nic::default() };
+        assert_eq!(
+            n.describe(),
+            "veth0 (unknown): driver veth, link speed unknown, MTU 1500, MAC unknown, interrupt coalescing unknown"
+        );
     }
 
     #[test]

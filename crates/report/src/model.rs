@@ -39,6 +39,28 @@ pub struct Results {
     pub cdf: Vec<CdfSeries>,
     /// Round-trip time as the message grows, per transport.
     pub size_sweep: Vec<SizeSeries>,
+    /// The second host of `lowlat lab --remote`, and the link to it; absent for a run on one
+    /// machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteHost>,
+}
+
+/// The far end of a run across two hosts (`lowlat lab --remote HOST`): the machine its agent
+/// described, the link's own floor, and what stayed on this machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteHost {
+    /// The agent's address as the run reached it (`HOST:PORT`).
+    pub agent: String,
+    /// The machine the servers ran on, as its agent described it.
+    pub machine: Machine,
+    /// The link's own floor: two connected UDP sockets exchanging 32 bytes across it, the
+    /// simplest exchange the link allows between two processes (absent if it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_floor: Option<Latency>,
+    /// Transports measured on this machine alone, because they have no meaning across hosts
+    /// (shared memory, Unix sockets), and the sections that stayed here.
+    pub local_only: Vec<String>,
 }
 
 /// A description of the machine, enough to tell two results files apart.
@@ -59,6 +81,37 @@ pub struct Machine {
     /// Anything about the setup a reader should know (pinning, root or not, virtualisation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The network interface toward the other host of a run across two hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<Nic>,
+}
+
+/// A network interface as its machine describes it; a fact it could not read is absent (and
+/// shown as unknown), never an error.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    /// The interface's name (`eth0`, `ens5`, a veth end).
+    pub name: String,
+    /// Its hardware address, `aa:bb:cc:dd:ee:ff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// Its IPv4 address, the one the other host reaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The driver's name (`virtio_net`, `mlx5_core`, `veth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Link speed in Mbit/s, as `/sys/class/net/IF/speed` gives it (virtual links have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u32>,
+    /// Interrupt coalescing as `ethtool -c` reads it (e.g. `rx 8 us/32 frames, tx 0 us/1
+    /// frame, adaptive rx off`), where the driver tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalescing: Option<String>,
+    /// The MTU, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
 }
 
 /// Two points of a latency distribution.
@@ -109,6 +162,10 @@ pub struct LadderRow {
     /// Why some figures are missing (e.g. "needs root"), if any are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Measured across the link to the other host of `lowlat lab --remote` (the server there,
+    /// the caller here); false for a row measured on this machine alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub across_link: bool,
 }
 
 fn ratio(num: Option<Latency>, den: Option<Latency>) -> Option<f64> {
@@ -135,7 +192,14 @@ impl LadderRow {
             raw_over_floor_p50: None,
             rpc_over_floor_p50: None,
             skipped: None,
+            across_link: false,
         }
+    }
+
+    /// The row as measured across the link to the other host (or not).
+    pub fn across_link(mut self, across: bool) -> Self {
+        self.across_link = across;
+        self
     }
 
     /// The row with the machine's floor for its path, and the ratios against it.

@@ -250,6 +250,7 @@ pub fn sample_results() -> Results {
             date: "2026-11-23T09:30:00Z".into(),
             hostname: Some("sample-host".into()),
             notes: vec![SAMPLE_NOTE.into(), "client on CPU 1, server on CPU 0".into()],
+            nic: None,
         },
         quick: true,
         ladder,
@@ -265,5 +266,6 @@ pub fn sample_results() -> Results {
         accounting,
         cdf,
         size_sweep,
+        remote: None,
     }
 }

@@ -234,6 +234,7 @@ fn empty_results_render_every_section_with_a_note() {
             date: "2026-01-01T00:00:00Z".into(),
             hostname: None,
             notes: vec![],
+            nic: None,
         },
         quick: true,
         ladder: vec![],
@@ -245,6 +246,7 @@ fn empty_results_render_every_section_with_a_note() {
         accounting: vec![],
         cdf: vec![],
         size_sweep: vec![],
+        remote: None,
     };
     let html = render_html(&r);
     for (id, _) in SECTIONS {
@@ -264,4 +266,42 @@ fn degenerate_figures_do_not_break_plots() {
     let html = render_html(&r);
     assert!(!html.contains("NaN"));
     assert!(!html.contains("inf\"") && !html.contains("inf,") && !html.contains("inf "));
+}
+
+#[test]
+fn a_run_across_two_hosts_names_both_machines_and_the_links_floor() {
+    let mut r = sample_results();
+    r.machine.nic = Some(lowlat_report::Nic { name: "ens5".into(), driver: Some("ena".into()), ..Default::default() });
+    let mut there = r.machine.clone();
+    there.hostname = Some("far-host".into());
+    there.nic = Some(lowlat_report::Nic {
+        name: "ens6".into(),
+        speed_mbps: Some(25_000),
+        coalescing: Some("rx 20 us/0 frames, tx 64 us/0 frames, adaptive rx off, tx off".into()),
+        ..Default::default()
+    });
+    r.remote = Some(lowlat_report::RemoteHost {
+        agent: "10.0.0.2:7460".into(),
+        machine: there,
+        link_floor: Some(Latency { p50_ns: 21_500.0, p99_ns: 30_000.0 }),
+        local_only: vec!["shared memory (shm-spin, shm-block) and Unix sockets: same-machine transports".into()],
+    });
+    let udp = r.ladder.iter_mut().find(|row| row.transport == "udp").unwrap();
+    udp.across_link = true;
+    let html = render_html(&r);
+    for text in [
+        "far-host",
+        "agent 10.0.0.2:7460",
+        "ens5 (unknown): driver ena",
+        "ens6 (unknown): driver unknown, link speed 25000 Mbit/s",
+        "adaptive rx off",
+        "Link floor</th><td>21.5 µs p50, 30 µs p99",
+        "↔ link",
+        "Stays here</th><td>shared memory",
+    ] {
+        assert!(html.contains(text), "the report lacks {text:?}");
+    }
+    let value = serde_json::to_value(&r).unwrap();
+    schema::validate(&value).unwrap();
+    assert_eq!(lowlat_report::Results::from_json(&r.to_json()).unwrap(), r);
 }

@@ -2,7 +2,12 @@
 //! serve` or `lowlat pingpong --serve` on a fresh address and pinned to the server's CPU), the
 //! caller's CPU and key, the progress bar, and the histograms recorded on the way. Experiments
 //! ask it for a server and a measurement, so none of them spawns a process itself.
+//!
+//! With `lab --remote`, the servers of network transports run on the other host instead,
+//! started there by its agent ([`crate::agent`]); this is the one place that decides where a
+//! server runs and how the caller reaches it.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,6 +16,8 @@ use indicatif::ProgressBar;
 use lowlat::SpinPolicy;
 use lowlat_report::Latency;
 
+use crate::agent::client::reachable;
+use crate::agent::{AgentClient, RemoteProcess, Role, Scheme};
 use crate::bench::{self, BenchSpec};
 use crate::ladder::Placement;
 use crate::latency::Summary;
@@ -55,6 +62,61 @@ pub(crate) struct Lab {
     pub(crate) histograms: Vec<(String, Histogram<u64>)>,
     /// Servers and callers bind with this pre-shared key (`lab --psk-file`).
     pub(crate) psk: Option<(PathBuf, lowlat::Psk)>,
+    /// The other host of `lab --remote`, where network transports' servers run.
+    pub(crate) remote: Option<RemoteEnd>,
+}
+
+/// The other host of `lab --remote`: its agent, and how this machine reaches it.
+pub(crate) struct RemoteEnd {
+    pub(crate) agent: AgentClient,
+    /// The agent's address, which replaces a wildcard in the URIs its servers print.
+    pub(crate) ip: IpAddr,
+    /// This machine's interface toward the agent (for eth:// and xdp:// callers).
+    pub(crate) iface: Option<String>,
+    /// The MAC of the agent's interface toward this machine.
+    pub(crate) peer_mac: Option<String>,
+}
+
+impl RemoteEnd {
+    /// How a caller here reaches what a server there printed.
+    fn client_uri(&self, scheme: Scheme, printed: &str) -> Result<String, String> {
+        if !scheme.is_ethernet() {
+            return Ok(reachable(printed, self.ip));
+        }
+        match (&self.iface, &self.peer_mac) {
+            (Some(i), Some(m)) => Ok(format!("{}://{i}/{m}", scheme.as_str())),
+            _ => Err(format!(
+                "{}:// across hosts needs this machine's interface toward the agent and the agent's MAC; \
+                 one is unknown",
+                scheme.as_str()
+            )),
+        }
+    }
+}
+
+/// A server of the lab's: a child process here, or one the agent started on the other host.
+/// Dropping it stops it either way.
+pub(crate) enum Served {
+    Here(procs::ServerProcess),
+    There(RemoteProcess),
+}
+
+impl Served {
+    /// The URIs it printed, as it printed them.
+    fn uris(&self) -> &[String] {
+        match self {
+            Served::Here(p) => &p.uris,
+            Served::There(p) => &p.uris,
+        }
+    }
+
+    /// The next line it prints, waiting at most `timeout`.
+    pub(crate) fn next_line(&self, timeout: Duration) -> Option<String> {
+        match self {
+            Served::Here(p) => p.next_line(timeout),
+            Served::There(p) => p.next_line(timeout),
+        }
+    }
 }
 
 /// A summary's median and p99, as the report records a latency.
@@ -69,8 +131,47 @@ impl Lab {
         scale: Scale,
         progress: ProgressBar,
         psk: Option<(PathBuf, lowlat::Psk)>,
+        remote: Option<RemoteEnd>,
     ) -> Lab {
-        Lab { exe, place, scale, seq: 0, progress, histograms: Vec::new(), psk }
+        Lab { exe, place, scale, seq: 0, progress, histograms: Vec::new(), psk, remote }
+    }
+
+    /// Whether a server of `scheme` runs on the other host: a network transport, with
+    /// `lab --remote`.
+    pub(crate) fn across(&self, scheme: &str) -> bool {
+        self.remote.is_some() && Scheme::parse(scheme).is_some()
+    }
+
+    /// Starts a server of `scheme`: on the other host as `role` when [`across`](Self::across)
+    /// (and `there`), else here with the arguments `args` makes of a fresh bind URI. Returns it
+    /// and the URI a caller here reaches it at.
+    fn start(
+        &mut self,
+        scheme: &str,
+        there: bool,
+        role: impl FnOnce(Scheme) -> Role,
+        args: impl FnOnce(String) -> Vec<String>,
+        what: &str,
+    ) -> Result<(Served, String), String> {
+        if let (true, Some(r), Some(s)) = (there, &self.remote, Scheme::parse(scheme)) {
+            let p = r.agent.spawn(role(s)).map_err(|e| e.to_string())?;
+            let printed = p.uris.first().ok_or(format!("the {what} on the other host printed no URI"))?;
+            let uri = r.client_uri(s, printed)?;
+            return Ok((Served::There(p), uri));
+        }
+        let bind = self.bind_uri(scheme);
+        let p = Served::Here(self.spawn(&args(bind))?);
+        let uri = p.uris().first().cloned().ok_or(format!("the {what} printed no URI"))?;
+        Ok((p, uri))
+    }
+
+    /// The busy-server workload for `seconds`, on the other host when `there` and the lab has
+    /// one, pinned to the servers' CPU.
+    pub(crate) fn workload(&mut self, seconds: f64, there: bool) -> Result<Served, String> {
+        if let (true, Some(r)) = (there, &self.remote) {
+            return r.agent.spawn(Role::Workload { seconds }).map(Served::There).map_err(|e| e.to_string());
+        }
+        self.spawn(&["workload".into(), "--seconds".into(), format!("{seconds}")]).map(Served::Here)
     }
 
     pub(crate) fn step(&self, what: &str) {
@@ -102,43 +203,55 @@ impl Lab {
         procs::spawn(&self.exe, &a, Duration::from_secs(10)).map_err(|e| e.to_string())
     }
 
-    /// `lowlat serve` for the lab interface on a fresh address of `scheme`.
-    pub(crate) fn rpc_server(
+    /// `lowlat serve` for the lab interface on a fresh address of `scheme` (on the other host
+    /// for a network transport, with `lab --remote`).
+    pub(crate) fn rpc_server(&mut self, scheme: &str, spin: SpinPolicy) -> Result<(Served, String), String> {
+        self.rpc_server_at(scheme, spin, true)
+    }
+
+    /// [`rpc_server`](Self::rpc_server), here whatever the scheme unless `there`.
+    pub(crate) fn rpc_server_at(
         &mut self,
         scheme: &str,
         spin: SpinPolicy,
-    ) -> Result<(procs::ServerProcess, String), String> {
-        let bind = self.bind_uri(scheme);
-        let mut args = vec!["serve".into(), bind, "--spin-us".into(), spin.to_string()];
-        args.extend(self.psk_args());
-        let p = self.spawn(&args)?;
-        let uri = p.uris.first().cloned().ok_or("the server printed no URI")?;
-        Ok((p, uri))
+        there: bool,
+    ) -> Result<(Served, String), String> {
+        let keyed = self.psk.is_some();
+        let psk = self.psk_args();
+        self.start(
+            scheme,
+            there,
+            |s| Role::Rpc { scheme: s, spin: spin.to_string(), keyed },
+            |bind| {
+                let mut args = vec!["serve".into(), bind, "--spin-us".into(), spin.to_string()];
+                args.extend(psk);
+                args
+            },
+            "server",
+        )
     }
 
     /// `lowlat pingpong --serve` on a fresh address of `scheme`.
-    pub(crate) fn raw_server(
-        &mut self,
-        scheme: &str,
-        spin: SpinPolicy,
-    ) -> Result<(procs::ServerProcess, String), String> {
-        let bind = self.bind_uri(scheme);
-        let p = self.spawn(&["pingpong".into(), "--serve".into(), bind, "--spin-us".into(), spin.to_string()])?;
-        let uri = p.uris.first().cloned().ok_or("the ping-pong server printed no URI")?;
-        Ok((p, uri))
+    pub(crate) fn raw_server(&mut self, scheme: &str, spin: SpinPolicy) -> Result<(Served, String), String> {
+        self.start(
+            scheme,
+            true,
+            |s| Role::Raw { scheme: s, spin: spin.to_string() },
+            |bind| vec!["pingpong".into(), "--serve".into(), bind, "--spin-us".into(), spin.to_string()],
+            "ping-pong server",
+        )
     }
 
-    /// `lowlat pingpong --serve --floor`: the machine's floor for `scheme`'s path.
-    pub(crate) fn floor_server(
-        &mut self,
-        scheme: &str,
-        spin: SpinPolicy,
-    ) -> Result<(procs::ServerProcess, String), String> {
-        let bind = self.bind_uri(scheme);
-        let args = ["pingpong", "--serve", "--floor", &bind, "--spin-us", &spin.to_string()].map(String::from);
-        let p = self.spawn(&args)?;
-        let uri = p.uris.first().cloned().ok_or("the floor server printed no URI")?;
-        Ok((p, uri))
+    /// `lowlat pingpong --serve --floor`: the machine's floor for `scheme`'s path (across
+    /// hosts, the link's).
+    pub(crate) fn floor_server(&mut self, scheme: &str, spin: SpinPolicy) -> Result<(Served, String), String> {
+        self.start(
+            scheme,
+            true,
+            |s| Role::Floor { scheme: s, spin: spin.to_string() },
+            |bind| ["pingpong", "--serve", "--floor", &bind, "--spin-us", &spin.to_string()].map(String::from).to_vec(),
+            "floor server",
+        )
     }
 
     pub(crate) fn pin_client(&self) {

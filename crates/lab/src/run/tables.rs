@@ -8,6 +8,7 @@ use crate::latency::us;
 
 /// Prints every table, in the order the experiments ran.
 pub(crate) fn print(r: &Results, sends: &[(f64, f64)]) {
+    hosts(r);
     ladder(r);
     busy_server(r);
     threads(r);
@@ -21,6 +22,33 @@ fn opt_us(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| us(x as u64))
 }
 
+/// The two machines of a run across hosts, and the link's floor.
+fn hosts(r: &Results) {
+    let Some(remote) = &r.remote else { return };
+    let m = &remote.machine;
+    println!(
+        "\n== Two hosts: callers here, servers on {} (agent {}) ==",
+        m.hostname.as_deref().unwrap_or("?"),
+        remote.agent
+    );
+    println!("here:  {}, {} cores, kernel {}", r.machine.cpu_model, r.machine.cores, r.machine.kernel);
+    if let Some(n) = &r.machine.nic {
+        println!("       {}", n.describe());
+    }
+    println!("there: {}, {} cores, kernel {}", m.cpu_model, m.cores, m.kernel);
+    if let Some(n) = &m.nic {
+        println!("       {}", n.describe());
+    }
+    println!(
+        "the link's floor (udp, two connected sockets, 32 B): p50 {} µs, p99 {} µs",
+        opt_us(remote.link_floor.map(|l| l.p50_ns)),
+        opt_us(remote.link_floor.map(|l| l.p99_ns))
+    );
+    for l in &remote.local_only {
+        println!("stays here: {l}");
+    }
+}
+
 fn ladder(r: &Results) {
     println!(
         "\n== The ladder: the machine's floor, lowlat's raw ping-pong and its null call (32 B) / echo (1 KiB), µs =="
@@ -28,7 +56,7 @@ fn ladder(r: &Results) {
     println!("(floor: the simplest exchange the machine allows where lowlat's transport needs more: shm, one");
     println!(" message each way through cache lines, no ring; udp, two connected sockets. raw: lowlat's transport)");
     println!(
-        "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}",
+        "{:<12} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}",
         "transport",
         "bytes",
         "floor p50",
@@ -41,11 +69,15 @@ fn ladder(r: &Results) {
         "rpc/flr",
         "diff"
     );
+    if r.ladder.iter().any(|row| row.across_link) {
+        println!("(<>: measured across the link, the server on the other host; the rest on this machine)");
+    }
     let times = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}x"));
     for row in &r.ladder {
         println!(
-            "{:<10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}{}",
-            row.transport,
+            "{:<12} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>7} {:>7} {:>9}{}",
+            // Measured across the link to the other host.
+            if row.across_link { format!("{} <>", row.transport) } else { row.transport.clone() },
             row.size,
             opt_us(row.floor.map(|l| l.p50_ns)),
             opt_us(row.floor.map(|l| l.p99_ns)),

@@ -28,8 +28,17 @@ pub(super) fn ladder(out: &mut String, rows: &[LadderRow], pal: &Palette) {
         r#"<table><tr><th class="l">transport</th><th>size</th><th>floor p50</th><th>floor p99</th><th>raw p50</th><th>raw p99</th><th>RPC p50</th><th>RPC p99</th><th>RPC ÷ raw</th><th>raw ÷ floor</th><th>RPC ÷ floor</th><th>RPC − raw (µs)</th><th class="l">note</th></tr>"#,
     );
     let times = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |x| format!("{}×", fmt_num(x)));
+    if rows.iter().any(|r| r.across_link) {
+        out.push_str(
+            "<p>Rows marked <b>↔ link</b> were measured across the link: the server on the other \
+             host, the caller here (the <b>floor</b> of udp ↔ link is the link's own). The others \
+             stayed on this machine: shared memory and Unix sockets have no meaning across hosts.</p>",
+        );
+    }
     for row in rows {
-        let lead = [format!("{}{}", swatch(&pal.color(&row.transport)), esc(&row.transport)), size_label(row.size)];
+        let place = if row.across_link { r#" <span class="muted">↔ link</span>"# } else { "" };
+        let lead =
+            [format!("{}{}{place}", swatch(&pal.color(&row.transport)), esc(&row.transport)), size_label(row.size)];
         if row.floor.is_none() && row.raw.is_none() && row.rpc.is_none() {
             skip_row(out, &lead, 1, 11, row.skipped.as_deref().unwrap_or("not measured"));
             continue;

@@ -1,5 +1,6 @@
 //! A busy server: raw ping-pong and null calls while the server's CPU also runs a CPU-bound
-//! workload, and how much the calls slow that workload down.
+//! workload, and how much the calls slow that workload down. With `lab --remote` the workload
+//! runs where the server does: on the other host for udp and tcp, here for shared memory.
 
 use std::time::Duration;
 
@@ -14,10 +15,13 @@ pub(crate) const STEPS: u64 = 3;
 
 pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
     let alone_s = if lab.scale.calls < 10_000 { 0.5 } else { 2.0 };
-    let alone = workload_run(lab, alone_s, None);
-    results.busy_server.workload_alone_ns = alone.as_ref().ok().copied();
+    let alone_here = workload_run(lab, alone_s, false, None);
+    let alone_there = if lab.remote.is_some() { workload_run(lab, alone_s, true, None) } else { alone_here.clone() };
+    // The figure the report prints beside the rows is the network transports' server's.
+    results.busy_server.workload_alone_ns = alone_there.as_ref().ok().copied();
     for scheme in ["udp", "tcp", "shm"] {
         lab.step(&format!("busy server: {scheme}"));
+        let alone = if lab.across(scheme) { &alone_there } else { &alone_here };
         let row = busy_row(lab, scheme, alone.as_ref().ok().copied());
         results.busy_server.rows.push(row.unwrap_or_else(|e| BusyRow {
             transport: scheme.into(),
@@ -31,10 +35,15 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
     }
 }
 
-/// Runs the workload on the server's CPU for `seconds`, concurrently with `during`; returns ns
-/// per unit.
-fn workload_run(lab: &mut Lab, seconds: f64, during: Option<&mut dyn FnMut(&mut Lab)>) -> Result<f64, String> {
-    let w = lab.spawn(&["workload".into(), "--seconds".into(), format!("{seconds}")])?;
+/// Runs the workload on the server's CPU for `seconds` (the other host's when `there`),
+/// concurrently with `during`; returns ns per unit.
+fn workload_run(
+    lab: &mut Lab,
+    seconds: f64,
+    there: bool,
+    during: Option<&mut dyn FnMut(&mut Lab)>,
+) -> Result<f64, String> {
+    let w = lab.workload(seconds, there)?;
     if let Some(f) = during {
         f(lab);
     }
@@ -56,7 +65,8 @@ fn busy_row(lab: &mut Lab, scheme: &str, alone: Option<f64>) -> Result<BusyRow, 
             bench::run(&lab.spec(&uri, "null", 0, calls, spin)).map_err(|e| e.to_string())
         })();
     };
-    let loaded = workload_run(lab, seconds, Some(&mut during))?;
+    let there = lab.across(scheme);
+    let loaded = workload_run(lab, seconds, there, Some(&mut during))?;
     let raw = raw?;
     let rpc = rpc?;
     Ok(BusyRow {

@@ -1,5 +1,7 @@
 //! The ladder's raw Ethernet rungs: eth://, xdp:// and the XDP floor (answered in the driver),
-//! between two network namespaces joined by a veth pair, which only root may create.
+//! between two network namespaces joined by a veth pair, which only root may create; with
+//! `lab --remote`, across the link to the other host instead (its agent's interface toward
+//! this machine, root on both sides).
 
 use std::time::Duration;
 
@@ -14,8 +16,15 @@ use crate::run::lab::{lat, Lab};
 /// Progress steps: one per rung (eth, xdp, xdp-floor) and size.
 pub(crate) const STEPS: u64 = 3 * 2;
 
-/// eth, xdp and the XDP floor across a veth pair between two namespaces (root only).
+/// The rungs: (row, scheme of the far end, whether it is the driver's floor).
+const RUNGS: [(&str, &str, bool); 3] = [("eth", "eth", false), ("xdp", "xdp", false), ("xdp-floor", "xdp", true)];
+
+/// eth, xdp and the XDP floor across a veth pair between two namespaces (root only), or across
+/// the link to the other host.
 pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
+    if lab.remote.is_some() {
+        return across_link(lab, results);
+    }
     use crate::raw::eth_hosts::{across, Pinning, Responder, Side};
     use crate::raw::eth_pingpong::RunConfig;
     use lowlat_testkit::testhosts::{check_root, TestHosts};
@@ -65,6 +74,30 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
                 eth_rpc(lab, &hosts, name, size, &hosts.a.mac.to_string())
             };
             let mut row = LadderRow::new(name, size as u32, raw.as_ref().ok().copied(), rpc.as_ref().ok().copied());
+            let why: Vec<String> = [raw.err(), rpc.err()].into_iter().flatten().collect();
+            if !why.is_empty() {
+                row.skipped = Some(why.join("; "));
+            }
+            results.ladder.push(row);
+        }
+    }
+}
+
+/// The rungs across the link: every far end started by the agent on its interface toward this
+/// machine, the caller here on this machine's.
+fn across_link(lab: &mut Lab, results: &mut Results) {
+    let spin = SpinPolicy::Forever;
+    for (name, scheme, floor) in RUNGS {
+        for size in [32usize, 1024] {
+            lab.step(&format!("ladder: {name} {size} B, across the link"));
+            let raw = if floor { lab.floor(scheme, size.max(8), spin) } else { lab.raw(scheme, size.max(8), spin) };
+            let rpc = if floor {
+                Err("the floor answers in the driver: there is no RPC on it".to_string())
+            } else {
+                lab.rpc(scheme, size, spin).map(|(s, _)| s)
+            };
+            let mut row = LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(lat))
+                .across_link(true);
             let why: Vec<String> = [raw.err(), rpc.err()].into_iter().flatten().collect();
             if !why.is_empty() {
                 row.skipped = Some(why.join("; "));

@@ -1,6 +1,8 @@
 //! The ladder on this host: for each local transport, the machine's floor (where lowlat's
 //! transport needs more than it), lowlat's raw ping-pong and its call, at 32 bytes and 1 KiB; and
-//! the latency distribution of each null call.
+//! the latency distribution of each null call. With `lab --remote` the network transports'
+//! rungs are measured across the link (their servers on the other host), shared memory and
+//! Unix sockets here; each row says which.
 
 use hdrhistogram::Histogram;
 use lowlat::SpinPolicy;
@@ -39,7 +41,8 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
             };
             let mut row =
                 LadderRow::new(name, size as u32, raw.as_ref().ok().map(lat), rpc.as_ref().ok().map(|r| lat(&r.0)))
-                    .with_floor(floor.as_ref().and_then(|f| f.as_ref().ok()).map(lat));
+                    .with_floor(floor.as_ref().and_then(|f| f.as_ref().ok()).map(lat))
+                    .across_link(lab.across(raw_scheme));
             let floor_err = floor.as_ref().and_then(|f| f.as_ref().err()).map(|e| format!("floor: {e}"));
             let why: Vec<String> =
                 [raw.as_ref().err().cloned(), rpc.as_ref().err().cloned(), floor_err].into_iter().flatten().collect();

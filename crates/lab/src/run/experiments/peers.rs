@@ -1,5 +1,6 @@
 //! Peers: other RPC systems (built and run by the repository's peers/ scripts) and lowlat making
-//! the same null call and 1440-byte echo on this machine.
+//! the same null call and 1440-byte echo on this machine. The peers' scripts start their own
+//! servers here, so with `lab --remote` lowlat's rows stay here too, to be compared with them.
 
 use std::path::{Path, PathBuf};
 
@@ -70,7 +71,7 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results, out: &Path) {
     // lowlat itself, the same two calls, for the side-by-side.
     for scheme in ["udp", "tcp", "shm", "onc+udp", "onc+tcp"] {
         for (proc, size) in [("null", 0usize), ("echo", 1440)] {
-            let r = lab.rpc_server(scheme, SpinPolicy::Adaptive).and_then(|(_srv, uri)| {
+            let r = lab.rpc_server_at(scheme, SpinPolicy::Adaptive, false).and_then(|(_srv, uri)| {
                 bench::run(&lab.spec(&uri, proc, size, lab.scale.peer_calls, SpinPolicy::Adaptive))
                     .map_err(|e| e.to_string())
             });

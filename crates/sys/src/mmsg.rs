@@ -98,9 +98,8 @@ impl Batch {
         // SAFETY: `range` lies within `hdrs`; each of its headers points at its own iovec and
         // each iovec at `lens[i] <= slot` bytes of `data`, live for the call; the kernel only
         // reads them (and writes `msg_len`).
-        let n = unsafe {
-            libc::sendmmsg(fd, self.hdrs[range.start..].as_mut_ptr(), range.len() as _, libc::MSG_DONTWAIT)
-        };
+        let n =
+            unsafe { libc::sendmmsg(fd, self.hdrs[range.start..].as_mut_ptr(), range.len() as _, libc::MSG_DONTWAIT) };
         nonblocking(n)
     }
 }

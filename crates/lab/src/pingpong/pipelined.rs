@@ -457,7 +457,7 @@ fn exchange<L: Lane>(lane: &mut L, win: &mut Window, count: u64, opts: PipelineO
             continue;
         }
         idle = idle.wrapping_add(1);
-        if idle % POLLS_PER_LOOK != 0 {
+        if !idle.is_multiple_of(POLLS_PER_LOOK) {
             std::hint::spin_loop();
             continue;
         }

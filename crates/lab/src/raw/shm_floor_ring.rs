@@ -196,7 +196,7 @@ impl RingEnd {
                 next += 1;
                 continue;
             }
-            let lap_before = next.checked_sub(records).unwrap_or(0);
+            let lap_before = next.saturating_sub(records);
             if word & !REPORT_BIT != lap_before {
                 return Err(format!("floor client wrote sequence {word:#x} where {next} or {lap_before} belongs"));
             }

@@ -91,8 +91,11 @@ fn lowlat_transports_complete_every_window() {
 fn a_shm_floor_record_of_every_size_comes_back() {
     let server = PingPongServer::bind_floor(&shm_path("sizes"), SpinPolicy::Forever).unwrap();
     against(server, |uri| {
+        // Fewer exchanges: every size wraps the ring of 16 still, and spinning threads on
+        // oversubscribed CI cores hand over at the scheduler's pace.
         for size in [8, 16, 64] {
-            check(&run_pipelined(uri, size, EXCHANGES, 16, opts(true)).unwrap(), 16);
+            let t = run_pipelined(uri, size, 300, 16, opts(true)).unwrap();
+            assert_eq!((t.exchanges, t.lost), (300, 0), "{t}");
         }
         assert!(matches!(run_pipelined(uri, 72, 10, 16, opts(true)), Err(PingPongError::Size { .. })));
     });

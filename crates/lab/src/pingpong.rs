@@ -23,7 +23,10 @@ use lowlat_transport::tcp::{TcpChannel, TcpEndpoint, TcpEvent};
 use lowlat_transport::udp::{resolve, UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_wait::{SpinPolicy, Spinner};
 
+pub mod pipelined;
+
 use crate::latency::new_histogram;
+use crate::raw::cpu_report;
 
 /// Why a ping-pong could not run.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +60,28 @@ pub enum PingPongError {
     /// A received message's tag failed to verify under the pre-shared key.
     #[error("a message's tag did not verify: do both ends have the same pre-shared key?")]
     BadTag,
+    /// A pipelined run was asked for a window it cannot keep.
+    #[error("--in-flight {asked}: a pipelined run keeps 1 to {max} messages in flight")]
+    InFlight {
+        /// The window asked for.
+        asked: usize,
+        /// The largest window.
+        max: usize,
+    },
+    /// A message size the exchange cannot carry.
+    #[error("--size {size}: {why}")]
+    Size {
+        /// The size asked for.
+        size: usize,
+        /// Why it cannot be.
+        why: &'static str,
+    },
+    /// An echo that is not the message sent: altered, duplicated, or never sent.
+    #[error("echo mismatch: {0}")]
+    Mismatch(String),
 }
+
+pub use pipelined::{run_pipelined, PipelineOptions, Throughput, MAX_IN_FLIGHT};
 
 /// The frame keys of a raw ping-pong with a pre-shared key (as one side of a session).
 fn raw_keys(psk: Option<&lowlat::Psk>, side: lowlat_proto::auth::Side) -> Option<lowlat_proto::FrameKeys> {
@@ -220,6 +244,8 @@ impl PingPongServer {
                                 .map_err(io_err("receive"))?;
                             if let Some((n, from)) = got {
                                 let m = untag(&keys, &buf[..n])?;
+                                let report = cpu_report::answer(m);
+                                let m = report.as_ref().map_or(m, |a| &a[..]);
                                 sock.send_to(&from, m, &tag(&keys, m)).map_err(io_err("send"))?;
                             }
                         }
@@ -247,6 +273,8 @@ impl PingPongServer {
                                 .map_err(io_err("receive"))?;
                             if let Some(TcpEvent::Frame(id)) = got {
                                 let m = untag(&keys, &buf)?;
+                                let report = cpu_report::answer(m);
+                                let m = report.as_ref().map_or(m, |a| &a[..]);
                                 ep.send(&id, m, &tag(&keys, m));
                             }
                         }
@@ -275,8 +303,9 @@ impl PingPongServer {
     }
 
     /// The machine's floor for the path of `uri` (see [`RawOptions::floor`]): for shm://, an
-    /// echoer of one message each way through cache lines; for udp://, an echo server that
-    /// connects its socket to the first client it hears; for eth:// and xdp://, lowlat's XDP echo
+    /// echoer of one message each way through cache lines, or of rings of one-line records for a
+    /// pipelined client; for udp://, an echo server that connects its socket to the first client
+    /// it hears and echoes with `recvmmsg`/`sendmmsg` ([`crate::raw::udp_floor`]); for eth:// and xdp://, lowlat's XDP echo
     /// program attached to the interface, which answers PING frames in the driver's receive path
     /// (no user-level server runs; the program stays attached until `stop` is set).
     pub fn bind_floor(uri: &str, spin: SpinPolicy) -> Result<PingPongServer, PingPongError> {
@@ -316,7 +345,10 @@ impl PingPongServer {
                 let sock = std::net::UdpSocket::bind(addr).map_err(io_err(format!("bind {uri}")))?;
                 sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
                 let local_uri = format!("udp://{}", sock.local_addr().map_err(io_err("local address"))?);
-                Ok(PingPongServer { local_uri, run: Box::new(move |stop| connected_udp_echo(&sock, spin, stop)) })
+                Ok(PingPongServer {
+                    local_uri,
+                    run: Box::new(move |stop| crate::raw::udp_floor::echo(&sock, spin, stop).map_err(io_err("echo"))),
+                })
             }
             _ => Err(PingPongError::NoFloor(uri.to_string())),
         }
@@ -325,42 +357,6 @@ impl PingPongServer {
     pub fn run(self, stop: &AtomicBool) -> Result<(), PingPongError> {
         (self.run)(stop)
     }
-}
-
-/// The UDP floor's echo: the first datagram names the client, the socket is connected to it, and
-/// from then on the exchange is two connected sockets (`recv`/`send`, no addresses).
-fn connected_udp_echo(sock: &std::net::UdpSocket, spin: SpinPolicy, stop: &AtomicBool) -> Result<(), PingPongError> {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut spinner = Spinner::new(spin);
-    let mut connected = false;
-    while !stop.load(Ordering::Relaxed) {
-        let got = spinner
-            .wait_on(
-                Some(Instant::now() + Duration::from_millis(100)),
-                &mut buf,
-                |b| {
-                    ready(if connected {
-                        sock.recv(b).map(|n| (n, None))
-                    } else {
-                        sock.recv_from(b).map(|(n, a)| (n, Some(a)))
-                    })
-                },
-                |_, t| poll_readable(&[sock.as_raw_fd()], t).map(|_| ()),
-            )
-            .map_err(io_err("receive"))?;
-        match got {
-            Some((n, Some(from))) => {
-                sock.connect(from).map_err(io_err("connect to the first client"))?;
-                connected = true;
-                sock.send(&buf[..n]).map_err(io_err("send"))?;
-            }
-            Some((n, None)) => {
-                sock.send(&buf[..n]).map_err(io_err("send"))?;
-            }
-            None => {}
-        }
-    }
-    Ok(())
 }
 
 /// A non-blocking operation's result: `None` when it would have blocked.

@@ -1,10 +1,10 @@
 //! The one place lowlat talks to the operating system: safe wrappers over the system calls the
 //! other crates need (waiting on descriptors, eventfds, futexes, sealed memfds and their
 //! mappings, mappings of kernel rings, descriptors passed over Unix sockets, raw AF_PACKET and
-//! AF_XDP sockets, socket options, bpf(2), network interfaces and namespaces, signals, CPU
-//! placement, randomness and the monotonic clock). Every `unsafe` block here states the
-//! invariant it relies on; the callers stay safe, except for [`bpf::bpf`], whose attribute
-//! block only its caller can vouch for.
+//! AF_XDP sockets, batches of datagrams (recvmmsg/sendmmsg), socket options, bpf(2), network
+//! interfaces and namespaces, signals, CPU placement, randomness, the monotonic clock and a
+//! thread's CPU clock). Every `unsafe` block here states the invariant it relies on; the callers
+//! stay safe, except for [`bpf::bpf`], whose attribute block only its caller can vouch for.
 //!
 //! This crate depends on `libc` alone and must never depend on another lowlat crate. The only
 //! other places with `unsafe` code are those that share memory with another process or the
@@ -22,6 +22,7 @@ pub mod fs;
 pub mod futex;
 pub mod iface;
 pub mod memory;
+pub mod mmsg;
 pub mod netns;
 pub mod packet;
 pub mod poll;

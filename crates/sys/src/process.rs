@@ -157,6 +157,27 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_cpu_clock_counts_its_own_work_only() {
+        let (busy, idle) = std::thread::spawn(|| {
+            let t0 = thread_cpu_time();
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_millis(20) {
+                std::hint::spin_loop();
+            }
+            let busy = thread_cpu_time() - t0;
+            let t1 = thread_cpu_time();
+            std::thread::sleep(Duration::from_millis(20));
+            (busy, thread_cpu_time() - t1)
+        })
+        .join()
+        .unwrap();
+        // Spinning 20 ms of wall time uses CPU (less if the host took the CPU away); sleeping
+        // uses next to none.
+        assert!(busy >= Duration::from_millis(2), "{busy:?}");
+        assert!(idle < Duration::from_millis(5), "{idle:?}");
+    }
+
+    #[test]
     fn pin_rejects_missing_cpu() {
         assert!(pin_to_cpu(100_000).is_err());
         pin_to_cpu(0).unwrap();

@@ -43,6 +43,28 @@ pub fn bind_xdp(fd: RawFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<(
     bind(fd, &sxdp)
 }
 
+/// Dissolves a datagram socket's connection (connect(2) to AF_UNSPEC), so that it receives
+/// from any address again, at the address it had: Linux also lets go of a port the kernel chose
+/// (bound as port 0), which is taken back at once.
+pub fn disconnect(fd: RawFd) -> io::Result<()> {
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    let mut home: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `home` and `len` are valid for writes of the size given.
+    cvt(unsafe { libc::getsockname(fd, (&mut home as *mut libc::sockaddr_storage).cast(), &mut len) })?;
+    // SAFETY: sockaddr is plain data; all-zero with AF_UNSPEC is the documented "no peer".
+    let mut none: libc::sockaddr = unsafe { std::mem::zeroed() };
+    none.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    // SAFETY: `none` is a live socket address of the length passed; the kernel only reads it.
+    cvt(unsafe { libc::connect(fd, &none, std::mem::size_of::<libc::sockaddr>() as libc::socklen_t) })?;
+    // SAFETY: `home` holds `len` bytes of the address getsockname(2) returned; only read.
+    match cvt(unsafe { libc::bind(fd, (&home as *const libc::sockaddr_storage).cast(), len) }) {
+        // Still bound: the port was the caller's own choice, which the kernel keeps.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
 /// sendmsg(2) of `parts`, gathered, on a bound socket (no address): bytes sent. Interrupted
 /// sends are the caller's to retry.
 #[inline]
@@ -94,4 +116,25 @@ pub fn kick_recv(fd: RawFd) {
     unsafe {
         libc::recvfrom(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_disconnected_socket_hears_everyone_again() {
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (a, b) =
+            (std::net::UdpSocket::bind("127.0.0.1:0").unwrap(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+        let at = server.local_addr().unwrap();
+        server.connect(a.local_addr().unwrap()).unwrap();
+        super::disconnect(server.as_raw_fd()).unwrap();
+        assert_eq!(server.local_addr().unwrap(), at, "the port the kernel chose is kept");
+        b.send_to(b"hi", at).unwrap();
+        server.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 8];
+        let (n, from) = server.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"hi"[..], b.local_addr().unwrap()));
+    }
 }

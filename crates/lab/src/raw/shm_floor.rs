@@ -26,6 +26,8 @@ use lowlat_shm::listen::{listen, remove_if_ours};
 use lowlat_shm::ShmError;
 use lowlat_sys::{self as sys, Mapping};
 
+use super::shm_floor_ring::{check_shape, RingEnd, Side as RingSide};
+
 fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ShmError {
     move |source| ShmError::Io { op, source }
 }
@@ -39,12 +41,16 @@ const SEGMENT: usize = 2 * MAX_FLOOR_MESSAGE;
 /// Spins between looks at the clock (client) or at the stop flag and the socket (echoer).
 const CHECK_EVERY: u32 = 1 << 12;
 
-/// The client's only message on the Unix socket: the size of the messages to exchange.
+/// The client's only message on the Unix socket: the size of the messages to exchange, and
+/// whether they go one at a time through the mailboxes or pipelined through rings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
     /// Bytes of every message exchanged, the sequence word included
-    /// ([`MIN_FLOOR_MESSAGE`] to [`MAX_FLOOR_MESSAGE`]).
+    /// ([`MIN_FLOOR_MESSAGE`] to [`MAX_FLOOR_MESSAGE`]; at most one record through rings).
     pub size: u32,
+    /// 0: one message each way through the mailboxes; else records of each ring of the
+    /// pipelined exchange ([`super::shm_floor_ring`]).
+    pub records: u16,
 }
 
 const MAGIC: &[u8; 4] = b"LlFl";
@@ -53,11 +59,13 @@ const VERSION: u16 = 1;
 pub const HANDSHAKE_LEN: usize = 12;
 
 impl Request {
-    /// The request as sent: magic `LlFl`, version (u16 LE), two zero bytes, size (u32 LE).
+    /// The request as sent: magic `LlFl`, version (u16 LE), records (u16 LE; zero bytes for
+    /// the mailboxes, as clients that knew no rings sent), size (u32 LE).
     pub fn encode(&self) -> [u8; HANDSHAKE_LEN] {
         let mut b = [0u8; HANDSHAKE_LEN];
         b[0..4].copy_from_slice(MAGIC);
         b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6..8].copy_from_slice(&self.records.to_le_bytes());
         b[8..12].copy_from_slice(&self.size.to_le_bytes());
         b
     }
@@ -70,9 +78,14 @@ impl Request {
         if u16::from_le_bytes([b[4], b[5]]) != VERSION {
             return Err("unsupported floor handshake version");
         }
+        let records = u16::from_le_bytes([b[6], b[7]]);
         let size = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
-        check_size(size as usize)?;
-        Ok(Request { size })
+        if records == 0 {
+            check_size(size as usize)?;
+        } else {
+            check_shape(records as usize, size as usize)?;
+        }
+        Ok(Request { size, records })
     }
 }
 
@@ -240,17 +253,24 @@ fn echo_client(sock: UnixStream, stop: &AtomicBool) -> Result<(), ShmError> {
     let mut buf = [0u8; HANDSHAKE_LEN + 1];
     let (n, _) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(io_err("floor handshake"))?;
     let req = Request::decode(&buf[..n]).map_err(|what| ShmError::Handshake { what })?;
-    let (mut end, fd) = FloorEnd::create(req.size as usize).map_err(io_err("floor segment"))?;
-    sys::send_with_fds(sock.as_raw_fd(), &req.encode(), &[fd.as_raw_fd()]).map_err(io_err("floor handshake"))?;
-    drop(fd);
-    let fd = sock.as_raw_fd();
-    let mut last = 0u64;
+    let sock_fd = sock.as_raw_fd();
     let mut looks = 0u32;
     let mut give_up = || {
         // The socket is looked at less often than the flag: it costs a system call.
         looks = looks.wrapping_add(1);
-        stop.load(Ordering::Relaxed) || (looks & 7 == 0 && sys::hung_up(fd))
+        stop.load(Ordering::Relaxed) || (looks & 7 == 0 && sys::hung_up(sock_fd))
     };
+    if req.records > 0 {
+        let (mut ring, fd) =
+            RingEnd::create(req.records as usize, req.size as usize).map_err(io_err("floor ring segment"))?;
+        sys::send_with_fds(sock_fd, &req.encode(), &[fd.as_raw_fd()]).map_err(io_err("floor handshake"))?;
+        drop(fd);
+        return ring.echo(give_up).map_err(ShmError::Broken);
+    }
+    let (mut end, fd) = FloorEnd::create(req.size as usize).map_err(io_err("floor segment"))?;
+    sys::send_with_fds(sock_fd, &req.encode(), &[fd.as_raw_fd()]).map_err(io_err("floor handshake"))?;
+    drop(fd);
+    let mut last = 0u64;
     while let Some(seq) = end.wait_past(last, &mut give_up) {
         if seq != last.wrapping_add(1) {
             return Err(ShmError::Broken(format!("floor client skipped from sequence {last} to {seq}")));
@@ -259,6 +279,42 @@ fn echo_client(sock: UnixStream, stop: &AtomicBool) -> Result<(), ShmError> {
         last = seq;
     }
     Ok(())
+}
+
+/// Asks the echoer at `path` for the exchange `req` names; returns the segment it handed over
+/// and the socket that keeps the exchange alive (the echoer stops when it hangs up).
+fn handshake(path: &Path, req: Request, timeout: Duration) -> Result<(OwnedFd, UnixStream), ShmError> {
+    let sock = UnixStream::connect(path).map_err(io_err("connect"))?;
+    sock.set_read_timeout(Some(timeout)).map_err(io_err("connect"))?;
+    sys::send_with_fds(sock.as_raw_fd(), &req.encode(), &[]).map_err(io_err("floor handshake"))?;
+    let mut buf = [0u8; HANDSHAKE_LEN + 1];
+    let (n, fds) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ShmError::Timeout { op: "connect" },
+        _ => ShmError::Io { op: "floor handshake", source: e },
+    })?;
+    if n == 0 {
+        return Err(ShmError::Handshake { what: "the floor echoer closed the connection" });
+    }
+    if Request::decode(&buf[..n]) != Ok(req) {
+        return Err(ShmError::Handshake { what: "the floor echoer answered another exchange" });
+    }
+    let [fd]: [OwnedFd; 1] = fds.try_into().map_err(|_| ShmError::Handshake { what: "expected one memfd" })?;
+    Ok((fd, sock))
+}
+
+/// Connects to a floor echoer at `path` for the pipelined exchange: rings of `records` records,
+/// messages of `size` bytes. Returns the client's end of the rings and the socket that keeps
+/// the exchange alive.
+pub fn connect_ring(
+    path: &Path,
+    records: usize,
+    size: usize,
+    timeout: Duration,
+) -> Result<(RingEnd, UnixStream), ShmError> {
+    check_shape(records, size).map_err(|what| ShmError::Handshake { what })?;
+    let (fd, sock) = handshake(path, Request { size: size as u32, records: records as u16 }, timeout)?;
+    let end = RingEnd::map(&fd, RingSide::Client, records, size).map_err(io_err("floor ring segment"))?;
+    Ok((end, sock))
 }
 
 /// The client's side of one exchange of `size`-byte messages.
@@ -276,22 +332,7 @@ impl FloorClient {
     /// Connects to a floor echoer at `path` for messages of `size` bytes.
     pub fn connect(path: &Path, size: usize, timeout: Duration) -> Result<FloorClient, ShmError> {
         check_size(size).map_err(|what| ShmError::Handshake { what })?;
-        let sock = UnixStream::connect(path).map_err(io_err("connect"))?;
-        sock.set_read_timeout(Some(timeout)).map_err(io_err("connect"))?;
-        sys::send_with_fds(sock.as_raw_fd(), &Request { size: size as u32 }.encode(), &[])
-            .map_err(io_err("floor handshake"))?;
-        let mut buf = [0u8; HANDSHAKE_LEN + 1];
-        let (n, fds) = sys::recv_with_fds(sock.as_raw_fd(), &mut buf).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ShmError::Timeout { op: "connect" },
-            _ => ShmError::Io { op: "floor handshake", source: e },
-        })?;
-        if n == 0 {
-            return Err(ShmError::Handshake { what: "the floor echoer closed the connection" });
-        }
-        if Request::decode(&buf[..n]) != Ok(Request { size: size as u32 }) {
-            return Err(ShmError::Handshake { what: "the floor echoer answered another size" });
-        }
-        let [fd]: [OwnedFd; 1] = fds.try_into().map_err(|_| ShmError::Handshake { what: "expected one memfd" })?;
+        let (fd, sock) = handshake(path, Request { size: size as u32, records: 0 }, timeout)?;
         let end = FloorEnd::map(&fd, Side::Client, size).map_err(io_err("floor segment"))?;
         Ok(FloorClient::over(end, sock))
     }
@@ -394,10 +435,15 @@ mod tests {
 
     #[test]
     fn requests_are_checked() {
-        let r = Request { size: 1024 };
+        let r = Request { size: 1024, records: 0 };
+        assert_eq!(Request::decode(&r.encode()), Ok(r));
+        let r = Request { size: 64, records: 256 };
         assert_eq!(Request::decode(&r.encode()), Ok(r));
         for bad in [0, 4, 12, MAX_FLOOR_MESSAGE as u32 + 8] {
-            assert!(Request::decode(&Request { size: bad }.encode()).is_err(), "{bad}");
+            assert!(Request::decode(&Request { size: bad, records: 0 }.encode()).is_err(), "{bad}");
+        }
+        for (size, records) in [(72, 64), (32, 3), (32, 8192)] {
+            assert!(Request::decode(&Request { size, records }.encode()).is_err(), "{size} {records}");
         }
         assert!(Request::decode(b"LlShxxxxxxxx").is_err());
     }

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use lowlat_shm::{ChannelConfig, ConnectionId, Reply, ShmChannel, ShmError, ShmServer, ShmServerConfig};
 use lowlat_sys as sys;
 
-/// The echo handler: the reply is the request, copied from one ring into the other.
+/// The echo handler: the reply is the request, copied from one ring into the other (or, to
+/// [`super::cpu_report::ASK`], the serving thread's CPU time).
 pub fn echo(_: ConnectionId, request: &[u8], reply: Reply<'_>) {
+    let report = super::cpu_report::answer(request);
     // A failed reply closes the connection; the server reports it through `ShmHandler::closed`.
-    let _ = reply.send(&[request]);
+    let _ = reply.send(&[report.as_ref().map_or(request, |a| &a[..])]);
 }
 
 /// Serves echo at `path` until `stop` is set.

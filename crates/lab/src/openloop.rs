@@ -423,7 +423,10 @@ fn next_due(next: &AtomicU64, at: &[u64], start: Instant) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
 
     /// Ready once `d` has passed since its first poll (a thread of its own sleeps and wakes it,
     /// as a reply would).
@@ -458,10 +461,12 @@ mod tests {
     }
 
     impl Delay {
-        /// The delay, then success: a call's future.
-        async fn then_ok(self) -> Result<(), Error> {
-            self.await;
-            Ok(())
+        /// The delay, then success: a call's future (boxed: `Unpin`, as calls' futures are).
+        fn then_ok(self) -> Pin<Box<dyn Future<Output = Result<(), Error>>>> {
+            Box::pin(async move {
+                self.await;
+                Ok(())
+            })
         }
     }
 

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use lowlat::SpinPolicy;
 use lowlat_lab::pingpong::{run_pipelined, PingPongError, PingPongServer, PipelineOptions, Throughput};
 
-/// Exchanges per run: enough to wrap the largest ring many times, few enough for slow CI cores.
-const EXCHANGES: u64 = 3_000;
+/// Exchanges per run: enough to wrap the largest ring many times, few enough for slow CI cores
+/// (where a spinning client and a spinning server in one process hand over at the scheduler's
+/// pace: 3,000 took up to 18 s with other builds running).
+const EXCHANGES: u64 = 600;
 
 /// Stops an echo server however the test ends, so that a failed assertion is reported instead
 /// of leaving the scope waiting for the server for ever.
@@ -75,14 +77,16 @@ fn the_shm_floor_completes_every_window() {
 
 #[test]
 fn the_udp_floor_completes_every_window() {
-    let server = PingPongServer::bind_floor("udp://127.0.0.1:0", SpinPolicy::Forever).unwrap();
+    // The server sleeps when idle: the test is of the exchange, not of its speed.
+    let server = PingPongServer::bind_floor("udp://127.0.0.1:0", SpinPolicy::Block).unwrap();
     every_window(server, true, 32);
 }
 
 #[test]
 fn lowlat_transports_complete_every_window() {
     for listen in [shm_path("raw"), "udp://127.0.0.1:0".into(), "tcp://127.0.0.1:0".into()] {
-        let server = PingPongServer::bind(&listen, SpinPolicy::Forever, true, None).unwrap();
+        // The server sleeps when idle: the test is of the exchange, not of its speed.
+        let server = PingPongServer::bind(&listen, SpinPolicy::Block, true, None).unwrap();
         every_window(server, false, 32);
     }
 }

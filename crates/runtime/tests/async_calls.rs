@@ -155,6 +155,66 @@ fn many_async_calls_at_once_on_few_slots_over_every_channel() {
     }
 }
 
+/// Blocking code with many calls in flight and no executor: made one after another (each sent
+/// as it is made) and collected with `lowlat::wait_all`, 8 calls of 100 ms each overlap on the
+/// server (they take well under 8 x 100 ms), each with its own answer; `InFlight` keeps a
+/// window of them going and reports each as it completes.
+#[test]
+fn blocking_code_keeps_many_calls_in_flight() {
+    let f = serve("in-flight");
+    for uri in &f.uris {
+        let c = connect(uri, 8);
+        let began = Instant::now();
+        let calls = (0..8u8).map(|i| {
+            let arg = later_args(100, &[i; 4]);
+            c.call_async(
+                LATER,
+                move |out| {
+                    out.extend_from_slice(&arg);
+                    Ok::<_, lowlat::DecodeError>(())
+                },
+                |r| Ok(r.to_vec()),
+            )
+        });
+        let answers = lowlat::wait_all(calls);
+        let took = began.elapsed();
+        for (i, a) in answers.into_iter().enumerate() {
+            assert_eq!(a.unwrap_or_else(|e| panic!("{uri}: call {i}: {e}")), vec![i as u8; 4], "{uri}");
+        }
+        assert!(took < Duration::from_millis(600), "{uri}: 8 calls of 100 ms took {took:?}: they did not overlap");
+
+        // A window of 4 kept full over 40 calls: every answer reported once, at its place.
+        let mut set = lowlat::InFlight::new(4);
+        let mut at_place = [0u32; 4];
+        let (mut made, mut answered) = (0u32, Vec::new());
+        while answered.len() < 40 {
+            while made < 40 && !set.is_full() {
+                let n = made;
+                let call = c.call_async(
+                    ECHO,
+                    move |out| {
+                        out.extend_from_slice(&n.to_le_bytes());
+                        Ok::<_, lowlat::DecodeError>(())
+                    },
+                    |r| Ok(r.to_vec()),
+                );
+                let place = set.push(call).ok().expect("a free place");
+                at_place[place] = n;
+                made += 1;
+            }
+            let done = set.wait(Some(Duration::from_secs(10)), |place, r| {
+                let r = r.unwrap_or_else(|e| panic!("{uri}: {e}"));
+                assert_eq!(r, at_place[place].to_le_bytes(), "{uri}: the answer at place {place}");
+                answered.push(at_place[place]);
+            });
+            assert!(done > 0, "{uri}: no call completed within 10 s");
+        }
+        answered.sort_unstable();
+        assert_eq!(answered, (0..40).collect::<Vec<_>>(), "{uri}");
+        assert!(set.is_empty());
+    }
+}
+
 /// A call whose result comes after its deadline fails with `Timeout` at the deadline, without
 /// holding the executor; the slot then serves the next call, whose answer is its own.
 #[test]

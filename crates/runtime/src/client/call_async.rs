@@ -134,7 +134,7 @@ where
             // (which reads the clock for the call's deadline and its engine's timers) one poll
             // in POLLS_PER_CLOCK, when a frame came, or before parking.
             this.polls = this.polls.wrapping_add(1);
-            let whole = check_peer || this.polls % POLLS_PER_CLOCK == 0;
+            let whole = check_peer || this.polls.is_multiple_of(POLLS_PER_CLOCK);
             let waited = this.wait(&mut guard, whole);
             match waited {
                 Waited::Done(Err(Error::SessionLost { execution: Execution::NotSent, .. })) if !this.resent => {

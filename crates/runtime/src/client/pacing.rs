@@ -62,7 +62,7 @@ impl Pacing {
             self.polls = 0;
         }
         self.polls = self.polls.wrapping_add(1);
-        if self.since.is_some() && self.polls % POLLS_PER_CLOCK != 0 {
+        if self.since.is_some() && !self.polls.is_multiple_of(POLLS_PER_CLOCK) {
             return true;
         }
         let now = Instant::now();

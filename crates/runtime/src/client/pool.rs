@@ -433,4 +433,33 @@ mod tests {
         assert_eq!(pool.try_claim(true).map(|c| c.index()), Some(0));
         drop(second);
     }
+
+    /// A call made while others wait in line for a slot does not pass them; the first in line
+    /// is woken by a release and takes the slot; one woken and then dropped passes the wake on.
+    #[test]
+    fn calls_wait_for_a_slot_in_line() {
+        struct Flag(AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let flags: Vec<Arc<Flag>> = (0..2).map(|_| Arc::new(Flag(AtomicBool::new(false)))).collect();
+        let wakers: Vec<Waker> = flags.iter().map(|f| Waker::from(f.clone())).collect();
+        let pool = SlotPool::new(vec![()], |_| true);
+        let held = pool.try_claim_now().expect("the only slot");
+        let (mut first, mut second) = (InLine::default(), InLine::default());
+        assert!(pool.poll_claim(&wakers[0], &mut first).0.is_none());
+        assert!(pool.poll_claim(&wakers[1], &mut second).0.is_none());
+        drop(held);
+        assert!(flags[0].0.load(Ordering::SeqCst), "the release woke the first in line");
+        assert!(!flags[1].0.load(Ordering::SeqCst), "and only the first");
+        assert!(pool.try_claim_now().is_none(), "a call made now passed the ones in line");
+        // The first, woken, is dropped before it looks: the second is woken instead.
+        pool.leave_line(&mut first);
+        assert!(flags[1].0.load(Ordering::SeqCst), "the wake was passed on");
+        let got = pool.poll_claim(&wakers[1], &mut second).0.expect("the slot, for the one in line");
+        drop(got);
+        assert!(pool.try_claim_now().is_some(), "with no one in line, a call takes a free slot at once");
+    }
 }

@@ -1,0 +1,62 @@
+//! Many tasks on one async executor, each awaiting one call at a time (`lowlat bench --tasks`):
+//! their calls overlap, they take turns, and none waits for a slot while others pass it.
+
+use std::time::Duration;
+
+use lowlat::{Server, ServerConfig, SpinPolicy};
+use lowlat_lab::interface;
+use lowlat_lab::tasks::{self, TasksSpec};
+
+fn serve(listen: &str) -> Server {
+    // The server sleeps when idle: two cores hold the test's threads and others'.
+    let config = ServerConfig { spin: SpinPolicy::Block, ..Default::default() };
+    Server::builder().program(interface::program()).config(config).serve(&[listen]).unwrap()
+}
+
+fn listens(tag: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("lowlat-tasks-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    vec![
+        format!("shm://{}", dir.join("s").display()),
+        "udp://127.0.0.1:0".into(),
+        "tcp://127.0.0.1:0".into(),
+        "onc+udp://127.0.0.1:0".into(),
+    ]
+}
+
+fn run(uri: &str, tasks: usize, slots: Option<u16>) -> tasks::TasksRun {
+    let spec = TasksSpec { uri: uri.into(), tasks, calls: 4_000, warmup: 200, slots, ..TasksSpec::default() };
+    let r = tasks::run(&spec).unwrap_or_else(|e| panic!("{uri}: {e}"));
+    assert_eq!((r.errors, r.latency.len()), (0, 4_000), "{uri}: {}", r.describe());
+    r
+}
+
+/// 64 tasks with the client's default slots: every call in flight at once at some point, and no
+/// task completes more than 64 calls while the others complete none (a future that spun inside
+/// `poll()` until its reply came let one task run thousands in a row).
+#[test]
+fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
+    for listen in listens("turns") {
+        let server = serve(&listen);
+        let uri = server.local_uris()[0].clone();
+        let r = run(&uri, 64, None);
+        assert!(r.peak_in_flight >= 32, "{uri}: calls did not overlap: {}", r.describe());
+        assert!(r.longest_run <= 64, "{uri}: a task ran on while others waited: {}", r.describe());
+        server.shutdown();
+    }
+}
+
+/// More tasks than slots: calls wait in line for a slot and are woken in turn, so none waits
+/// towards its deadline while calls made later pass it.
+#[test]
+fn tasks_beyond_the_slots_wait_in_line() {
+    for listen in listens("line") {
+        let server = serve(&listen);
+        let uri = server.local_uris()[0].clone();
+        let r = run(&uri, 64, Some(4));
+        assert!(r.longest_run <= 64, "{uri}: {}", r.describe());
+        let slowest = Duration::from_nanos(r.latency.max());
+        assert!(slowest < Duration::from_secs(5), "{uri}: a call waited {slowest:?} (deadline 10 s): {}", r.describe());
+        server.shutdown();
+    }
+}

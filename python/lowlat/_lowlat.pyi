@@ -1,7 +1,7 @@
 """Type hints of lowlat's extension module (documented in lowlat/__init__.py)."""
 
 from os import PathLike
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Path = Union[str, PathLike[str]]
@@ -16,7 +16,9 @@ class Client:
     ``"forever"`` (busy-poll) or microseconds (``0``: always block). ``psk_file``: a pre-shared
     key file, as ``lowlat serve --psk-file`` (binds prove it, every frame carries a tag under
     it); ``encrypt=True`` with it encrypts every frame's body as well (not over shm:// or ONC
-    RPC). Share one client between threads: their calls proceed in parallel.
+    RPC). ``slots``: calls that may be in flight at once (default 8; the server grants up to
+    its limit, 64 by default): threads or :meth:`call_many` calls beyond them wait for one.
+    Share one client between threads: their calls proceed in parallel.
     """
 
     def __init__(
@@ -29,11 +31,26 @@ class Client:
         spin: Optional[_Choice] = None,
         psk_file: Optional[_Path] = None,
         encrypt: bool = False,
+        slots: Optional[int] = None,
     ) -> None: ...
     def call(self, proc: str, arg: Any = None, *, deadline: Optional[float] = None) -> Any:
         """Calls ``proc`` (case-insensitive) with ``arg``: nothing for a procedure without
         arguments, the value for one argument, a list in order or a dict by name for several.
         Returns the result (``None`` for ``void``). The GIL is released while the call waits."""
+    def call_many(
+        self,
+        calls: Sequence[Union[tuple[str, Any], tuple[str], str]],
+        *,
+        deadline: Optional[float] = None,
+    ) -> list[Any]:
+        """Makes every call at once from this thread and returns their results in order. Each
+        call is ``(proc, arg)`` as :meth:`call` takes them, or ``(proc,)`` or ``proc`` for a
+        procedure without arguments. All are in flight together, up to the client's ``slots``
+        (the rest are sent as slots free); the GIL is released while they run. A call that
+        fails has its exception (a :class:`lowlat.Error`, never raised) in its place in the
+        list, so check with ``isinstance(r, lowlat.Error)``; the others' results stand. An item
+        of another shape raises ``TypeError`` before any call is sent. ``deadline`` (seconds)
+        overrides the client's for each call."""
     @property
     def uri(self) -> str: ...
     @property

@@ -127,7 +127,14 @@ typedef enum {
   LOWLAT_E_IO = -26,
   // A defect in lowlat itself (a caught Rust panic); the message says where.
   LOWLAT_E_INTERNAL = -27,
+  // The batch holds as many calls as it has room for (submitted, and not yet returned by
+  // `lowlat_batch_poll`): poll some first. Nothing was sent.
+  LOWLAT_E_BATCH_FULL = -28,
 } lowlat_status;
+
+// A set of calls in flight on one client: made by `lowlat_batch_new`, freed by
+// `lowlat_batch_free`. It belongs to the thread that made it (its calls wake that thread).
+typedef struct lowlat_batch lowlat_batch;
 
 // A client: made by `lowlat_client_connect`, freed by `lowlat_client_free`. Thread-safe: any
 // number of threads may call through one client at once.
@@ -138,6 +145,31 @@ typedef struct lowlat_out lowlat_out;
 
 // A server: made by `lowlat_server_new`, freed by `lowlat_server_free`.
 typedef struct lowlat_server lowlat_server;
+
+// Options of one call. Zero in any field means the binding's setting, so a NULL pointer and
+// `lowlat_call_options o = {0};` mean the same.
+typedef struct {
+  // Fail with `LOWLAT_E_TIMEOUT` unless the call completes within this many nanoseconds.
+  uint64_t deadline_ns;
+} lowlat_call_options;
+
+// One completed call, as `lowlat_batch_poll` returns it.
+typedef struct {
+  // The `user_tag` the call was submitted with.
+  uint64_t user_tag;
+  // With `LOWLAT_OK`, the result's length, copied into the call's result buffer; with
+  // `LOWLAT_E_BUFFER_TOO_SMALL`, the length it needed (nothing was copied); else 0.
+  size_t result_len;
+  // NULL on success; else what went wrong, as `lowlat_last_error` would say it, valid until
+  // the next `lowlat_batch_poll` or `lowlat_batch_free` of the batch.
+  const char *message;
+  // `LOWLAT_OK`, or the negative `LOWLAT_E_*` code of the call's failure (as
+  // `lowlat_client_call` would return it).
+  int status;
+  // Whether the procedure may have run: true on success, false only when lowlat knows it did
+  // not.
+  bool may_have_executed;
+} lowlat_completion;
 
 // A client's settings. Zero in any field means lowlat's default for it, so
 // `lowlat_client_options o = {0};` is the default set.
@@ -160,13 +192,6 @@ typedef struct {
   // ChaCha20-Poly1305). Refused over shm:// and ONC RPC.
   int encrypt;
 } lowlat_client_options;
-
-// Options of one call. Zero in any field means the binding's setting, so a NULL pointer and
-// `lowlat_call_options o = {0};` mean the same.
-typedef struct {
-  // Fail with `LOWLAT_E_TIMEOUT` unless the call completes within this many nanoseconds.
-  uint64_t deadline_ns;
-} lowlat_call_options;
 
 // Appends a call's arguments to `args` in `encoding` (one of `LOWLAT_ENCODING_*`) with
 // `lowlat_out_append` or `lowlat_out_grow`. Returns NULL on success, or a message saying why
@@ -214,6 +239,80 @@ typedef int (*lowlat_procedure)(void *user,
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Makes a batch of up to `capacity` calls in flight on `client` (1 to 65536); on success
+// `*out` is the batch, to be freed with `lowlat_batch_free`, on failure NULL.
+//
+// A batch belongs to the thread that made it: submit and poll on that thread (another thread
+// gets `LOWLAT_E_INVALID_ARGUMENT`); several threads may each have batches on one client. The
+// client has `lowlat_client_options.slots` call slots (default 8): calls beyond them wait in
+// the batch for a slot, and are sent as slots free.
+//
+// # Safety
+// `client` is NULL or a live client that outlives the batch (free the batch first); `out` is
+// NULL or points to a writable pointer.
+int lowlat_batch_new(const lowlat_client *client,
+                     size_t capacity,
+                     lowlat_batch **out);
+
+// Frees a batch (NULL is ignored), abandoning the calls still in flight: their procedures may
+// have run, and their result buffers are not written after this returns. Completions not yet
+// returned by `lowlat_batch_poll` are dropped. Call it on the thread that made the batch.
+//
+// # Safety
+// `batch` is NULL or a batch from `lowlat_batch_new` not freed before, used by no other call
+// during this one.
+void lowlat_batch_free(lowlat_batch *batch);
+
+// Submits a call of procedure `proc` with the `args_len` bytes at `args` as its arguments (in
+// the binding's encoding, see `lowlat_client_encoding`), sent at once if the client has a free
+// slot. The arguments are copied: `args` may be reused as soon as this returns. The result will
+// be copied into `result`, which holds `result_cap` bytes and must stay valid and untouched
+// until the call's completion is returned by `lowlat_batch_poll` (or the batch freed); a longer
+// result completes with `LOWLAT_E_BUFFER_TOO_SMALL`. `user_tag` is returned with the completion.
+// `options` is NULL or the call's options (its deadline: 0 is the binding's).
+//
+// Returns `LOWLAT_OK`, or `LOWLAT_E_BATCH_FULL` when the batch holds `capacity` calls not yet
+// returned by a poll (nothing is sent; poll first), or `LOWLAT_E_INVALID_ARGUMENT`. A call's
+// own failure (an unknown procedure, a timeout, ...) is reported by its completion.
+//
+// # Safety
+// `batch` is NULL or a live batch; `args` points to `args_len` readable bytes (NULL when
+// `args_len` is 0); `result` points to `result_cap` writable bytes (NULL when `result_cap` is
+// 0) that stay valid as stated above; `options` is NULL or readable.
+int lowlat_batch_submit(lowlat_batch *batch,
+                        uint32_t proc,
+                        const uint8_t *args,
+                        size_t args_len,
+                        uint8_t *result,
+                        size_t result_cap,
+                        uint64_t user_tag,
+                        const lowlat_call_options *options);
+
+// Returns completed calls: writes up to `max` completions to `completions` and returns how
+// many (0 to `max`), or a negative `LOWLAT_E_*` code. Waits for at least one when none is
+// ready: `timeout_us` 0 never sleeps, a positive value sleeps at most that many microseconds,
+// a negative one until a call completes (each call ends by its deadline). Returns 0 at once
+// when no call is in flight. A completed call's result is in the buffer it was submitted with;
+// the completions' messages stay valid until the next poll or `lowlat_batch_free`.
+//
+// Completions beyond `max` wait for the next poll (and count against the batch's capacity
+// until then).
+//
+// # Safety
+// `batch` is NULL or a live batch; `completions` points to `max` writable `lowlat_completion`s.
+int lowlat_batch_poll(lowlat_batch *batch,
+                      int64_t timeout_us,
+                      lowlat_completion *completions,
+                      size_t max);
+
+// Calls submitted to the batch whose completions have not yet been returned by a poll (in
+// flight, or completed and waiting for the next poll); `LOWLAT_E_INVALID_ARGUMENT` if `batch`
+// is NULL.
+//
+// # Safety
+// `batch` is NULL or a live batch.
+int lowlat_batch_pending(const lowlat_batch *batch);
 
 // Connects to the server at `uri` (`udp://HOST:PORT`, `tcp://HOST:PORT`, `shm://PATH`,
 // `eth://IFACE[/MAC]`, `xdp://IFACE[/MAC]`, `onc+udp://HOST[:PORT]`, `onc+tcp://HOST[:PORT]`)

@@ -25,6 +25,13 @@ pub struct lowlat_client {
     inner: Client,
 }
 
+impl lowlat_client {
+    /// The Rust client.
+    pub(crate) fn rust(&self) -> &Client {
+        &self.inner
+    }
+}
+
 /// Appends a call's arguments to `args` in `encoding` (one of `LOWLAT_ENCODING_*`) with
 /// `lowlat_out_append` or `lowlat_out_grow`. Returns NULL on success, or a message saying why
 /// the arguments cannot be encoded (a NUL-terminated string valid until the callback's caller
@@ -200,9 +207,7 @@ unsafe fn call(
     guard(|| {
         // SAFETY: the caller's contract, as stated on lowlat_client_call.
         let (client, args) = unsafe { (ffi::handle(client, "client")?, ffi::bytes_arg(args, args_len, "args")?) };
-        if result.is_null() && result_cap > 0 {
-            return Err(Failure::invalid(format!("result is NULL but result_cap is {result_cap}")));
-        }
+        ffi::out_bytes_arg(result, result_cap, "result")?;
         let set_len = |n: usize| {
             // SAFETY: the caller's contract: result_len is NULL or writable.
             if let Some(l) = unsafe { result_len.as_mut() } {
@@ -216,17 +221,8 @@ unsafe fn call(
                 buf.extend_from_slice(args);
                 Ok::<(), ResultTooLong>(())
             },
-            |body| {
-                if body.len() > result_cap {
-                    return Err(ResultTooLong { needed: body.len(), cap: result_cap });
-                }
-                if !body.is_empty() {
-                    // SAFETY: `result` holds `result_cap` >= body.len() writable bytes (the
-                    // caller's contract), and cannot overlap lowlat's receive buffer.
-                    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), result, body.len()) };
-                }
-                Ok(body.len())
-            },
+            // SAFETY: `result` holds `result_cap` writable bytes (the caller's contract).
+            |body| unsafe { copy_result(body, result, result_cap) },
         );
         match copied {
             Ok(n) => {
@@ -234,15 +230,38 @@ unsafe fn call(
                 Ok(LOWLAT_OK.code())
             }
             Err(e) => {
-                if let runtime::Error::Decode { source, .. } = &e {
-                    if let Some(t) = source.downcast_ref::<ResultTooLong>() {
-                        set_len(t.needed);
-                    }
+                if let Some(n) = needed(&e) {
+                    set_len(n);
                 }
                 Err(e.into())
             }
         }
     })
+}
+
+/// Copies a result into the caller's buffer of `cap` bytes at `to`; its length, or
+/// [`ResultTooLong`] (nothing copied) when it does not fit.
+///
+/// # Safety
+/// `to` points to `cap` writable bytes (it may be NULL when `cap` is 0), valid during the call.
+pub(crate) unsafe fn copy_result(body: &[u8], to: *mut u8, cap: usize) -> Result<usize, ResultTooLong> {
+    if body.len() > cap {
+        return Err(ResultTooLong { needed: body.len(), cap });
+    }
+    if !body.is_empty() {
+        // SAFETY: `to` holds `cap` >= body.len() writable bytes (the caller's contract), and
+        // cannot overlap lowlat's receive buffer.
+        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), to, body.len()) };
+    }
+    Ok(body.len())
+}
+
+/// The length a result needed, when `e` says it did not fit the caller's buffer.
+pub(crate) fn needed(e: &runtime::Error) -> Option<usize> {
+    match e {
+        runtime::Error::Decode { source, .. } => source.downcast_ref::<ResultTooLong>().map(|t| t.needed),
+        _ => None,
+    }
 }
 
 /// Calls procedure `proc`: `encode` (NULL: no arguments) appends the arguments to the call's

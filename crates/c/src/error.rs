@@ -72,11 +72,14 @@ pub enum lowlat_status {
     LOWLAT_E_IO = -26,
     /// A defect in lowlat itself (a caught Rust panic); the message says where.
     LOWLAT_E_INTERNAL = -27,
+    /// The batch holds as many calls as it has room for (submitted, and not yet returned by
+    /// `lowlat_batch_poll`): poll some first. Nothing was sent.
+    LOWLAT_E_BATCH_FULL = -28,
 }
 
 impl lowlat_status {
     /// Every status, for looking one up by its code.
-    const ALL: [lowlat_status; 28] = [
+    const ALL: [lowlat_status; 29] = [
         lowlat_status::LOWLAT_OK,
         lowlat_status::LOWLAT_E_INVALID_ARGUMENT,
         lowlat_status::LOWLAT_E_INVALID_URI,
@@ -105,6 +108,7 @@ impl lowlat_status {
         lowlat_status::LOWLAT_E_MALFORMED_REPLY,
         lowlat_status::LOWLAT_E_IO,
         lowlat_status::LOWLAT_E_INTERNAL,
+        lowlat_status::LOWLAT_E_BATCH_FULL,
     ];
 
     /// The code a function returns.
@@ -142,6 +146,7 @@ impl lowlat_status {
             lowlat_status::LOWLAT_E_MALFORMED_REPLY => c"LOWLAT_E_MALFORMED_REPLY",
             lowlat_status::LOWLAT_E_IO => c"LOWLAT_E_IO",
             lowlat_status::LOWLAT_E_INTERNAL => c"LOWLAT_E_INTERNAL",
+            lowlat_status::LOWLAT_E_BATCH_FULL => c"LOWLAT_E_BATCH_FULL",
         }
     }
 }
@@ -251,10 +256,16 @@ thread_local! {
     static LAST: RefCell<LastError> = RefCell::new(LastError { message: CString::default(), may_have_executed: false });
 }
 
+/// A message as a C string (a NUL in it written `\0`).
+#[cold]
+pub(crate) fn c_message(message: &str) -> CString {
+    CString::new(message.replace('\0', "\\0")).unwrap_or_default()
+}
+
 /// Records `f` as this thread's last error and returns its code.
 #[cold]
 pub(crate) fn record(f: Failure) -> c_int {
-    let message = CString::new(f.message.replace('\0', "\\0")).unwrap_or_default();
+    let message = c_message(&f.message);
     LAST.with(|l| *l.borrow_mut() = LastError { message, may_have_executed: f.may_have_executed });
     f.code.code()
 }
@@ -337,7 +348,7 @@ mod tests {
 
     #[test]
     fn every_code_has_a_name() {
-        for code in LOWLAT_E_INTERNAL.code()..=LOWLAT_OK.code() {
+        for code in LOWLAT_E_BATCH_FULL.code()..=LOWLAT_OK.code() {
             // SAFETY: lowlat_error_name returns a static C string.
             let name = unsafe { CStr::from_ptr(lowlat_error_name(code)) }.to_str().unwrap();
             assert!(name.starts_with("LOWLAT_"), "code {code} is {name}");

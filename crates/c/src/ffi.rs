@@ -38,6 +38,14 @@ pub(crate) unsafe fn bytes_arg<'a>(p: *const u8, len: usize, what: &str) -> Resu
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
+/// A buffer of `cap` bytes at `p` for lowlat to write to: `p` may be NULL only when `cap` is 0.
+pub(crate) fn out_bytes_arg(p: *mut u8, cap: usize, what: &str) -> Result<(), Failure> {
+    if p.is_null() && cap > 0 {
+        return Err(Failure::invalid(format!("{what} is NULL but {what}_cap is {cap}")));
+    }
+    Ok(())
+}
+
 /// A handle the library gave out, borrowed for the call.
 ///
 /// # Safety

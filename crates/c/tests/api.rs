@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use lowlat::{ProcError, Program, Server};
+use lowlat::Server;
 
 /// Program 0x20000099 as api.c expects it.
 fn serve(uri: &str) -> Server {
@@ -17,24 +17,7 @@ fn serve(uri: &str) -> Server {
 }
 
 fn serve_with(uri: &str, cfg: lowlat::ServerConfig) -> Server {
-    let program = Program::new(0x2000_0099, 1)
-        .procedure(1, "ECHO", |_, args, reply| {
-            reply.extend_from_slice(args);
-            Ok(())
-        })
-        .procedure(2, "SLOW", |_, _, _| {
-            std::thread::sleep(Duration::from_millis(300));
-            Ok(())
-        })
-        .procedure(3, "FAIL", |_, _, _| Err(ProcError::SystemError))
-        .procedure(4, "MINUS", |_, args, reply| {
-            let (a, b) = args.split_at_checked(4).ok_or(ProcError::GarbageArgs)?;
-            let a = i32::from_ne_bytes(a.try_into().map_err(|_| ProcError::GarbageArgs)?);
-            let b = i32::from_ne_bytes(b.try_into().map_err(|_| ProcError::GarbageArgs)?);
-            reply.extend_from_slice(&(a - b).to_ne_bytes());
-            Ok(())
-        });
-    Server::builder().program(program).config(cfg).serve(&[uri]).unwrap()
+    Server::builder().program(support::api_program()).config(cfg).serve(&[uri]).unwrap()
 }
 
 fn api_against(live: &str, dead: &str) {

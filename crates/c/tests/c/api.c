@@ -165,10 +165,5 @@ int main(int argc, char **argv) {
     CHECK(strcmp(lowlat_error_name(LOWLAT_E_TIMEOUT), "LOWLAT_E_TIMEOUT") == 0, "error names");
     lowlat_client_free(c);
     lowlat_client_free(NULL);
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return checks_done();
 }

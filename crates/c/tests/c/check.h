@@ -17,4 +17,14 @@ static int failures;
         }                                                                  \
     } while (0)
 
+/* The end of main: "ok" and 0 when every check passed, else how many failed and 1. */
+static inline int checks_done(void) {
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
+
 #endif

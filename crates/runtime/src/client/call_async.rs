@@ -114,6 +114,7 @@ where
             Some(i) => {
                 let mut g = c.shared.slots.hold(i);
                 if was_parked {
+                    c.shared.slots.unparked(i);
                     if let Err(e) = g.chan.as_mut().expect("lent with its channel").as_dyn().unpark(false) {
                         let e = c.lost(this.proc_no, Execution::Unknown, e);
                         return Poll::Ready(this.finish(g, Err(e)));
@@ -145,7 +146,12 @@ where
                         return Poll::Ready(this.finish(guard, Err(e)));
                     }
                 }
-                Waited::Done(r) => return Poll::Ready(this.finish(guard, r)),
+                Waited::Done(r) => {
+                    let i = guard.index();
+                    let r = this.finish(guard, r);
+                    c.shared.slots.wake_parked(i, |s| s.chan.as_mut().is_some_and(|ch| ch.as_dyn().ready()));
+                    return Poll::Ready(r);
+                }
                 Waited::Park(_) if this.pacing.keep_polling(c.shared.slots.returned(), &guard.spinner) => {
                     // Polled again once the executor has run its other tasks.
                     cx.waker().wake_by_ref();
@@ -159,6 +165,7 @@ where
                         Ok(None) => continue,
                         Ok(Some(p)) => {
                             this.parking = Some(p);
+                            c.shared.slots.parked(guard.index(), cx.waker());
                             return Poll::Pending;
                         }
                         Err(e) => {
@@ -320,6 +327,7 @@ impl<R, E, Enc, Dec> Drop for LowlatCall<'_, R, E, Enc, Dec> {
         self.parking = None;
         self.client.shared.slots.leave_line(&mut self.line);
         let Some(i) = self.slot.take() else { return };
+        self.client.shared.slots.unparked(i);
         // Dropped with its call in flight: the slot is free for the next call, which makes
         // anything still coming for this one stale.
         let c = self.client;

@@ -67,6 +67,7 @@ struct Lent<'a> {
 impl Drop for Lent<'_> {
     fn drop(&mut self) {
         let c = self.client;
+        c.slots.unparked(self.slot);
         let mut g = c.slots.hold(self.slot);
         if !self.finished {
             g.engine.abandon();
@@ -432,6 +433,9 @@ impl OncClient {
                 }
             };
             let mut g = self.slots.hold(i);
+            if was_parked {
+                self.slots.unparked(i);
+            }
             let Slot { engine, chan, buf, spinner, .. } = &mut *g;
             let ch = chan.as_deref_mut().expect("opened to send");
             let mut check_peer = was_parked;
@@ -448,6 +452,7 @@ impl OncClient {
                         Ok(None) => continue,
                         Ok(Some(p)) => {
                             parking = Some(p);
+                            self.slots.parked(i, cx.waker());
                             return Poll::Pending;
                         }
                         Err(e) => {
@@ -464,6 +469,7 @@ impl OncClient {
             if let Some(mut l) = lent.take() {
                 l.finished = true;
             }
+            self.slots.wake_parked(i, |s| s.chan.as_mut().is_some_and(|ch| ch.ready()));
             Poll::Ready(r)
         })
     }

@@ -46,6 +46,10 @@ pub(crate) struct SlotPool<S> {
     housekeeping: AtomicBool,
     /// Lent slots given back: async calls finished (`super::pacing` reads it as progress).
     returned: AtomicU64,
+    /// The waker of the async call parked in the reactor on each lent slot, if one is.
+    parked: Box<[SpinMutex<Option<Waker>>]>,
+    /// How many of them there are.
+    parked_count: AtomicUsize,
 }
 
 /// A slot held: given back when dropped, and a waiter told.
@@ -106,6 +110,8 @@ impl<S> SlotPool<S> {
             free_lock: Mutex::new(()),
             housekeeping: AtomicBool::new(false),
             returned: AtomicU64::new(0),
+            parked: (0..n).map(|_| SpinMutex::new(None)).collect(),
+            parked_count: AtomicUsize::new(0),
         }
     }
 
@@ -305,6 +311,51 @@ impl<S> SlotPool<S> {
         // Only that it changed matters (`returned`), not an exact count: a load and a store,
         // no locked instruction, even when two threads give back at once.
         self.returned.store(self.returned.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// The async call on lent slot `index` parks in the reactor, to be woken by `waker`: another
+    /// call of the client that finishes wakes it at once if its reply is there
+    /// ([`wake_parked`](Self::wake_parked)).
+    pub fn parked(&self, index: usize, waker: &Waker) {
+        let mut p = self.parked[index].lock();
+        if p.replace(waker.clone()).is_none() {
+            self.parked_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The async call on slot `index` is polled again (or gone): no longer parked.
+    pub fn unparked(&self, index: usize) {
+        if self.parked_count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if self.parked[index].lock().take().is_some() {
+            self.parked_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Wakes the calls parked on lent slots other than `except` whose reply `ready` says is
+    /// there: the thread that polls finds them in its own pass, and the reactor's hop (50-100
+    /// µs on a VM, and a parked task comes back thousands of others' calls later) is left to
+    /// calls whose replies have not come. Costs one load when none is parked.
+    pub fn wake_parked(&self, except: usize, mut ready: impl FnMut(&mut S) -> bool) {
+        if self.parked_count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for (index, waker) in self.parked.iter().enumerate() {
+            if index == except || waker.lock().is_none() {
+                continue;
+            }
+            // A slot held now is being polled by its own call (or looked at): passed by.
+            let Some(mut slot) = self.slots[index].try_lock() else { continue };
+            if !ready(&mut slot) {
+                continue;
+            }
+            drop(slot);
+            if let Some(w) = waker.lock().take() {
+                self.parked_count.fetch_sub(1, Ordering::Relaxed);
+                w.wake();
+            }
+        }
     }
 
     /// A number that changes whenever an async call gives its slot back.

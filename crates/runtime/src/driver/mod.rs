@@ -46,6 +46,12 @@ pub(crate) trait ClientChannel: Send {
     /// What an async call waits for in the reactor (`crate::reactor`) instead of sleeping in
     /// [`block`](Self::block), once its spin found no frame.
     fn park(&mut self) -> io::Result<WakeOn>;
+    /// Whether a frame may be there now, looked at without taking it: another async call of the
+    /// same client then wakes a parked one at once, without the reactor's hop. False when it
+    /// cannot tell cheaply (the reactor still wakes the call).
+    fn ready(&mut self) -> bool {
+        false
+    }
     /// Ends a wait begun by [`park`](Self::park); `timed_out`: the reactor woke the call for
     /// its deadline, not for a descriptor.
     fn unpark(&mut self, _timed_out: bool) -> io::Result<()> {

@@ -111,6 +111,10 @@ impl ClientChannel for ShmClient {
         Ok(WakeOn::Readable([Some(self.ch.result_bell()), Some(self.ch.liveness_fd())]))
     }
 
+    fn ready(&mut self) -> bool {
+        self.ch.has_reply()
+    }
+
     fn unpark(&mut self, timed_out: bool) -> io::Result<()> {
         self.ch.unpark(timed_out).map_err(to_io)
     }

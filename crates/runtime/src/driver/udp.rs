@@ -45,6 +45,10 @@ impl ClientChannel for UdpClient {
         Ok(WakeOn::Readable([Some(self.ch.as_raw_fd()), None]))
     }
 
+    fn ready(&mut self) -> bool {
+        poll_readable(&[self.ch.as_raw_fd()], Some(Duration::ZERO)).is_ok_and(|n| n > 0)
+    }
+
     fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         poll_readable(&[self.ch.as_raw_fd()], timeout).map(|_| ())
     }

@@ -30,7 +30,12 @@ pub(crate) fn print_summary(s: &latency::Summary, json: bool) {
             latency::us(s.mean_ns),
             s.calls_per_s,
             s.mbit_s,
-            if s.errors > 0 { format!(", {} errors", s.errors) } else { String::new() }
+            match (s.errors, s.server_cpu_ns_per_call) {
+                (0, None) => String::new(),
+                (0, Some(cpu)) => format!("; server CPU {cpu:.0} ns/call"),
+                (e, None) => format!(", {e} errors"),
+                (e, Some(cpu)) => format!(", {e} errors; server CPU {cpu:.0} ns/call"),
+            }
         );
     }
 }

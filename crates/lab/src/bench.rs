@@ -168,9 +168,47 @@ pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
     Ok((summary, run))
 }
 
-/// Runs the benchmark and summarises it.
+/// Runs the benchmark and summarises it, with the server's CPU per call where it can be read.
 pub fn run(spec: &BenchSpec) -> Result<Summary, Error> {
-    run_histogram(spec).map(|(s, _)| s)
+    let cpu = ServerCpu::begin(&spec.uri, spec.psk.clone(), spec.encrypt);
+    let (mut s, _) = run_histogram(spec)?;
+    s.server_cpu_ns_per_call = cpu.and_then(|c| c.per_call());
+    Ok(s)
+}
+
+/// The server's serving-thread CPU time and calls, read through its stats program before a run,
+/// to be read again after it (`Summary::server_cpu_ns_per_call`). Only lowlat's protocol has
+/// the stats program; an older server without the counter gives nothing.
+pub struct ServerCpu {
+    client: lowlat::Client,
+    cpu_ns: u64,
+    calls: u64,
+}
+
+impl ServerCpu {
+    /// The server's counters now, or `None` where they cannot be read.
+    pub fn begin(uri: &str, psk: Option<lowlat::Psk>, encrypt: bool) -> Option<ServerCpu> {
+        if uri.starts_with("onc+") {
+            return None;
+        }
+        let cfg = ClientConfig { slots: 1, psk, encrypt, deadline: Duration::from_secs(2), ..ClientConfig::default() };
+        let client = lowlat::Client::connect_with(uri, lowlat::stats::PROGRAM, 1, cfg).ok()?;
+        let (cpu_ns, calls) = Self::read(&client)?;
+        Some(ServerCpu { client, cpu_ns, calls })
+    }
+
+    fn read(client: &lowlat::Client) -> Option<(u64, u64)> {
+        let s = lowlat::EndpointStats::from_fields(&lowlat::stats::parse_text(&lowlat::stats::read(client).ok()?));
+        (s.serving_cpu_ns > 0).then_some((s.serving_cpu_ns, s.calls))
+    }
+
+    /// The server's CPU ns per call since [`begin`](Self::begin).
+    pub fn per_call(&self) -> Option<f64> {
+        let (cpu_ns, calls) = Self::read(&self.client)?;
+        // The two readings are calls too.
+        let calls = calls.checked_sub(self.calls)?.saturating_sub(1);
+        (calls > 0).then(|| cpu_ns.saturating_sub(self.cpu_ns) as f64 / calls as f64)
+    }
 }
 
 /// What one calling thread of [`run_histogram`] measured.

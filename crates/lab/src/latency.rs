@@ -47,6 +47,11 @@ pub struct Summary {
     pub mbit_s: f64,
     /// Calls that failed (each is reported; a run with failures is not a clean figure).
     pub errors: u64,
+    /// The server's CPU per call over the run, ns: its serving thread's clock (read through
+    /// the stats program, lowlat's protocol only) over the calls it served meanwhile. At
+    /// saturation, the server's cost per call; below it, its idle spinning counts too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_ns_per_call: Option<f64>,
 }
 
 impl Summary {
@@ -85,6 +90,7 @@ impl Summary {
             mean99_ns: trimmed_mean(h, 0.99) as u64,
             calls_per_s: per_s,
             mbit_s: per_s * payload_bytes_per_call as f64 * 8.0 / 1e6,
+            server_cpu_ns_per_call: None,
             errors,
         }
     }

@@ -165,6 +165,10 @@ counters! {
         connections_unbound_closed,
         /// Shared-memory connections closed because the client broke its rings.
         corrupt_connections,
+        /// CPU time the endpoint's serving thread has used, ns (its own clock, spinning while
+        /// idle included): over a saturated run, its growth over the calls' is the server's
+        /// cost per call.
+        serving_cpu_ns,
     }
 }
 
@@ -189,6 +193,12 @@ impl EndpointStats {
     pub fn to_text(&self) -> String {
         self.fields().iter().map(|(k, v)| format!("{k} {v}\n")).collect()
     }
+}
+
+/// The stats program's answer from the endpoint `client` is bound to (a client of [`PROGRAM`]):
+/// counters, then the sampled calls' times, as text (read it with [`parse_text`]).
+pub fn read(client: &crate::Client) -> Result<String, crate::Error> {
+    client.call::<_, lowlat_codec::DecodeError>(STATS, |_| Ok(()), |r| Ok(String::from_utf8_lossy(r).into_owned()))
 }
 
 /// Reads the stats program's answer: every `name value` line, in order, names this version

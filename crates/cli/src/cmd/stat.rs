@@ -51,13 +51,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
 
 /// The stats program's answer: counters, then calls' times.
 fn read_text(client: &lowlat::Client) -> Result<String, String> {
-    client
-        .call::<_, lowlat::DecodeError>(
-            lowlat::stats::STATS,
-            |_| Ok(()),
-            |r| Ok(String::from_utf8_lossy(r).into_owned()),
-        )
-        .map_err(|e| e.to_string())
+    lowlat::stats::read(client).map_err(|e| e.to_string())
 }
 
 /// Reads the counters of the endpoint `client` is bound to.

@@ -76,11 +76,13 @@ pub(crate) trait Protocol<A>: FrameHandler<A> {
     fn times(&self) -> &[timing::ProcedureTimes];
 }
 
-/// The endpoint's counters now: the protocol's and the transport's.
+/// The endpoint's counters now: the protocol's and the transport's (on the serving thread).
 pub(crate) fn counters<T: ServerTransport, P: Protocol<T::Addr>>(t: &T, protocol: &P) -> EndpointStats {
     let mut c = EndpointStats::default();
     protocol.count(&mut c);
     t.count(&mut c);
+    // Read here, on the serving thread: its own clock.
+    c.serving_cpu_ns = lowlat_sys::process::thread_cpu_time().as_nanos() as u64;
     c
 }
 

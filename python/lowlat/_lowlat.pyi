@@ -16,7 +16,7 @@ class Client:
     ``"forever"`` (busy-poll) or microseconds (``0``: always block). ``psk_file``: a pre-shared
     key file, as ``lowlat serve --psk-file`` (binds prove it, every frame carries a tag under
     it); ``encrypt=True`` with it encrypts every frame's body as well (not over shm:// or ONC
-    RPC). ``slots``: calls that may be in flight at once (default 8; the server grants up to
+    RPC). ``slots``: calls that may be in flight at once (default 64; the server grants up to
     its limit, 64 by default): threads or :meth:`call_many` calls beyond them wait for one.
     Share one client between threads: their calls proceed in parallel.
     """

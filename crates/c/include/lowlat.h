@@ -182,7 +182,7 @@ typedef struct {
   int spin;
   // The spin budget of `LOWLAT_SPIN_BUDGET`, in microseconds.
   uint32_t spin_us;
-  // Calls that may be outstanding at once; threads beyond these wait (default 8).
+  // Calls that may be outstanding at once; threads beyond these wait (default 64).
   uint16_t slots;
   // NULL, or the path of a pre-shared key file (as `lowlat serve --psk-file`): binds prove
   // the key and every frame carries a tag under it (udp, tcp, eth, xdp). Read while
@@ -245,7 +245,7 @@ extern "C" {
 //
 // A batch belongs to the thread that made it: submit and poll on that thread (another thread
 // gets `LOWLAT_E_INVALID_ARGUMENT`); several threads may each have batches on one client. The
-// client has `lowlat_client_options.slots` call slots (default 8): calls beyond them wait in
+// client has `lowlat_client_options.slots` call slots (default 64): calls beyond them wait in
 // the batch for a slot, and are sent as slots free.
 //
 // # Safety

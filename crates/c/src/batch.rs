@@ -227,7 +227,7 @@ impl lowlat_batch {
 ///
 /// A batch belongs to the thread that made it: submit and poll on that thread (another thread
 /// gets `LOWLAT_E_INVALID_ARGUMENT`); several threads may each have batches on one client. The
-/// client has `lowlat_client_options.slots` call slots (default 8): calls beyond them wait in
+/// client has `lowlat_client_options.slots` call slots (default 64): calls beyond them wait in
 /// the batch for a slot, and are sent as slots free.
 ///
 /// # Safety

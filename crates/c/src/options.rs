@@ -50,7 +50,7 @@ pub struct lowlat_client_options {
     pub spin: c_int,
     /// The spin budget of `LOWLAT_SPIN_BUDGET`, in microseconds.
     pub spin_us: u32,
-    /// Calls that may be outstanding at once; threads beyond these wait (default 8).
+    /// Calls that may be outstanding at once; threads beyond these wait (default 64).
     pub slots: u16,
     /// NULL, or the path of a pre-shared key file (as `lowlat serve --psk-file`): binds prove
     /// the key and every frame carries a tag under it (udp, tcp, eth, xdp). Read while

@@ -318,18 +318,8 @@ impl UdpEndpoint {
             match recv_into(&self.sock, buf) {
                 Ok(Some((n, a))) => {
                     let Some(a) = a.as_socket() else { continue };
-                    if !allowed(&self.allow, a.ip()) {
-                        self.not_allowed += 1;
-                        continue;
-                    }
-                    if !self.checksum {
+                    if let Some(n) = self.accept(a.ip(), &buf[..n]) {
                         return Ok(Some((n, a)));
-                    }
-                    match checked(&buf[..n]) {
-                        Some(n) => return Ok(Some((n, a))),
-                        None => {
-                            self.checksum_failures += 1;
-                        }
                     }
                 }
                 Ok(None) => return Ok(None),
@@ -338,6 +328,41 @@ impl UdpEndpoint {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+impl UdpEndpoint {
+    /// The payload length of `datagram`, received from `from` (by [`try_recv_from`] or by the
+    /// caller, in a batch), or `None` when it is dropped: from outside the allowlist, or with a
+    /// wrong checksum (each counted).
+    ///
+    /// [`try_recv_from`]: Self::try_recv_from
+    pub fn accept(&mut self, from: std::net::IpAddr, datagram: &[u8]) -> Option<usize> {
+        if !allowed(&self.allow, from) {
+            self.not_allowed += 1;
+            return None;
+        }
+        if !self.checksum {
+            return Some(datagram.len());
+        }
+        let n = checked(datagram);
+        self.checksum_failures += u64::from(n.is_none());
+        n
+    }
+
+    /// Writes `head`, `body` and (with checksums on) their CRC32C into `out` as one datagram, for
+    /// the caller to send in a batch; its length, or `None` when it does not fit.
+    pub fn frame_into(&self, head: &[u8], body: &[u8], out: &mut [u8]) -> Option<usize> {
+        let n = head.len() + body.len();
+        let len = n + if self.checksum { CRC_LEN } else { 0 };
+        let out = out.get_mut(..len)?;
+        out[..head.len()].copy_from_slice(head);
+        out[head.len()..n].copy_from_slice(body);
+        if self.checksum {
+            let crc = crc32c::crc32c(&out[..n]).to_le_bytes();
+            out[n..].copy_from_slice(&crc);
+        }
+        Some(len)
     }
 }
 

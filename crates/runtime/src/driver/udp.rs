@@ -1,4 +1,5 @@
-//! UDP: a connected socket per client slot; one socket per server endpoint. Carries lowlat's
+//! UDP: a connected socket per client slot; one socket per server endpoint, read and written in
+//! batches (`recvmmsg`, `sendmmsg`). Carries lowlat's
 //! protocol (`udp://`, each datagram checked end to end by a CRC32C unless the configuration
 //! says otherwise) and ONC RPC (`onc+udp://`, as RFC 5531 has it: no checksum of ours) alike: a
 //! frame is a datagram.
@@ -8,6 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use lowlat_sys::mmsg::Batch;
 use lowlat_sys::poll_readable;
 use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Cidr;
@@ -62,10 +64,25 @@ impl ClientChannel for UdpClient {
     }
 }
 
+/// Datagrams a server takes in one `recvmmsg` and sends in one `sendmmsg`: each time it looks it
+/// takes every datagram queued (up to this many), serves them, and sends their answers
+/// together, so the system calls per call shrink as calls arrive together (eRPC's bursts).
+const BATCH: usize = 32;
+
+/// Answers up to this size (with the checksum) go out in a batch; larger ones alone.
+const BATCHED_FRAME: usize = 2048;
+
 pub(crate) struct UdpServer {
     ep: UdpEndpoint,
     /// The scheme clients use: `udp` or `onc+udp`.
     scheme: &'static str,
+    /// The datagrams of the last `recvmmsg`: `rx_n` of them, served up to `rx_at`.
+    rx: Batch,
+    rx_n: usize,
+    rx_at: usize,
+    /// Answers waiting for the batch's `sendmmsg`: `tx_n` of them.
+    tx: Batch,
+    tx_n: usize,
 }
 
 impl UdpServer {
@@ -77,18 +94,72 @@ impl UdpServer {
         allow: &[Cidr],
     ) -> Result<UdpServer, Error> {
         let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
-        Ok(UdpServer { ep: ep.with_checksum(checksum).with_allowlist(allow.to_vec()), scheme })
+        Ok(UdpServer {
+            ep: ep.with_checksum(checksum).with_allowlist(allow.to_vec()),
+            scheme,
+            rx: Batch::addressed(BATCH, MAX_DATAGRAM),
+            rx_n: 0,
+            rx_at: 0,
+            tx: Batch::addressed(BATCH, BATCHED_FRAME),
+            tx_n: 0,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.ep.local_addr()
     }
 
+    /// The next datagram accepted (allowed, its checksum right), copied into `buf`: from the
+    /// batch received last, or, that one served, from a new one (the answers to the last go out
+    /// first).
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<SocketAddr>>> {
-        if buf.len() < MAX_DATAGRAM {
-            buf.resize(MAX_DATAGRAM, 0);
+        loop {
+            if self.rx_at == self.rx_n {
+                self.flush();
+                self.rx_at = 0;
+                self.rx_n = match self.rx.recv(self.ep.as_raw_fd()) {
+                    Ok(n) => n,
+                    // Errors queued by ICMP for earlier sends concern a peer, not this socket.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                    Err(e) => return Err(e),
+                };
+                if self.rx_n == 0 {
+                    return Ok(None);
+                }
+            }
+            let i = self.rx_at;
+            self.rx_at += 1;
+            let Some(from) = self.rx.addr(i) else { continue };
+            let datagram = self.rx.get(i);
+            let Some(len) = self.ep.accept(from.ip(), datagram) else { continue };
+            buf.clear();
+            buf.extend_from_slice(&datagram[..len]);
+            return Ok(Some(Received::Frame { len, from }));
         }
-        Ok(self.ep.try_recv_from(buf)?.map(|(len, from)| Received::Frame { len, from }))
+    }
+
+    /// Sends the answers queued, in one system call when the socket takes them all; what it
+    /// does not take is lost as the network would lose it (the clients retransmit).
+    fn flush(&mut self) {
+        let mut at = 0;
+        while at < self.tx_n {
+            match self.tx.send(self.ep.as_raw_fd(), at..self.tx_n) {
+                Ok(0) => break,
+                Ok(n) => at += n,
+                // A peer gone away (ICMP unreachable on an earlier datagram): that answer is
+                // lost, the others go.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => at += 1,
+                Err(_) => break,
+            }
+        }
+        self.tx_n = 0;
+    }
+}
+
+impl Drop for UdpServer {
+    fn drop(&mut self) {
+        // The answers of a serving loop that ends (a stop's last ones) still go.
+        self.flush();
     }
 }
 
@@ -101,11 +172,26 @@ impl ServerTransport for UdpServer {
     }
 
     fn send(&mut self, to: &SocketAddr, head: &[u8], body: &[u8]) {
-        // A failed send is a lost datagram; the client's retransmission recovers.
-        let _ = self.ep.send_to(to, head, body);
+        if self.tx_n == self.tx.capacity() {
+            self.flush();
+        }
+        let i = self.tx_n;
+        match self.ep.frame_into(head, body, self.tx.slot_mut(i)) {
+            Some(len) => {
+                self.tx.set_len(i, len);
+                self.tx.set_addr(i, to);
+                self.tx_n += 1;
+            }
+            None => {
+                self.flush();
+                // A failed send is a lost datagram; the client's retransmission recovers.
+                let _ = self.ep.send_to(to, head, body);
+            }
+        }
     }
 
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        self.flush();
         poll_readable(&[self.ep.as_raw_fd(), doorbell], timeout).map(|_| ())
     }
 

@@ -9,25 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 calls="${1:-200000}"
 rounds="${ROUNDS:-3}"
-profile="${PROFILE:-release}"
-cargo build --profile "$profile" -q -p lowlat-cli
-ll=target/$profile/lowlat
-dir=$(mktemp -d /tmp/lowlat-measure-metrics.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; pids=(); }
-trap 'cleanup; rm -rf "$dir"' EXIT
-port=$((40000 + $$ % 20000))
+source scripts/lib/local-servers.sh
 results="$dir/results" # lines: ROUND TRANSPORT MODE P50_NS P99_NS
 run() { # ROUND TRANSPORT MODE(off|on)
-    port=$((port + 1))
+    next_port
     local uri="$2://127.0.0.1:$port" extra=() scraper=""
     [ "$2" = shm ] && uri="shm://$dir/s$port.sock"
     [ "$3" = on ] && extra=(--metrics 127.0.0.1:0)
-    : >"$dir/log"
-    "$ll" serve --spin-us forever --cpu 1 "${extra[@]}" "$uri" >>"$dir/log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 200); do grep -q '^ready' "$dir/log" && break; sleep 0.05; done
-    grep -q '^ready' "$dir/log" || { echo "server did not start: $(cat "$dir/log")" >&2; exit 1; }
+    ll_serve serve --spin-us forever "${extra[@]}" "$uri"
     if [ "$3" = on ]; then
         local url
         url=$(sed -n 's/^metrics //p' "$dir/log")
@@ -38,7 +27,7 @@ run() { # ROUND TRANSPORT MODE(off|on)
     local got
     got=$("$ll" bench "$uri" --calls "$calls" --spin-us forever --cpu 0 --json |
         python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(d["p50_ns"], d["p99_ns"])')
-    cleanup
+    ll_stop
     echo "$1 $2 $3 $got" >>"$results"
     printf "round %s %-4s metrics %-3s p50 %8s ns  p99 %8s ns\n" "$1" "$2" "$3" $got
 }

@@ -39,7 +39,7 @@
 //! |---|---|
 //! | `PROGRAM`, `VERSION`, `NULL`, `MINUS`, `ECHO` | the program, version and procedure numbers (`u32`) |
 //! | `LabVersClient` | the typed client, named after the version: `connect(uri)`, `connect_with(uri, lowlat::ClientConfig)`, `from_client(lowlat::Client)`, `client()`, and a method per procedure named after it in snake case: `minus(a, b) -> Result<i32, lowlat::Error>`; a procedure returning variable-length opaque data also gets `echo_into(data, &mut Vec<u8>)`, which reuses the buffer |
-//! | `LabVersClient::minus_async(a, b)`, ... | every method's async twin, named with `_async` (`echo_into_async` too): an `async fn` whose future any executor can await (tokio, ...; lowlat runs none of its own); see "Async calls" on the `lowlat` crate's front page |
+//! | `LabVersClient::minus_async(a, b)`, ... | every method's async twin, named with `_async` (`echo_into_async` too): a plain `fn` that sends the call when it is made and returns its future (`Unpin`), which any executor can await (tokio, `lowlat::wait_all`, ...; lowlat runs none of its own); see "Async calls" on the `lowlat` crate's front page |
 //! | `LabVersClient::with(lowlat::CallOptions)` | the same methods (and their async twins) on a `LabVersClientWith`, each call made with per-call options: `client.with(CallOptions::new().deadline(d)).minus(5, 7)` fails with `lowlat::Error::Timeout` unless it completes within `d`; `.minus_async(5, 7).await` likewise |
 //! | `LabVersService` | the server trait: a method per procedure, taking a `&lowlat::CallContext` and the arguments, returning `Result<_, lowlat::ProcError>` |
 //! | `program(Arc<S: LabVersService>)` | the `lowlat::Program` that dispatches calls over lowlat's own protocol (native bodies) to the implementation |

@@ -104,17 +104,21 @@ fn connect(spec: &BenchSpec, calls_at_once: usize) -> Result<(u32, LabClient), E
             uri: spec.proc.clone(),
             reason: "unknown lab procedure; expected null, minus, maxarg, maxresult, echo, count or spin".into(),
         })?;
-    let cfg = ClientConfig {
+    let cfg = ClientConfig { slots: u16::try_from(calls_at_once).unwrap_or(u16::MAX).max(8), ..client_config(spec) };
+    Ok((proc_no, LabClient::connect(&spec.uri, cfg)?))
+}
+
+/// The client's configuration `spec` asks for (its default slots).
+pub(crate) fn client_config(spec: &BenchSpec) -> ClientConfig {
+    ClientConfig {
         spin: spec.spin,
-        slots: u16::try_from(calls_at_once).unwrap_or(u16::MAX).max(8),
         deadline: spec.deadline,
         max_message: spec.size.max(4 << 20),
         checksum: spec.checksum,
         psk: spec.psk.clone(),
         encrypt: spec.encrypt,
         ..ClientConfig::default()
-    };
-    Ok((proc_no, LabClient::connect(&spec.uri, cfg)?))
+    }
 }
 
 fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, errors: u64) -> Summary {

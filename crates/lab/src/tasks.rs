@@ -7,62 +7,30 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use lowlat::{ClientConfig, Error, SpinPolicy};
+use lowlat::Error;
 
+use crate::bench::BenchSpec;
 use crate::interface::{self, LabClient};
 use crate::latency::new_histogram;
 
-/// What to run.
+/// What to run: the benchmark's procedure, server and client settings (`bench.threads`,
+/// `bench.in_flight` and `bench.rate` do not apply), on `tasks` tasks.
 #[derive(Clone, Debug)]
 pub struct TasksSpec {
-    /// Server URI.
-    pub uri: String,
-    /// A lab procedure (null, minus, maxarg, maxresult, echo, count).
-    pub proc: String,
-    /// Payload bytes (see [`crate::bench::BenchSpec::size`]).
-    pub size: usize,
+    /// The server, the procedure, the calls and the client's settings.
+    pub bench: BenchSpec,
     /// Tasks on the one executor.
     pub tasks: usize,
-    /// Measured calls, over all tasks.
-    pub calls: u64,
-    /// Calls before measuring, over all tasks.
-    pub warmup: u64,
-    /// The client's spin policy.
-    pub spin: SpinPolicy,
     /// Call slots (`None`: the client's default, as a new user gets it).
     pub slots: Option<u16>,
-    /// Pin the executor's thread to this CPU.
-    pub cpu: Option<usize>,
-    /// Deadline of each call.
-    pub deadline: Duration,
-    /// eth:// and xdp:// only: the end-to-end CRC32C (must match the server's setting).
-    pub checksum: bool,
-    /// Bind with this pre-shared key (the server must have the same).
-    pub psk: Option<lowlat::Psk>,
-    /// With `psk`: encrypt every frame's body.
-    pub encrypt: bool,
 }
 
 impl Default for TasksSpec {
     fn default() -> Self {
-        TasksSpec {
-            uri: String::new(),
-            proc: "null".into(),
-            size: 0,
-            tasks: 64,
-            calls: 100_000,
-            warmup: 2_000,
-            spin: SpinPolicy::Adaptive,
-            slots: None,
-            cpu: None,
-            deadline: Duration::from_secs(10),
-            checksum: true,
-            psk: None,
-            encrypt: false,
-        }
+        TasksSpec { bench: BenchSpec { calls: 100_000, ..BenchSpec::default() }, tasks: 64, slots: None }
     }
 }
 
@@ -85,6 +53,8 @@ pub struct TasksRun {
     pub tasks: usize,
     /// Seconds the measured calls took.
     pub wall_s: f64,
+    /// The server's CPU per call over the run, ns (`crate::bench::ServerCpu`).
+    pub server_cpu_ns_per_call: Option<f64>,
 }
 
 impl TasksRun {
@@ -119,6 +89,7 @@ impl TasksRun {
             "peak_in_flight": self.peak_in_flight,
             "errors": self.errors,
             "first_error": self.first_error.as_ref().map(|e| e.to_string()),
+            "server_cpu_ns_per_call": self.server_cpu_ns_per_call,
         })
         .to_string()
     }
@@ -177,32 +148,25 @@ impl Shared {
 /// Runs `spec.tasks` tasks on a tokio `current_thread` runtime on this thread, each making
 /// calls one after another until `spec.calls` are made in all.
 pub fn run(spec: &TasksSpec) -> Result<TasksRun, Error> {
+    let b = &spec.bench;
     let proc =
-        interface::procedure_number(&spec.proc).filter(|p| *p < interface::SPIN).ok_or_else(|| Error::InvalidUri {
-            uri: spec.proc.clone(),
+        interface::procedure_number(&b.proc).filter(|p| *p < interface::SPIN).ok_or_else(|| Error::InvalidUri {
+            uri: b.proc.clone(),
             reason: "unknown lab procedure for tasks; expected null, minus, maxarg, maxresult, echo or count".into(),
         })?;
-    let mut cfg = ClientConfig {
-        spin: spec.spin,
-        deadline: spec.deadline,
-        max_message: spec.size.max(4 << 20),
-        checksum: spec.checksum,
-        psk: spec.psk.clone(),
-        encrypt: spec.encrypt,
-        ..ClientConfig::default()
-    };
+    let mut cfg = crate::bench::client_config(b);
     if let Some(slots) = spec.slots {
         cfg.slots = slots;
     }
-    let client = Rc::new(LabClient::connect(&spec.uri, cfg)?);
-    if let Some(cpu) = spec.cpu {
+    let client = Rc::new(LabClient::connect(&b.uri, cfg)?);
+    if let Some(cpu) = b.cpu {
         let _ = lowlat_sys::pin_to_cpu(cpu);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|source| Error::Io { op: "build a current_thread runtime".into(), source })?;
-    let (tasks, size) = (spec.tasks.max(1), spec.size);
-    let arg: Rc<[u8]> = (0..spec.size).map(|i| i as u8).collect();
+    let (tasks, size) = (spec.tasks.max(1), b.size);
+    let arg: Rc<[u8]> = (0..b.size).map(|i| i as u8).collect();
     let shared = Rc::new(Shared::default());
     let phase = |calls: u64| {
         shared.left.set(calls);
@@ -224,13 +188,14 @@ pub fn run(spec: &TasksSpec) -> Result<TasksRun, Error> {
         rt.block_on(local);
         began.elapsed()
     };
-    phase(spec.warmup);
+    phase(b.warmup);
     if let Some(e) = shared.first_error.borrow_mut().take() {
         return Err(e);
     }
     // The warm-up's counts are not the run's.
     shared.reset();
-    let wall = phase(spec.calls);
+    let cpu = crate::bench::ServerCpu::begin(&b.uri, b.psk.clone(), b.encrypt);
+    let wall = phase(b.calls);
     let latency = shared.latency.borrow_mut().take().unwrap_or_else(new_histogram);
     let wall_s = wall.as_secs_f64();
     Ok(TasksRun {
@@ -242,5 +207,6 @@ pub fn run(spec: &TasksSpec) -> Result<TasksRun, Error> {
         first_error: shared.first_error.take(),
         tasks,
         wall_s,
+        server_cpu_ns_per_call: cpu.and_then(|c| c.per_call()),
     })
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use lowlat::{Server, ServerConfig, SpinPolicy};
+use lowlat_lab::bench::BenchSpec;
 use lowlat_lab::interface;
 use lowlat_lab::tasks::{self, TasksSpec};
 
@@ -25,7 +26,8 @@ fn listens(tag: &str) -> Vec<String> {
 }
 
 fn run(uri: &str, tasks: usize, slots: Option<u16>) -> tasks::TasksRun {
-    let spec = TasksSpec { uri: uri.into(), tasks, calls: 4_000, warmup: 200, slots, ..TasksSpec::default() };
+    let bench = BenchSpec { uri: uri.into(), calls: 4_000, warmup: 200, ..BenchSpec::default() };
+    let spec = TasksSpec { bench, tasks, slots };
     let r = tasks::run(&spec).unwrap_or_else(|e| panic!("{uri}: {e}"));
     assert_eq!((r.errors, r.latency.len()), (0, 4_000), "{uri}: {}", r.describe());
     r

@@ -63,14 +63,23 @@
 //! Every call of [`Client`] has a future twin ([`Client::call_async`],
 //! [`Client::call_with_async`]), and so has every generated method (`minus_async`): any
 //! executor can await them (tokio, a hand-rolled `block_on`); lowlat needs no runtime of its
-//! own. A call spins for the binding's spin budget as a blocking call does, so a fast reply
-//! costs about what it costs blocking; a slower one parks in lowlat's reactor thread (one per
-//! process, epoll on the call slot's socket; over `shm://` on an eventfd the server rings for a
-//! parked client) and the executor's thread is free meanwhile. One client carries as many calls
-//! at once as it has slots ([`ClientConfig::slots`]); more wait for a slot within their
-//! deadline. A future dropped before it completes frees its slot at once (its call abandoned: a
-//! late reply is ignored). Opening a slot's channel and binding again after a server restart
-//! still happen within one poll (they block it for a round trip).
+//! own. A call is sent when it is made, if a slot is free, so calls made one after another are
+//! in flight together before any is awaited; its future is `Unpin`. Each poll looks once for the
+//! reply; finding none, the future asks to be polled again (its executor runs the other tasks
+//! first: tasks on one executor take turns and their calls overlap) while the client keeps
+//! making progress within the binding's spin budget, and otherwise parks in lowlat's reactor
+//! thread (one per process, epoll on the call slot's socket; over `shm://` on an eventfd the
+//! server rings for a parked client), leaving the executor's thread free; a call that completes
+//! wakes the parked calls of its client whose replies are there. One client carries as many
+//! calls at once as it has slots ([`ClientConfig::slots`], 64 by default); more wait in line for
+//! a slot, woken in turn when one is given back, within their deadline. A future dropped before
+//! it completes frees its slot at once (its call abandoned: it may have executed, and a late
+//! reply is ignored). Opening a slot's channel and binding again after a server restart still
+//! happen within one poll (they block it for a round trip).
+//!
+//! Blocking code keeps many calls in flight without an executor: [`wait_all`] runs a list of
+//! calls made with the `*_async` methods to their ends on the calling thread, and [`InFlight`]
+//! keeps a window of them, reporting each as it completes (`lowlat bench --in-flight W`).
 //!
 //! On the server, [`Program::procedure_async`] adds a procedure whose body is a future: polled
 //! on the thread that received the call, answered at once if ready, otherwise set aside while

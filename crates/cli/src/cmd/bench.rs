@@ -66,25 +66,6 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         args;
     pin(cpu)?;
     let psk = key.load()?;
-    if let Some(tasks) = tasks {
-        let spec = TasksSpec {
-            uri,
-            proc,
-            size,
-            tasks: tasks as usize,
-            calls,
-            warmup,
-            spin: spin_us,
-            cpu,
-            checksum: !no_checksum,
-            psk,
-            encrypt: key.encrypt,
-            ..TasksSpec::default()
-        };
-        let run = lowlat_lab::tasks::run(&spec).map_err(|e| e.to_string())?;
-        println!("{}", if json { run.json() } else { run.describe() });
-        return Ok(());
-    }
     let spec = BenchSpec {
         uri,
         proc,
@@ -101,6 +82,12 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         encrypt: key.encrypt,
         ..BenchSpec::default()
     };
+    if let Some(tasks) = tasks {
+        let spec = TasksSpec { bench: spec, tasks: tasks as usize, slots: None };
+        let run = lowlat_lab::tasks::run(&spec).map_err(|e| e.to_string())?;
+        println!("{}", if json { run.json() } else { run.describe() });
+        return Ok(());
+    }
     if spec.rate.is_some() {
         let (s, run) = bench::run_open(&spec).map_err(|e| e.to_string())?;
         print_summary(&s, json);

@@ -241,13 +241,13 @@ pub fn run_pipelined(
             let addr = resolve(&host_port).map_err(io_err(uri))?;
             let ch = UdpChannel::connect(addr).map_err(io_err(format!("connect {uri}")))?;
             let buf = vec![0u8; size.max(cpu_report::ANSWER_LEN) + 1];
-            drive(&mut UdpLane { ch, buf, pattern }, exchanges, in_flight, opts, &mut shape)?;
+            drive(&mut FrameLane { ch, buf, pattern }, exchanges, in_flight, opts, &mut shape)?;
         }
         Endpoint::Tcp { host_port } => {
             let addr = resolve(&host_port).map_err(io_err(uri))?;
             let ch = TcpChannel::connect(addr, 16 << 20, opts.timeout).map_err(io_err(format!("connect {uri}")))?;
             let buf = Vec::with_capacity(size.max(cpu_report::ANSWER_LEN));
-            drive(&mut TcpLane { ch, buf, pattern }, exchanges, in_flight, opts, &mut shape)?;
+            drive(&mut FrameLane { ch, buf, pattern }, exchanges, in_flight, opts, &mut shape)?;
         }
         other => return Err(PingPongError::Unsupported(format!("{} with --in-flight", other.scheme()))),
     }
@@ -639,20 +639,48 @@ fn refused_is_lost(r: io::Result<usize>) -> Result<usize, PingPongError> {
     }
 }
 
-/// lowlat's UDP transport, no RPC.
-struct UdpLane {
-    ch: UdpChannel,
+/// A socket transport of lowlat's as a lane carries frames: UDP (which may lose them) and TCP.
+trait Frames {
+    const LOSSY: bool;
+    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// The next frame's length in `buf`, without waiting.
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>>;
+}
+
+impl Frames for UdpChannel {
+    const LOSSY: bool = true;
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        UdpChannel::send(self, frame, &[])
+    }
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        UdpChannel::try_recv(self, buf)
+    }
+}
+
+impl Frames for TcpChannel {
+    const LOSSY: bool = false;
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        TcpChannel::send(self, frame, &[])
+    }
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
+        Ok(TcpChannel::try_recv(self, buf)?.map(|()| buf.len()))
+    }
+}
+
+/// lowlat's UDP or TCP transport, no RPC.
+struct FrameLane<C> {
+    ch: C,
     buf: Vec<u8>,
     pattern: Pattern,
 }
 
-impl Lane for UdpLane {
-    const LOSSY: bool = true;
+impl<C: Frames> Lane for FrameLane<C> {
+    const LOSSY: bool = C::LOSSY;
 
     fn send(&mut self, seqs: Range<u64>) -> Result<u64, PingPongError> {
         let n = seqs.end - seqs.start;
         for seq in seqs {
-            self.ch.send(self.pattern.stamp(seq), &[]).map_err(io_err("send"))?;
+            self.ch.send(self.pattern.stamp(seq)).map_err(io_err("send"))?;
         }
         Ok(n)
     }
@@ -667,51 +695,12 @@ impl Lane for UdpLane {
     }
 
     fn ask(&mut self, _seq: u64) -> Result<(), PingPongError> {
-        self.ch.send(&cpu_report::ASK, &[]).map_err(io_err("send"))
+        self.ch.send(&cpu_report::ASK).map_err(io_err("send"))
     }
 
     fn answer(&mut self, _seq: u64, late: &mut u64) -> Result<Option<Answer>, PingPongError> {
         match self.ch.try_recv(&mut self.buf).map_err(io_err("receive"))? {
             Some(len) => take_report(&self.pattern, &self.buf[..len], late),
-            None => Ok(None),
-        }
-    }
-}
-
-/// lowlat's TCP transport, no RPC: frames in order.
-struct TcpLane {
-    ch: TcpChannel,
-    buf: Vec<u8>,
-    pattern: Pattern,
-}
-
-impl Lane for TcpLane {
-    const LOSSY: bool = false;
-
-    fn send(&mut self, seqs: Range<u64>) -> Result<u64, PingPongError> {
-        let n = seqs.end - seqs.start;
-        for seq in seqs {
-            self.ch.send(self.pattern.stamp(seq), &[]).map_err(io_err("send"))?;
-        }
-        Ok(n)
-    }
-
-    fn poll(&mut self, mut answer: impl FnMut(u64) -> Result<(), PingPongError>) -> Result<usize, PingPongError> {
-        let mut n = 0;
-        while self.ch.try_recv(&mut self.buf).map_err(io_err("receive"))?.is_some() {
-            take(&self.pattern, &self.buf, &mut answer)?;
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    fn ask(&mut self, _seq: u64) -> Result<(), PingPongError> {
-        self.ch.send(&cpu_report::ASK, &[]).map_err(io_err("send"))
-    }
-
-    fn answer(&mut self, _seq: u64, late: &mut u64) -> Result<Option<Answer>, PingPongError> {
-        match self.ch.try_recv(&mut self.buf).map_err(io_err("receive"))? {
-            Some(()) => take_report(&self.pattern, &self.buf, late),
             None => Ok(None),
         }
     }

@@ -8,7 +8,7 @@
 //! client's counters join a program's own registry with [`register_client`].
 //!
 //! Every counter `lowlat stat` shows is a metric named after it, `lowlat_<counter>_total`
-//! (`lowlat_sessions_open` is a gauge), labelled with the `endpoint` (its URI) and the
+//! (`lowlat_sessions_open` is a gauge; `serving_cpu_ns` is `lowlat_serving_cpu_seconds_total`), labelled with the `endpoint` (its URI) and the
 //! `transport` (the URI's scheme). Served calls' durations, measured on the server from the
 //! moment the serving thread takes a call to the moment its answer goes out, are the histogram
 //! `lowlat_call_duration_seconds`, labelled also with the `program` (hex), `version` and
@@ -100,14 +100,19 @@ impl Collector for Endpoints {
             let gauge = name == "sessions_open";
             let kind = if gauge { MetricType::Gauge } else { MetricType::Counter };
             let help = EndpointStats::help(name);
-            let metric_name = format!("lowlat_{name}");
-            let mut metric = encoder.encode_descriptor(&metric_name, help, None, kind)?;
+            // A time kept in nanoseconds goes out in seconds, the unit Prometheus names.
+            let nanos = name.strip_suffix("_ns");
+            let metric_name = format!("lowlat_{}", nanos.unwrap_or(name));
+            let unit = nanos.map(|_| &Unit::Seconds);
+            let mut metric = encoder.encode_descriptor(&metric_name, help, unit, kind)?;
             for e in &self.0 {
                 let labels = [("endpoint", e.uri.as_str()), ("transport", transport_of(&e.uri))];
                 let value = e.counters.fields()[i].1;
                 let mut family = metric.encode_family(&labels)?;
                 if gauge {
                     family.encode_gauge(&(value as i64))?;
+                } else if nanos.is_some() {
+                    family.encode_counter::<NoLabelSet, f64, u64>(&(value as f64 / 1e9), None)?;
                 } else {
                     family.encode_counter::<NoLabelSet, _, u64>(&value, None)?;
                 }
@@ -231,7 +236,12 @@ mod tests {
         t.buckets[bucket_of(200_000)] = 3;
         EndpointMetrics {
             uri: "udp://127.0.0.1:7000".into(),
-            counters: EndpointStats { calls: 192, sessions_open: 2, ..EndpointStats::default() },
+            counters: EndpointStats {
+                calls: 192,
+                sessions_open: 2,
+                serving_cpu_ns: 1_500_000_000,
+                ..EndpointStats::default()
+            },
             times: vec![(
                 ProcedureName { program: 0x2000_4c4c, version: 1, number: 6, name: "SPIN".into(), xdr: false },
                 t,
@@ -250,6 +260,15 @@ mod tests {
         assert!(text.contains("# TYPE lowlat_sessions_open gauge\n"), "{text}");
         assert!(
             text.contains("lowlat_sessions_open{endpoint=\"udp://127.0.0.1:7000\",transport=\"udp\"} 2\n"),
+            "{text}"
+        );
+        // A time in nanoseconds goes out in seconds.
+        assert!(text.contains("# TYPE lowlat_serving_cpu_seconds counter\n"), "{text}");
+        assert!(text.contains("# UNIT lowlat_serving_cpu_seconds seconds\n"), "{text}");
+        assert!(
+            text.contains(
+                "lowlat_serving_cpu_seconds_total{endpoint=\"udp://127.0.0.1:7000\",transport=\"udp\"} 1.5\n"
+            ),
             "{text}"
         );
         assert!(text.contains("# TYPE lowlat_call_duration_seconds histogram\n"), "{text}");

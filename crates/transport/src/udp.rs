@@ -78,15 +78,22 @@ fn send_copied<const N: usize>(
     single: impl FnOnce(&[u8]) -> io::Result<usize>,
 ) -> io::Result<usize> {
     let mut frame = [0u8; N];
+    let n = write_frame(head, body, checksum, &mut frame).expect("the caller chose N for the frame");
+    single(&frame[..n])
+}
+
+/// Writes `head`, `body` and (with `checksum`) their CRC32C, computed over the copy in one pass,
+/// into `out` as one datagram; its length, or `None` when it does not fit.
+fn write_frame(head: &[u8], body: &[u8], checksum: bool, out: &mut [u8]) -> Option<usize> {
     let n = head.len() + body.len();
-    frame[..head.len()].copy_from_slice(head);
-    frame[head.len()..n].copy_from_slice(body);
-    if !checksum {
-        return single(&frame[..n]);
+    let out = out.get_mut(..n + if checksum { CRC_LEN } else { 0 })?;
+    out[..head.len()].copy_from_slice(head);
+    out[head.len()..n].copy_from_slice(body);
+    if checksum {
+        let crc = crc32c::crc32c(&out[..n]).to_le_bytes();
+        out[n..].copy_from_slice(&crc);
     }
-    let crc = crc32c::crc32c(&frame[..n]).to_le_bytes();
-    frame[n..n + CRC_LEN].copy_from_slice(&crc);
-    single(&frame[..n + CRC_LEN])
+    Some(out.len())
 }
 
 fn io_err(op: &str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
@@ -353,16 +360,7 @@ impl UdpEndpoint {
     /// Writes `head`, `body` and (with checksums on) their CRC32C into `out` as one datagram, for
     /// the caller to send in a batch; its length, or `None` when it does not fit.
     pub fn frame_into(&self, head: &[u8], body: &[u8], out: &mut [u8]) -> Option<usize> {
-        let n = head.len() + body.len();
-        let len = n + if self.checksum { CRC_LEN } else { 0 };
-        let out = out.get_mut(..len)?;
-        out[..head.len()].copy_from_slice(head);
-        out[head.len()..n].copy_from_slice(body);
-        if self.checksum {
-            let crc = crc32c::crc32c(&out[..n]).to_le_bytes();
-            out[n..].copy_from_slice(&crc);
-        }
-        Some(len)
+        write_frame(head, body, self.checksum, out)
     }
 }
 

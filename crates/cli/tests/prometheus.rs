@@ -2,10 +2,11 @@
 //! scripts/deps/prometheus.sh): the test starts Prometheus with a scrape configuration of its
 //! own pointing at a lowlat server under a known load (SPIN calls of 2 ms, sent on schedule),
 //! waits for scrapes, and asks Prometheus' HTTP API for the call rate and the median of the
-//! calls' durations on the server: they must match the rate the load generator sent and the
-//! median latency it measured within 10% (a call's latency is its duration on the server, a
-//! round trip of a few µs and the caller's wake-up; the histogram's buckets, an eighth of an
-//! octave wide, read a quantile to within 6%). `promtool check metrics` must accept the exposition.
+//! calls' durations on the server: the rate must match the rate the load generator sent within
+//! 10%, and the median must lie between the work each call asked for and the median latency the
+//! load generator measured (a call's latency is its duration on the server, a round trip and the
+//! caller's wake-up; the histogram's buckets, an eighth of an octave wide, read a quantile to
+//! within 6%). `promtool check metrics` must accept the exposition.
 //! Without Prometheus the test says so and passes, unless LOWLAT_REQUIRE_PROMETHEUS is set
 //! (scripts/test.sh sets it).
 
@@ -192,6 +193,11 @@ fn prometheus_scrapes_the_rate_and_the_durations_the_load_generator_saw() {
         client_p50 * 1e6,
     );
     assert!((served_rate / sent_rate - 1.0).abs() <= 0.10, "rate {served_rate} against {sent_rate} sent");
-    // The client's latency is the server's duration, a round trip and the caller's wake-up.
-    assert!((p50 / client_p50 - 1.0).abs() <= 0.10, "p50 {p50} s against the load generator's {client_p50} s");
+    // A call's duration on the server is at least the work sent and at most the latency the
+    // caller saw (its duration, a round trip and the caller's wake-up, which on a loaded two-core
+    // host can add a few hundred µs); a bucket reads a quantile to within 6%.
+    assert!(
+        p50 >= spin * 0.94 && p50 <= client_p50 * 1.06,
+        "p50 {p50} s: not between the work sent ({spin} s) and the load generator's p50 ({client_p50} s)"
+    );
 }

@@ -6,6 +6,7 @@ pub(crate) mod agent;
 pub(crate) mod bench;
 pub(crate) mod call;
 pub(crate) mod gen;
+pub(crate) mod instructions;
 pub(crate) mod lab;
 pub(crate) mod pingpong;
 pub(crate) mod relay;

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{account, agent, bench, call, gen, lab, pingpong, relay, serve, stat, workload};
+use cmd::{account, agent, bench, call, gen, instructions, lab, pingpong, relay, serve, stat, workload};
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +43,7 @@ struct Cli {
 enum Cmd {
     Serve(serve::Args),
     Account(account::Args),
+    Instructions(instructions::Args),
     Call(call::Args),
     Stat(stat::Args),
     Bench(bench::Args),
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
     let done = match cli.cmd {
         Cmd::Serve(args) => serve::run(args),
         Cmd::Account(args) => account::run(args),
+        Cmd::Instructions(args) => instructions::run(args),
         Cmd::Call(args) => call::run(args),
         Cmd::Stat(args) => stat::run(args),
         Cmd::Bench(args) => bench::run(args),

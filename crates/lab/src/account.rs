@@ -11,6 +11,10 @@
 //! floor measured in the same run (DESIGN principle 10): the floor, lowlat's transport above it,
 //! the RPC code as measured in-process, and the rest of the RPC layer, which no in-process
 //! measurement covers.
+//!
+//! Beside the times, the instructions of a null call and of `MINUS` on each side, part by part,
+//! counted by callgrind with lowlat's counting build (`crate::instructions`) where it and
+//! valgrind are there: what the host's clock cannot move.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +27,7 @@ use lowlat_proto::{Binder, ClientSlot, Outcome, ProgramVersions, ServerEngine, S
 use lowlat_report::Accounting;
 
 use crate::bench::{self, BenchSpec};
+use crate::instructions;
 use crate::interface::{self, LabClient};
 use crate::ladder::Placement;
 use crate::procs;
@@ -353,6 +358,13 @@ pub fn account(
         ];
         a.floor_gap = Accounting::from_parts(&scheme, 0, &gap, call, &[]).parts;
     }
+    let bin = instructions::counting_binary(exe);
+    let counted: Result<Vec<_>, _> =
+        ["null", "minus"].iter().map(|p| instructions::count(&bin, &scheme, p, INSTRUCTION_CALLS)).collect();
+    match counted {
+        Ok(v) => a.instructions = v,
+        Err(e) => a.instructions_skipped = Some(e.to_string()),
+    }
     Ok((a, joined.client_send_ns, joined.server_send_ns))
 }
 
@@ -432,6 +444,10 @@ fn drain(tracer: &lowlat::Client) -> Result<Vec<ServerTrace>, String> {
     }
 }
 
+/// Calls counted under callgrind per procedure: the count per call is the same for any number
+/// (the warm-up is not counted), and each call under callgrind takes milliseconds.
+const INSTRUCTION_CALLS: u64 = 100;
+
 /// The accounting as a terminal table, like Firefly's Tables VI-VIII.
 pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String {
     let mut s = format!(
@@ -483,6 +499,13 @@ pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String
     }
     if let Some(why) = &a.floor_unsteady {
         s.push_str(&format!("\nNo comparison with the machine's floor: {why}\n"));
+    }
+    if !a.instructions.is_empty() {
+        s.push('\n');
+        s.push_str(&instructions::table(&a.transport, &a.instructions));
+    }
+    if let Some(why) = &a.instructions_skipped {
+        s.push_str(&format!("\nNo instruction counts: {why}\n"));
     }
     s
 }

@@ -19,6 +19,7 @@
 pub mod account;
 pub mod agent;
 pub mod bench;
+pub mod instructions;
 pub mod interface;
 pub mod ladder;
 pub mod latency;

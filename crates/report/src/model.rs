@@ -552,6 +552,43 @@ pub struct Accounting {
     /// Why the transport was not accounted, if it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Instructions per call on each side, part by part, counted by callgrind (which counts the
+    /// same on any host for the same build), for the null call and `MINUS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<Instructions>,
+    /// Why no instructions were counted (valgrind or the counting build missing, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_skipped: Option<String>,
+}
+
+/// The instructions one call runs, client and server apart, in parts: counted by callgrind
+/// from the call to its return on the client and from the look that finds a frame to the next
+/// look on the server, with every look that finds nothing (the waiting) left out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Instructions {
+    /// The procedure called (`NULL`, `MINUS`).
+    pub procedure: String,
+    /// Calls counted (after a warm-up that is not).
+    pub calls: u64,
+    /// The client's instructions per call, by part (they add up to `client_total`).
+    pub client: Vec<InstructionPart>,
+    /// The client's instructions per call.
+    pub client_total: f64,
+    /// The server's instructions per call, by part (they add up to `server_total`).
+    pub server: Vec<InstructionPart>,
+    /// The server's instructions per call.
+    pub server_total: f64,
+}
+
+/// One part of a call's instructions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionPart {
+    /// What the part covers (e.g. "engine (lowlat-proto)").
+    pub name: String,
+    /// Instructions per call.
+    pub per_call: f64,
 }
 
 /// One part of a call's time.
@@ -617,6 +654,8 @@ impl Accounting {
             floor_gap: Vec::new(),
             floor_unsteady: None,
             skipped: None,
+            instructions: Vec::new(),
+            instructions_skipped: None,
         }
     }
 }

@@ -133,6 +133,7 @@ mod doorbell;
 mod driver;
 mod error;
 mod in_flight;
+mod marks;
 pub mod metrics;
 mod program;
 mod reactor;

@@ -16,6 +16,7 @@
 
 pub mod barrier;
 pub mod bpf;
+pub mod callgrind;
 pub mod clock;
 pub mod event;
 pub mod fs;

@@ -182,6 +182,7 @@ impl Lowlat {
         };
         let mut polls = spinner.clock_free_polls();
         loop {
+            crate::marks::collect(false);
             match chan.try_recv(buf) {
                 Ok(Some(n)) => {
                     let Some(r) = self.decode_whole(engine, chan.received(buf, n), proc_no, decode) else {
@@ -192,7 +193,7 @@ impl Lowlat {
                     return Placed::Done(r);
                 }
                 Ok(None) if polls > 0 => {
-                    polls -= 1;
+                    polls -= lowlat_wait::CLOCK_FREE_POLL;
                     std::hint::spin_loop();
                 }
                 Ok(None) | Err(_) => return Placed::NotYet,
@@ -332,7 +333,13 @@ impl Lowlat {
             };
             let got = match pending.take() {
                 Some(n) => Ok(Some(n)),
-                None => spinner.wait_on_lazy(deadline, &mut *chan, |c| c.try_recv(buf).map_err(Stop::Io), &mut block),
+                None => {
+                    let look = |c: &mut C| {
+                        crate::marks::collect(false);
+                        c.try_recv(buf).map_err(Stop::Io)
+                    };
+                    spinner.wait_on_lazy(deadline, &mut *chan, look, &mut block)
+                }
             };
             if let (Some(m), Ok(Some(_))) = (marks.as_deref_mut(), &got) {
                 m.received = trace::now_ns();

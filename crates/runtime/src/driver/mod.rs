@@ -146,6 +146,7 @@ pub(crate) fn serve_received<T: ServerTransport>(
 ) -> Option<Polled<T::Addr>> {
     match got? {
         Received::Frame { len, from } => {
+            crate::marks::collect(true);
             let out = &mut |to: &T::Addr, h: &[u8], b: &[u8]| t.send(to, h, b);
             handler.handle(from, &buf[..len], &mut [], out);
             Some(Polled::Served)

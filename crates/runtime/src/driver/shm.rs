@@ -89,7 +89,9 @@ impl ClientChannel for ShmClient {
     #[inline]
     fn try_recv(&mut self, _buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
         // The reply stays in the result ring, read where it lies (`received`).
-        Ok(self.ch.try_recv().map_err(to_io)?.map(|m| m.len()))
+        let got = self.ch.try_recv().map_err(to_io)?.map(|m| m.len());
+        crate::marks::collect(got.is_some());
+        Ok(got)
     }
 
     #[inline]
@@ -169,6 +171,7 @@ impl ServerTransport for ShmServerTransport {
         queued.clear();
         queued_to.clear();
         let got = self.srv.serve_next(|id, frame, mut reply| {
+            crate::marks::collect(true);
             let mut queue = |to: &ConnectionId, head: &[u8], body: &[u8]| {
                 let start = queued.len();
                 queued.extend_from_slice(head);

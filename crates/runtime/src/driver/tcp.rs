@@ -148,7 +148,9 @@ impl<F: Framing> ClientChannel for TcpClient<F> {
     }
 
     fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-        Ok(self.ch.try_recv(buf)?.map(|()| buf.len()))
+        let got = self.ch.try_recv(buf)?.map(|()| buf.len());
+        crate::marks::collect(got.is_some());
+        Ok(got)
     }
 
     fn park(&mut self) -> io::Result<WakeOn> {

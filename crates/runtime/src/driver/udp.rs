@@ -40,7 +40,9 @@ impl ClientChannel for UdpClient {
         if buf.len() < MAX_DATAGRAM {
             buf.resize(MAX_DATAGRAM, 0);
         }
-        self.ch.try_recv(buf)
+        let got = self.ch.try_recv(buf);
+        crate::marks::collect(matches!(got, Ok(Some(_))));
+        got
     }
 
     fn park(&mut self) -> io::Result<WakeOn> {
@@ -116,6 +118,7 @@ impl UdpServer {
         loop {
             if self.rx_at == self.rx_n {
                 self.flush();
+                crate::marks::collect(false);
                 self.rx_at = 0;
                 self.rx_n = match self.rx.recv(self.ep.as_raw_fd()) {
                     Ok(n) => n,
@@ -141,6 +144,9 @@ impl UdpServer {
     /// Sends the answers queued, in one system call when the socket takes them all; what it
     /// does not take is lost as the network would lose it (the clients retransmit).
     fn flush(&mut self) {
+        // Answers sent in a batch at the next look (or before blocking) are counted with
+        // their calls.
+        crate::marks::collect(self.tx_n > 0);
         let mut at = 0;
         while at < self.tx_n {
             match self.tx.send(self.ep.as_raw_fd(), at..self.tx_n) {
@@ -192,6 +198,7 @@ impl ServerTransport for UdpServer {
 
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
         self.flush();
+        crate::marks::collect(false);
         poll_readable(&[self.ep.as_raw_fd(), doorbell], timeout).map(|_| ())
     }
 

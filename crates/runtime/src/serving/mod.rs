@@ -206,6 +206,8 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
             timer,
             &mut io,
             |(t, buf, protocol)| {
+                // Counted from the moment a look finds a frame (`lowlat_sys::callgrind`).
+                crate::marks::collect(false);
                 if shared.doorbell.take() {
                     return Ok(Some(Ready::Doorbell));
                 }
@@ -223,6 +225,9 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
                     served_running = 0;
                     let now = Instant::now();
                     if timer.is_some_and(|t| now >= t) {
+                        // Housekeeping on a timer (session sweeps), not a call's work: not
+                        // counted with the call it happens to follow.
+                        crate::marks::collect(false);
                         protocol.handle_timeout(now);
                     }
                 }

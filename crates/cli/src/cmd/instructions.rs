@@ -1,0 +1,47 @@
+//! `lowlat instructions`: instructions per call, client and server apart, part by part.
+
+use lowlat_lab::instructions;
+
+/// Instructions per call of NULL and MINUS, client and server apart, part by part, counted by
+/// callgrind (the same on any host for the same build, where times move with the clock).
+///
+/// Runs lowlat's counting build (the example `count_calls`, built with `cargo build --release
+/// -p lowlat-lab --features callgrind --example count_calls`; found beside this executable in
+/// `examples/`, or at $LOWLAT_COUNT_CALLS) under `valgrind --tool=callgrind`: the laboratory's
+/// generated client calling its service in one process, both sides busy-polling. A look that
+/// finds nothing (the waiting) is never counted; the client's count runs from the call to its
+/// return, the server's from the look that finds the call to the next look.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Transports, comma-separated: shm, udp, tcp, onc+udp, onc+tcp.
+    #[arg(long, default_value = "shm,udp,tcp", value_delimiter = ',')]
+    schemes: Vec<String>,
+    /// Procedures, comma-separated: null, minus.
+    #[arg(long, default_value = "null,minus", value_delimiter = ',')]
+    procs: Vec<String>,
+    /// Calls counted per transport and procedure (after a warm-up of as many, at most 100).
+    #[arg(long, default_value_t = 400)]
+    calls: u64,
+    /// Print one JSON object per transport: {"transport", "instructions": [...]} (the
+    /// results.json `accounting` entry's `instructions`).
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the lowlat executable: {e}"))?;
+    let bin = instructions::counting_binary(&exe);
+    for scheme in &args.schemes {
+        let mut counts = Vec::new();
+        for p in &args.procs {
+            counts.push(instructions::count(&bin, scheme, p, args.calls).map_err(|e| e.to_string())?);
+        }
+        if args.json {
+            let line = serde_json::json!({ "transport": scheme, "instructions": counts });
+            println!("{line}");
+        } else {
+            println!("{}", instructions::table(scheme, &counts));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! The counting build's program: calls of one procedure of the laboratory's service over one
+//! transport, through the client generated from `idl/lab.x`, against the same service served in
+//! this process, both sides busy-polling as a latency-minded deployment does, with lowlat's
+//! callgrind marks (`lowlat_sys::callgrind`) on. Under `valgrind --tool=callgrind
+//! --collect-atstart=no --separate-threads=yes` each thread's count then holds its side of the
+//! calls and nothing of their waiting: a look that finds nothing is not counted, one that finds
+//! a frame is from the moment it does. `lowlat instructions` (and `lowlat account`) run it and
+//! divide by the calls.
+//!
+//! ```text
+//! cargo build --release -p lowlat-lab --features callgrind --example count_calls
+//! valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes \
+//!     target/release/examples/count_calls shm null 2000
+//! ```
+//!
+//! Usage: `count_calls SCHEME null|minus CALLS [WARMUP]`. The first WARMUP calls (default 200)
+//! open channels, grow buffers and settle the spinners; then both threads' counts are zeroed
+//! (callgrind zeroes the calling thread's: the serving thread's are zeroed by a procedure of
+//! its own, `ZERO`, called on a binding of its own that is closed before the counted calls).
+
+use lowlat::{Client, ClientConfig, Program, Server, ServerConfig, SpinPolicy};
+use lowlat_lab::interface::{self, LabClient};
+
+/// The counting program's own program, with `ZERO` (procedure 0).
+const ZERO_PROGRAM: u32 = 0x2000_4c5a;
+
+/// Zeroes the serving thread's counts (inline procedures run on it), and stops counting the rest
+/// of this call.
+fn zero_program() -> Program {
+    Program::new(ZERO_PROGRAM, 1).procedure(0, "ZERO", |_, _, _| {
+        lowlat_sys::callgrind::zero_stats();
+        lowlat_sys::callgrind::mark(false);
+        Ok(())
+    })
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("count_calls: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: count_calls SCHEME null|minus CALLS [WARMUP]";
+    let [scheme, proc, calls, rest @ ..] = args.as_slice() else { return Err(usage.into()) };
+    let calls: u32 = calls.parse().map_err(|_| format!("CALLS: not a number: {calls}"))?;
+    let warmup: u32 = match rest.first() {
+        Some(w) => w.parse().map_err(|_| format!("WARMUP: not a number: {w}"))?,
+        None => 200,
+    };
+    let minus = match proc.as_str() {
+        "null" => false,
+        "minus" => true,
+        other => return Err(format!("PROC: null or minus, not {other:?}")),
+    };
+    let at = match scheme.as_str() {
+        "shm" => format!("shm:///tmp/lowlat-count-calls-{}.sock", std::process::id()),
+        "udp" | "tcp" | "onc+udp" | "onc+tcp" => format!("{scheme}://127.0.0.1:0"),
+        other => return Err(format!("SCHEME: shm, udp, tcp, onc+udp or onc+tcp, not {other:?}")),
+    };
+    let cfg = ServerConfig { spin: SpinPolicy::Forever, ..ServerConfig::default() };
+    let [native, xdr] = interface::programs();
+    let server = Server::builder()
+        .program(native)
+        .program(xdr)
+        .program(zero_program())
+        .config(cfg)
+        .serve(&[at])
+        .map_err(|e| e.to_string())?;
+    let uri = server.local_uris()[0].clone();
+    let cfg = ClientConfig { spin: SpinPolicy::Forever, ..ClientConfig::default() };
+    let client = LabClient::connect(&uri, cfg.clone()).map_err(|e| e.to_string())?;
+    let call = |i: u32| -> Result<(), String> {
+        let a = i as i32;
+        lowlat_sys::callgrind::mark(true);
+        let r = if minus { client.minus(a, 7).map(|d| d == a.wrapping_sub(7)) } else { client.null().map(|()| true) };
+        lowlat_sys::callgrind::mark(false);
+        match r {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("call {i}: MINUS answered wrong")),
+            Err(e) => Err(format!("call {i}: {e}")),
+        }
+    };
+    for i in 0..warmup {
+        call(i)?;
+    }
+    let zero = Client::connect_with(&uri, ZERO_PROGRAM, 1, cfg).map_err(|e| e.to_string())?;
+    zero.call(0, |_| Ok::<_, lowlat::DecodeError>(()), |_| Ok(())).map_err(|e| format!("ZERO: {e}"))?;
+    drop(zero);
+    lowlat_sys::callgrind::zero_stats();
+    for i in 0..calls {
+        call(i)?;
+    }
+    println!("{calls} {proc} calls counted over {uri} (after {warmup})");
+    server.shutdown();
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! Marks on the call path for counting its instructions under callgrind: in the counting build
+//! (feature `callgrind`, which only lowlat's example `count_calls` turns on) a call of
+//! [`lowlat_sys::callgrind::mark`]; in every other build nothing at all, so the path users run
+//! is the one without them.
+//!
+//! A thread's instructions are counted from a look that finds a frame (the transport's
+//! receive, client and server) to the next look, and, on the client, from the call to its
+//! return: a look that finds nothing, that is the waiting, is never counted.
+
+/// Counts this thread's instructions from here (`true`), or not (`false`).
+#[inline(always)]
+pub(crate) fn collect(on: bool) {
+    #[cfg(feature = "callgrind")]
+    lowlat_sys::callgrind::mark(on);
+    #[cfg(not(feature = "callgrind"))]
+    let _ = on;
+}

@@ -62,10 +62,12 @@ fn run() -> Result<(), String> {
     };
     let cfg = ServerConfig { spin: SpinPolicy::Forever, ..ServerConfig::default() };
     let [native, xdr] = interface::programs();
+    // ONC RPC serves the programs whose bodies are XDR; lowlat's protocol the others.
+    let zero = if scheme.starts_with("onc+") { zero_program().xdr() } else { zero_program() };
     let server = Server::builder()
         .program(native)
         .program(xdr)
-        .program(zero_program())
+        .program(zero)
         .config(cfg)
         .serve(&[at])
         .map_err(|e| e.to_string())?;

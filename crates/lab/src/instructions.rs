@@ -279,6 +279,22 @@ const COUNT_TIMEOUT: Duration = Duration::from_secs(300);
 /// onc+udp, onc+tcp) with the counting build `bin`, under callgrind, after a warm-up of as many
 /// calls (at most [`WARMUP`]) that is not counted.
 pub fn count(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<Instructions, CountError> {
+    let (client, server) = count_by_function(bin, scheme, procedure, calls)?;
+    let (client, server) = (parts_per_call(&client, Side::Client, calls), parts_per_call(&server, Side::Server, calls));
+    let total = |p: &[InstructionPart]| p.iter().map(|p| p.per_call).sum();
+    Ok(Instructions {
+        procedure: procedure.to_uppercase(),
+        calls,
+        client_total: total(&client),
+        client,
+        server_total: total(&server),
+        server,
+    })
+}
+
+/// [`count`]'s instructions in all (not per call) by source file and function, client and
+/// server: where to look when a part is long.
+pub fn count_by_function(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<(Costs, Costs), CountError> {
     if !bin.is_file() {
         return Err(CountError::NoCountingBuild(bin.to_path_buf()));
     }
@@ -325,23 +341,14 @@ pub fn count(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<In
         let tail: Vec<&str> = err.lines().rev().take(5).collect();
         return Err(run_err(format!("{status}: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" / "))));
     }
-    let result = read_threads(&dir, calls);
+    let result = read_threads(&dir);
     let _ = std::fs::remove_dir_all(&dir);
-    let (client, server) = result?;
-    let total = |p: &[InstructionPart]| p.iter().map(|p| p.per_call).sum();
-    Ok(Instructions {
-        procedure: procedure.to_uppercase(),
-        calls,
-        client_total: total(&client),
-        client,
-        server_total: total(&server),
-        server,
-    })
+    result
 }
 
 /// The client's parts (the main thread, callgrind's thread 1) and the server's (the other
 /// thread that counted most: the serving thread; the others count nothing).
-fn read_threads(dir: &Path, calls: u64) -> Result<(Vec<InstructionPart>, Vec<InstructionPart>), CountError> {
+fn read_threads(dir: &Path) -> Result<(Costs, Costs), CountError> {
     let mut threads = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| CountError::Parse { file: dir.into(), why: e.to_string() })?;
     for entry in entries.flatten() {
@@ -357,12 +364,13 @@ fn read_threads(dir: &Path, calls: u64) -> Result<(Vec<InstructionPart>, Vec<Ins
     }
     threads.sort_by_key(|t| t.0);
     let missing = |why: &str| CountError::Parse { file: dir.into(), why: why.into() };
-    let client = threads.iter().find(|t| t.0 == 1).ok_or_else(|| missing("no file of thread 1"))?;
-    let server = threads.iter().filter(|t| t.0 != 1).max_by_key(|t| t.1).ok_or_else(|| missing("no serving thread"))?;
+    let client = threads.iter().position(|t| t.0 == 1).ok_or_else(|| missing("no file of thread 1"))?;
+    let client = threads.swap_remove(client);
+    let server = threads.into_iter().max_by_key(|t| t.1).ok_or_else(|| missing("no serving thread"))?;
     if client.1 == 0 || server.1 == 0 {
         return Err(missing("a side counted nothing: is this the counting build (--features callgrind)?"));
     }
-    Ok((parts_per_call(&client.2, Side::Client, calls), parts_per_call(&server.2, Side::Server, calls)))
+    Ok((client.2, server.2))
 }
 
 /// A fresh directory under the system's temporary directory.
@@ -377,6 +385,20 @@ fn tempfile_dir() -> std::io::Result<PathBuf> {
         }
     }
     Err(std::io::Error::other("no free name"))
+}
+
+/// The `n` costliest (file, function) pairs of `costs`, per call, each with its part: lines
+/// for a terminal.
+pub fn top(costs: &Costs, side: Side, calls: u64, n: usize) -> String {
+    let mut v: Vec<_> = costs.iter().filter_map(|(k, &ir)| Some((ir, part_of(&k.0, &k.1, side)?, k))).collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut s = String::new();
+    for (ir, part, (file, func)) in v.into_iter().take(n) {
+        let file = file.rsplit_once("/crates/").map_or(file.as_str(), |(_, f)| f);
+        let func: String = func.chars().take(90).collect();
+        s.push_str(&format!("  {:>7.1}  {:<9} {file}: {func}\n", ir as f64 / calls as f64, format!("{part:?}")));
+    }
+    s
 }
 
 /// Counts as a terminal table: a column per procedure and side.

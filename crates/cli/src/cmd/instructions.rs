@@ -22,6 +22,10 @@ pub(crate) struct Args {
     /// Calls counted per transport and procedure (after a warm-up of as many, at most 100).
     #[arg(long, default_value_t = 400)]
     calls: u64,
+    /// Also list the N costliest source files and functions of each side (per call), where a
+    /// part's instructions come from.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
     /// Print one JSON object per transport: {"transport", "instructions": [...]} (the
     /// results.json `accounting` entry's `instructions`).
     #[arg(long)]
@@ -35,6 +39,19 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         let mut counts = Vec::new();
         for p in &args.procs {
             counts.push(instructions::count(&bin, scheme, p, args.calls).map_err(|e| e.to_string())?);
+            if let Some(n) = args.top {
+                let (client, server) =
+                    instructions::count_by_function(&bin, scheme, p, args.calls).map_err(|e| e.to_string())?;
+                use instructions::Side;
+                println!(
+                    "{p} over {scheme}, client, per call:\n{}",
+                    instructions::top(&client, Side::Client, args.calls, n)
+                );
+                println!(
+                    "{p} over {scheme}, server, per call:\n{}",
+                    instructions::top(&server, Side::Server, args.calls, n)
+                );
+            }
         }
         if args.json {
             let line = serde_json::json!({ "transport": scheme, "instructions": counts });

@@ -335,7 +335,10 @@ impl OncClient {
             let got = spinner.wait_on(
                 engine.poll_timeout(),
                 &mut *chan,
-                |c| c.try_recv(buf).map_err(Stop::Io),
+                |c| {
+                    crate::marks::collect(false);
+                    c.try_recv(buf).map_err(Stop::Io)
+                },
                 |c, t| block(c, t),
             );
             let e = match got {

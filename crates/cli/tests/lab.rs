@@ -97,7 +97,7 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
 fn saturation_is_complete(results: &lowlat_report::Results) {
     let names: Vec<&str> = results.saturation.iter().map(|s| s.transport.as_str()).collect();
     assert_eq!(names, ["shm", "udp", "tcp"], "saturation series");
-    // The section stays a small part of --quick (about 15 s on an idle 2-vCPU VM).
+    // The section stays a small part of --quick (14 s on a 2-vCPU VM shared with two builds).
     let seconds: f64 = results.saturation.iter().map(|s| s.seconds).sum();
     assert!(seconds > 0.0 && seconds < 60.0, "the saturation section took {seconds:.1} s");
     let finite = |v: Option<f64>| v.is_some_and(|x| x.is_finite() && x > 0.0);

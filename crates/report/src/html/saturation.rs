@@ -22,8 +22,11 @@ pub(super) fn saturation(out: &mut String, series: &[SaturationSeries], pal: &Pa
          Then requests are offered open loop at fractions <b>u</b> of the saturated rate (the most \
          calls per second of any W), latency counted from each request's scheduled time, beside \
          Lampson's <b>r = s/(1−u)</b> with s the median of single calls made one at a time (the \
-         W = 1 row). With calls in flight the saturated rate is many times 1/s, so the model \
-         says what a server taking one call at a time would do at the same u.</p>",
+         W = 1 row). The saturated rate is not 1/s (calls in flight overlap; a busy host stretches \
+         the mean far past the median), so the curve is the single-server queue's estimate at the \
+         same u, drawn for comparison: measured latency far above it means the callers or the \
+         server queued more than that queue would (a point marked not sustained measured its \
+         generator's backlog too).</p>",
     );
     if series.is_empty() {
         return empty(out, "saturation measurements");

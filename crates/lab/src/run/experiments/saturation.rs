@@ -6,8 +6,9 @@
 //! the saturated rate (the most calls per second of any W), beside r = s/(1-u) with s the median
 //! of single unloaded calls.
 //!
-//! Both sides busy-poll, as the floor does: the figures are what one caller core drives against
-//! one serving core. The floor's server is stopped before lowlat's starts, so the two never
+//! Both sides of the closed loops busy-poll, as the floor does: the figures are what one caller
+//! core drives against one serving core (the open loop's caller spins adaptively, as the load
+//! section's). The floor's server is stopped before lowlat's starts, so the two never
 //! share the server's CPU. Each closed-loop run aims at the scale's saturation time, its count
 //! sized from the rate the run before it measured: the shm floor at W = 64 moves a thousand
 //! times more exchanges per second than tcp at W = 1, and a fixed count would measure one for
@@ -34,8 +35,9 @@ const FLOOR_SIZE: usize = 32;
 const SPIN: SpinPolicy = SpinPolicy::Forever;
 
 /// The open loop's caller spins as the load section's does: a sender that polls for every
-/// reply without end falls behind its own schedule (in one `lab --quick` on this VM, with other
-/// work on its CPUs, 77-100% of its sends went late at every u).
+/// reply without end falls behind its own schedule sooner (in one `lab --quick` on this VM,
+/// with other work on its CPUs, 77-100% of its sends went late at every u; spinning adaptively,
+/// 20-95% in the next run).
 const OPEN_LOOP_SPIN: SpinPolicy = SpinPolicy::Adaptive;
 
 /// No run makes more than this many exchanges, whatever the rate it is sized from.
@@ -49,8 +51,7 @@ pub(crate) const STEPS: u64 = 2 * TRANSPORTS.len() as u64;
 
 pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
     for scheme in TRANSPORTS {
-        let s = series(lab, scheme);
-        results.saturation.push(s);
+        results.saturation.push(series(lab, scheme));
     }
 }
 

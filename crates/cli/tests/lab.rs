@@ -37,9 +37,16 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert!(status.success(), "lab failed: {out}");
     assert!(started.elapsed() < Duration::from_secs(180), "--quick must stay near 2 minutes: {:?}", started.elapsed());
-    for heading in
-        ["The ladder", "A busy server", "Threads", "Load", "Cold calls", "Peers", "Where the time of a null call"]
-    {
+    for heading in [
+        "The ladder",
+        "A busy server",
+        "Threads",
+        "Load",
+        "Saturation",
+        "Cold calls",
+        "Peers",
+        "Where the time of a null call",
+    ] {
         assert!(out.contains(heading), "terminal output lacks {heading:?}:\n{out}");
     }
 
@@ -61,13 +68,14 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
     }
     assert!(!results.threads.is_empty() && !results.load.is_empty() && !results.cold.is_empty());
     assert!(results.peers.iter().any(|p| p.system == "lowlat" && p.p50_ns.is_some()));
+    saturation_is_complete(&results);
 
     let logs = std::fs::read_dir(dir.path().join("histograms")).unwrap().count();
     assert!(logs >= 10, "only {logs} histogram logs");
 
     let html_path = dir.path().join("report.html");
     let html = std::fs::read_to_string(&html_path).unwrap();
-    for id in ["ladder", "busy", "threads", "load", "cold", "peers", "accounting"] {
+    for id in ["ladder", "busy", "threads", "load", "saturation", "cold", "peers", "accounting"] {
         assert!(html.contains(&format!("<section id=\"{id}\"")), "report lacks section {id}");
     }
     assert!(html.contains("<svg"), "report has no plots");
@@ -81,4 +89,61 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
     let d = drawn_pixels(&png, 4).unwrap();
     assert!(d.total() * 100 > 1280 * 4000, "the page looks blank: {d:?}");
     assert!(d.per_band.iter().all(|b| *b > 1000), "part of the page is empty: {d:?}");
+}
+
+/// The saturation section: shm, udp and tcp, each with every W measured (calls/s, the server's
+/// CPU per call, the floor and the ratio to it where the path has a floor), and open-loop points
+/// at increasing u with r = s/(1-u) computed from the single call's median.
+fn saturation_is_complete(results: &lowlat_report::Results) {
+    let names: Vec<&str> = results.saturation.iter().map(|s| s.transport.as_str()).collect();
+    assert_eq!(names, ["shm", "udp", "tcp"], "saturation series");
+    // The section stays a small part of --quick (14 s on a 2-vCPU VM shared with two builds).
+    let seconds: f64 = results.saturation.iter().map(|s| s.seconds).sum();
+    assert!(seconds > 0.0 && seconds < 60.0, "the saturation section took {seconds:.1} s");
+    let finite = |v: Option<f64>| v.is_some_and(|x| x.is_finite() && x > 0.0);
+    for s in &results.saturation {
+        let t = &s.transport;
+        assert!(s.skipped.is_none(), "{t}: {:?}", s.skipped);
+        let ws: Vec<u32> = s.rows.iter().map(|r| r.in_flight).collect();
+        assert_eq!(ws, [1, 4, 16, 64], "{t}: W");
+        let has_floor = t != "tcp";
+        assert_eq!(s.floor.is_some(), has_floor, "{t}: floor {:?}", s.floor);
+        assert_eq!(s.no_floor.is_some(), !has_floor, "{t}: no floor {:?}", s.no_floor);
+        for r in &s.rows {
+            let w = r.in_flight;
+            assert!(r.skipped.is_none(), "{t} W = {w}: {:?}", r.skipped);
+            assert!(finite(r.calls_per_s), "{t} W = {w}: calls/s {:?}", r.calls_per_s);
+            assert!(finite(r.p50_ns) && r.p50_ns <= r.p99_ns, "{t} W = {w}: {:?} {:?}", r.p50_ns, r.p99_ns);
+            assert!(finite(r.server_cpu_ns_per_call), "{t} W = {w}: server CPU {:?}", r.server_cpu_ns_per_call);
+            if has_floor {
+                assert!(finite(r.floor_exchanges_per_s), "{t} W = {w}: floor {:?}", r.floor_exchanges_per_s);
+                assert!(finite(r.floor_server_cpu_ns_per_exchange) && finite(r.floor_client_cpu_ns_per_exchange));
+                let ratio = r.calls_per_s.unwrap() / r.floor_exchanges_per_s.unwrap();
+                assert_eq!(r.over_floor, Some(ratio), "{t} W = {w}: the ratio is calls/s over the floor's");
+            } else {
+                assert!(r.floor_exchanges_per_s.is_none() && r.over_floor.is_none(), "{t} W = {w}: a floor");
+            }
+        }
+        let single = s.rows[0].p50_ns;
+        assert_eq!(s.service_ns, single, "{t}: s is the single call's median");
+        let best = s.rows.iter().filter_map(|r| r.calls_per_s).fold(0.0, f64::max);
+        assert_eq!(s.saturated_calls_per_s, Some(best), "{t}: the saturated rate is the best W's");
+        assert!(s.points.len() >= 5, "{t}: {} open-loop points", s.points.len());
+        let service = s.service_ns.unwrap();
+        for (i, p) in s.points.iter().enumerate() {
+            assert!(p.offered_fraction > 0.0 && p.offered_fraction < 1.0, "{t}: u = {}", p.offered_fraction);
+            if i > 0 {
+                assert!(p.offered_fraction > s.points[i - 1].offered_fraction, "{t}: u does not increase");
+            }
+            assert!((p.offered_calls_per_s - p.offered_fraction * best).abs() < 1e-6 * best, "{t}: offered rate");
+            assert!(p.p50_ns > 0.0 && p.p50_ns <= p.p99_ns, "{t} u = {}: {p:?}", p.offered_fraction);
+            let r = lowlat_report::model_response_ns(service, p.offered_fraction);
+            assert!(
+                (p.model_ns - r).abs() <= 1e-9 * r,
+                "{t} u = {}: model {} against s/(1-u) {r}",
+                p.offered_fraction,
+                p.model_ns
+            );
+        }
+    }
 }

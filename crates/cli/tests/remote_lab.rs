@@ -326,6 +326,14 @@ fn quick_lab_across_two_namespaces() {
     assert!(r.threads.iter().filter(|t| t.transport == "udp").all(|t| t.calls_per_s.is_some()));
     assert!(r.cold.iter().filter(|c| c.transport == "tcp").all(|c| c.first_call_ns.is_some()));
     assert!(r.load.iter().all(|l| l.skipped.is_none()), "{:?}", r.load);
+    // Saturation across the link: udp against the link's floor, tcp alone; shm stays here.
+    for s in r.saturation.iter().filter(|s| s.transport != "shm") {
+        assert!(s.skipped.is_none() && !s.points.is_empty(), "{}: {:?}", s.transport, s.skipped);
+        for row in &s.rows {
+            assert!(row.calls_per_s.is_some() && row.skipped.is_none(), "{}: {row:?}", s.transport);
+            assert_eq!(row.floor_exchanges_per_s.is_some(), s.transport == "udp", "{}: {row:?}", s.transport);
+        }
+    }
 
     assert!(text.contains("Two hosts") && text.contains("the link's floor"), "{text}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();

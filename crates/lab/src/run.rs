@@ -37,7 +37,7 @@ const LOCAL_ONLY: [&str; 4] = [
     "shared memory (shm-spin, shm-block) and Unix sockets: same-machine transports",
     "accounting: it joins both sides' moments of each call on one clock, which two hosts do not share",
     "peers: their scripts start their servers on this machine, so lowlat's rows beside them stay here too",
-    "the busy server's, threads', load's, cold calls' and sizes' shm rows",
+    "the busy server's, threads', load's, saturation's, cold calls' and sizes' shm rows",
 ];
 
 /// Binds to the agent and learns both ends of the link.
@@ -150,6 +150,7 @@ pub fn run_lab(
         busy_server: BusyServer { workload: workload::description(), workload_alone_ns: None, rows: Vec::new() },
         threads: Vec::new(),
         load: Vec::new(),
+        saturation: Vec::new(),
         cold: Vec::new(),
         peers: Vec::new(),
         accounting: Vec::new(),

@@ -12,6 +12,7 @@ mod ladder;
 mod load;
 mod palette;
 mod peers;
+mod saturation;
 mod threads;
 
 use std::fmt::Write as _;
@@ -59,6 +60,7 @@ pub fn render_html(r: &Results) -> String {
         .chain(r.size_sweep.iter().map(|x| &x.transport))
         .chain(r.threads.iter().map(|x| &x.transport))
         .chain(r.load.iter().map(|x| &x.transport))
+        .chain(r.saturation.iter().map(|x| &x.transport))
         .chain(r.cold.iter().map(|x| &x.transport))
         .chain(r.accounting.iter().map(|x| &x.transport))
     {
@@ -86,13 +88,17 @@ pub fn render_html(r: &Results) -> String {
     let _ = write!(out, r#"<section id="load"><h2>4. Load: latency against offered load</h2>"#);
     load::load(&mut out, &r.load);
     out.push_str("</section>");
-    let _ = write!(out, r#"<section id="cold"><h2>5. Cold calls: the first call after idleness</h2>"#);
+    let _ =
+        write!(out, r#"<section id="saturation"><h2>5. Saturation: calls in flight against the throughput floor</h2>"#);
+    saturation::saturation(&mut out, &r.saturation, &pal);
+    out.push_str("</section>");
+    let _ = write!(out, r#"<section id="cold"><h2>6. Cold calls: the first call after idleness</h2>"#);
     cold::cold(&mut out, &r.cold, &pal);
     out.push_str("</section>");
-    let _ = write!(out, r#"<section id="peers"><h2>6. Peers: other RPC systems on this machine</h2>"#);
+    let _ = write!(out, r#"<section id="peers"><h2>7. Peers: other RPC systems on this machine</h2>"#);
     peers::peers(&mut out, &r.peers);
     out.push_str("</section>");
-    let _ = write!(out, r#"<section id="accounting"><h2>7. Accounting: where the time of a call goes</h2>"#);
+    let _ = write!(out, r#"<section id="accounting"><h2>8. Accounting: where the time of a call goes</h2>"#);
     accounting::accounting(&mut out, &r.accounting);
     out.push_str("</section>");
     let _ = write!(
@@ -164,6 +170,6 @@ fn header(out: &mut String, r: &Results) {
         remote_host(out, remote);
     }
     out.push_str(
-        r##"</table><nav><b>Contents</b><ol><li><a href="#ladder">The ladder</a></li><li><a href="#busy">A busy server</a></li><li><a href="#threads">Threads</a></li><li><a href="#load">Load</a></li><li><a href="#cold">Cold calls</a></li><li><a href="#peers">Peers</a></li><li><a href="#accounting">Accounting</a></li></ol></nav></header>"##,
+        r##"</table><nav><b>Contents</b><ol><li><a href="#ladder">The ladder</a></li><li><a href="#busy">A busy server</a></li><li><a href="#threads">Threads</a></li><li><a href="#load">Load</a></li><li><a href="#saturation">Saturation</a></li><li><a href="#cold">Cold calls</a></li><li><a href="#peers">Peers</a></li><li><a href="#accounting">Accounting</a></li></ol></nav></header>"##,
     );
 }

@@ -29,6 +29,11 @@ pub struct Results {
     pub threads: Vec<ThreadsRow>,
     /// Open-loop latency against offered load, beside the queueing model r = s/(1-u).
     pub load: Vec<LoadSeries>,
+    /// Calls per second with W calls in flight against the machine's throughput floor, the
+    /// server's CPU per call, and latency against offered load up to the saturated rate.
+    /// Absent from files written before the section existed.
+    #[serde(default)]
+    pub saturation: Vec<SaturationSeries>,
     /// The first call after a period of idleness.
     pub cold: Vec<ColdRow>,
     /// Other RPC systems measured on the same machine in the same run.
@@ -349,6 +354,107 @@ pub fn model_response_ns(service_ns: f64, utilisation: f64) -> f64 {
         f64::INFINITY
     } else {
         service_ns / (1.0 - utilisation)
+    }
+}
+
+/// One transport driven to saturation (DESIGN principle 13): lowlat's calls per second with W
+/// calls in flight from one caller thread beside the machine's throughput floor at the same W,
+/// the server's CPU per call at each (Riddoch's per-request cost), and open-loop latency
+/// against offered load up to the saturated rate, beside r = s/(1-u).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaturationSeries {
+    /// Transport name.
+    pub transport: String,
+    /// Procedure called (`null`).
+    pub proc: String,
+    /// Bytes of argument and result per call (0 for the null call).
+    pub size: u32,
+    /// The floor's exchange, in words (the simplest pipelined exchange the machine allows on
+    /// this path); absent where there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<String>,
+    /// Why there is no floor for this transport, where there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_floor: Option<String>,
+    /// Bytes of each floor message.
+    pub floor_size: u32,
+    /// One row per W, in increasing order.
+    pub rows: Vec<SaturationRow>,
+    /// The unloaded service time s: the median of single calls, one at a time (the W = 1
+    /// row's p50), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ns: Option<f64>,
+    /// The saturated rate: the most calls per second of any row; offered load is a fraction
+    /// of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated_calls_per_s: Option<f64>,
+    /// The W of the row with the saturated rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated_in_flight: Option<u32>,
+    /// Open-loop latency at fractions u of the saturated rate, in increasing order; each
+    /// point's `model_ns` is r = s/(1-u) with s = `service_ns`.
+    pub points: Vec<LoadPoint>,
+    /// Why the series is missing or short, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// Seconds the series took to measure, servers started and stopped included.
+    pub seconds: f64,
+}
+
+/// One W of a [`SaturationSeries`]: lowlat's closed loop keeping W calls in flight, and the
+/// machine's floor exchange kept W ahead, measured in the same run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaturationRow {
+    /// Calls (and floor messages) kept in flight from one thread.
+    pub in_flight: u32,
+    /// lowlat's completed calls per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_s: Option<f64>,
+    /// Median call latency in the closed loop (from a call's making to its completion), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<f64>,
+    /// 99th percentile of the same, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<f64>,
+    /// The server's serving-thread CPU ns per call, from its own clock (a polling server's idle
+    /// polls between calls included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_ns_per_call: Option<f64>,
+    /// The floor's exchanges per second at the same W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_exchanges_per_s: Option<f64>,
+    /// The floor server's CPU ns per exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_server_cpu_ns_per_exchange: Option<f64>,
+    /// The floor client's CPU ns per exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_client_cpu_ns_per_exchange: Option<f64>,
+    /// lowlat's calls per second over the floor's exchanges per second ([`SaturationRow::over`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_floor: Option<f64>,
+    /// Why figures are missing, if any are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl SaturationRow {
+    /// `a / b` when both are known and the quotient is a finite number (a floor of 0/s gives
+    /// none rather than infinity, which `results.json` could not hold).
+    pub fn over(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+        let q = a? / b?;
+        q.is_finite().then_some(q)
+    }
+}
+
+impl SaturationSeries {
+    /// The row of the saturated rate: the one with the most calls per second.
+    pub fn saturated(&self) -> Option<&SaturationRow> {
+        self.rows
+            .iter()
+            .filter(|r| r.calls_per_s.is_some_and(f64::is_finite))
+            .max_by(|a, b| a.calls_per_s.unwrap_or(0.0).total_cmp(&b.calls_per_s.unwrap_or(0.0)))
     }
 }
 

@@ -132,6 +132,80 @@ pub fn sample_results() -> Results {
         })
         .collect();
 
+    // (transport, s µs, calls/s at W = 1, 4, 16, 64, floor exchanges/s at the same W or none).
+    type SatSample = (&'static str, f64, [f64; 4], Option<[f64; 4]>);
+    let sat: [SatSample; 3] = [
+        ("shm", 0.21, [1.2e6, 1.6e6, 1.6e6, 1.55e6], Some([4.7e6, 8.8e6, 16.3e6, 15.9e6])),
+        ("udp", 9.7, [103e3, 174e3, 184e3, 178e3], Some([112e3, 230e3, 255e3, 258e3])),
+        ("tcp", 15.0, [65e3, 96e3, 111e3, 110e3], None),
+    ];
+    let saturation = sat
+        .iter()
+        .map(|&(t, s_us, calls, floor)| {
+            let s = s_us * 1000.0;
+            let rows: Vec<SaturationRow> = [1u32, 4, 16, 64]
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| {
+                    let f = floor.map(|f| f[i]);
+                    SaturationRow {
+                        in_flight: w,
+                        calls_per_s: Some(calls[i]),
+                        p50_ns: Some(f64::from(w) * 1e9 / calls[i]),
+                        p99_ns: Some(3.0 * f64::from(w) * 1e9 / calls[i]),
+                        server_cpu_ns_per_call: Some(0.9e9 / calls[i]),
+                        floor_exchanges_per_s: f,
+                        floor_server_cpu_ns_per_exchange: f.map(|f| 0.9e9 / f),
+                        floor_client_cpu_ns_per_exchange: f.map(|f| 0.95e9 / f),
+                        over_floor: SaturationRow::over(Some(calls[i]), f),
+                        skipped: None,
+                    }
+                })
+                .collect();
+            let top = calls.iter().copied().fold(0.0, f64::max);
+            let points = [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95]
+                .iter()
+                .map(|&u| {
+                    let model = model_response_ns(s, u);
+                    LoadPoint {
+                        offered_fraction: u,
+                        offered_calls_per_s: u * top,
+                        achieved_calls_per_s: u * top * 0.99,
+                        p50_ns: model * (1.1 + 2.0 * u),
+                        p99_ns: model * (4.0 + 8.0 * u),
+                        p999_ns: model * (8.0 + 16.0 * u),
+                        model_ns: model,
+                        sent_calls_per_s: Some(u * top),
+                        max_lag_ns: Some(if u < 0.9 { 6_000.0 } else { 250_000.0 }),
+                        late_fraction: Some(if u < 0.9 { 0.002 } else { 0.08 }),
+                        sustained: Some(u < 0.9),
+                        busy: Some(0),
+                        failed: Some(0),
+                    }
+                })
+                .collect();
+            let (floor, no_floor) = match floor {
+                Some(_) => (Some("the simplest pipelined exchange of the path".to_owned()), None),
+                None => (None, Some("no throughput floor for a byte stream".to_owned())),
+            };
+            SaturationSeries {
+                transport: t.to_owned(),
+                proc: "null".into(),
+                size: 0,
+                floor,
+                no_floor,
+                floor_size: 32,
+                service_ns: Some(s),
+                saturated_calls_per_s: Some(top),
+                saturated_in_flight: Some(16),
+                rows,
+                points,
+                skipped: None,
+                seconds: 4.2,
+            }
+        })
+        .collect();
+
     let mut cold = Vec::new();
     for (t, warm) in [("shm-spin", 0.95), ("shm-block", 14.1), ("udp", 5.9), ("tcp", 8.1)] {
         for (idle, f) in [(1u32, 2.5), (10, 4.0), (100, 6.5)] {
@@ -261,6 +335,7 @@ pub fn sample_results() -> Results {
         },
         threads,
         load,
+        saturation,
         cold,
         peers,
         accounting,

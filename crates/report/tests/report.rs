@@ -160,6 +160,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("busy", "A busy server"),
     ("threads", "Threads"),
     ("load", "Load"),
+    ("saturation", "Saturation"),
     ("cold", "Cold calls"),
     ("peers", "Peers"),
     ("accounting", "Accounting"),
@@ -181,6 +182,8 @@ fn page_has_every_section_and_plot() {
         "MAXRESULT(1440) data rate against caller threads",
         "latency against offered load",
         "model s/(1−u)",
+        "Throughput against calls in flight, beside the floor",
+        "latency against offered load up to saturation",
         "Where the time of a null call goes",
         "Peers: median round trip",
         "The first call after idleness",
@@ -241,6 +244,7 @@ fn empty_results_render_every_section_with_a_note() {
         busy_server: BusyServer { workload: "none".into(), workload_alone_ns: None, rows: vec![] },
         threads: vec![],
         load: vec![],
+        saturation: vec![],
         cold: vec![],
         peers: vec![],
         accounting: vec![],
@@ -304,4 +308,93 @@ fn a_run_across_two_hosts_names_both_machines_and_the_links_floor() {
     let value = serde_json::to_value(&r).unwrap();
     schema::validate(&value).unwrap();
     assert_eq!(lowlat_report::Results::from_json(&r.to_json()).unwrap(), r);
+}
+
+/// The text of one section of the page.
+fn section<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!(r#"<section id="{id}">"#)).unwrap_or_else(|| panic!("no section {id}"));
+    let len = html[start..].find("</section>").expect("a section ends");
+    &html[start..start + len]
+}
+
+#[test]
+fn saturation_section_has_its_table_its_plots_and_the_model_drawn_from_s() {
+    let r = sample_results();
+    assert!(!r.saturation.is_empty());
+    let html = render_html(&r);
+    let sat = section(&html, "saturation");
+    for head in ["W", "calls/s", "×floor", "server CPU ns/call", "floor exchanges/s", "floor CPU ns/exchange (server)"]
+    {
+        assert!(sat.contains(&format!("<th>{head}</th>")), "the table lacks the column {head:?}");
+    }
+    for s in &r.saturation {
+        // One table row per W, and a row's ratio to the floor where there is a floor.
+        for row in &s.rows {
+            let cells = format!("{}</td><td>{}</td>", lowlat_report::svg::esc(&s.transport), row.in_flight);
+            assert!(sat.contains(&cells), "no row for {} W = {}", s.transport, row.in_flight);
+            if let Some(x) = row.over_floor {
+                assert!(sat.contains(&format!("{x:.2}×")), "{} W = {}: no ratio {x:.2}", s.transport, row.in_flight);
+            }
+        }
+        let title = format!("{}: latency against offered load up to saturation", s.transport);
+        assert!(sat.contains(&title), "no plot {title:?}");
+    }
+    // tcp has no floor, and says so rather than showing one.
+    assert!(sat.contains("tcp: no throughput floor for a byte stream"));
+    assert!(sat.contains("shm: floor: the simplest pipelined exchange of the path, 32 bytes each way"));
+    assert!(sat.contains("Throughput against calls in flight, beside the floor"));
+    // Every latency plot draws r = s/(1-u) as a curve from u = 0 to the highest u offered,
+    // computed from s: its 61 points rise from s (at u = 0) as the model does.
+    let curves: Vec<&str> = sat
+        .split("<polyline points=\"")
+        .skip(1)
+        .map(|p| &p[..p.find("/>").expect("a polyline ends")])
+        .filter(|p| p.contains(r##"stroke="#52606d""##) && p.contains("stroke-dasharray"))
+        .map(|p| &p[..p.find('"').unwrap()])
+        .collect();
+    assert_eq!(curves.len(), r.saturation.len(), "one model curve per transport");
+    for c in curves {
+        let ys: Vec<f64> = c.split(' ').map(|xy| xy.split(',').nth(1).unwrap().parse().unwrap()).collect();
+        assert_eq!(ys.len(), 61, "the model is a curve, not the points' values: {c}");
+        assert!(ys.windows(2).all(|w| w[1] <= w[0]), "r = s/(1-u) rises with u (y grows upwards): {c}");
+        assert!(ys[0] > ys[60], "the curve rises: {c}");
+    }
+    // A series that could not run says why.
+    let mut broken = r.clone();
+    broken.saturation[0].points.clear();
+    broken.saturation[0].skipped = Some("open loop at u = 0.1: the server did not answer".into());
+    broken.saturation[1].rows[2].skipped = Some("the floor's server did not report its CPU time".into());
+    let html = render_html(&broken);
+    let sat = section(&html, "saturation");
+    assert!(sat.contains("skipped: open loop at u = 0.1: the server did not answer"));
+    assert!(sat.contains("W = 16: the floor&#39;s server did not report its CPU time"));
+    // No saturation measured: the section is there and says so.
+    let mut none = r.clone();
+    none.saturation.clear();
+    let html = render_html(&none);
+    assert!(section(&html, "saturation").contains("No saturation measurements in this run."));
+}
+
+#[test]
+fn saturation_arithmetic() {
+    assert_eq!(SaturationRow::over(Some(3.0e6), Some(12.0e6)), Some(0.25));
+    assert_eq!(SaturationRow::over(Some(3.0e6), None), None);
+    assert_eq!(SaturationRow::over(None, Some(1.0)), None);
+    assert_eq!(SaturationRow::over(Some(1.0), Some(0.0)), None, "a floor of 0/s gives no ratio, not infinity");
+    let s = &sample_results().saturation[0];
+    let best = s.saturated().unwrap();
+    assert!(s.rows.iter().all(|r| r.calls_per_s <= best.calls_per_s));
+    let mut none = s.clone();
+    none.rows.iter_mut().for_each(|r| r.calls_per_s = None);
+    assert!(none.saturated().is_none());
+}
+
+#[test]
+fn results_without_a_saturation_section_still_read() {
+    // Files written before the section existed have no "saturation" field.
+    let mut doc: Value = serde_json::from_str(&sample_results().to_json()).unwrap();
+    doc.as_object_mut().unwrap().remove("saturation");
+    schema::validate(&doc).unwrap();
+    let r = Results::from_json(&doc.to_string()).unwrap();
+    assert!(r.saturation.is_empty());
 }

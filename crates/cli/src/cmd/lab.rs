@@ -16,10 +16,10 @@ pub(crate) struct Args {
     out: Option<PathBuf>,
     /// Measure across the link to HOST[:PORT] (default port 7460), where `lowlat agent` runs:
     /// the ladder's udp, tcp, onc+udp and onc+tcp rungs (eth and xdp when both sides are root)
-    /// and the busy server, threads, load, cold calls and sizes of udp and tcp, with their
-    /// servers there and the callers here. Shared memory, Unix sockets, accounting and the
-    /// peers stay on this machine, and the report says so; it names both machines and shows
-    /// the link's floor (two connected UDP sockets across it).
+    /// and the busy server, threads, load, saturation, cold calls and sizes of udp and tcp,
+    /// with their servers there and the callers here. Shared memory, Unix sockets, accounting
+    /// and the peers stay on this machine, and the report says so; it names both machines and
+    /// shows the link's floor (two connected UDP sockets across it).
     #[arg(long, value_name = "HOST[:PORT]", requires = "agent_key")]
     remote: Option<String>,
     /// With --remote: the key file the agent was started with (`lowlat agent --psk-file`).

@@ -9,6 +9,7 @@ mod ethernet;
 mod ladder;
 mod load;
 mod peers;
+mod saturation;
 mod size_sweep;
 mod threads;
 
@@ -24,6 +25,7 @@ pub(crate) const STEPS: u64 = ladder::STEPS
     + busy_server::STEPS
     + threads::STEPS
     + load::STEPS
+    + saturation::STEPS
     + cold::STEPS
     + peers::STEPS
     + accounting::STEPS
@@ -37,6 +39,7 @@ pub(crate) fn run_all(lab: &mut Lab, results: &mut Results, out: &Path) -> Vec<(
     busy_server::run(lab, results);
     threads::run(lab, results);
     load::run(lab, results);
+    saturation::run(lab, results);
     cold::run(lab, results);
     peers::run(lab, results, out);
     let sends = accounting::run(lab, results);

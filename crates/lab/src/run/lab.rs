@@ -29,6 +29,9 @@ pub(crate) struct Scale {
     pub(crate) calls: u64,
     pub(crate) threads_calls: u64,
     pub(crate) load_seconds: f64,
+    /// Seconds each closed-loop run of the saturation section aims at (its counts are sized
+    /// from the rate the run before measured).
+    pub(crate) saturation_seconds: f64,
     pub(crate) cold_repeats: u32,
     pub(crate) peer_calls: u64,
     pub(crate) sweep: &'static [usize],
@@ -38,6 +41,7 @@ pub(crate) const QUICK: Scale = Scale {
     calls: 5_000,
     threads_calls: 4_000,
     load_seconds: 0.25,
+    saturation_seconds: 0.1,
     cold_repeats: 3,
     peer_calls: 2_000,
     sweep: &[32, 1024, 16384],
@@ -46,6 +50,7 @@ pub(crate) const FULL: Scale = Scale {
     calls: 50_000,
     threads_calls: 40_000,
     load_seconds: 1.5,
+    saturation_seconds: 1.0,
     cold_repeats: 15,
     peer_calls: 10_000,
     sweep: &[32, 256, 1024, 4096, 16384, 65536],

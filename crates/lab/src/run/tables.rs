@@ -13,6 +13,7 @@ pub(crate) fn print(r: &Results, sends: &[(f64, f64)]) {
     busy_server(r);
     threads(r);
     load(r);
+    saturation(r);
     cold(r);
     peers(r);
     accounting(r, sends);
@@ -149,6 +150,65 @@ fn load(r: &Results) {
                 if p.sustained == Some(false) { "  *" } else { "" }
             );
         }
+    }
+}
+
+fn saturation(r: &Results) {
+    println!(
+        "\n== Saturation: null calls/s with W in flight from one caller thread against the machine's throughput \
+         floor at the same W (both sides polling); CPU ns per call (server) and per exchange (floor) =="
+    );
+    let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.0}"));
+    for s in &r.saturation {
+        match (&s.floor, &s.no_floor) {
+            (Some(f), _) => println!("{}: floor {f}, {} B messages", s.transport, s.floor_size),
+            (None, Some(why)) => println!("{}: {why}", s.transport),
+            (None, None) => println!("{}:", s.transport),
+        }
+        println!(
+            "  {:>3} | {:>11} {:>9} {:>9} {:>10} | {:>11} {:>9} {:>9} | {:>8}",
+            "W", "calls/s", "p50 µs", "p99 µs", "server ns", "floor exch/s", "srv ns", "cli ns", "/floor"
+        );
+        for row in &s.rows {
+            println!(
+                "  {:>3} | {:>11} {:>9} {:>9} {:>10} | {:>11} {:>9} {:>9} | {:>8}{}",
+                row.in_flight,
+                num(row.calls_per_s),
+                opt_us(row.p50_ns),
+                opt_us(row.p99_ns),
+                num(row.server_cpu_ns_per_call),
+                num(row.floor_exchanges_per_s),
+                num(row.floor_server_cpu_ns_per_exchange),
+                num(row.floor_client_cpu_ns_per_exchange),
+                row.over_floor.map_or("-".into(), |x| format!("{x:.2}x")),
+                row.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
+            );
+        }
+        if !s.points.is_empty() {
+            println!(
+                "  open loop against the saturated rate {} calls/s (W = {}); s = {} µs (one call at a time, p50):",
+                num(s.saturated_calls_per_s),
+                s.saturated_in_flight.map_or("-".into(), |w| w.to_string()),
+                opt_us(s.service_ns)
+            );
+        }
+        for p in &s.points {
+            println!(
+                "  u={:.2}  {:>9.0} calls/s  p50 {:>8} p99 {:>8} µs   r = s/(1-u) {:>8} µs   lag max {:>8} µs, {:.1}% late{}",
+                p.offered_fraction,
+                p.offered_calls_per_s,
+                us(p.p50_ns as u64),
+                us(p.p99_ns as u64),
+                us(p.model_ns as u64),
+                p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
+                100.0 * p.late_fraction.unwrap_or(0.0),
+                if p.sustained == Some(false) { "  *" } else { "" }
+            );
+        }
+        if let Some(why) = &s.skipped {
+            println!("  skipped: {why}");
+        }
+        println!("  ({} measured in {:.1} s)", s.transport, s.seconds);
     }
 }
 

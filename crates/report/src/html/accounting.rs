@@ -1,4 +1,4 @@
-//! Section 7, accounting: where the time of a call goes, measured against predicted, and the
+//! Section 8, accounting: where the time of a call goes, measured against predicted, and the
 //! untraced call above the machine's floor.
 
 use std::fmt::Write as _;

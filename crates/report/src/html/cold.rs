@@ -1,4 +1,4 @@
-//! Section 5, cold calls: the first call after idleness beside a warm one.
+//! Section 6, cold calls: the first call after idleness beside a warm one.
 
 use std::fmt::Write as _;
 

@@ -1,9 +1,11 @@
-//! Section 4, load: latency against offered load beside the queueing model, per transport.
+//! Section 4, load: latency against offered load beside the queueing model, per transport. The
+//! figure and table of one series of open-loop points ([`latency_against_load`]) are also the
+//! saturation section's.
 
 use std::fmt::Write as _;
 
 use crate::html::cells::{empty, figure, opt_num, opt_us, size_label, us};
-use crate::model::LoadSeries;
+use crate::model::{model_response_ns, LoadPoint, LoadSeries};
 use crate::svg::{esc, fmt_num, Axis, LinePlot, Scale, Series, Style};
 
 pub(super) fn load(out: &mut String, series: &[LoadSeries]) {
@@ -19,78 +21,102 @@ pub(super) fn load(out: &mut String, series: &[LoadSeries]) {
     if series.is_empty() {
         return empty(out, "load measurements");
     }
-    let colors = ["#1f77b4", "#ff7f0e", "#d62728", "#52606d"];
     for s in series {
         let _ = write!(out, "<h3>{} · {} {}</h3>", esc(&s.transport), esc(&s.proc.to_uppercase()), size_label(s.size));
         if let Some(reason) = &s.skipped {
             let _ = write!(out, r#"<p class="empty">skipped: {}</p>"#, esc(reason));
         }
-        if s.points.is_empty() {
-            continue;
-        }
-        let pct = |u: f64| u * 100.0;
-        let mut lines: Vec<Series> = [("p50", 0usize), ("p99", 1), ("p99.9", 2)]
-            .iter()
-            .map(|&(name, i)| Series {
-                name: format!("measured {name}"),
-                color: colors[i].into(),
-                points: s
-                    .points
-                    .iter()
-                    .map(|p| {
-                        let v = [p.p50_ns, p.p99_ns, p.p999_ns][i];
-                        (pct(p.offered_fraction), v / 1000.0)
-                    })
-                    .collect(),
-                style: Style::LineMarkers,
-            })
-            .collect();
-        lines.push(Series {
-            name: "model s/(1−u)".into(),
-            color: colors[3].into(),
-            points: s.points.iter().map(|p| (pct(p.offered_fraction), p.model_ns / 1000.0)).collect(),
-            style: Style::Dashed,
-        });
-        let x = Axis { label: "offered load (% of capacity)".into(), scale: Scale::Linear, min: 0.0, max: 100.0 };
-        let y = Axis::fit(
-            "latency (µs, log scale)",
-            Scale::Log,
-            lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)),
-            false,
-        );
-        let title = format!("{}: latency against offered load", s.transport);
-        figure(
+        latency_against_load(
             out,
-            &LinePlot { title, x, y, series: lines }.render(),
+            &format!("{}: latency against offered load", s.transport),
+            "offered load (% of capacity)",
+            &s.points,
+            s.service_ns,
             &format!(
                 "Capacity {} calls/s; service time s = {} µs.",
                 opt_num(s.capacity_calls_per_s),
                 opt_us(s.service_ns)
             ),
         );
-        out.push_str(
-            r#"<table><tr><th>offered load</th><th>offered calls/s</th><th>achieved calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>model r</th><th>generator</th></tr>"#,
-        );
-        for p in &s.points {
-            // A point whose generator fell behind measured its own backlog too: say so.
-            let generator = match (p.sustained, p.max_lag_ns) {
-                (Some(false), lag) => format!("not sustained (lag up to {})", lag.map_or("?".into(), us)),
-                (Some(true), Some(lag)) => format!("on schedule (lag up to {})", us(lag)),
-                _ => "-".into(),
-            };
-            let _ = write!(
-                out,
-                "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                fmt_num(pct(p.offered_fraction)),
-                fmt_num(p.offered_calls_per_s),
-                fmt_num(p.achieved_calls_per_s),
-                us(p.p50_ns),
-                us(p.p99_ns),
-                us(p.p999_ns),
-                us(p.model_ns),
-                generator
-            );
-        }
-        out.push_str("</table>");
     }
+}
+
+/// Colours of the measured p50, p99, p99.9 and of the model.
+const COLORS: [&str; 4] = ["#1f77b4", "#ff7f0e", "#d62728", "#52606d"];
+
+/// The plot of `points`' latencies (p50, p99, p99.9) against their offered load u, with the
+/// model r = s/(1−u) beside them (a curve from u = 0 when the service time s is known, else
+/// through the points' own `model_ns`), then their table. Nothing for no points.
+pub(super) fn latency_against_load(
+    out: &mut String,
+    title: &str,
+    x_label: &str,
+    points: &[LoadPoint],
+    service_ns: Option<f64>,
+    caption: &str,
+) {
+    if points.is_empty() {
+        return;
+    }
+    let pct = |u: f64| u * 100.0;
+    let mut lines: Vec<Series> = [("p50", 0usize), ("p99", 1), ("p99.9", 2)]
+        .iter()
+        .map(|&(name, i)| Series {
+            name: format!("measured {name}"),
+            color: COLORS[i].into(),
+            points: points
+                .iter()
+                .map(|p| {
+                    let v = [p.p50_ns, p.p99_ns, p.p999_ns][i];
+                    (pct(p.offered_fraction), v / 1000.0)
+                })
+                .collect(),
+            style: Style::LineMarkers,
+        })
+        .collect();
+    // The model as a curve up to the highest load offered (it is infinite at u = 1).
+    let top = points.iter().map(|p| p.offered_fraction).fold(0.0, f64::max).min(0.99);
+    let model: Vec<(f64, f64)> = match service_ns {
+        Some(s) if s.is_finite() && s > 0.0 => {
+            let steps = 60;
+            (0..=steps)
+                .map(|i| top * f64::from(i) / f64::from(steps))
+                .map(|u| (pct(u), model_response_ns(s, u) / 1000.0))
+                .collect()
+        }
+        _ => points.iter().map(|p| (pct(p.offered_fraction), p.model_ns / 1000.0)).collect(),
+    };
+    lines.push(Series { name: "model s/(1−u)".into(), color: COLORS[3].into(), points: model, style: Style::Dashed });
+    let x = Axis { label: x_label.into(), scale: Scale::Linear, min: 0.0, max: 100.0 };
+    let y = Axis::fit(
+        "latency (µs, log scale)",
+        Scale::Log,
+        lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)),
+        false,
+    );
+    figure(out, &LinePlot { title: title.into(), x, y, series: lines }.render(), caption);
+    out.push_str(
+        r#"<table><tr><th>offered load</th><th>offered calls/s</th><th>achieved calls/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>model r</th><th>generator</th></tr>"#,
+    );
+    for p in points {
+        // A point whose generator fell behind measured its own backlog too: say so.
+        let generator = match (p.sustained, p.max_lag_ns) {
+            (Some(false), lag) => format!("not sustained (lag up to {})", lag.map_or("?".into(), us)),
+            (Some(true), Some(lag)) => format!("on schedule (lag up to {})", us(lag)),
+            _ => "-".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            fmt_num(pct(p.offered_fraction)),
+            fmt_num(p.offered_calls_per_s),
+            fmt_num(p.achieved_calls_per_s),
+            us(p.p50_ns),
+            us(p.p99_ns),
+            us(p.p999_ns),
+            us(p.model_ns),
+            generator
+        );
+    }
+    out.push_str("</table>");
 }

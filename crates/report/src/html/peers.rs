@@ -1,4 +1,4 @@
-//! Section 6, peers: other RPC systems on this machine, as a bar chart and a table.
+//! Section 7, peers: other RPC systems on this machine, as a bar chart and a table.
 
 use std::fmt::Write as _;
 

@@ -127,6 +127,12 @@ impl Connection {
     /// Notes a call served at `now` (the server's lagging clock); returns how long the connection
     /// was idle before it, for the adaptive budget.
     fn called(&mut self, now: Instant) -> Duration {
+        // The clock is read every 64 polls, so calls in a row mostly see the moment the last
+        // saw: idle zero, without the subtraction of two instants (~40 instructions a call).
+        if now == self.last_active {
+            self.called_since_check = true;
+            return Duration::ZERO;
+        }
         let idle = now.saturating_duration_since(self.last_active);
         self.last_active = now;
         self.called_since_check = true;

@@ -13,6 +13,9 @@
 //!     target/release/examples/count_calls shm null 2000
 //! ```
 //!
+//! The server's count runs from the look that finds a call to its next look; with
+//! LOWLAT_COUNT_TO_REPLY=1 in the environment, only until its reply is out.
+//!
 //! Usage: `count_calls SCHEME null|minus CALLS [WARMUP]`. The first WARMUP calls (default 200)
 //! open channels, grow buffers and settle the spinners; then both threads' counts are zeroed
 //! (callgrind zeroes the calling thread's: the serving thread's are zeroed by a procedure of
@@ -50,6 +53,7 @@ fn run() -> Result<(), String> {
         Some(w) => w.parse().map_err(|_| format!("WARMUP: not a number: {w}"))?,
         None => 200,
     };
+    lowlat_sys::callgrind::set_reply_ends_count(std::env::var_os("LOWLAT_COUNT_TO_REPLY").is_some_and(|v| v == "1"));
     let minus = match proc.as_str() {
         "null" => false,
         "minus" => true,

@@ -6,8 +6,9 @@
 //! (`cargo build --release -p lowlat-lab --features callgrind --example count_calls`): the
 //! laboratory's generated client calling the laboratory's service in the same process, both
 //! busy-polling, with marks on the call path so that callgrind collects a thread's instructions
-//! only from the call to its return on the client and from the look that finds a frame to the
-//! next look on the server; a look that finds nothing, the waiting, is never counted. In that
+//! only from the call to its return on the client and from the look that finds a call to its
+//! reply out on the server (and, counted apart, on to the server's next look: the bookkeeping
+//! after the reply); a look that finds nothing, the waiting, is never counted. In that
 //! build a wait never leaves its clock-free polls (under valgrind the threads take turns, and
 //! the answer would take longer than a fast peer's): the count is the common case's, a reply
 //! found within them. [`count`] runs it under valgrind, reads callgrind's output files (one per
@@ -101,7 +102,7 @@ pub enum Side {
 /// The part of an instruction compiled from `file` and run in function `func` on `side`, or
 /// `None` for the marks' own instructions.
 pub fn part_of(file: &str, func: &str, side: Side) -> Option<Part> {
-    if func.starts_with(lowlat_sys::callgrind::MARK_FUNCTION) {
+    if func.starts_with(lowlat_sys::callgrind::MARKS_MODULE) {
         return None;
     }
     let in_crate = |c: &str| file.contains(&format!("/crates/{c}/"));
@@ -279,22 +280,42 @@ const COUNT_TIMEOUT: Duration = Duration::from_secs(300);
 /// onc+udp, onc+tcp) with the counting build `bin`, under callgrind, after a warm-up of as many
 /// calls (at most [`WARMUP`]) that is not counted.
 pub fn count(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<Instructions, CountError> {
-    let (client, server) = count_by_function(bin, scheme, procedure, calls)?;
+    let (client, server) = count_by_function(bin, scheme, procedure, calls, Window::ToReply)?;
     let (client, server) = (parts_per_call(&client, Side::Client, calls), parts_per_call(&server, Side::Server, calls));
+    let (_, to_next_look) = count_by_function(bin, scheme, procedure, calls, Window::ToNextLook)?;
+    let to_next_look: f64 = parts_per_call(&to_next_look, Side::Server, calls).iter().map(|p| p.per_call).sum();
     let total = |p: &[InstructionPart]| p.iter().map(|p| p.per_call).sum();
+    let server_total: f64 = total(&server);
     Ok(Instructions {
         procedure: procedure.to_uppercase(),
         calls,
         client_total: total(&client),
         client,
-        server_total: total(&server),
+        server_total,
         server,
+        server_after_reply: (to_next_look - server_total).max(0.0),
     })
+}
+
+/// Where the server's count of a call ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// When its reply is out: the call's path (the issue's "from reading the call to publishing
+    /// its reply").
+    ToReply,
+    /// When it next looks for a call: the bookkeeping after the reply too.
+    ToNextLook,
 }
 
 /// [`count`]'s instructions in all (not per call) by source file and function, client and
 /// server: where to look when a part is long.
-pub fn count_by_function(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<(Costs, Costs), CountError> {
+pub fn count_by_function(
+    bin: &Path,
+    scheme: &str,
+    procedure: &str,
+    calls: u64,
+    window: Window,
+) -> Result<(Costs, Costs), CountError> {
     if !bin.is_file() {
         return Err(CountError::NoCountingBuild(bin.to_path_buf()));
     }
@@ -307,6 +328,7 @@ pub fn count_by_function(bin: &Path, scheme: &str, procedure: &str, calls: u64) 
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(bin)
         .args([scheme, procedure, &calls.to_string(), &calls.min(WARMUP).to_string()])
+        .env("LOWLAT_COUNT_TO_REPLY", if window == Window::ToReply { "1" } else { "0" })
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -420,9 +442,14 @@ pub fn table(transport: &str, counts: &[Instructions]) -> String {
         }
         s.push('\n');
     }
-    s.push_str(&format!("{:<52}", "total"));
+    s.push_str(&format!("{:<52}", "total (client: to the return; server: to the reply)"));
     for c in counts {
         s.push_str(&format!(" {:>9.0} {:>9.0}", c.client_total, c.server_total));
+    }
+    s.push('\n');
+    s.push_str(&format!("{:<52}", "server after the reply, until its next look"));
+    for c in counts {
+        s.push_str(&format!(" {:>9} {:>9.0}", "", c.server_after_reply));
     }
     s.push('\n');
     s

@@ -681,10 +681,15 @@ pub struct Instructions {
     pub client: Vec<InstructionPart>,
     /// The client's instructions per call.
     pub client_total: f64,
-    /// The server's instructions per call, by part (they add up to `server_total`).
+    /// The server's instructions per call from the look that finds the call to its reply out,
+    /// by part (they add up to `server_total`).
     pub server: Vec<InstructionPart>,
-    /// The server's instructions per call.
+    /// The server's instructions per call, to its reply out.
     pub server_total: f64,
+    /// The server's instructions per call after its reply is out, until it looks for the next
+    /// call (bookkeeping off the round trip; over udp the reply itself goes at the next look).
+    #[serde(default)]
+    pub server_after_reply: f64,
 }
 
 /// One part of a call's instructions.

@@ -4,8 +4,17 @@
 //! is the one without them.
 //!
 //! A thread's instructions are counted from a look that finds a frame (the transport's
-//! receive, client and server) to the next look, and, on the client, from the call to its
-//! return: a look that finds nothing, that is the waiting, is never counted.
+//! receive, client and server) to the next look or, on the server if the counting program
+//! asks, to its reply out; and, on the client, from the call to its return: a look that finds
+//! nothing, that is the waiting, is never counted.
+
+/// A server's reply is out: where the count of its side of a call ends, if the counting program
+/// asked ([`lowlat_sys::callgrind::set_reply_ends_count`]).
+#[inline(always)]
+pub(crate) fn replied() {
+    #[cfg(feature = "callgrind")]
+    lowlat_sys::callgrind::replied();
+}
 
 /// Counts this thread's instructions from here (`true`), or not (`false`).
 #[inline(always)]

@@ -10,9 +10,14 @@
 //! valgrind every request answers 0 and does nothing. x86-64 only; elsewhere likewise nothing.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The name (as callgrind reports it) of [`mark`], whose own instructions a count leaves out.
-pub const MARK_FUNCTION: &str = "lowlat_sys::callgrind::mark";
+/// The path (as callgrind names functions) of this module, whose functions' own instructions
+/// a count leaves out.
+pub const MARKS_MODULE: &str = "lowlat_sys::callgrind::";
+
+/// Whether a server's count ends when its reply is out ([`replied`]).
+static REPLY_ENDS_COUNT: AtomicBool = AtomicBool::new(false);
 
 const RUNNING_ON_VALGRIND: u64 = 0x1001;
 /// `VG_USERREQ_TOOL_BASE('C', 'T')`: callgrind's requests follow in the order of callgrind.h.
@@ -28,7 +33,7 @@ thread_local! {
 /// Collects this thread's instructions from here on (`true`) or stops (`false`); a mark that
 /// does not change the state does nothing, so a wait loop may mark `false` before every look and
 /// a transport `true` when a look finds something. Out of line, so that its own instructions
-/// carry its name ([`MARK_FUNCTION`]) and a count can leave them out.
+/// carry its name (in [`MARKS_MODULE`]) and a count can leave them out.
 #[inline(never)]
 pub fn mark(on: bool) {
     if COLLECTING.with(|c| c.replace(on)) != on {
@@ -36,7 +41,22 @@ pub fn mark(on: bool) {
     }
 }
 
-/// Zeroes every thread's counts so far (after a warm-up: channels opened, buffers grown).
+/// Makes a server's count end when its reply is out (`true`), or run on to its next look
+/// (`false`, the default): the counting program's choice, made before it serves.
+pub fn set_reply_ends_count(on: bool) {
+    REPLY_ENDS_COUNT.store(on, Ordering::Relaxed);
+}
+
+/// A server's reply is out (published in the ring, or sent): ends this thread's count if the
+/// counting program asked for that ([`set_reply_ends_count`]).
+#[inline(never)]
+pub fn replied() {
+    if REPLY_ENDS_COUNT.load(Ordering::Relaxed) {
+        mark(false);
+    }
+}
+
+/// Zeroes the calling thread's counts so far (after a warm-up: channels opened, buffers grown).
 pub fn zero_stats() {
     request(CALLGRIND_ZERO_STATS);
 }

@@ -10,7 +10,8 @@ use lowlat_lab::instructions;
 /// `examples/`, or at $LOWLAT_COUNT_CALLS) under `valgrind --tool=callgrind`: the laboratory's
 /// generated client calling its service in one process, both sides busy-polling. A look that
 /// finds nothing (the waiting) is never counted; the client's count runs from the call to its
-/// return, the server's from the look that finds the call to the next look.
+/// return, the server's from the look that finds the call to its reply out (and, shown apart,
+/// on to its next look: the bookkeeping after the reply).
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Transports, comma-separated: shm, udp, tcp, onc+udp, onc+tcp.
@@ -41,7 +42,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             counts.push(instructions::count(&bin, scheme, p, args.calls).map_err(|e| e.to_string())?);
             if let Some(n) = args.top {
                 let (client, server) =
-                    instructions::count_by_function(&bin, scheme, p, args.calls).map_err(|e| e.to_string())?;
+                    instructions::count_by_function(&bin, scheme, p, args.calls, instructions::Window::ToNextLook)
+                        .map_err(|e| e.to_string())?;
                 use instructions::Side;
                 println!(
                     "{p} over {scheme}, client, per call:\n{}",

@@ -181,6 +181,7 @@ impl ServerTransport for ShmServerTransport {
             // A connection that cannot take its reply is closed and reported by a later
             // `serve_next`.
             let _ = reply.build_in_place(|lent| Some(handler.handle(id, frame, lent, &mut queue)).filter(|&n| n > 0));
+            crate::marks::replied();
             handler.flush(&mut queue);
             let mine = queued_to.iter().position(|(to, _)| *to == id);
             if let Some(i) = mine {

@@ -258,6 +258,7 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
             }
         }
         self.ep.send(to, head, body);
+        crate::marks::replied();
     }
 
     fn block(&mut self, _doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {

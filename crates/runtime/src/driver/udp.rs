@@ -158,6 +158,9 @@ impl UdpServer {
                 Err(_) => break,
             }
         }
+        if self.tx_n > 0 {
+            crate::marks::replied();
+        }
         self.tx_n = 0;
     }
 }

@@ -688,6 +688,8 @@ pub struct Instructions {
     pub server_total: f64,
     /// The server's instructions per call after its reply is out, until it looks for the next
     /// call (bookkeeping off the round trip; over udp the reply itself goes at the next look).
+    /// Less exact than the rest: it includes the clock read of every 64th look, and how many
+    /// looks a wait takes varies.
     #[serde(default)]
     pub server_after_reply: f64,
 }

@@ -413,7 +413,7 @@ fn tempfile_dir() -> std::io::Result<PathBuf> {
 /// for a terminal.
 pub fn top(costs: &Costs, side: Side, calls: u64, n: usize) -> String {
     let mut v: Vec<_> = costs.iter().filter_map(|(k, &ir)| Some((ir, part_of(&k.0, &k.1, side)?, k))).collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0));
+    v.sort_by_key(|b| std::cmp::Reverse(b.0));
     let mut s = String::new();
     for (ir, part, (file, func)) in v.into_iter().take(n) {
         let file = file.rsplit_once("/crates/").map_or(file.as_str(), |(_, f)| f);

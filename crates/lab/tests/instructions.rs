@@ -71,13 +71,13 @@ fn the_call_path_is_counted_the_same_every_time_and_stays_under_its_ceilings() {
     assert_eq!(part(&null.server, Part::Stub), 0.0);
     // MINUS marshals two integers and a result more than NULL: on the stubs, not the engine.
     let minus = count(&bin, "shm", "minus", 40);
-    println!("{}", instructions::table("shm", &[minus.clone()]));
+    println!("{}", instructions::table("shm", std::slice::from_ref(&minus)));
     assert!(part(&minus.client, Part::Stub) > part(&null.client, Part::Stub));
     assert!(part(&minus.server, Part::Procedure) > part(&null.server, Part::Procedure));
     assert!((part(&minus.server, Part::Engine) - part(&null.server, Part::Engine)).abs() < 5.0);
 
     let udp = count(&bin, "udp", "null", 40);
-    println!("{}", instructions::table("udp", &[udp.clone()]));
+    println!("{}", instructions::table("udp", std::slice::from_ref(&udp)));
     for (what, got, ceiling) in [
         ("shm null, client", null.client_total, SHM_NULL.0),
         ("shm null, server", null.server_total, SHM_NULL.1),

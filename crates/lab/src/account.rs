@@ -12,9 +12,9 @@
 //! the RPC code as measured in-process, and the rest of the RPC layer, which no in-process
 //! measurement covers.
 //!
-//! Beside the times, the instructions of a null call and of `MINUS` on each side, part by part,
-//! counted by callgrind with lowlat's counting build (`crate::instructions`) where it and
-//! valgrind are there: what the host's clock cannot move.
+//! Beside the times, the instructions of a null call on each side, part by part, counted by
+//! callgrind with lowlat's counting build (`crate::instructions`) where it and valgrind are
+//! there (not in `lab --quick`): what the host's clock cannot move.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -246,6 +246,7 @@ pub fn account(
     calls: u64,
     spin: SpinPolicy,
     place: &Placement,
+    count_instructions: bool,
 ) -> Result<(Accounting, f64, f64), String> {
     let scheme = bind_uri.split("://").next().unwrap_or("?").to_string();
     let spin_s = spin.to_string();
@@ -358,12 +359,13 @@ pub fn account(
         ];
         a.floor_gap = Accounting::from_parts(&scheme, 0, &gap, call, &[]).parts;
     }
-    let bin = instructions::counting_binary(exe);
-    let counted: Result<Vec<_>, _> =
-        ["null", "minus"].iter().map(|p| instructions::count(&bin, &scheme, p, INSTRUCTION_CALLS)).collect();
-    match counted {
-        Ok(v) => a.instructions = v,
-        Err(e) => a.instructions_skipped = Some(e.to_string()),
+    if count_instructions {
+        match instructions::count(&instructions::counting_binary(exe), &scheme, "null", INSTRUCTION_CALLS) {
+            Ok(n) => a.instructions = vec![n],
+            Err(e) => a.instructions_skipped = Some(e.to_string()),
+        }
+    } else {
+        a.instructions_skipped = Some("not counted in lab --quick (lowlat instructions counts them)".into());
     }
     Ok((a, joined.client_send_ns, joined.server_send_ns))
 }
@@ -444,9 +446,9 @@ fn drain(tracer: &lowlat::Client) -> Result<Vec<ServerTrace>, String> {
     }
 }
 
-/// Calls counted under callgrind per procedure: the count per call is the same for any number
-/// (the warm-up is not counted), and each call under callgrind takes milliseconds.
-const INSTRUCTION_CALLS: u64 = 100;
+/// Calls counted under callgrind: the count per call is the same for any number (the warm-up
+/// is not counted), and each call under callgrind takes milliseconds.
+const INSTRUCTION_CALLS: u64 = 60;
 
 /// The accounting as a terminal table, like Firefly's Tables VI-VIII.
 pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String {

@@ -10,7 +10,8 @@ use lowlat::SpinPolicy;
 /// untraced call is then set against, layer by layer. The floor is measured before and
 /// after the untraced call and the ping-pong; while the two disagree (a virtual machine's
 /// host moved its CPUs) the three are measured again, up to three times, and then no
-/// comparison is made.
+/// comparison is made. Then the null call's instructions on each side, part by part, where
+/// valgrind and lowlat's counting build are there (see `lowlat instructions`).
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Transport and address to serve on, e.g. udp://127.0.0.1:0, tcp://127.0.0.1:0, shm:///tmp/acct.sock
@@ -28,7 +29,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let Args { uri, calls, spin_us, json } = args;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the lowlat executable: {e}"))?;
     let (a, client_send, server_send) =
-        lowlat_lab::account::account(&exe, &uri, calls, spin_us, &lowlat_lab::ladder::Placement::detect())?;
+        lowlat_lab::account::account(&exe, &uri, calls, spin_us, &lowlat_lab::ladder::Placement::detect(), true)?;
     if json {
         println!("{}", serde_json::to_string(&a).expect("plain data"));
     } else {

@@ -35,6 +35,8 @@ pub(crate) struct Scale {
     pub(crate) cold_repeats: u32,
     pub(crate) peer_calls: u64,
     pub(crate) sweep: &'static [usize],
+    /// Whether the accounting counts instructions too (callgrind: seconds per transport).
+    pub(crate) count_instructions: bool,
 }
 
 pub(crate) const QUICK: Scale = Scale {
@@ -45,6 +47,7 @@ pub(crate) const QUICK: Scale = Scale {
     cold_repeats: 3,
     peer_calls: 2_000,
     sweep: &[32, 1024, 16384],
+    count_instructions: false,
 };
 pub(crate) const FULL: Scale = Scale {
     calls: 50_000,
@@ -54,6 +57,7 @@ pub(crate) const FULL: Scale = Scale {
     cold_repeats: 15,
     peer_calls: 10_000,
     sweep: &[32, 256, 1024, 4096, 16384, 65536],
+    count_instructions: true,
 };
 
 /// The lab's own state: where servers run, the executable that runs them, what was recorded.

@@ -17,7 +17,8 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) -> Vec<(f64, f64)> {
     for scheme in ["udp", "tcp", "shm"] {
         lab.step(&format!("accounting: {scheme}"));
         let bind = lab.bind_uri(scheme);
-        match account::account(&lab.exe, &bind, lab.scale.calls, SpinPolicy::Adaptive, &lab.place) {
+        let count = lab.scale.count_instructions;
+        match account::account(&lab.exe, &bind, lab.scale.calls, SpinPolicy::Adaptive, &lab.place, count) {
             Ok((a, c, s)) => {
                 results.accounting.push(a);
                 sends.push((c, s));

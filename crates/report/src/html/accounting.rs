@@ -107,6 +107,43 @@ pub(super) fn accounting(out: &mut String, rows: &[Accounting]) {
             );
         }
         floor_gap(out, a);
+        instructions(out, a);
+    }
+}
+
+/// Instructions per call on each side, part by part (callgrind), or why there are none.
+fn instructions(out: &mut String, a: &Accounting) {
+    if let Some(why) = &a.instructions_skipped {
+        let _ = write!(out, r#"<p class="muted">No instruction counts: {}.</p>"#, esc(why));
+    }
+    for n in &a.instructions {
+        let _ = write!(
+            out,
+            r#"<table><tr><th class="l">instructions per {} call (callgrind, {} calls; waiting not counted)</th><th>client</th><th>server</th></tr>"#,
+            esc(&n.procedure),
+            fmt_num(n.calls as f64)
+        );
+        let mut names: Vec<&str> = n.client.iter().map(|p| p.name.as_str()).collect();
+        names.extend(n.server.iter().map(|p| p.name.as_str()).filter(|s| !n.client.iter().any(|c| c.name == *s)));
+        let of = |side: &[crate::InstructionPart], name: &str| {
+            side.iter().find(|p| p.name == name).map_or_else(String::new, |p| fmt_num(p.per_call.round()))
+        };
+        for name in names {
+            let _ = write!(
+                out,
+                r#"<tr><td class="l">{}</td><td>{}</td><td>{}</td></tr>"#,
+                esc(name),
+                of(&n.client, name),
+                of(&n.server, name)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<tr><th class="l">total (client: to its return; server: to its reply)</th><th>{}</th><th>{}</th></tr><tr><td class="l muted">server after its reply, until its next look</td><td></td><td class="muted">{}</td></tr></table>"#,
+            fmt_num(n.client_total.round()),
+            fmt_num(n.server_total.round()),
+            fmt_num(n.server_after_reply.round())
+        );
     }
 }
 
@@ -156,5 +193,28 @@ mod tests {
         let html = render_html(&r);
         assert!(html.contains("No comparison with the machine's floor: the floor moved during each of 3 attempts."));
         assert!(!html.contains("the untraced call above the machine's floor"));
+    }
+
+    #[test]
+    fn the_report_shows_instructions_per_side_or_why_there_are_none() {
+        let mut r = crate::sample::sample_results();
+        let part = |name: &str, per_call: f64| crate::InstructionPart { name: name.into(), per_call };
+        r.accounting[0].instructions = vec![crate::Instructions {
+            procedure: "NULL".into(),
+            calls: 60,
+            client: vec![part("stub", 215.0), part("engine", 67.0)],
+            client_total: 282.0,
+            server: vec![part("engine", 126.0), part("dispatch", 159.0)],
+            server_total: 285.0,
+            server_after_reply: 177.0,
+        }];
+        r.accounting[1].instructions_skipped = Some("valgrind is not installed".into());
+        let html = render_html(&r);
+        assert!(html.contains("instructions per NULL call"), "no instructions table");
+        // The engine's row has both sides; the stub only the client's.
+        assert!(html.contains(r#"<td class="l">engine</td><td>67</td><td>126</td>"#));
+        assert!(html.contains(r#"<td class="l">stub</td><td>215</td><td></td>"#));
+        assert!(html.contains(r#"<td class="l">dispatch</td><td></td><td>159</td>"#));
+        assert!(html.contains("No instruction counts: valgrind is not installed."));
     }
 }

@@ -46,16 +46,26 @@ struct Seen {
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
-fn count_calls_over_three_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+fn count_calls_over_three_udp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+    three_servers("udp");
+}
+
+#[test]
+fn count_calls_over_three_tcp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+    three_servers("tcp");
+}
+
+fn three_servers(scheme: &str) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let any_port = format!("{scheme}://127.0.0.1:0");
     let calls: u64 = std::env::var("LOWLAT_SPREAD_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let mut a = serve("udp://127.0.0.1:0", 0, &[]);
+    let mut a = serve(&any_port, 0, &[]);
     let a_uri = a.uris[0].clone();
-    let b = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let b = serve(&any_port, STRIDE, &[]);
     // C requires a key this client does not hold: it refuses every bind.
     let key = std::env::temp_dir().join(format!("lowlat-spread-{}.key", std::process::id()));
     std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
-    let c = serve("udp://127.0.0.1:0", 3 * STRIDE, &["--psk-file", key.to_str().unwrap()]);
+    let c = serve(&any_port, 3 * STRIDE, &["--psk-file", key.to_str().unwrap()]);
     let keyed = ClientConfig { psk: Some(lowlat::read_psk_file(&key).unwrap()), ..ClientConfig::default() };
     let _ = std::fs::remove_file(&key);
 
@@ -146,7 +156,7 @@ fn count_calls_over_three_servers_keep_at_most_once_through_a_restart_and_a_refu
     let first = first_after_restart.lock().unwrap().map(|t| t.saturating_duration_since(ready));
 
     eprintln!(
-        "{} calls from {THREADS} threads in {:.2} s: {total} succeeded, {maybe} failed and may have executed, \
+        "{scheme}: {} calls from {THREADS} threads in {:.2} s: {total} succeeded, {maybe} failed and may have executed, \
          {not_run} failed certainly not executed; failures by kind: {:?}",
         total + maybe + not_run,
         elapsed.as_secs_f64(),
@@ -227,4 +237,51 @@ fn a_list_with_no_server_up_says_what_each_said() {
     let shown = e.to_string();
     assert!(shown.contains("udp://127.0.0.1:1:") && shown.contains("udp://127.0.0.1:2:"), "{shown}");
     assert!(!e.may_have_executed());
+}
+
+/// How a call is marked idempotent, or not.
+#[derive(Clone, Copy, Debug)]
+enum Mark {
+    No,
+    PerCall,
+    PerProcedure,
+}
+
+/// A call killed with its server may have run: it goes to the other server only when marked
+/// idempotent. Made from a thread of its own, whose first pick is the first server; through the
+/// generated client.
+fn killed_during_a_call(mark: Mark) -> (Result<(), Error>, Vec<lowlat::ServerStats>) {
+    use lowlat_lab::interface::lab_vers::{LabVersClient, SPIN};
+    let mut first = serve("udp://127.0.0.1:0", 0, &[]);
+    let second = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let list = format!("{},{}", first.uris[0], second.uris[0]);
+    let caller = std::thread::spawn(move || {
+        let client = LabVersClient::connect(&list).unwrap();
+        let client = if let Mark::PerProcedure = mark { client.idempotent(&[SPIN]) } else { client };
+        let r = match mark {
+            Mark::PerCall => client.with(lowlat::CallOptions::new().idempotent(true)).spin(800_000),
+            _ => client.spin(800_000),
+        };
+        (r, client.client().server_stats())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill();
+    caller.join().unwrap()
+}
+
+#[test]
+fn a_call_that_may_have_run_goes_to_another_server_only_when_idempotent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (r, stats) = killed_during_a_call(Mark::No);
+    let e = r.expect_err("the call's server was killed during it");
+    assert!(e.may_have_executed(), "{e}");
+    assert!(e.to_string().contains(&stats[0].uri), "the error names the server: {e}");
+    assert_eq!((stats[0].calls, stats[1].calls), (1, 0), "{stats:#?}");
+
+    for mark in [Mark::PerCall, Mark::PerProcedure] {
+        let (r, stats) = killed_during_a_call(mark);
+        r.unwrap_or_else(|e| panic!("{mark:?}: not sent again to the other server: {e}"));
+        assert_eq!((stats[0].calls, stats[1].calls), (1, 1), "{mark:?}: {stats:#?}");
+        assert_eq!(stats[0].failed_maybe_executed, 1, "{mark:?}: {stats:#?}");
+    }
 }

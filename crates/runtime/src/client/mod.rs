@@ -82,7 +82,8 @@ impl Client {
     /// per address. Calls are then spread over the servers that answer, a server that fails is
     /// left out for a while, and a call that certainly did not run on one goes to the next (see
     /// [`idempotent`](Self::idempotent) for calls that may have run). Connecting fails only
-    /// when no server answers ([`Error::NoServer`]).
+    /// when no server can be bound: with the error of one that answered and refused (an
+    /// unknown program, a key), else [`Error::NoServer`] listing what each said.
     pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
         if let Some(members) = Client::members(uri)? {
             let spans = cfg.spans;

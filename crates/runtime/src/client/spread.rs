@@ -12,8 +12,9 @@
 //! when the call ends): no lock, no allocation; the clock is read only while a member is down.
 //!
 //! **Left out, tried again.** A member that fails in a way that is the server's (not running,
-//! refusing the bind — too many sessions, key, version —, `Busy`, connection lost, restarted,
-//! timed out) is left out until a back-off passes: 10 ms, doubled each time it fails again, at
+//! refusing the bind — too many sessions, key, version —, `Busy`, connection lost, restarted;
+//! not a call that timed out, whose deadline may be the caller's tight one) is left out until a
+//! back-off passes: 10 ms, doubled each time it fails again, at
 //! most [`MAX_BACKOFF`] (so a server that comes back has calls again within half a second).
 //! When it has passed, one calling thread at a time sends the member a call (the probe; others
 //! keep leaving it out); the member's own client binds again before encoding that call if the
@@ -233,7 +234,9 @@ fn listing(tried: &[(Arc<str>, String)]) -> String {
 }
 
 /// Whether `e` says something about the server (so it is left out for a while) rather than
-/// about the call (bad arguments, a procedure that failed: the same on any server).
+/// about the call (bad arguments, a procedure that failed: the same on any server). A call that
+/// timed out is not: its deadline may be the caller's tight one, and a server that is slow
+/// keeps calls outstanding longer, so it is picked less already.
 fn is_the_servers(e: &Error) -> bool {
     matches!(
         e,
@@ -248,7 +251,6 @@ fn is_the_servers(e: &Error) -> bool {
             | Error::Encryption { .. }
             | Error::BindRefused { .. }
             | Error::BindTimeout { .. }
-            | Error::Timeout { .. }
             | Error::Busy { .. }
             | Error::ConnectionLost { .. }
             | Error::ServerRestarted { .. }
@@ -355,17 +357,25 @@ impl Spread {
             order: AtomicU8::new(0),
         };
         let mut errors = Vec::new();
+        let mut answered = None;
         for (i, c) in connected.into_iter().enumerate() {
             match c.and_then(|c| spread.admit(i, c)) {
                 Ok(()) => {}
                 Err(e) => {
                     errors.push((spread.members[i].uri.clone(), e.to_string()));
                     spread.failed(i, true, &e);
+                    let silent =
+                        matches!(e, Error::ServerNotRunning { .. } | Error::BindTimeout { .. } | Error::Io { .. });
+                    if !silent && answered.is_none() {
+                        answered = Some(e);
+                    }
                 }
             }
         }
         if errors.len() == spread.members.len() {
-            return Err(Error::NoServer { uri: uri.into(), servers: listing(&errors) });
+            // A server that answered and refused (unknown program, key, version) says more
+            // than a list of refusals: its error, as a single-server client would have it.
+            return Err(answered.unwrap_or_else(|| Error::NoServer { uri: uri.into(), servers: listing(&errors) }));
         }
         Ok(spread)
     }
@@ -542,7 +552,7 @@ impl Spread {
             });
             picked.outcome(&r);
             match r {
-                Err(e) if is_the_servers(&e) && !matches!(e, Error::Timeout { .. }) => {
+                Err(e) if is_the_servers(&e) => {
                     if e.may_have_executed() && !idempotent.contains(&proc_no) {
                         return Err(e);
                     }

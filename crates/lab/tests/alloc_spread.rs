@@ -54,8 +54,6 @@ fn calls_over_three_servers_do_not_allocate_per_call() {
         let ((), few) = ALLOC.count(|| calls(&c, 300));
         let ((), many) = ALLOC.count(|| calls(&c, 1_500));
         assert!(many <= few + 8, "{list}: {few} allocations in 300 calls, {many} in 1,500");
-        let per_server: Vec<u64> = c.client().server_stats().iter().map(|s| s.calls).collect();
-        assert!(per_server.iter().all(|&n| n > 500), "calls spread over the three: {per_server:?}");
         for s in servers {
             s.shutdown();
         }

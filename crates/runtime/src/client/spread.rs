@@ -3,13 +3,17 @@
 //! the system resolver gives a host name (`/etc/hosts`, DNS), each a member: an ordinary
 //! single-server [`Client`] of its own.
 //!
-//! **Which server.** Each call goes to the member with the fewest calls outstanding, the scan
-//! starting at a per-thread rotating index so that equal members take turns (round robin when
-//! they are idle). Fewest outstanding rather than plain round robin because a server that slows
-//! down (overloaded, paging, on a busy host) keeps its calls longer and so is given fewer new
-//! ones, where round robin would keep sending it its share. Picking reads one counter per
-//! member and writes the chosen member's (an atomic add on its own cache line, and one back
-//! when the call ends): no lock, no allocation; the clock is read only while a member is down.
+//! **Which server.** Each call goes to the member with the fewest calls outstanding; among
+//! equals, the one this thread called last. Fewest outstanding rather than round robin because
+//! a server that slows down (overloaded, paging, on a busy host) keeps its calls longer and so
+//! is given fewer new ones, where round robin would keep sending it its share. Ties stay with
+//! the thread's last server because an idle server's serving thread stops spinning and sleeps:
+//! round robin over idle servers made every call of a lone caller pay a wake-up (measured: a
+//! shared-memory null call's p50 went from 0.3-0.6 µs to 20 µs, `docs/measurements.md`), while
+//! calls from several threads, each keeping the others' servers busy, still spread. Picking
+//! reads one counter per member and writes the chosen member's (an atomic add on its own cache
+//! line, and one back when the call ends): no lock, no allocation; the clock is read only while
+//! a member is down.
 //!
 //! **Left out, tried again.** A member that fails in a way that is the server's (not running,
 //! refusing the bind — too many sessions, key, version —, `Busy`, connection lost, restarted;
@@ -205,6 +209,8 @@ pub(crate) struct Spread {
     /// Every member must send bodies in one byte order, since generated stubs encode the
     /// arguments before the member is known.
     order: AtomicU8,
+    /// Members left out now: while there is one, each pick looks for a probe to send first.
+    down: AtomicU32,
 }
 
 impl std::fmt::Debug for Spread {
@@ -219,9 +225,8 @@ impl std::fmt::Debug for Spread {
 }
 
 thread_local! {
-    /// Where each member is scanned from: a per-thread turn, so idle members take turns
-    /// without a counter shared by every calling thread.
-    static TURN: Cell<usize> = const { Cell::new(0) };
+    /// The member this thread called last, where its scan starts (ties stay there).
+    static LAST: Cell<usize> = const { Cell::new(0) };
     /// The arguments of this thread's call, encoded once so that a member that refused it can
     /// be replaced by another. Taken out during a call (a call made from inside `encode` gets
     /// a fresh one instead of a panic).
@@ -355,6 +360,7 @@ impl Spread {
                 .collect(),
             born: Instant::now(),
             order: AtomicU8::new(0),
+            down: AtomicU32::new(0),
         };
         let mut errors = Vec::new();
         let mut answered = None;
@@ -406,7 +412,9 @@ impl Spread {
     fn mark_up(&self, i: usize) {
         let m = &self.members[i];
         m.backoff.store(0, Ordering::Relaxed);
-        m.down_until.store(0, Ordering::Release);
+        if m.down_until.swap(0, Ordering::AcqRel) != 0 {
+            self.down.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Member `i` failed with `e`: counted and, when the failure is the server's, left out.
@@ -433,45 +441,39 @@ impl Spread {
             b => b,
         };
         m.backoff.store(backoff, Ordering::Relaxed);
-        m.down_until.store(self.now_ns() + backoff, Ordering::Release);
+        if m.down_until.swap(self.now_ns() + backoff, Ordering::AcqRel) == 0 {
+            self.down.fetch_add(1, Ordering::Relaxed);
+        }
         m.left_out.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The member for the next call, skipping those in `tried` (a bit per member): the up
-    /// member with the fewest calls outstanding, or a left-out one whose back-off has passed
-    /// and that no other caller is probing (the probe goes first: a server back should have
-    /// calls again at once).
+    /// The member for the next call, skipping those in `tried` (a bit per member): a left-out
+    /// member whose back-off has passed and that no other caller is probing (the probe goes
+    /// first: a server back should have calls again at once), else the up member with the
+    /// fewest calls outstanding, ties going to the one this thread called last.
     #[inline]
     pub(crate) fn pick(&self, tried: u64) -> Option<Picked<'_>> {
+        if self.down.load(Ordering::Relaxed) != 0 {
+            if let Some(p) = self.probe_due(tried) {
+                return Some(p);
+            }
+        }
         let n = self.members.len();
-        let start = TURN.with(|t| {
-            let s = if t.get() >= n { 0 } else { t.get() };
-            t.set(s + 1);
-            s
-        });
+        let mut i = LAST.with(Cell::get);
+        if i >= n {
+            i = 0;
+        }
         let mut best = usize::MAX;
         let mut best_load = u32::MAX;
-        let mut now = 0;
-        let mut i = start;
         for _ in 0..n {
-            if tried & (1 << i) == 0 {
-                let m = &self.members[i];
-                let until = m.down_until.load(Ordering::Acquire);
-                if until == 0 {
-                    let load = m.outstanding.load(Ordering::Relaxed);
-                    if load < best_load {
-                        best = i;
-                        best_load = load;
-                        if load == 0 {
-                            break;
-                        }
-                    }
-                } else {
-                    if now == 0 {
-                        now = self.now_ns();
-                    }
-                    if now >= until && !m.probing.swap(true, Ordering::AcqRel) {
-                        return Some(self.take(i, true));
+            let m = &self.members[i];
+            if tried & (1 << i) == 0 && m.down_until.load(Ordering::Acquire) == 0 {
+                let load = m.outstanding.load(Ordering::Relaxed);
+                if load < best_load {
+                    best = i;
+                    best_load = load;
+                    if load == 0 {
+                        break;
                     }
                 }
             }
@@ -480,7 +482,24 @@ impl Spread {
                 i = 0;
             }
         }
-        (best != usize::MAX).then(|| self.take(best, false))
+        if best == usize::MAX {
+            return None;
+        }
+        LAST.with(|l| l.set(best));
+        Some(self.take(best, false))
+    }
+
+    /// A left-out member whose back-off has passed, claimed for a probe.
+    #[cold]
+    #[inline(never)]
+    fn probe_due(&self, tried: u64) -> Option<Picked<'_>> {
+        let now = self.now_ns();
+        let due = |(i, m): &(usize, &Member)| {
+            let until = m.down_until.load(Ordering::Acquire);
+            tried & (1 << i) == 0 && until != 0 && now >= until && !m.probing.swap(true, Ordering::AcqRel)
+        };
+        let (i, _) = self.members.iter().enumerate().find(due)?;
+        Some(self.take(i, true))
     }
 
     fn take(&self, i: usize, probe: bool) -> Picked<'_> {

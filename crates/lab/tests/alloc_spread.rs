@@ -48,8 +48,8 @@ fn calls_over_three_servers_do_not_allocate_per_call() {
             .map(|l| Server::builder().program(interface::program()).config(config.clone()).serve(&[l]).unwrap())
             .collect();
         let list = servers.iter().map(|s| s.local_uris()[0].clone()).collect::<Vec<_>>().join(",");
-        let c = LabClient::connect(&list, ClientConfig { spin: SpinPolicy::Forever, ..ClientConfig::default() })
-            .unwrap();
+        let c =
+            LabClient::connect(&list, ClientConfig { spin: SpinPolicy::Forever, ..ClientConfig::default() }).unwrap();
         calls(&c, 1_500);
         let ((), few) = ALLOC.count(|| calls(&c, 300));
         let ((), many) = ALLOC.count(|| calls(&c, 1_500));

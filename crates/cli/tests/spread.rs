@@ -285,3 +285,43 @@ fn a_call_that_may_have_run_goes_to_another_server_only_when_idempotent() {
         assert_eq!(stats[0].failed_maybe_executed, 1, "{mark:?}: {stats:#?}");
     }
 }
+
+/// The command line takes a list where it takes a URI (`call`, `bench`), host names included;
+/// and ONC RPC members may mix udp and tcp (one of three here not running).
+#[test]
+fn the_command_line_and_onc_rpc_take_lists_and_host_names() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let a = serve("udp://127.0.0.1:0", 0, &[]);
+    let b = serve("onc+udp://127.0.0.1:0", STRIDE, &[]);
+    let c = serve("onc+tcp://127.0.0.1:0", 2 * STRIDE, &[]);
+    let port = |uri: &str| uri.rsplit_once(':').unwrap().1.to_string();
+    let dead = format!("udp://localhost:{}", port(&b.uris[0])); // b's UDP port speaks ONC RPC: refused
+    let list = format!("{dead},udp://localhost:{}", port(&a.uris[0]));
+    let out = std::process::Command::new(EXE).args(["call", &list, "minus", "5", "7"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-2");
+    let out = std::process::Command::new(EXE)
+        .args(["bench", &format!("{},{}", a.uris[0], a.uris[0]), "--calls", "300", "--threads", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!((v["calls"].as_u64(), v["errors"].as_u64()), (Some(300), Some(0)), "{v}");
+
+    // ONC RPC: a dead server, b over udp by host name, c over tcp.
+    let onc = format!("onc+udp://127.0.0.1:1,onc+udp://localhost:{},{}", port(&b.uris[0]), c.uris[0]);
+    let client = LabClient::connect(&onc, ClientConfig::default()).unwrap();
+    assert!(client.client().is_onc());
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let onc = onc.clone();
+            std::thread::spawn(move || {
+                let client = LabClient::connect(&onc, ClientConfig::default()).unwrap();
+                (0..50).map(|_| client.count().unwrap() / STRIDE).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut served: Vec<u64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    served.extend((0..10).map(|_| client.count().unwrap() / STRIDE));
+    assert!(served.iter().all(|s| [1, 2].contains(s)), "values from b's and c's ranges only: {served:?}");
+}

@@ -302,7 +302,7 @@ impl<'a> Picked<'a> {
                     self.spread.mark_up(self.index);
                 }
             }
-            Err(e) => self.spread.failed(self.index, self.probe, e),
+            Err(e) => self.spread.failed(self.index, self.probe, e, false),
         }
     }
 }
@@ -369,7 +369,7 @@ impl Spread {
                 Ok(()) => {}
                 Err(e) => {
                     errors.push((spread.members[i].uri.clone(), e.to_string()));
-                    spread.failed(i, true, &e);
+                    spread.failed(i, true, &e, true);
                     let silent =
                         matches!(e, Error::ServerNotRunning { .. } | Error::BindTimeout { .. } | Error::Io { .. });
                     if !silent && answered.is_none() {
@@ -417,19 +417,20 @@ impl Spread {
         }
     }
 
-    /// Member `i` failed with `e`: counted and, when the failure is the server's, left out.
-    /// Only a failed probe (or connect) lengthens the back-off: the calls that were in flight
-    /// when a server went all fail, and must not push its return further away.
+    /// Member `i` failed with `e`: counted and, when the failure is the server's (or, with
+    /// `connecting`, whatever it is: a member that cannot be connected takes no calls), left
+    /// out. Only a failed probe (or connect) lengthens the back-off: the calls that were in
+    /// flight when a server went all fail, and must not push its return further away.
     #[cold]
     #[inline(never)]
-    fn failed(&self, i: usize, probe: bool, e: &Error) {
+    fn failed(&self, i: usize, probe: bool, e: &Error, connecting: bool) {
         let m = &self.members[i];
         if e.may_have_executed() {
             m.failed_maybe_executed.fetch_add(1, Ordering::Relaxed);
         } else {
             m.refused.fetch_add(1, Ordering::Relaxed);
         }
-        if !is_the_servers(e) {
+        if !connecting && !is_the_servers(e) {
             return;
         }
         *m.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
@@ -554,21 +555,28 @@ impl Spread {
         while let Some(picked) = self.pick(tried) {
             tried |= 1 << picked.index;
             let client = match picked.client() {
-                Some(c) => Ok(c),
-                None => self.connect_member(&picked),
+                Some(c) => c,
+                None => match self.connect_member(&picked) {
+                    Ok(c) => c,
+                    // Nothing was sent: on to the next member.
+                    Err(e) => {
+                        self.failed(picked.index, picked.probe, &e, true);
+                        self.members[picked.index].moved.fetch_add(1, Ordering::Relaxed);
+                        said.push((self.members[picked.index].uri.clone(), e.to_string()));
+                        continue;
+                    }
+                },
             };
-            let r = client.and_then(|c| {
-                c.call_leaf(
-                    proc_no,
-                    timeout,
-                    |buf| {
-                        buf.extend_from_slice(args);
-                        Ok(())
-                    },
-                    // Only a reply is decoded, and a reply ends the call: `decode` is still here.
-                    |body| (decode.take().expect("decoded at most once"))(body),
-                )
-            });
+            let r = client.call_leaf(
+                proc_no,
+                timeout,
+                |buf| {
+                    buf.extend_from_slice(args);
+                    Ok(())
+                },
+                // Only a reply is decoded, and a reply ends the call: `decode` is still here.
+                |body| (decode.take().expect("decoded at most once"))(body),
+            );
             picked.outcome(&r);
             match r {
                 Err(e) if is_the_servers(&e) => {
@@ -615,7 +623,7 @@ impl Spread {
             None => match self.connect_member(&picked) {
                 Ok(c) => c,
                 Err(e) => {
-                    self.failed(picked.index, picked.probe, &e);
+                    self.failed(picked.index, picked.probe, &e, true);
                     return Err(e);
                 }
             },

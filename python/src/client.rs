@@ -68,11 +68,16 @@ impl Client {
     }
 }
 
-/// A call's options: `deadline` seconds, else the client's.
-fn options(deadline: Option<f64>) -> PyResult<CallOptions> {
-    Ok(match deadline {
+/// A call's options: `deadline` seconds, else the client's; `idempotent`, whether a client over
+/// several servers may send the call to another after it may have run on one.
+fn options(deadline: Option<f64>, idempotent: Option<bool>) -> PyResult<CallOptions> {
+    let o = match deadline {
         Some(d) => CallOptions::new().deadline(duration(d, "deadline")?),
         None => CallOptions::new(),
+    };
+    Ok(match idempotent {
+        Some(i) => o.idempotent(i),
+        None => o,
     })
 }
 
@@ -135,17 +140,20 @@ impl Client {
     /// Calls procedure `proc` (its name, case-insensitive) with `arg`: nothing for a procedure
     /// without arguments, the value for one argument, a list in order or a dict by name for
     /// several. Returns the result (`None` for `void`). `deadline` (seconds) overrides the
-    /// client's for this call.
-    #[pyo3(signature = (proc, arg=None, *, deadline=None))]
+    /// client's for this call. `idempotent=True`: a client over several servers (a URI listing
+    /// them) may send the call to another server after it may have run on one (a call that
+    /// certainly did not run goes to the next server in any case).
+    #[pyo3(signature = (proc, arg=None, *, deadline=None, idempotent=None))]
     fn call<'py>(
         &self,
         py: Python<'py>,
         proc: &str,
         arg: Option<Bound<'py, PyAny>>,
         deadline: Option<f64>,
+        idempotent: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (t, args) = self.encode(py, proc, arg)?;
-        let options = options(deadline)?;
+        let options = options(deadline, idempotent)?;
         let result = py.detach(|| {
             self.client.call_with(
                 t.proc.number,
@@ -174,7 +182,7 @@ impl Client {
         calls: Vec<Bound<'py, PyAny>>,
         deadline: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let options = options(deadline)?;
+        let options = options(deadline, None)?;
         // A malformed item is the program's mistake: raised before anything is sent.
         let items = calls.iter().map(call_item).collect::<PyResult<Vec<_>>>()?;
         // Encoded with the GIL held; a call that cannot be made keeps its error for its place.

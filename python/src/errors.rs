@@ -23,7 +23,7 @@ fn raise(py: Python<'_>, class: &str, message: String, may_have_executed: bool) 
 fn call_class(e: &Call) -> &'static str {
     match e {
         Call::Timeout { .. } | Call::BindTimeout { .. } => "TimeoutError",
-        Call::ServerNotRunning { .. } => "ServerNotRunningError",
+        Call::ServerNotRunning { .. } | Call::NoServer { .. } => "ServerNotRunningError",
         Call::ConnectionLost { .. } | Call::SessionLost { .. } | Call::ServerRestarted { .. } => "ConnectionLostError",
         Call::UnknownProcedure { .. } | Call::NoSuchProcedure { .. } => "UnknownProcedureError",
         Call::GarbageArgs { .. } | Call::TooLarge { .. } | Call::Encode { .. } => "BadArgumentsError",

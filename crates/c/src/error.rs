@@ -178,7 +178,7 @@ fn code(e: &runtime::Error) -> lowlat_status {
     match e {
         E::InvalidUri { .. } => LOWLAT_E_INVALID_URI,
         E::Unsupported { .. } => LOWLAT_E_UNSUPPORTED,
-        E::ServerNotRunning { .. } => LOWLAT_E_SERVER_NOT_RUNNING,
+        E::ServerNotRunning { .. } | E::NoServer { .. } => LOWLAT_E_SERVER_NOT_RUNNING,
         E::UnknownProgram { .. } => LOWLAT_E_UNKNOWN_PROGRAM,
         E::VersionMismatch { .. } => LOWLAT_E_VERSION_MISMATCH,
         E::ProtocolMismatch { .. } | E::RpcMismatch { .. } => LOWLAT_E_PROTOCOL_MISMATCH,

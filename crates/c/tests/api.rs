@@ -45,6 +45,29 @@ fn api_over_tcp() {
     api_against("tcp://127.0.0.1:0", &format!("tcp://127.0.0.1:{}", support::dead_port()));
 }
 
+/// The same through a client over two servers, one of them not running: the C interface takes
+/// the list as it takes one URI, and every call goes to the server that answers.
+#[test]
+fn api_over_a_list_whose_first_server_is_down() {
+    let dead = format!("udp://127.0.0.1:{}", support::dead_port());
+    api_against_list("udp://127.0.0.1:0", &dead);
+}
+
+fn api_against_list(live: &str, dead: &str) {
+    if support::skip("api", support::missing_gcc()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = support::gcc(dir.path(), &["api.c"], "api", &[]);
+    let server = serve(live);
+    let list = format!("{dead},{}", server.local_uris()[0]);
+    let (code, out, err) =
+        support::run_bounded(std::process::Command::new(&prog).args([&list, dead]), Duration::from_secs(60));
+    server.shutdown();
+    assert_eq!(code, Some(0), "api {list} {dead}:\n{out}{err}");
+    assert_eq!(out, "ok\n");
+}
+
 #[test]
 fn api_over_shm() {
     let dir = tempfile::tempdir().unwrap();

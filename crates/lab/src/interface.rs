@@ -295,7 +295,14 @@ pub fn program_xdr() -> Program {
 /// Both encodings of the lab interface sharing one implementation, so `COUNT` counts every call
 /// the server ran, whichever protocol brought it (what `lowlat serve` serves).
 pub fn programs() -> [Program; 2] {
-    let lab = Arc::new(Lab::default());
+    programs_counting_from(0)
+}
+
+/// [`programs`] whose `COUNT` returns `start + 1` first: servers started with disjoint starts
+/// (`lowlat serve --count-from`) return disjoint values, so a client over several of them can
+/// tell which server ran each call.
+pub fn programs_counting_from(start: u64) -> [Program; 2] {
+    let lab = Arc::new(Lab { count: AtomicU64::new(start) });
     [with_spin_on_workers(lab_vers::program(lab.clone())), with_spin_on_workers(lab_vers::program_xdr(lab))]
 }
 

@@ -84,12 +84,24 @@ pub struct CallOptions {
     /// Fail with [`Error::Timeout`](crate::Error::Timeout) unless the call completes within this
     /// long; `None`: the binding's [`ClientConfig::deadline`].
     pub deadline: Option<Duration>,
+    /// A client over several servers may send the call to another server after it may have
+    /// run on one (`true`: the procedure does no harm run twice), or must not (`false`); `None`:
+    /// as [`Client::idempotent`](crate::Client::idempotent) says for the procedure (not, unless
+    /// listed). A call that certainly did not run goes to the next server either way.
+    pub idempotent: Option<bool>,
 }
 
 impl CallOptions {
     /// The binding's defaults.
     pub const fn new() -> CallOptions {
-        CallOptions { deadline: None }
+        CallOptions { deadline: None, idempotent: None }
+    }
+
+    /// Whether the call may be sent to another server after it may have run on one
+    /// ([`CallOptions::idempotent`]).
+    pub const fn idempotent(mut self, idempotent: bool) -> CallOptions {
+        self.idempotent = Some(idempotent);
+        self
     }
 
     /// The call fails with [`Error::Timeout`](crate::Error::Timeout) unless it completes within

@@ -400,6 +400,16 @@ pub enum Error {
         detail: String,
     },
 
+    /// A client over several servers found none to take the call: each refused it or is left
+    /// out for now. The call ran nowhere.
+    #[error("{uri}: no server took the call: {servers}")]
+    NoServer {
+        /// The endpoints, as given to `connect`.
+        uri: String,
+        /// What each server said, `URI: what` separated by `; `.
+        servers: String,
+    },
+
     /// A procedure was asked for by a name its program version does not have.
     #[error("program {program:#x} version {version} has no procedure named {name:?} (it has {known})")]
     NoSuchProcedure {

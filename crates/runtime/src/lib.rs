@@ -144,6 +144,7 @@ pub mod stats;
 pub mod trace;
 mod waiting;
 
+pub use client::spread::ServerStats;
 pub use client::Client;
 pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
 pub use doorbell::Drained;

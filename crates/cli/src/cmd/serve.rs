@@ -58,6 +58,9 @@ pub(crate) struct Args {
     /// http://ADDR/metrics (OpenMetrics text), e.g. 127.0.0.1:9464 (port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// `COUNT` starts after N (so that several servers return disjoint values: tests).
+    #[arg(long, default_value_t = 0, hide = true)]
+    count_from: u64,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
@@ -77,6 +80,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         trace,
         no_checksum,
         metrics,
+        count_from,
     } = args;
     let psk = key.load()?;
     let cfg = ServerConfig {
@@ -98,7 +102,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     };
     // Native bodies for lowlat's own transports, XDR for onc+udp:// and onc+tcp://, with
     // one COUNT counter between them.
-    let [native, xdr] = interface::programs();
+    let [native, xdr] = interface::programs_counting_from(count_from);
     let mut builder = Server::builder().program(native).program(xdr).config(cfg);
     if trace {
         builder = builder.program(interface::trace_program());

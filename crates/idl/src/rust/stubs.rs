@@ -119,6 +119,14 @@ impl Gen<'_> {
         self.line("Self { inner: inner.name_procedures(PROCEDURES) }");
         self.close("}");
         self.line("");
+        self.line("/// This client, over several servers sending a call of one of `procs` (this module's");
+        self.line("/// procedure numbers) to another server after it may have run on one: for procedures that");
+        self.line("/// do no harm run twice (see `lowlat::Client::idempotent`; a call's own");
+        self.line("/// `CallOptions::idempotent` overrides it).");
+        self.open("pub fn idempotent(self, procs: &[u32]) -> Self {");
+        self.line("Self { inner: self.inner.idempotent(procs) }");
+        self.close("}");
+        self.line("");
         self.line("/// The untyped client underneath.");
         self.open(format!("pub fn client(&self) -> &{rt}::Client {{"));
         self.line("&self.inner");

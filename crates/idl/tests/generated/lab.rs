@@ -327,6 +327,14 @@ pub mod lab_vers {
             Self { inner: inner.name_procedures(PROCEDURES) }
         }
 
+        /// This client, over several servers sending a call of one of `procs` (this module's
+        /// procedure numbers) to another server after it may have run on one: for procedures that
+        /// do no harm run twice (see `lowlat::Client::idempotent`; a call's own
+        /// `CallOptions::idempotent` overrides it).
+        pub fn idempotent(self, procs: &[u32]) -> Self {
+            Self { inner: self.inner.idempotent(procs) }
+        }
+
         /// The untyped client underneath.
         pub fn client(&self) -> &::lowlat::Client {
             &self.inner

@@ -17,6 +17,7 @@ pub(crate) mod onc;
 mod pacing;
 pub(crate) mod pool;
 mod session;
+pub(crate) mod spread;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use lowlat_proto::{ByteOrder, Session};
 
 use self::lowlat::Lowlat;
 use self::onc::OncClient;
+use self::spread::{ServerStats, Spread};
 use crate::stats::ClientStats;
 use crate::{CallOptions, CallSite, ClientConfig, Endpoint, Error};
 
@@ -44,11 +46,16 @@ pub struct Client {
     names: Arc<[(u32, Arc<str>)]>,
     /// Each call in a `tracing` span ([`ClientConfig::spans`]).
     spans: bool,
+    /// Procedures a client over several servers may send to another server after they may
+    /// have run on one ([`Client::idempotent`]); read only when a call failed.
+    idempotent: Arc<[u32]>,
 }
 
 enum Kind {
     Lowlat(Lowlat),
     Onc(Box<OncClient>),
+    /// Several servers, each member an ordinary single-server client (`spread`).
+    Spread(Box<Spread>),
 }
 
 impl std::fmt::Debug for Client {
@@ -56,6 +63,7 @@ impl std::fmt::Debug for Client {
         match &self.kind {
             Kind::Lowlat(c) => c.fmt(f),
             Kind::Onc(c) => c.fmt(f),
+            Kind::Spread(c) => c.fmt(f),
         }
     }
 }
@@ -67,7 +75,48 @@ impl Client {
     }
 
     /// Binds with the given settings.
+    ///
+    /// `uri` may name several servers: endpoints separated by commas (an element without a
+    /// scheme takes the previous one's: `udp://10.0.0.1:7000,10.0.0.2:7000`), and a host name
+    /// the system resolver (`/etc/hosts`, DNS) gives several addresses stands for one server
+    /// per address. Calls are then spread over the servers that answer, a server that fails is
+    /// left out for a while, and a call that certainly did not run on one goes to the next (see
+    /// [`idempotent`](Self::idempotent) for calls that may have run). Connecting fails only
+    /// when no server can be bound: with the error of one that answered and refused (an
+    /// unknown program, a key), else [`Error::NoServer`] listing what each said.
     pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
+        if let Some(members) = Client::members(uri)? {
+            let spans = cfg.spans;
+            let spread = Spread::connect(uri, members, program, version, cfg)?;
+            return Ok(Client {
+                kind: Kind::Spread(Box::new(spread)),
+                names: Arc::new([]),
+                spans,
+                idempotent: Arc::new([]),
+            });
+        }
+        Client::connect_single(uri, program, version, cfg)
+    }
+
+    /// The servers `uri` names when it names more than one.
+    fn members(uri: &str) -> Result<Option<Vec<String>>, Error> {
+        // An IP address and port, the common case, is today's single server without a look at
+        // the resolver.
+        let literal = || {
+            let (_, rest) = uri.split_once("://")?;
+            rest.parse::<std::net::SocketAddr>().ok()
+        };
+        if !uri.contains(',')
+            && (literal().is_some() || uri.starts_with("shm:") || uri.starts_with("eth:") || uri.starts_with("xdp:"))
+        {
+            return Ok(None);
+        }
+        let members = spread::expand(uri, spread::system_resolve)?;
+        Ok((members.len() > 1).then_some(members))
+    }
+
+    /// A client of exactly one server.
+    fn connect_single(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
         let endpoint: Endpoint = uri.parse()?;
         let spans = cfg.spans;
         let kind = match endpoint {
@@ -83,7 +132,17 @@ impl Client {
             }
             _ => Kind::Lowlat(Lowlat::connect_with(uri, endpoint, program, version, cfg)?),
         };
-        Ok(Client { kind, names: Arc::new([]), spans })
+        Ok(Client { kind, names: Arc::new([]), spans, idempotent: Arc::new([]) })
+    }
+
+    /// This client, sending a call of one of `procs` to another server after it may have run
+    /// on one (a call that certainly did not run always goes to the next server): for
+    /// procedures whose running twice does no harm. Only a client over several servers sends
+    /// calls elsewhere; a call's [`CallOptions::idempotent`] overrides this. Generated clients
+    /// have the same method.
+    pub fn idempotent(mut self, procs: &[u32]) -> Client {
+        self.idempotent = procs.into();
+        self
     }
 
     /// This client, naming procedures in its errors from `names` (number, name as the
@@ -100,6 +159,7 @@ impl Client {
         let site = match &self.kind {
             Kind::Lowlat(c) => c.site(proc_no),
             Kind::Onc(c) => c.site(proc_no),
+            Kind::Spread(c) => c.site(proc_no),
         };
         CallSite { name: self.names.iter().find(|(n, _)| *n == proc_no).map(|(_, name)| name.clone()), ..site }
     }
@@ -109,6 +169,7 @@ impl Client {
         match &self.kind {
             Kind::Lowlat(c) => c.uri(),
             Kind::Onc(c) => c.uri(),
+            Kind::Spread(c) => c.uri(),
         }
     }
 
@@ -118,15 +179,17 @@ impl Client {
         match &self.kind {
             Kind::Lowlat(c) => c.server_order(),
             Kind::Onc(c) => c.session().server_order,
+            Kind::Spread(c) => c.server_order(),
         }
     }
 
     /// The session currently bound (over ONC RPC, which has no sessions, a description of the
-    /// binding with token 0).
+    /// binding with token 0; over several servers, the first connected server's).
     pub fn session(&self) -> Session {
         match &self.kind {
             Kind::Lowlat(c) => c.session(),
             Kind::Onc(c) => c.session(),
+            Kind::Spread(c) => c.session(),
         }
     }
 
@@ -137,16 +200,32 @@ impl Client {
 
     /// Whether this binding speaks ONC RPC (bodies in XDR).
     pub fn is_onc(&self) -> bool {
-        matches!(self.kind, Kind::Onc(_))
+        match &self.kind {
+            Kind::Onc(_) => true,
+            Kind::Lowlat(_) => false,
+            Kind::Spread(c) => c.is_onc(),
+        }
     }
 
     /// What this binding has done: binds, calls, retransmissions, frames that failed their tag
     /// or were ignored (over ONC RPC, which keeps no such counts, all zero). Reading waits for
-    /// each slot's call in progress to end.
+    /// each slot's call in progress to end. Over several servers, the sum of their bindings';
+    /// [`server_stats`](Self::server_stats) has each server's.
     pub fn stats(&self) -> ClientStats {
         match &self.kind {
             Kind::Lowlat(c) => c.stats(),
             Kind::Onc(_) => ClientStats::default(),
+            Kind::Spread(c) => c.stats(),
+        }
+    }
+
+    /// Each server's counters: calls sent to it, refused, failed, moved to another server,
+    /// times left out, what it last said. A single-server client has one entry, with the
+    /// binding's counters only.
+    pub fn server_stats(&self) -> Vec<ServerStats> {
+        match &self.kind {
+            Kind::Spread(c) => c.server_stats(),
+            _ => vec![ServerStats { uri: self.uri().into(), up: true, client: self.stats(), ..ServerStats::default() }],
         }
     }
 
@@ -193,8 +272,26 @@ impl Client {
         let r = match &self.kind {
             Kind::Lowlat(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.shared.cfg.deadline), encode, decode),
             Kind::Onc(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.deadline()), encode, decode),
+            Kind::Spread(c) => c.call(proc_no, timeout, &self.idempotent, encode, decode),
         };
         r.map_err(|e| e.named(&self.names))
+    }
+
+    /// A call on one server: a spread's member (never itself a spread, which keeps the
+    /// generic call path from recursing).
+    #[inline(always)]
+    fn call_leaf<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        proc_no: u32,
+        timeout: Option<Duration>,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        match &self.kind {
+            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.shared.cfg.deadline), encode, decode),
+            Kind::Onc(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.deadline()), encode, decode),
+            Kind::Spread(c) => Err(c.nested()),
+        }
     }
 
     /// [`call_by`](Self::call_by) inside the call's span ([`ClientConfig::spans`]).
@@ -227,10 +324,31 @@ impl Client {
         encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
+        if let (Kind::Spread(c), Some(idempotent)) = (&self.kind, options.idempotent) {
+            return self.spread_call_with(c.as_ref(), proc_no, options.deadline, idempotent, encode, decode);
+        }
         match options.deadline {
             Some(timeout) => self.call_timeout(proc_no, timeout, encode, decode),
             None => self.call(proc_no, encode, decode),
         }
+    }
+
+    /// [`call_with`](Self::call_with) over several servers with the call's own idempotent
+    /// mark.
+    #[cold]
+    #[inline(never)]
+    fn spread_call_with<R, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        spread: &Spread,
+        proc_no: u32,
+        timeout: Option<Duration>,
+        idempotent: bool,
+        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        decode: impl FnOnce(&[u8]) -> Result<R, E>,
+    ) -> Result<R, Error> {
+        let _entered = self.spans.then(|| self.span(proc_no).entered());
+        let idempotent: &[u32] = if idempotent { &[proc_no] } else { &[] };
+        spread.call(proc_no, timeout, idempotent, encode, decode).map_err(|e| e.named(&self.names))
     }
 }
 
@@ -278,21 +396,38 @@ impl Client {
         let deadline = options.deadline;
         let span = if self.spans { self.span(proc_no) } else { tracing::Span::none() };
         // Sent now, in the call's span.
-        let started = span.in_scope(|| match &self.kind {
-            Kind::Lowlat(c) => {
-                let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
-                Started::Lowlat(c.call_async(proc_no, timeout, encode, decode))
+        let mut member = None;
+        let started = span.in_scope(|| {
+            // Over several servers, the member picked is called as a single-server client
+            // (an async call is not sent to a second server: its future owns the closures).
+            let client = match &self.kind {
+                Kind::Spread(c) => match c.pick_for_async() {
+                    Ok((picked, client)) => {
+                        member = Some(picked);
+                        client
+                    }
+                    Err(e) => return Started::Failed(Some(e)),
+                },
+                _ => self,
+            };
+            match &client.kind {
+                Kind::Lowlat(c) => {
+                    let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
+                    Started::Lowlat(c.call_async(proc_no, timeout, encode, decode))
+                }
+                Kind::Onc(c) => Started::Onc(c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode)),
+                Kind::Spread(c) => Started::Failed(Some(c.nested())),
             }
-            Kind::Onc(c) => Started::Onc(c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode)),
         });
-        AsyncCall { started, names: &self.names, span }
+        AsyncCall { started, names: &self.names, span, member }
     }
 }
 
-/// An async call of either protocol, already sent.
+/// An async call of either protocol, already sent (or failed before it could be).
 enum Started<L, O> {
     Lowlat(L),
     Onc(O),
+    Failed(Option<Error>),
 }
 
 /// [`Client::call_with_async`]'s future: the protocol's call, polled in its span, its error
@@ -301,6 +436,8 @@ struct AsyncCall<'a, L, O> {
     started: Started<L, O>,
     names: &'a [(u32, Arc<str>)],
     span: tracing::Span,
+    /// Over several servers, the member called (its outstanding count given back on drop).
+    member: Option<spread::Picked<'a>>,
 }
 
 impl<R, L, O> std::future::Future for AsyncCall<'_, L, O>
@@ -316,7 +453,14 @@ where
         let polled = match &mut this.started {
             Started::Lowlat(call) => std::pin::Pin::new(call).poll(cx),
             Started::Onc(call) => std::pin::Pin::new(call).poll(cx),
+            Started::Failed(e) => std::task::Poll::Ready(Err(e.take().unwrap_or_else(|| Error::Io {
+                op: "a call polled after it completed".into(),
+                source: std::io::ErrorKind::Other.into(),
+            }))),
         };
+        if let (std::task::Poll::Ready(r), Some(member)) = (&polled, &this.member) {
+            member.outcome(r);
+        }
         polled.map(|r| r.map_err(|e| e.named(this.names)))
     }
 }

@@ -1,0 +1,327 @@
+//! Clients over several servers, with real `lowlat serve` processes: calls spread over three
+//! servers while one is killed and restarted and another refuses every bind (its one session
+//! taken), and a server shedding load (`Busy`) whose calls go to the other.
+//!
+//! Each server's `COUNT` starts at its own multiple of a billion (`--count-from`), so a value
+//! says which server (and which incarnation of the restarted one) ran the call.
+//!
+//! `LOWLAT_SPREAD_CALLS` sets the number of `COUNT` calls (20,000 by default; the issue's figure
+//! is 100,000). The figures are printed: run with `--nocapture`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lowlat::{ClientConfig, Error};
+use lowlat_lab::interface::LabClient;
+use lowlat_lab::procs::{self, ServerProcess};
+
+const EXE: &str = env!("CARGO_BIN_EXE_lowlat");
+/// The distance between the servers' `COUNT` ranges.
+const STRIDE: u64 = 1_000_000_000;
+const THREADS: usize = 4;
+
+fn serve(uri: &str, count_from: u64, extra: &[&str]) -> ServerProcess {
+    let mut args = vec!["serve".to_string(), uri.to_string(), "--count-from".into(), count_from.to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    procs::spawn(EXE.as_ref(), &args, Duration::from_secs(10)).expect("the server started")
+}
+
+/// An error's kind: its variant's name.
+fn kind(e: &Error) -> String {
+    let shown = format!("{e:?}");
+    shown.split([' ', '{', '(']).next().unwrap_or("?").to_string()
+}
+
+/// What the calling threads saw.
+#[derive(Default)]
+struct Seen {
+    values: Vec<u64>,
+    /// Failures by kind, and whether they may have executed.
+    failures: BTreeMap<(String, bool), u64>,
+}
+
+/// The tests of this file each load the machine: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn count_calls_over_three_udp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+    three_servers("udp");
+}
+
+#[test]
+fn count_calls_over_three_tcp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+    three_servers("tcp");
+}
+
+fn three_servers(scheme: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let any_port = format!("{scheme}://127.0.0.1:0");
+    let calls: u64 = std::env::var("LOWLAT_SPREAD_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let mut a = serve(&any_port, 0, &[]);
+    let a_uri = a.uris[0].clone();
+    let b = serve(&any_port, STRIDE, &[]);
+    // C requires a key this client does not hold: it refuses every bind.
+    let key = std::env::temp_dir().join(format!("lowlat-spread-{}.key", std::process::id()));
+    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
+    let c = serve(&any_port, 3 * STRIDE, &["--psk-file", key.to_str().unwrap()]);
+    let keyed = ClientConfig { psk: Some(lowlat::read_psk_file(&key).unwrap()), ..ClientConfig::default() };
+    let _ = std::fs::remove_file(&key);
+
+    let list = format!("{a_uri},{},{}", b.uris[0], c.uris[0]);
+    let cfg = ClientConfig {
+        deadline: Duration::from_secs(2),
+        bind_timeout: Duration::from_secs(1),
+        ..ClientConfig::default()
+    };
+    let client = Arc::new(LabClient::connect(&list, cfg).expect("two of three servers answer"));
+
+    let done = Arc::new(AtomicU64::new(0));
+    let back_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let first_after_restart: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let restarted_seen = Arc::new(AtomicBool::new(false));
+    let began = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (client, done, first, seen_flag, back_at) =
+                (client.clone(), done.clone(), first_after_restart.clone(), restarted_seen.clone(), back_at.clone());
+            std::thread::spawn(move || {
+                let mut seen = Seen::default();
+                loop {
+                    let n = done.fetch_add(1, Ordering::Relaxed);
+                    // The calls asked for, and on until the restarted server has had a call
+                    // (bounded: 3 s after it came back).
+                    let back = *back_at.lock().unwrap();
+                    let waiting_for_restart =
+                        !seen_flag.load(Ordering::Relaxed) && back.is_none_or(|t| t.elapsed() < Duration::from_secs(3));
+                    if n >= calls && !waiting_for_restart {
+                        break;
+                    }
+                    match client.count() {
+                        Ok(v) => {
+                            if (2 * STRIDE..3 * STRIDE).contains(&v) && !seen_flag.swap(true, Ordering::Relaxed) {
+                                *first.lock().unwrap() = Some(Instant::now());
+                            }
+                            seen.values.push(v);
+                        }
+                        Err(e) => *seen.failures.entry((kind(&e), e.may_have_executed())).or_default() += 1,
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+
+    // Killed a fifth of the way through, and started again on the same port.
+    let kill_deadline = Instant::now() + Duration::from_secs(60);
+    while done.load(Ordering::Relaxed) < calls / 5 && Instant::now() < kill_deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    a.kill();
+    let killed_at = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    let a2 = serve(&a_uri, 2 * STRIDE, &[]);
+    let ready = Instant::now();
+    *back_at.lock().unwrap() = Some(ready);
+
+    let mut seen = Seen::default();
+    for w in workers {
+        let s = w.join().expect("a calling thread");
+        seen.values.extend(s.values);
+        for (k, n) in s.failures {
+            *seen.failures.entry(k).or_default() += n;
+        }
+    }
+    let elapsed = began.elapsed();
+    let per_server = client.client().server_stats();
+
+    // What each server ran, from its counter: one more COUNT each.
+    let ran_by = |c: &LabClient, start: u64| c.count().unwrap() - 1 - start;
+    let ran_b = ran_by(&LabClient::connect(&b.uris[0], ClientConfig::default()).unwrap(), STRIDE);
+    let ran_a2 = ran_by(&LabClient::connect(&a2.uris[0], ClientConfig::default()).unwrap(), 2 * STRIDE);
+    let ran_c = ran_by(&LabClient::connect(&c.uris[0], keyed).unwrap(), 3 * STRIDE);
+
+    let mut values = seen.values.clone();
+    values.sort_unstable();
+    let total = values.len() as u64;
+    let dup = values.windows(2).find(|w| w[0] == w[1]);
+    assert!(dup.is_none(), "a server returned COUNT value {:?} twice", dup);
+    let range = |k: u64| values.iter().filter(|v| (k * STRIDE..(k + 1) * STRIDE).contains(v)).count() as u64;
+    let (ok_a1, ok_b, ok_a2, ok_c) = (range(0), range(1), range(2), range(3));
+    // The killed incarnation ran at least every value up to the largest it returned.
+    let ran_a1_at_least = values.iter().filter(|v| **v < STRIDE).max().copied().unwrap_or(0);
+    let maybe: u64 = seen.failures.iter().filter(|((_, m), _)| *m).map(|(_, n)| n).sum();
+    let not_run: u64 = seen.failures.iter().filter(|((_, m), _)| !*m).map(|(_, n)| n).sum();
+    let first = first_after_restart.lock().unwrap().map(|t| t.saturating_duration_since(ready));
+
+    eprintln!(
+        "{scheme}: {} calls from {THREADS} threads in {:.2} s: {total} succeeded, {maybe} failed and may have executed, \
+         {not_run} failed certainly not executed; failures by kind: {:?}",
+        total + maybe + not_run,
+        elapsed.as_secs_f64(),
+        seen.failures
+    );
+    eprintln!(
+        "executions: A before its kill >= {ran_a1_at_least} ({ok_a1} returned), A restarted {ran_a2} ({ok_a2} returned), \
+         B {ran_b} ({ok_b} returned), C {ran_c} ({ok_c} returned)"
+    );
+    eprintln!(
+        "A killed {:.0} ms after the start, back (ready) {:.0} ms after its kill; its first call {:?} after it was back",
+        killed_at.duration_since(began).as_secs_f64() * 1e3,
+        ready.duration_since(killed_at).as_secs_f64() * 1e3,
+        first
+    );
+    for s in &per_server {
+        eprintln!(
+            "  {}: up {}, calls {}, refused {}, failed (may have executed) {}, moved {}, left out {} times, last error {:?}",
+            s.uri, s.up, s.calls, s.refused, s.failed_maybe_executed, s.moved, s.left_out, s.last_error
+        );
+    }
+
+    // Every call returned a value or a typed error saying whether it may have run; each value
+    // came from the server whose range it is in, once; and the executions the servers counted
+    // are the successes plus at most the failures that may have executed.
+    let ran = ran_a1_at_least + ran_a2 + ran_b + ran_c;
+    assert!(ran >= total, "servers ran {ran} calls, fewer than the {total} that succeeded");
+    assert!(
+        ran <= total + maybe,
+        "servers ran {ran} calls: more than the {total} successes plus the {maybe} failures that may have executed"
+    );
+    for (k, n) in [(ran_b, ok_b), (ran_a2, ok_a2), (ran_c, ok_c), (ran_a1_at_least, ok_a1)] {
+        assert!(k >= n, "a server returned {n} values but ran {k}");
+    }
+    // Spread: B and the restarted A both served calls.
+    assert!(ok_b > 0 && ok_a1 > 0, "A {ok_a1}, B {ok_b}");
+    let first = first.expect("the restarted server had no call within 3 s of its return");
+    assert!(first < Duration::from_secs(1), "the restarted server's first call came {first:?} after its return");
+    // C refused every bind, was left out and ran nothing; no failure is of a kind that says the
+    // call itself was wrong.
+    let c_stats = per_server.iter().find(|s| s.uri == c.uris[0]).unwrap();
+    assert!(c_stats.left_out >= 1 && !c_stats.up && ran_c == 0, "{c_stats:?}");
+    assert!(c_stats.last_error.as_deref().is_some_and(|e| e.contains("pre-shared key")), "{c_stats:?}");
+    for (k, _) in seen.failures.keys() {
+        assert!(!matches!(k.as_str(), "Decode" | "ServerError" | "GarbageArgs" | "Encode"), "failure of kind {k}");
+    }
+    drop(a2);
+}
+
+#[test]
+fn calls_a_server_sheds_with_busy_go_to_the_other() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // One worker and a one-call queue: a third SPIN at once is answered Busy.
+    let shedding = serve("udp://127.0.0.1:0", 0, &["--workers", "1", "--worker-queue", "1"]);
+    let roomy = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let list = format!("{},{}", shedding.uris[0], roomy.uris[0]);
+    let client = Arc::new(LabClient::connect(&list, ClientConfig::default()).unwrap());
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            std::thread::spawn(move || (0..20).map(|_| client.spin(2_000)).filter(Result::is_err).count())
+        })
+        .collect();
+    let failed: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let per_server = client.client().server_stats();
+    eprintln!("{per_server:#?}");
+    assert_eq!(failed, 0, "every call should have gone to a server with room");
+    let shed = &per_server[0];
+    assert!(shed.refused > 0 && shed.moved > 0, "the shedding server refused nothing: {shed:?}");
+    assert!(shed.last_error.as_deref().is_some_and(|e| e.contains("was not run")), "{shed:?}");
+}
+
+#[test]
+fn a_list_with_no_server_up_says_what_each_said() {
+    let cfg = ClientConfig { bind_timeout: Duration::from_millis(500), ..ClientConfig::default() };
+    let e = LabClient::connect("udp://127.0.0.1:1,127.0.0.1:2", cfg.clone()).unwrap_err();
+    assert!(matches!(e, Error::NoServer { .. }), "{e}");
+    let shown = e.to_string();
+    assert!(shown.contains("udp://127.0.0.1:1:") && shown.contains("udp://127.0.0.1:2:"), "{shown}");
+    assert!(!e.may_have_executed());
+}
+
+/// How a call is marked idempotent, or not.
+#[derive(Clone, Copy, Debug)]
+enum Mark {
+    No,
+    PerCall,
+    PerProcedure,
+}
+
+/// A call killed with its server may have run: it goes to the other server only when marked
+/// idempotent. Made from a thread of its own, whose first pick is the first server; through the
+/// generated client.
+fn killed_during_a_call(mark: Mark) -> (Result<(), Error>, Vec<lowlat::ServerStats>) {
+    use lowlat_lab::interface::lab_vers::{LabVersClient, SPIN};
+    let mut first = serve("udp://127.0.0.1:0", 0, &[]);
+    let second = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let list = format!("{},{}", first.uris[0], second.uris[0]);
+    let caller = std::thread::spawn(move || {
+        let client = LabVersClient::connect(&list).unwrap();
+        let client = if let Mark::PerProcedure = mark { client.idempotent(&[SPIN]) } else { client };
+        let r = match mark {
+            Mark::PerCall => client.with(lowlat::CallOptions::new().idempotent(true)).spin(800_000),
+            _ => client.spin(800_000),
+        };
+        (r, client.client().server_stats())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill();
+    caller.join().unwrap()
+}
+
+#[test]
+fn a_call_that_may_have_run_goes_to_another_server_only_when_idempotent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (r, stats) = killed_during_a_call(Mark::No);
+    let e = r.expect_err("the call's server was killed during it");
+    assert!(e.may_have_executed(), "{e}");
+    assert!(e.to_string().contains(&stats[0].uri), "the error names the server: {e}");
+    assert_eq!((stats[0].calls, stats[1].calls), (1, 0), "{stats:#?}");
+
+    for mark in [Mark::PerCall, Mark::PerProcedure] {
+        let (r, stats) = killed_during_a_call(mark);
+        r.unwrap_or_else(|e| panic!("{mark:?}: not sent again to the other server: {e}"));
+        assert_eq!((stats[0].calls, stats[1].calls), (1, 1), "{mark:?}: {stats:#?}");
+        assert_eq!(stats[0].failed_maybe_executed, 1, "{mark:?}: {stats:#?}");
+    }
+}
+
+/// The command line takes a list where it takes a URI (`call`, `bench`), host names included;
+/// and ONC RPC members may mix udp and tcp (one of three here not running).
+#[test]
+fn the_command_line_and_onc_rpc_take_lists_and_host_names() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let a = serve("udp://127.0.0.1:0", 0, &[]);
+    let b = serve("onc+udp://127.0.0.1:0", STRIDE, &[]);
+    let c = serve("onc+tcp://127.0.0.1:0", 2 * STRIDE, &[]);
+    let port = |uri: &str| uri.rsplit_once(':').unwrap().1.to_string();
+    let dead = format!("udp://localhost:{}", port(&b.uris[0])); // b's UDP port speaks ONC RPC: refused
+    let list = format!("{dead},udp://localhost:{}", port(&a.uris[0]));
+    let out = std::process::Command::new(EXE).args(["call", &list, "minus", "5", "7"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-2");
+    let out = std::process::Command::new(EXE)
+        .args(["bench", &format!("{},{}", a.uris[0], a.uris[0]), "--calls", "300", "--threads", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!((v["calls"].as_u64(), v["errors"].as_u64()), (Some(300), Some(0)), "{v}");
+
+    // ONC RPC: a dead server, b over udp by host name, c over tcp.
+    let onc = format!("onc+udp://127.0.0.1:1,onc+udp://localhost:{},{}", port(&b.uris[0]), c.uris[0]);
+    let client = LabClient::connect(&onc, ClientConfig::default()).unwrap();
+    assert!(client.client().is_onc());
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let onc = onc.clone();
+            std::thread::spawn(move || {
+                let client = LabClient::connect(&onc, ClientConfig::default()).unwrap();
+                (0..50).map(|_| client.count().unwrap() / STRIDE).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut served: Vec<u64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    served.extend((0..10).map(|_| client.count().unwrap() / STRIDE));
+    assert!(served.iter().all(|s| [1, 2].contains(s)), "values from b's and c's ranges only: {served:?}");
+}

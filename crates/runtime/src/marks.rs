@@ -8,6 +8,17 @@
 //! asks, to its reply out; and, on the client, from the call to its return: a look that finds
 //! nothing, that is the waiting, is never counted.
 
+/// A waiter for the call path with `policy`: in the counting build, one whose waits never leave
+/// their clock-free polls ([`lowlat_wait::Spinner::never_leaving_clock_free_polls`]), so that a
+/// count is the common case's, a peer answering within them.
+#[inline(always)]
+pub(crate) fn spinner(policy: lowlat_wait::SpinPolicy) -> lowlat_wait::Spinner {
+    let s = lowlat_wait::Spinner::new(policy);
+    #[cfg(feature = "callgrind")]
+    let s = s.never_leaving_clock_free_polls();
+    s
+}
+
 /// A server's reply is out: where the count of its side of a call ends, if the counting program
 /// asked ([`lowlat_sys::callgrind::set_reply_ends_count`]).
 #[inline(always)]

@@ -84,6 +84,8 @@ pub struct Spinner {
     mean_wait_ns: u64,
     /// When the last wait saw readiness, if it read the clock then (see [`Spinner::ready_at`]).
     ready_at: Option<Instant>,
+    /// Polls a spinning wait makes before it first reads the clock ([`CLOCK_EVERY`]).
+    clock_free: u32,
 }
 
 impl Spinner {
@@ -94,7 +96,19 @@ impl Spinner {
             // Start by assuming a fast peer: the first few waits teach the truth.
             mean_wait_ns: 10_000,
             ready_at: None,
+            clock_free: CLOCK_EVERY,
         }
+    }
+
+    /// This waiter, whose spinning waits never leave their clock-free polls (four billion of
+    /// them). Only for the build that counts lowlat's call path in instructions under callgrind,
+    /// whose threads take turns, so that an answer takes many polls to come: its waits then end
+    /// as a fast peer's do natively, within the clock-free polls, and the count is that common
+    /// case's. Such a wait never times out.
+    #[doc(hidden)]
+    pub fn never_leaving_clock_free_polls(mut self) -> Self {
+        self.clock_free = u32::MAX;
+        self
     }
 
     /// The policy it was made with.
@@ -202,7 +216,7 @@ impl Spinner {
                 None => {
                     let left = clock_free_left.get_or_insert_with(|| self.clock_free_polls());
                     if *left > 0 {
-                        *left -= CLOCK_FREE_POLL;
+                        *left -= 1;
                         std::hint::spin_loop();
                         continue;
                     }
@@ -242,7 +256,7 @@ impl Spinner {
             SpinPolicy::Block | SpinPolicy::Budget(_) => false,
         };
         if clock_free {
-            CLOCK_EVERY
+            self.clock_free
         } else {
             0
         }
@@ -251,14 +265,6 @@ impl Spinner {
 
 /// Polls a spinning wait makes before it reads the clock, and between two reads after that.
 const CLOCK_EVERY: u32 = 32;
-
-/// What a poll that finds nothing takes from the clock-free polls left. None in the build that
-/// counts the call path's instructions under callgrind (whose threads take turns, so a peer's
-/// answer takes many polls to come): its waits end as a fast peer's do natively, within the
-/// clock-free polls, and the count is that common case's. (Such a wait never times out: only
-/// the counting program uses that build.)
-#[doc(hidden)]
-pub const CLOCK_FREE_POLL: u32 = if cfg!(feature = "callgrind") { 0 } else { 1 };
 
 /// A wait past its clock-free polls: when it started reading the clock and what it must meet.
 struct Timed {

@@ -193,7 +193,7 @@ impl Lowlat {
                     return Placed::Done(r);
                 }
                 Ok(None) if polls > 0 => {
-                    polls -= lowlat_wait::CLOCK_FREE_POLL;
+                    polls -= 1;
                     std::hint::spin_loop();
                 }
                 Ok(None) | Err(_) => return Placed::NotYet,

@@ -86,7 +86,7 @@ impl Lowlat {
                 chan: None,
                 buf: Vec::new(),
                 outbox: Vec::new(),
-                spinner: Spinner::new(cfg.spin),
+                spinner: crate::marks::spinner(cfg.spin),
                 earlier: ClientStats::default(),
             })
             .collect();

@@ -270,15 +270,14 @@ impl Client {
         decode: impl FnOnce(&[u8]) -> Result<R, E>,
     ) -> Result<R, Error> {
         let r = match &self.kind {
-            Kind::Lowlat(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.shared.cfg.deadline), encode, decode),
-            Kind::Onc(c) => c.call_timeout(proc_no, timeout.unwrap_or(c.deadline()), encode, decode),
             Kind::Spread(c) => c.call(proc_no, timeout, &self.idempotent, encode, decode),
+            _ => self.call_leaf(proc_no, timeout, encode, decode),
         };
         r.map_err(|e| e.named(&self.names))
     }
 
-    /// A call on one server: a spread's member (never itself a spread, which keeps the
-    /// generic call path from recursing).
+    /// A call on one server: this client's, or a spread's member's (never itself a spread,
+    /// which keeps the generic call path from recursing).
     #[inline(always)]
     fn call_leaf<R, E: std::error::Error + Send + Sync + 'static>(
         &self,

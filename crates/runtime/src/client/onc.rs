@@ -162,7 +162,7 @@ impl OncClient {
                     chan: None,
                     gen: 0,
                     buf: Vec::new(),
-                    spinner: Spinner::new(cfg.spin),
+                    spinner: crate::marks::spinner(cfg.spin),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;

@@ -157,7 +157,7 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
         let _ = lowlat_sys::pin_to_cpu(cpu);
     }
     let mut buf: Vec<u8> = Vec::with_capacity(t.max_frame().min(1 << 20));
-    let mut spinner = Spinner::new(ctx.config.spin);
+    let mut spinner = crate::marks::spinner(ctx.config.spin);
     // While this endpoint's calls fill the worker pool, every call that arrives is answered
     // Busy, and a spin for the next one takes the CPU the workers (and other endpoints) need:
     // with one worker busy and the serving thread spinning adaptively for a flood, a

@@ -1,6 +1,7 @@
 //! Clients over several servers, with real `lowlat serve` processes: calls spread over three
-//! servers while one is killed and restarted and another refuses every bind (its one session
-//! taken), and a server shedding load (`Busy`) whose calls go to the other.
+//! servers while one is killed and restarted and another is told to shed load (SIGUSR1) and to
+//! take calls again (SIGUSR2); a server whose worker pool is full (`Busy`) and one refusing
+//! every bind, whose calls go to the other.
 //!
 //! Each server's `COUNT` starts at its own multiple of a billion (`--count-from`), so a value
 //! says which server (and which incarnation of the restarted one) ran the call.
@@ -9,7 +10,7 @@
 //! is 100,000). The figures are printed: run with `--nocapture`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,13 +47,56 @@ struct Seen {
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
-fn count_calls_over_three_udp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+fn count_calls_over_three_udp_servers_keep_at_most_once_through_a_restart_and_shed_load() {
     three_servers("udp");
 }
 
 #[test]
-fn count_calls_over_three_tcp_servers_keep_at_most_once_through_a_restart_and_a_refusing_server() {
+fn count_calls_over_three_tcp_servers_keep_at_most_once_through_a_restart_and_shed_load() {
     three_servers("tcp");
+}
+
+/// Sends `signal` (`USR1`, `USR2`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill").args([format!("-{signal}"), pid.to_string()]).status().unwrap();
+    assert!(ok.success(), "kill -{signal} {pid}");
+}
+
+/// When something happened to a server, and when it next ran a call.
+#[derive(Default)]
+struct Return {
+    /// When it was back (restarted and ready, or told to take calls again).
+    back: Mutex<Option<Instant>>,
+    /// When a value from it was first returned after that.
+    first_call: Mutex<Option<Instant>>,
+}
+
+impl Return {
+    /// A value from the server returned now.
+    fn served(&self) {
+        if self.back.lock().unwrap().is_some() {
+            self.first_call.lock().unwrap().get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Whether the calling threads should go on for it: back, with no call yet (at most 3 s).
+    fn waited_for(&self) -> bool {
+        let seen = self.first_call.lock().unwrap().is_some();
+        !seen && self.back.lock().unwrap().is_none_or(|t| t.elapsed() < Duration::from_secs(3))
+    }
+
+    fn time_to_first_call(&self) -> Option<Duration> {
+        let back = (*self.back.lock().unwrap())?;
+        self.first_call.lock().unwrap().map(|t| t.saturating_duration_since(back))
+    }
+}
+
+/// Waits until `done` reaches `n` calls (at most 60 s).
+fn until_calls(done: &AtomicU64, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while done.load(Ordering::Relaxed) < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn three_servers(scheme: &str) {
@@ -62,12 +106,7 @@ fn three_servers(scheme: &str) {
     let mut a = serve(&any_port, 0, &[]);
     let a_uri = a.uris[0].clone();
     let b = serve(&any_port, STRIDE, &[]);
-    // C requires a key this client does not hold: it refuses every bind.
-    let key = std::env::temp_dir().join(format!("lowlat-spread-{}.key", std::process::id()));
-    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
-    let c = serve(&any_port, 3 * STRIDE, &["--psk-file", key.to_str().unwrap()]);
-    let keyed = ClientConfig { psk: Some(lowlat::read_psk_file(&key).unwrap()), ..ClientConfig::default() };
-    let _ = std::fs::remove_file(&key);
+    let c = serve(&any_port, 3 * STRIDE, &[]);
 
     let list = format!("{a_uri},{},{}", b.uris[0], c.uris[0]);
     let cfg = ClientConfig {
@@ -75,33 +114,30 @@ fn three_servers(scheme: &str) {
         bind_timeout: Duration::from_secs(1),
         ..ClientConfig::default()
     };
-    let client = Arc::new(LabClient::connect(&list, cfg).expect("two of three servers answer"));
+    let client = Arc::new(LabClient::connect(&list, cfg).expect("the servers answer"));
 
     let done = Arc::new(AtomicU64::new(0));
-    let back_at: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let first_after_restart: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let restarted_seen = Arc::new(AtomicBool::new(false));
+    // A restarted, and C taking calls again after shedding load.
+    let (a_back, c_back) = (Arc::new(Return::default()), Arc::new(Return::default()));
     let began = Instant::now();
     let workers: Vec<_> = (0..THREADS)
         .map(|_| {
-            let (client, done, first, seen_flag, back_at) =
-                (client.clone(), done.clone(), first_after_restart.clone(), restarted_seen.clone(), back_at.clone());
+            let (client, done, a_back, c_back) = (client.clone(), done.clone(), a_back.clone(), c_back.clone());
             std::thread::spawn(move || {
                 let mut seen = Seen::default();
                 loop {
                     let n = done.fetch_add(1, Ordering::Relaxed);
-                    // The calls asked for, and on until the restarted server has had a call
-                    // (bounded: 3 s after it came back).
-                    let back = *back_at.lock().unwrap();
-                    let waiting_for_restart =
-                        !seen_flag.load(Ordering::Relaxed) && back.is_none_or(|t| t.elapsed() < Duration::from_secs(3));
-                    if n >= calls && !waiting_for_restart {
+                    // The calls asked for, and on until A and C have had a call since they came
+                    // back (bounded: 3 s after each came back).
+                    if n >= calls && !a_back.waited_for() && !c_back.waited_for() {
                         break;
                     }
                     match client.count() {
                         Ok(v) => {
-                            if (2 * STRIDE..3 * STRIDE).contains(&v) && !seen_flag.swap(true, Ordering::Relaxed) {
-                                *first.lock().unwrap() = Some(Instant::now());
+                            match v / STRIDE {
+                                2 => a_back.served(),
+                                3 => c_back.served(),
+                                _ => {}
                             }
                             seen.values.push(v);
                         }
@@ -113,17 +149,23 @@ fn three_servers(scheme: &str) {
         })
         .collect();
 
-    // Killed a fifth of the way through, and started again on the same port.
-    let kill_deadline = Instant::now() + Duration::from_secs(60);
-    while done.load(Ordering::Relaxed) < calls / 5 && Instant::now() < kill_deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    // A killed a fifth of the way through, and started again on the same port.
+    until_calls(&done, calls / 5);
     a.kill();
     let killed_at = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     let a2 = serve(&a_uri, 2 * STRIDE, &[]);
-    let ready = Instant::now();
-    *back_at.lock().unwrap() = Some(ready);
+    *a_back.back.lock().unwrap() = Some(Instant::now());
+    // C told to shed load two fifths of the way through, and to take calls again at three
+    // fifths (at least 200 ms later).
+    until_calls(&done, 2 * calls / 5);
+    signal(c.pid(), "USR1");
+    let shed_at = Instant::now();
+    until_calls(&done, 3 * calls / 5);
+    std::thread::sleep(Duration::from_millis(200).saturating_sub(shed_at.elapsed()));
+    signal(c.pid(), "USR2");
+    *c_back.back.lock().unwrap() = Some(Instant::now());
+    let shed_for = shed_at.elapsed();
 
     let mut seen = Seen::default();
     for w in workers {
@@ -137,10 +179,10 @@ fn three_servers(scheme: &str) {
     let per_server = client.client().server_stats();
 
     // What each server ran, from its counter: one more COUNT each.
-    let ran_by = |c: &LabClient, start: u64| c.count().unwrap() - 1 - start;
-    let ran_b = ran_by(&LabClient::connect(&b.uris[0], ClientConfig::default()).unwrap(), STRIDE);
-    let ran_a2 = ran_by(&LabClient::connect(&a2.uris[0], ClientConfig::default()).unwrap(), 2 * STRIDE);
-    let ran_c = ran_by(&LabClient::connect(&c.uris[0], keyed).unwrap(), 3 * STRIDE);
+    let ran_by =
+        |uri: &str, start: u64| LabClient::connect(uri, ClientConfig::default()).unwrap().count().unwrap() - 1 - start;
+    let (ran_b, ran_a2, ran_c) =
+        (ran_by(&b.uris[0], STRIDE), ran_by(&a2.uris[0], 2 * STRIDE), ran_by(&c.uris[0], 3 * STRIDE));
 
     let mut values = seen.values.clone();
     values.sort_unstable();
@@ -153,7 +195,7 @@ fn three_servers(scheme: &str) {
     let ran_a1_at_least = values.iter().filter(|v| **v < STRIDE).max().copied().unwrap_or(0);
     let maybe: u64 = seen.failures.iter().filter(|((_, m), _)| *m).map(|(_, n)| n).sum();
     let not_run: u64 = seen.failures.iter().filter(|((_, m), _)| !*m).map(|(_, n)| n).sum();
-    let first = first_after_restart.lock().unwrap().map(|t| t.saturating_duration_since(ready));
+    let (a_first, c_first) = (a_back.time_to_first_call(), c_back.time_to_first_call());
 
     eprintln!(
         "{scheme}: {} calls from {THREADS} threads in {:.2} s: {total} succeeded, {maybe} failed and may have executed, \
@@ -167,10 +209,14 @@ fn three_servers(scheme: &str) {
          B {ran_b} ({ok_b} returned), C {ran_c} ({ok_c} returned)"
     );
     eprintln!(
-        "A killed {:.0} ms after the start, back (ready) {:.0} ms after its kill; its first call {:?} after it was back",
+        "A killed {:.0} ms after the start, back (ready) {:.0} ms after its kill; its first call {a_first:?} after it was back",
         killed_at.duration_since(began).as_secs_f64() * 1e3,
-        ready.duration_since(killed_at).as_secs_f64() * 1e3,
-        first
+        a_back.back.lock().unwrap().unwrap().duration_since(killed_at).as_secs_f64() * 1e3,
+    );
+    eprintln!(
+        "C shed load from {:.0} ms after the start for {:.0} ms; its first call {c_first:?} after it took calls again",
+        shed_at.duration_since(began).as_secs_f64() * 1e3,
+        shed_for.as_secs_f64() * 1e3,
     );
     for s in &per_server {
         eprintln!(
@@ -191,19 +237,49 @@ fn three_servers(scheme: &str) {
     for (k, n) in [(ran_b, ok_b), (ran_a2, ok_a2), (ran_c, ok_c), (ran_a1_at_least, ok_a1)] {
         assert!(k >= n, "a server returned {n} values but ran {k}");
     }
-    // Spread: B and the restarted A both served calls.
-    assert!(ok_b > 0 && ok_a1 > 0, "A {ok_a1}, B {ok_b}");
-    let first = first.expect("the restarted server had no call within 3 s of its return");
-    assert!(first < Duration::from_secs(1), "the restarted server's first call came {first:?} after its return");
-    // C refused every bind, was left out and ran nothing; no failure is of a kind that says the
-    // call itself was wrong.
+    // Spread: every server served calls.
+    assert!(ok_a1 > 0 && ok_b > 0 && ok_c > 0, "A {ok_a1}, B {ok_b}, C {ok_c}");
+    let a_first = a_first.expect("the restarted server had no call within 3 s of its return");
+    assert!(a_first < Duration::from_secs(1), "the restarted server's first call came {a_first:?} after its return");
+    // C's shed calls (answered Busy, not run) went to the others: none failed for it.
     let c_stats = per_server.iter().find(|s| s.uri == c.uris[0]).unwrap();
-    assert!(c_stats.left_out >= 1 && !c_stats.up && ran_c == 0, "{c_stats:?}");
-    assert!(c_stats.last_error.as_deref().is_some_and(|e| e.contains("pre-shared key")), "{c_stats:?}");
+    assert!(c_stats.refused >= 1 && c_stats.moved >= 1 && c_stats.left_out >= 1, "{c_stats:?}");
+    assert!(c_stats.last_error.as_deref().is_some_and(|e| e.contains("shedding load")), "{c_stats:?}");
+    assert!(!seen.failures.keys().any(|(k, _)| k == "Busy"), "a shed call failed: {:?}", seen.failures);
+    let c_first = c_first.expect("the server that shed load had no call within 3 s of taking calls again");
+    assert!(c_first < Duration::from_secs(1), "its first call came {c_first:?} after it took calls again");
+    // No failure is of a kind that says the call itself was wrong.
     for (k, _) in seen.failures.keys() {
         assert!(!matches!(k.as_str(), "Decode" | "ServerError" | "GarbageArgs" | "Encode"), "failure of kind {k}");
     }
     drop(a2);
+}
+
+/// A server that refuses every bind (it requires a key this client does not hold) is left out
+/// for the calls' whole run, saying why; the other takes them all.
+#[test]
+fn a_server_refusing_every_bind_is_left_out() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let key = std::env::temp_dir().join(format!("lowlat-spread-{}.key", std::process::id()));
+    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
+    let keyed = serve("udp://127.0.0.1:0", 0, &["--psk-file", key.to_str().unwrap()]);
+    let with_key = ClientConfig { psk: Some(lowlat::read_psk_file(&key).unwrap()), ..ClientConfig::default() };
+    let _ = std::fs::remove_file(&key);
+    let open = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let list = format!("{},{}", keyed.uris[0], open.uris[0]);
+    let client = LabClient::connect(&list, ClientConfig::default()).unwrap();
+    let began = Instant::now();
+    // Past two back-offs: the refusing server is probed again, and refuses again.
+    while began.elapsed() < Duration::from_millis(100) {
+        assert_eq!(client.count().unwrap() / STRIDE, 1);
+    }
+    let stats = client.client().server_stats();
+    let refusing = &stats[0];
+    assert!(refusing.left_out >= 2 && !refusing.up && refusing.refused >= 2, "{refusing:?}");
+    assert!(refusing.last_error.as_deref().is_some_and(|e| e.contains("pre-shared key")), "{refusing:?}");
+    // COUNT returns the calls run, this one included.
+    let ran = LabClient::connect(&keyed.uris[0], with_key).unwrap().count().unwrap() - 1;
+    assert_eq!(ran, 0, "the server that refused every bind ran calls");
 }
 
 #[test]

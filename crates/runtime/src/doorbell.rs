@@ -45,7 +45,8 @@ impl Doorbell {
 /// State shared between one serving thread and the outside world.
 pub(crate) struct EndpointShared {
     pub doorbell: Doorbell,
-    /// [`RUNNING`], [`DRAINING`] or [`STOPPING`]: one load per turn of the serving loop.
+    /// [`RUNNING`], [`SHEDDING`], [`DRAINING`] or [`STOPPING`]: one load per turn of the serving
+    /// loop.
     pub state: AtomicU8,
     /// What the serving thread's drain did, written as it ends.
     pub drained: Mutex<Drained>,
@@ -60,6 +61,9 @@ pub(crate) const DRAINING: u8 = 1;
 /// Stopping now: the calls still on the worker pool are answered "may have executed", and the
 /// thread ends.
 pub(crate) const STOPPING: u8 = 2;
+/// Shedding load: every new call is answered `Busy` without running it, until told to run
+/// calls again ([`Server::shed_load`](crate::Server::shed_load)).
+pub(crate) const SHEDDING: u8 = 3;
 
 /// What a graceful stop did ([`Server::shutdown`](crate::Server::shutdown)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,7 +122,17 @@ impl EndpointShared {
 
     /// Asks the serving thread to stop once the calls in progress are done, and wakes it.
     pub fn drain(&self) {
-        let _ = self.state.compare_exchange(RUNNING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| matches!(s, RUNNING | SHEDDING).then_some(DRAINING));
+        self.doorbell.ring();
+    }
+
+    /// Tells the serving thread to shed load (answer every new call `Busy`) or to run calls
+    /// again; a stopping thread stays stopping.
+    pub fn shed(&self, on: bool) {
+        let (from, to) = if on { (RUNNING, SHEDDING) } else { (SHEDDING, RUNNING) };
+        let _ = self.state.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
         self.doorbell.ring();
     }
 }

@@ -114,7 +114,7 @@ fn reactor() -> &'static Reactor {
             .name("lowlat-reactor".into())
             .spawn(move || {
                 // Termination signals are the application's to take, never the reactor's.
-                let _ = lowlat_sys::block_termination_signals();
+                let _ = lowlat_sys::block_server_signals();
                 r.run()
             })
             .expect("lowlat reactor: spawn its thread");

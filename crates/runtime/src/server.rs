@@ -170,17 +170,32 @@ impl Server {
         }
     }
 
+    /// Sheds load (`on`) or takes calls again: while shedding, every endpoint answers each new
+    /// call at once without running it — [`Error::Busy`](crate::Error::Busy) over lowlat's
+    /// protocol ("the server is shedding load", counted in [`EndpointStats::busy`]), SYSTEM_ERR
+    /// over ONC RPC (which has no "busy") — so that a client over several servers sends it to
+    /// another and leaves this one out for a while. Calls already running finish and are
+    /// answered; sessions, keys and the duplicate cache are kept. For an operator who takes a
+    /// server out of rotation, or a server that knows it is overloaded; `lowlat serve` does it on
+    /// SIGUSR1 and takes calls again on SIGUSR2 ([`wait_for_signal`](Self::wait_for_signal)).
+    pub fn shed_load(&self, on: bool) {
+        for e in &self.endpoints {
+            e.shared.shed(on);
+        }
+    }
+
     /// Blocks the signals [`wait_for_signal`](Self::wait_for_signal) takes (SIGTERM, SIGINT,
-    /// SIGHUP) in the calling thread and every thread it starts from now on: call it first
+    /// SIGHUP, SIGUSR1, SIGUSR2) in the calling thread and every thread it starts from now on: call it first
     /// thing in `main` when threads start before the server waits, so that a stop signal always
     /// finds the wait rather than ending the process at once.
     pub fn block_stop_signals() -> Result<(), Error> {
-        lowlat_sys::block_termination_signals().map_err(|e| Error::io("block termination signals", e))
+        lowlat_sys::block_server_signals().map_err(|e| Error::io("block termination signals", e))
     }
 
     /// Serves until this process is asked to stop (SIGTERM, SIGINT or SIGHUP), then stops
     /// gracefully, as [`shutdown`](Self::shutdown) does, and says what the stop did. Fails if
-    /// every serving thread ends first (a transport failed).
+    /// every serving thread ends first (a transport failed). Meanwhile SIGUSR1 makes the server
+    /// shed load and SIGUSR2 makes it take calls again ([`shed_load`](Self::shed_load)).
     ///
     /// The signals are taken synchronously, so no handler runs anywhere: lowlat's own threads
     /// never take them, and this call blocks them in the calling thread. Call it from the main
@@ -191,8 +206,19 @@ impl Server {
     pub fn wait_for_signal(self) -> Result<Drained, Error> {
         Server::block_stop_signals()?;
         loop {
-            if lowlat_sys::wait_termination(Duration::from_millis(200)).is_some() {
-                return Ok(self.shutdown());
+            match lowlat_sys::wait_server_signal(Duration::from_millis(200)) {
+                Some(lowlat_sys::ServerSignal::Stop(_)) => return Ok(self.shutdown()),
+                Some(signal) => {
+                    let on = signal == lowlat_sys::ServerSignal::Shed;
+                    self.shed_load(on);
+                    let what = if on {
+                        "shedding load (SIGUSR1): new calls answered Busy"
+                    } else {
+                        "taking calls again (SIGUSR2)"
+                    };
+                    tracing::warn!(target: "lowlat::server", "{what}");
+                }
+                None => {}
             }
             if self.is_finished() {
                 let e = std::io::Error::other("every serving thread stopped");

@@ -120,7 +120,9 @@ counters! {
         retransmits_received,
         /// Call fragments of messages larger than one frame.
         fragments_received,
-        /// Calls shed without running because the worker pool's queue was full.
+        /// Calls answered `Busy` without running: the worker pool's queue was full, or the
+        /// server was shedding load ([`Server::shed_load`](crate::Server::shed_load)) or
+        /// stopping.
         busy,
         /// Calls of procedures the program lacks.
         errors_unknown_procedure,

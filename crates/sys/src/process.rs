@@ -36,26 +36,31 @@ pub fn net_namespace_id() -> u64 {
 }
 
 /// The signals that ask a server to stop: SIGTERM, SIGINT and SIGHUP.
-fn termination_signals() -> libc::sigset_t {
+const TERMINATION: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+/// The signals that tell a server to shed load (SIGUSR1) and to take calls again (SIGUSR2).
+const LOAD: [libc::c_int; 2] = [libc::SIGUSR1, libc::SIGUSR2];
+
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before the signals are added.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a live sigset_t; the signal numbers are valid.
     unsafe {
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGHUP);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
     }
     set
 }
 
-/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and in every thread it starts
-/// afterwards, so that [`wait_termination`] takes them synchronously: a server then stops
-/// cleanly (its socket files removed, its rpcbind registrations withdrawn) instead of dying with
-/// them, and no signal handler ever runs in the middle of a serving thread. Call it before
-/// starting any thread.
-pub fn block_termination_signals() -> io::Result<()> {
-    let set = termination_signals();
+/// Blocks the signals a server takes synchronously — SIGTERM, SIGINT and SIGHUP (stop), SIGUSR1
+/// and SIGUSR2 (shed load, take calls again) — in the calling thread and in every thread it
+/// starts afterwards, so that [`wait_termination`] and [`wait_server_signal`] take them: a
+/// server then stops cleanly (its socket files removed, its rpcbind registrations withdrawn)
+/// instead of dying with them, and no signal handler ever runs in the middle of a serving
+/// thread. Call it before starting any thread.
+pub fn block_server_signals() -> io::Result<()> {
+    let set = signal_set(&[TERMINATION.as_slice(), LOAD.as_slice()].concat());
     // SAFETY: `set` is an initialised sigset_t; the old mask is not wanted (null).
     let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if r != 0 {
@@ -64,14 +69,38 @@ pub fn block_termination_signals() -> io::Result<()> {
     Ok(())
 }
 
-/// Waits at most `timeout` for one of the signals [`block_termination_signals`] blocked; returns
-/// its number, or None when none came.
-pub fn wait_termination(timeout: Duration) -> Option<i32> {
-    let set = termination_signals();
+fn wait_for(signals: &[libc::c_int], timeout: Duration) -> Option<i32> {
+    let set = signal_set(signals);
     let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
     // SAFETY: `set` and `ts` are initialised and live for the call; no siginfo is wanted (null).
     let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
     (r > 0).then_some(r)
+}
+
+/// Waits at most `timeout` for SIGTERM, SIGINT or SIGHUP (blocked by [`block_server_signals`]);
+/// returns its number, or None when none came.
+pub fn wait_termination(timeout: Duration) -> Option<i32> {
+    wait_for(&TERMINATION, timeout)
+}
+
+/// What a server was told by a signal ([`wait_server_signal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerSignal {
+    /// SIGTERM, SIGINT or SIGHUP (the number): stop.
+    Stop(i32),
+    /// SIGUSR1: shed load.
+    Shed,
+    /// SIGUSR2: take calls again.
+    Resume,
+}
+
+/// Waits at most `timeout` for one of the signals [`block_server_signals`] blocked.
+pub fn wait_server_signal(timeout: Duration) -> Option<ServerSignal> {
+    Some(match wait_for(&[TERMINATION.as_slice(), LOAD.as_slice()].concat(), timeout)? {
+        libc::SIGUSR1 => ServerSignal::Shed,
+        libc::SIGUSR2 => ServerSignal::Resume,
+        s => ServerSignal::Stop(s),
+    })
 }
 
 /// Kills process `pid` at once (SIGKILL), as a crash would end it.
@@ -128,7 +157,7 @@ mod tests {
         // In a thread of its own: the mask is per thread, and the signal is sent to this thread
         // only, so the rest of the test process is untouched.
         let got = std::thread::spawn(|| {
-            block_termination_signals().unwrap();
+            block_server_signals().unwrap();
             assert_eq!(wait_termination(Duration::from_millis(5)), None);
             // SAFETY: raising a signal the calling thread blocks only makes it pending there.
             unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGHUP) };
@@ -137,6 +166,29 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(got, Some(libc::SIGHUP));
+    }
+
+    #[test]
+    fn shed_and_resume_signals_are_told_apart_from_stop() {
+        let got = std::thread::spawn(|| {
+            block_server_signals().unwrap();
+            let mut told = Vec::new();
+            for s in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGTERM] {
+                // SAFETY: raising a signal the calling thread blocks only makes it pending there.
+                unsafe { libc::pthread_kill(libc::pthread_self(), s) };
+                told.push(wait_server_signal(Duration::from_secs(5)));
+            }
+            // A pending SIGUSR1 is not a termination.
+            // SAFETY: as above.
+            unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGUSR1) };
+            told.push(wait_termination(Duration::from_millis(5)).map(ServerSignal::Stop));
+            told.push(wait_server_signal(Duration::from_secs(5)));
+            told
+        })
+        .join()
+        .unwrap();
+        use ServerSignal::*;
+        assert_eq!(got, [Some(Shed), Some(Resume), Some(Stop(libc::SIGTERM)), None, Some(Shed)]);
     }
 
     #[test]

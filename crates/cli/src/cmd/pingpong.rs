@@ -97,7 +97,7 @@ fn echo(uri: &str, floor: bool, spin: SpinPolicy, checksum: bool, psk: Option<&P
     let bound =
         if floor { PingPongServer::bind_floor(uri, spin) } else { PingPongServer::bind(uri, spin, checksum, psk) };
     let server = bound.map_err(|e| e.to_string())?;
-    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    lowlat_sys::block_server_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
     println!("serving {}", server.local_uri);
     println!("ready");
     // Echo on a thread; this one stops it on SIGTERM, SIGINT or SIGHUP, so that the

@@ -63,7 +63,7 @@ fn datagram_addr(uri: &str) -> Result<(std::net::SocketAddr, &'static str), Stri
 fn relay(listen: &str, target: &str, faults: lowlat_relay::Faults, json: bool) -> Result<(), String> {
     let (at, scheme) = datagram_addr(listen)?;
     let (to, _) = datagram_addr(target)?;
-    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    lowlat_sys::block_server_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
     let relay = lowlat_relay::RelayThread::start(at, to, faults).map_err(|e| format!("{listen}: {e}"))?;
     println!("serving {scheme}://{}", relay.addr());
     println!(

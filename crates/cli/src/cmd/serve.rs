@@ -6,6 +6,10 @@ use lowlat_lab::interface;
 use crate::key::KeyArgs;
 
 /// Serve the built-in `lab` interface (program 0x20004C4C version 1) on each URI.
+///
+/// SIGTERM, SIGINT or SIGHUP stop the server gracefully (calls in progress answered). SIGUSR1
+/// makes it shed load: every new call is answered Busy without running (a client over several
+/// servers sends it to another), until SIGUSR2 makes it take calls again.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Endpoints: udp://HOST:PORT, tcp://HOST:PORT (port 0 picks a free one).
@@ -121,6 +125,6 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     println!("ready");
     // SIGTERM, SIGINT or SIGHUP: stop gracefully (calls in progress answered, socket
-    // files removed, rpcbind told).
+    // files removed, rpcbind told); SIGUSR1 and SIGUSR2: shed load, take calls again.
     server.wait_for_signal().map(|_| ()).map_err(|e| e.to_string())
 }

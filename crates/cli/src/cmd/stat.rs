@@ -98,7 +98,7 @@ fn stat(client: &lowlat::Client, uri: &str, json: bool, watch: bool, count: Opti
         }
         return Ok(());
     }
-    lowlat_sys::block_termination_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
+    lowlat_sys::block_server_signals().map_err(|e| format!("cannot block termination signals: {e}"))?;
     // The counters a person watches, as rates (and the one level among them).
     const SHOWN: [&str; 10] = [
         "sessions_open",

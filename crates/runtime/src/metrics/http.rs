@@ -64,7 +64,7 @@ impl MetricsServer {
         let thread = std::thread::Builder::new()
             .name("lowlat-metrics".into())
             .spawn(move || {
-                let _ = lowlat_sys::block_termination_signals();
+                let _ = lowlat_sys::block_server_signals();
                 serve(&listener, &sources, &stopping);
             })
             .map_err(|e| Error::io("spawn the metrics thread", e))?;

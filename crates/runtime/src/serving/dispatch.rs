@@ -21,9 +21,20 @@ use super::async_calls::AsyncCalls;
 use super::routes::Route;
 use super::timing::CallTimes;
 use super::workers::{Completions, Job};
-use super::{Context, STOPPING_REASON};
+use super::{Context, SHEDDING_REASON, STOPPING_REASON};
 use crate::doorbell::Drained;
 use crate::program::{Body, CallContext, ProcError, Procedure};
+
+/// Whether a dispatcher answers new calls without running them, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusing {
+    /// New calls run.
+    No,
+    /// The server was told to shed load.
+    ShedLoad,
+    /// The server is stopping (drained calls are counted).
+    Stopping,
+}
 
 /// What became of a call handed to [`Dispatcher::dispatch`].
 pub(crate) enum Dispatched {
@@ -62,8 +73,8 @@ pub(crate) struct Dispatcher<K> {
     away: Vec<Away<K>>,
     /// The sampled calls' durations, per procedure.
     pub times: CallTimes,
-    /// The server is stopping: new calls are answered, not run.
-    refusing: bool,
+    /// Whether new calls are answered without running them, and why.
+    refusing: Refusing,
     drained: Drained,
     /// Calls run (inline, as a future, or by a worker).
     pub executed: u64,
@@ -89,7 +100,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
             finished: Vec::new(),
             away: Vec::new(),
             times: CallTimes::new(ctx.services.procedure_count()),
-            refusing: false,
+            refusing: Refusing::No,
             drained: Drained::default(),
             executed: 0,
             spans: ctx.config.spans,
@@ -159,11 +170,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
     ) -> Dispatched {
         let id = route.id();
         match route {
-            _ if self.refusing => {
-                self.drained.refused += 1;
-                reply.extend_from_slice(STOPPING_REASON.as_bytes());
-                Dispatched::Answered(Status::Error(ErrorCode::Busy))
-            }
+            _ if self.refusing != Refusing::No => self.refuse(reply),
             Route::Missing => Dispatched::Answered(Status::Error(ErrorCode::UnknownProcedure)),
             Route::Inline(p) => {
                 self.executed += 1;
@@ -218,7 +225,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
             let mut timed = None;
             if let Some(i) = self.away.iter().position(|a| a.key == key) {
                 let a = self.away.swap_remove(i);
-                self.drained.completed += u64::from(self.refusing);
+                self.drained.completed += u64::from(self.refusing == Refusing::Stopping);
                 timed = (a.started != 0 && a.id != crate::program::UNTIMED).then_some((a.id, a.started));
             }
             answer(key, status, &result);
@@ -228,9 +235,25 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
         }
     }
 
-    /// From now on, runs no new call: each is answered that the server is stopping.
-    pub fn refuse_new_calls(&mut self) {
-        self.refusing = true;
+    /// From now on, runs no new call (each is answered `Busy`, saying why), or with
+    /// [`Refusing::No`] runs them again.
+    pub fn refuse_new_calls(&mut self, why: Refusing) {
+        self.refusing = why;
+    }
+
+    /// A call that is not run: answered `Busy`, with the reason.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, reply: &mut OutBuf<'_>) -> Dispatched {
+        let why = match self.refusing {
+            Refusing::Stopping => {
+                self.drained.refused += 1;
+                STOPPING_REASON
+            }
+            Refusing::ShedLoad | Refusing::No => SHEDDING_REASON,
+        };
+        reply.extend_from_slice(why.as_bytes());
+        Dispatched::Answered(Status::Error(ErrorCode::Busy))
     }
 
     /// Calls away from the serving thread, not yet answered.

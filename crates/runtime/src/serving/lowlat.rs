@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lowlat_codec::OutBuf;
 use lowlat_proto::{CallKey, ErrorCode, ProgramVersions, ServerEngine, Status, HEADER_LEN};
 
-use super::dispatch::{Dispatched, Dispatcher};
+use super::dispatch::{Dispatched, Dispatcher, Refusing};
 use super::routes::{Route, RouteCache};
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
 use crate::doorbell::Drained;
@@ -249,8 +249,8 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEnd
         });
     }
 
-    fn refuse_new_calls(&mut self) {
-        self.dispatcher.refuse_new_calls();
+    fn refuse_new_calls(&mut self, why: Refusing) {
+        self.dispatcher.refuse_new_calls(why);
     }
 
     fn in_pool(&self) -> usize {

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use lowlat_wait::{SpinPolicy, Spinner};
 
+use self::dispatch::Refusing;
 use self::routes::Services;
 use self::workers::Job;
-use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING};
+use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING, SHEDDING};
 use crate::driver::{Bind, FrameHandler, Polled, ServerTransport};
 use crate::stats::EndpointStats;
 use crate::{Error, ServerConfig};
@@ -54,8 +55,9 @@ pub(crate) struct Context {
 pub(crate) trait Protocol<A>: FrameHandler<A> {
     /// Sends the results the workers finished (the doorbell rang).
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8]));
-    /// From now on, runs no new call: each is answered that the server is stopping.
-    fn refuse_new_calls(&mut self);
+    /// From now on, runs no new call (each is answered `Busy`, saying why), or with
+    /// [`Refusing::No`] runs them again.
+    fn refuse_new_calls(&mut self, why: Refusing);
     /// Calls on the worker pool, not yet answered.
     fn in_pool(&self) -> usize;
     /// Answers every call still on the worker pool that it may have executed (the stop's time
@@ -123,7 +125,7 @@ fn spawn(name: String, serve: impl FnOnce() + Send + 'static) -> Result<JoinHand
         .spawn(move || {
             // Termination signals go to the application's threads, never to a serving one
             // (`Server::wait_for_signal` takes them synchronously).
-            let _ = lowlat_sys::block_termination_signals();
+            let _ = lowlat_sys::block_server_signals();
             serve();
         })
         .map_err(|e| Error::io("spawn serving thread", e))
@@ -131,6 +133,8 @@ fn spawn(name: String, serve: impl FnOnce() + Send + 'static) -> Result<JoinHand
 
 /// The reason a call that arrives while the server drains is not run.
 pub(crate) const STOPPING_REASON: &str = "the server is stopping";
+/// The reason a call that arrives while the server sheds load is not run.
+pub(crate) const SHEDDING_REASON: &str = "the server is shedding load";
 /// The reason given for a call still on the worker pool when a stop's time runs out.
 pub(crate) const ABANDONED_REASON: &str = "the server stopped before the call finished, so it may have executed";
 
@@ -168,6 +172,7 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     let shared = &ctx.shared;
     let doorbell = shared.doorbell.raw_fd();
     let mut draining = false;
+    let mut shedding = false;
     // Frames served back to back since the timer was last looked at: the wait checks its
     // deadline only when nothing is ready, so under a flood that always has a frame queued the
     // timer (session sweeps) would never run; every TIMER_EVERY frames it is looked at anyway.
@@ -177,11 +182,16 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     let _ = ctx.ready.try_send(());
     loop {
         match shared.state.load(Ordering::Acquire) {
-            RUNNING => {}
+            RUNNING if !shedding => {}
+            SHEDDING if shedding => {}
+            RUNNING | SHEDDING => {
+                shedding = !shedding;
+                protocol.refuse_new_calls(if shedding { Refusing::ShedLoad } else { Refusing::No });
+            }
             DRAINING if draining => {}
             DRAINING => {
                 draining = true;
-                protocol.refuse_new_calls();
+                protocol.refuse_new_calls(Refusing::Stopping);
                 // Answers the workers finished before the drain began go now.
                 protocol.complete(&mut |to, h, b| t.send(to, h, b));
             }

@@ -22,7 +22,7 @@ use lowlat_proto::{ByteOrder, ErrorCode, Status};
 use lowlat_transport::udp::MAX_DATAGRAM;
 use tracing::Level;
 
-use super::dispatch::{CallSpan, Dispatched, Dispatcher};
+use super::dispatch::{CallSpan, Dispatched, Dispatcher, Refusing};
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
 use crate::doorbell::Drained;
 use crate::driver::{FrameHandler, ServerTransport};
@@ -219,8 +219,8 @@ impl<A: Eq + Hash + Copy + Send + Debug + 'static> Protocol<A> for OncEndpoint<'
         });
     }
 
-    fn refuse_new_calls(&mut self) {
-        self.dispatcher.refuse_new_calls();
+    fn refuse_new_calls(&mut self, why: Refusing) {
+        self.dispatcher.refuse_new_calls(why);
     }
 
     fn in_pool(&self) -> usize {

@@ -82,7 +82,7 @@ impl Workers {
                     .name(format!("lowlat-worker-{i}"))
                     .spawn(move || {
                         // Termination signals are the application's to take, never a worker's.
-                        let _ = lowlat_sys::block_termination_signals();
+                        let _ = lowlat_sys::block_server_signals();
                         started.wait();
                         loop {
                             let job = match rx.lock().map(|r| r.recv()) {

@@ -573,6 +573,10 @@ macro_rules! conformance {
                 suite::graceful_stop_with_calls_in_flight(&T)
             }
             #[test]
+            fn shedding_load_runs_no_call_until_told_to_run_them() {
+                suite::shedding_load_runs_no_call_until_told_to_run_them(&T)
+            }
+            #[test]
             fn unknown_procedure_program_and_version() {
                 suite::unknown_procedure_program_and_version(&T)
             }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lowlat::{Client, ClientConfig, Error, ServerConfig};
 
 use super::*;
-use crate::common::{bytes, Lab, PROG};
+use crate::common::{bytes, settle, Lab, PROG};
 
 /// A graceful stop with calls in flight: every call in progress (on the worker pool here)
 /// completes and is answered, calls made meanwhile get a typed error that says they did not
@@ -59,6 +59,43 @@ pub fn graceful_stop_with_calls_in_flight(t: &'static Transport) {
     }
     assert!(sent.elapsed() < DROWSY_FOR, "answered when the stop's time ran out, not when the call ended");
     assert_eq!((drained.abandoned, drained.threads_left), (1, 1), "{drained:?}");
+}
+
+/// A server told to shed load answers every new call at once without running it — over
+/// lowlat's protocol `Busy`, saying so, certainly not executed; over ONC RPC (no "busy")
+/// SYSTEM_ERR — keeps its sessions, and runs calls again when told to.
+pub fn shedding_load_runs_no_call_until_told_to_run_them(t: &'static Transport) {
+    let Some(env) = Env::new(t) else { return };
+    let (server, uri) = env.serve(ServerConfig::default());
+    let client =
+        Arc::new(env.on_client(10, move || Client::connect_with(&uri, PROG, 1, ClientConfig::default()).unwrap()));
+    let minus = |c: &Arc<Client>| {
+        let c = c.clone();
+        env.on_client(10, move || Lab::new(&c).minus(7, 5))
+    };
+    assert_eq!(minus(&client).unwrap(), 2);
+    let before = settle(&server, |_| true);
+    server.shed_load(true);
+    // The serving thread takes the word at its next turn: a call it was already looking for
+    // when told may still run.
+    let raced = u64::from(minus(&client).is_ok());
+    for _ in 0..3 {
+        let e = minus(&client).unwrap_err();
+        if t.caps.xdr {
+            assert!(matches!(e, Error::ServerError { .. }), "{e}");
+        } else {
+            assert!(matches!(e, Error::Busy { .. }) && !e.may_have_executed(), "{e}");
+            assert!(e.to_string().contains("the server is shedding load"), "{e}");
+        }
+    }
+    server.shed_load(false);
+    assert_eq!(minus(&client).unwrap(), 2);
+    let after = settle(&server, |s| s.busy >= before.busy + 3);
+    assert_eq!((after.busy - before.busy + raced, after.executed - before.executed), (4, 1 + raced), "{after:?}");
+    if !t.caps.xdr {
+        assert_eq!(client.stats().binds, 1, "the session outlived the shedding");
+    }
+    server.shutdown();
 }
 
 /// Where no server listens, binding (or, over ONC RPC over UDP, the first call) fails with

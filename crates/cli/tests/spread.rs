@@ -325,8 +325,8 @@ enum Mark {
 
 /// A call killed with its server may have run: it goes to the other server only when marked
 /// idempotent. Made from a thread of its own, whose first pick is the first server; through the
-/// generated client.
-fn killed_during_a_call(mark: Mark) -> (Result<(), Error>, Vec<lowlat::ServerStats>) {
+/// generated client, blocking or async.
+fn killed_during_a_call(mark: Mark, async_call: bool) -> (Result<(), Error>, Vec<lowlat::ServerStats>) {
     use lowlat_lab::interface::lab_vers::{LabVersClient, SPIN};
     let mut first = serve("udp://127.0.0.1:0", 0, &[]);
     let second = serve("udp://127.0.0.1:0", STRIDE, &[]);
@@ -334,9 +334,12 @@ fn killed_during_a_call(mark: Mark) -> (Result<(), Error>, Vec<lowlat::ServerSta
     let caller = std::thread::spawn(move || {
         let client = LabVersClient::connect(&list).unwrap();
         let client = if let Mark::PerProcedure = mark { client.idempotent(&[SPIN]) } else { client };
-        let r = match mark {
-            Mark::PerCall => client.with(lowlat::CallOptions::new().idempotent(true)).spin(800_000),
-            _ => client.spin(800_000),
+        let per_call = lowlat::CallOptions::new().idempotent(true);
+        let r = match (mark, async_call) {
+            (Mark::PerCall, false) => client.with(per_call).spin(800_000),
+            (_, false) => client.spin(800_000),
+            (Mark::PerCall, true) => lowlat::wait_all([client.with(per_call).spin_async(800_000)]).remove(0),
+            (_, true) => lowlat::wait_all([client.spin_async(800_000)]).remove(0),
         };
         (r, client.client().server_stats())
     });
@@ -348,18 +351,57 @@ fn killed_during_a_call(mark: Mark) -> (Result<(), Error>, Vec<lowlat::ServerSta
 #[test]
 fn a_call_that_may_have_run_goes_to_another_server_only_when_idempotent() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (r, stats) = killed_during_a_call(Mark::No);
-    let e = r.expect_err("the call's server was killed during it");
-    assert!(e.may_have_executed(), "{e}");
-    assert!(e.to_string().contains(&stats[0].uri), "the error names the server: {e}");
-    assert_eq!((stats[0].calls, stats[1].calls), (1, 0), "{stats:#?}");
+    for async_call in [false, true] {
+        let (r, stats) = killed_during_a_call(Mark::No, async_call);
+        let e = r.expect_err("the call's server was killed during it");
+        assert!(e.may_have_executed(), "async {async_call}: {e}");
+        assert!(e.to_string().contains(&stats[0].uri), "the error names the server: {e}");
+        assert_eq!((stats[0].calls, stats[1].calls), (1, 0), "async {async_call}: {stats:#?}");
 
-    for mark in [Mark::PerCall, Mark::PerProcedure] {
-        let (r, stats) = killed_during_a_call(mark);
-        r.unwrap_or_else(|e| panic!("{mark:?}: not sent again to the other server: {e}"));
-        assert_eq!((stats[0].calls, stats[1].calls), (1, 1), "{mark:?}: {stats:#?}");
-        assert_eq!(stats[0].failed_maybe_executed, 1, "{mark:?}: {stats:#?}");
+        for mark in [Mark::PerCall, Mark::PerProcedure] {
+            let (r, stats) = killed_during_a_call(mark, async_call);
+            r.unwrap_or_else(|e| panic!("{mark:?}, async {async_call}: not sent again to the other server: {e}"));
+            assert_eq!((stats[0].calls, stats[1].calls), (1, 1), "{mark:?}, async {async_call}: {stats:#?}");
+            assert_eq!(stats[0].failed_maybe_executed, 1, "{mark:?}, async {async_call}: {stats:#?}");
+        }
     }
+}
+
+/// Async calls, many in flight from one thread, go on to another server when one refuses them
+/// (it sheds load); the server that refused takes calls again once told to.
+#[test]
+fn async_calls_a_server_refuses_go_to_the_other() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let shedding = serve("udp://127.0.0.1:0", 0, &[]);
+    let other = serve("udp://127.0.0.1:0", STRIDE, &[]);
+    let list = format!("{},{}", shedding.uris[0], other.uris[0]);
+    let client = lowlat_lab::interface::lab_vers::LabVersClient::connect(&list).unwrap();
+    let window = |n: usize| -> Vec<u64> {
+        let mut set = lowlat::InFlight::new(16);
+        let (mut made, mut values) = (0, Vec::new());
+        while values.len() < n {
+            while made < n && !set.is_full() {
+                let _ = set.push(client.count_async());
+                made += 1;
+            }
+            set.wait(Some(Duration::from_secs(10)), |_, r| values.push(r.expect("an async call failed")));
+        }
+        values
+    };
+    // Both serve.
+    let before: Vec<u64> = window(400);
+    assert!(before.iter().any(|v| v / STRIDE == 0), "the first server served none: {before:?}");
+    signal(shedding.pid(), "USR1");
+    std::thread::sleep(Duration::from_millis(100));
+    let during = window(400);
+    let stats = client.client().server_stats();
+    assert!(during.iter().all(|v| v / STRIDE == 1), "a server shedding load ran calls");
+    assert!(stats[0].moved >= 1 && stats[0].refused >= 1, "{stats:#?}");
+    assert!(stats[0].last_error.as_deref().is_some_and(|e| e.contains("shedding load")), "{stats:#?}");
+    signal(shedding.pid(), "USR2");
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(3) && !window(50).iter().any(|v| v / STRIDE == 0) {}
+    assert!(began.elapsed() < Duration::from_secs(1), "no call on the server that took calls again within a second");
 }
 
 /// The command line takes a list where it takes a URI (`call`, `bench`), host names included;
@@ -400,4 +442,66 @@ fn the_command_line_and_onc_rpc_take_lists_and_host_names() {
     let mut served: Vec<u64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
     served.extend((0..10).map(|_| client.count().unwrap() / STRIDE));
     assert!(served.iter().all(|s| [1, 2].contains(s)), "values from b's and c's ranges only: {served:?}");
+}
+
+/// A host name the system resolver gives several addresses (here three lines of an
+/// `/etc/hosts`, which `ip netns exec` puts in place for processes in a namespace the test
+/// creates) stands for one server per address: each refuses in turn (shedding load) and the
+/// call goes on to the next; with all three refusing, the error lists every address.
+#[test]
+fn a_host_name_with_several_addresses_in_etc_hosts_is_one_server_per_address() {
+    use lowlat_testkit::testhosts::{check_root, TestHosts};
+    if let Err(why) = check_root() {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI runs as root: {why}");
+        }
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let hosts = TestHosts::new().unwrap();
+    let ns = &hosts.a;
+    /// The namespace's `/etc/hosts`, removed with the test.
+    struct EtcDir(std::path::PathBuf);
+    impl Drop for EtcDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let etc = EtcDir(std::path::Path::new("/etc/netns").join(&ns.ns));
+    std::fs::create_dir_all(&etc.0).unwrap();
+    std::fs::write(etc.0.join("hosts"), "127.0.0.1 pool.test\n127.0.0.2 pool.test\n127.0.0.3 pool.test\n").unwrap();
+
+    let serve_in = |uri: &str, k: u64| {
+        let mut cmd = ns.command(EXE);
+        cmd.args(["serve", uri, "--count-from", &(k * STRIDE).to_string()]);
+        procs::spawn_command(cmd, Duration::from_secs(10)).expect("the server started")
+    };
+    let first = serve_in("udp://127.0.0.1:0", 0);
+    let port = first.uris[0].rsplit_once(':').unwrap().1.to_string();
+    let others: Vec<_> = (2..=3).map(|k| serve_in(&format!("udp://127.0.0.{k}:{port}"), k - 1)).collect();
+    let call = || {
+        let out = ns.command(EXE).args(["call", &format!("udp://pool.test:{port}"), "count"]).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+        match out.status.success() {
+            true => Ok(text(&out.stdout).parse::<u64>().expect("a COUNT value")),
+            false => Err(text(&out.stderr)),
+        }
+    };
+    // A new process each time: it starts on the first address.
+    assert_eq!(call().map(|v| v / STRIDE), Ok(0));
+    for (k, server) in [&first, &others[0], &others[1]].into_iter().enumerate() {
+        signal(server.pid(), "USR1");
+        std::thread::sleep(Duration::from_millis(100));
+        let next = call().map(|v| v / STRIDE);
+        if k < 2 {
+            assert_eq!(next, Ok(k as u64 + 1), "the call did not go on to the next address");
+        } else {
+            let said = next.expect_err("every address refused");
+            for a in 1..=3 {
+                let uri = format!("udp://127.0.0.{a}:{port}");
+                assert!(said.contains(&uri), "{uri} is not in: {said}");
+            }
+        }
+    }
 }

@@ -56,6 +56,14 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
 // Nothing in the call points into itself: it may move between polls.
 impl<R, E, Enc, Dec> Unpin for LowlatCall<'_, R, E, Enc, Dec> {}
 
+impl<R, E, Enc, Dec> LowlatCall<'_, R, E, Enc, Dec> {
+    /// The decoder, if no reply used it (a client over several servers gives it to the call
+    /// that replaces this one).
+    pub(crate) fn take_decode(&mut self) -> Option<Dec> {
+        self.decode.take()
+    }
+}
+
 impl Lowlat {
     /// The call as a future, sent now if a slot is free (else once one is, when polled).
     pub(crate) fn call_async<R, E, Enc, Dec>(

@@ -18,6 +18,7 @@ mod pacing;
 pub(crate) mod pool;
 mod session;
 pub(crate) mod spread;
+mod spread_async;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -395,51 +396,52 @@ impl Client {
         let deadline = options.deadline;
         let span = if self.spans { self.span(proc_no) } else { tracing::Span::none() };
         // Sent now, in the call's span.
-        let mut member = None;
-        let started = span.in_scope(|| {
-            // Over several servers, the member picked is called as a single-server client
-            // (an async call is not sent to a second server: its future owns the closures).
-            let client = match &self.kind {
-                Kind::Spread(c) => match c.pick_for_async() {
-                    Ok((picked, client)) => {
-                        member = Some(picked);
-                        client
-                    }
-                    Err(e) => return Started::Failed(Some(e)),
-                },
-                _ => self,
-            };
-            match &client.kind {
-                Kind::Lowlat(c) => {
-                    let timeout = deadline.unwrap_or(c.shared.cfg.deadline);
-                    Started::Lowlat(c.call_async(proc_no, timeout, encode, decode))
-                }
-                Kind::Onc(c) => Started::Onc(c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode)),
-                Kind::Spread(c) => Started::Failed(Some(c.nested())),
+        let started = span.in_scope(|| match &self.kind {
+            Kind::Spread(c) => {
+                let idempotent = options.idempotent.unwrap_or_else(|| self.idempotent.contains(&proc_no));
+                Started::Spread(c.call_async(proc_no, deadline, idempotent, encode, decode))
             }
+            _ => Started::One(self.one_server_async(proc_no, deadline, encode, decode)),
         });
-        AsyncCall { started, names: &self.names, span, member }
+        AsyncCall { started, names: &self.names, span }
+    }
+
+    /// An async call on this client's one server (a spread's member's, never a spread's).
+    pub(crate) fn one_server_async<'a, R, E, Enc, Dec>(
+        &'a self,
+        proc_no: u32,
+        deadline: Option<Duration>,
+        encode: Enc,
+        decode: Dec,
+    ) -> OneServerCall<'a, R, E, Enc, Dec>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        Dec: FnOnce(&[u8]) -> Result<R, E>,
+    {
+        match &self.kind {
+            Kind::Lowlat(c) => {
+                OneServer::Lowlat(c.call_async(proc_no, deadline.unwrap_or(c.shared.cfg.deadline), encode, decode))
+            }
+            Kind::Onc(c) => OneServer::Onc(c.call_async(proc_no, deadline.unwrap_or(c.deadline()), encode, decode)),
+            Kind::Spread(c) => OneServer::Failed(Some(c.nested())),
+        }
     }
 }
 
-/// An async call of either protocol, already sent (or failed before it could be).
-enum Started<L, O> {
+/// An async call on one server with these closures.
+pub(crate) type OneServerCall<'a, R, E, Enc, Dec> =
+    OneServer<call_async::LowlatCall<'a, R, E, Enc, Dec>, onc::OncCall<'a, R, E, Enc, Dec>>;
+
+/// An async call on one server, of either protocol, already sent (or failed before it could
+/// be).
+pub(crate) enum OneServer<L, O> {
     Lowlat(L),
     Onc(O),
     Failed(Option<Error>),
 }
 
-/// [`Client::call_with_async`]'s future: the protocol's call, polled in its span, its error
-/// naming the procedure.
-struct AsyncCall<'a, L, O> {
-    started: Started<L, O>,
-    names: &'a [(u32, Arc<str>)],
-    span: tracing::Span,
-    /// Over several servers, the member called (its outstanding count given back on drop).
-    member: Option<spread::Picked<'a>>,
-}
-
-impl<R, L, O> std::future::Future for AsyncCall<'_, L, O>
+impl<R, L, O> std::future::Future for OneServer<L, O>
 where
     L: std::future::Future<Output = Result<R, Error>> + Unpin,
     O: std::future::Future<Output = Result<R, Error>> + Unpin,
@@ -447,19 +449,45 @@ where
     type Output = Result<R, Error>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        let this = &mut *self;
-        let _in_span = this.span.enter();
-        let polled = match &mut this.started {
-            Started::Lowlat(call) => std::pin::Pin::new(call).poll(cx),
-            Started::Onc(call) => std::pin::Pin::new(call).poll(cx),
-            Started::Failed(e) => std::task::Poll::Ready(Err(e.take().unwrap_or_else(|| Error::Io {
+        match &mut *self {
+            OneServer::Lowlat(call) => std::pin::Pin::new(call).poll(cx),
+            OneServer::Onc(call) => std::pin::Pin::new(call).poll(cx),
+            OneServer::Failed(e) => std::task::Poll::Ready(Err(e.take().unwrap_or_else(|| Error::Io {
                 op: "a call polled after it completed".into(),
                 source: std::io::ErrorKind::Other.into(),
             }))),
-        };
-        if let (std::task::Poll::Ready(r), Some(member)) = (&polled, &this.member) {
-            member.outcome(r);
         }
+    }
+}
+
+/// An async call on one server or over several.
+enum Started<One, Several> {
+    One(One),
+    Spread(Several),
+}
+
+/// [`Client::call_with_async`]'s future: the call, polled in its span, its error naming the
+/// procedure.
+struct AsyncCall<'a, One, Several> {
+    started: Started<One, Several>,
+    names: &'a [(u32, Arc<str>)],
+    span: tracing::Span,
+}
+
+impl<R, One, Several> std::future::Future for AsyncCall<'_, One, Several>
+where
+    One: std::future::Future<Output = Result<R, Error>> + Unpin,
+    Several: std::future::Future<Output = Result<R, Error>> + Unpin,
+{
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        let _in_span = this.span.enter();
+        let polled = match &mut this.started {
+            Started::One(call) => std::pin::Pin::new(call).poll(cx),
+            Started::Spread(call) => std::pin::Pin::new(call).poll(cx),
+        };
         polled.map(|r| r.map_err(|e| e.named(this.names)))
     }
 }

@@ -10,6 +10,7 @@
 //! listens.
 
 use std::io;
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,10 +40,6 @@ struct Slot {
     buf: Vec<u8>,
     spinner: Spinner,
 }
-
-/// What an async call keeps and never pins (closures it only calls): `Unpin` whatever they are.
-struct Unpinned<T>(T);
-impl<T> Unpin for Unpinned<T> {}
 
 /// An async call's place in line for a slot, left when the call is dropped.
 struct Waiting<'a> {
@@ -80,6 +77,123 @@ impl Drop for Lent<'_> {
             }
         }
         c.slots.give_back(g);
+    }
+}
+
+/// One async call over ONC RPC ([`OncClient::call_async`]).
+pub(crate) struct OncCall<'a, R, E, Enc, Dec> {
+    client: &'a OncClient,
+    proc_no: u32,
+    timeout: Duration,
+    /// When it was made (its engine's clock starts there, as a blocking call's does).
+    begun: Instant,
+    deadline: Instant,
+    encode: Option<Enc>,
+    decode: Option<Dec>,
+    /// The slot lent to this call, once it has sent.
+    lent: Option<Lent<'a>>,
+    /// Why the call failed as it was sent at once, told by the first poll.
+    failed: Option<Error>,
+    /// Looks once per poll, never spins (`super::pacing`).
+    look: Spinner,
+    pacing: Pacing,
+    parking: Option<Parking>,
+    waiting: Waiting<'a>,
+    _result: PhantomData<fn() -> (R, E)>,
+}
+
+// Nothing in the call points into itself (the closures are only called): it may move between
+// polls.
+impl<R, E, Enc, Dec> Unpin for OncCall<'_, R, E, Enc, Dec> {}
+
+impl<R, E, Enc, Dec> OncCall<'_, R, E, Enc, Dec> {
+    /// The decoder, if no reply used it (a client over several servers gives it to the call
+    /// that replaces this one).
+    pub(crate) fn take_decode(&mut self) -> Option<Dec> {
+        self.decode.take()
+    }
+}
+
+impl<R, E, Enc, Dec> std::future::Future for OncCall<'_, R, E, Enc, Dec>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+    Dec: FnOnce(&[u8]) -> Result<R, E>,
+{
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let c = this.client;
+        let (proc_no, deadline) = (this.proc_no, this.deadline);
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Err(e));
+        }
+        let was_parked = this.parking.take().is_some();
+        let i = match &this.lent {
+            Some(l) => l.slot,
+            None => {
+                let (claimed, recheck) = c.slots.poll_claim(cx.waker(), &mut this.waiting.line);
+                let Some(g) = claimed else {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Poll::Ready(Err(c.no_slot(proc_no, this.timeout)));
+                    }
+                    let at = recheck.map_or(deadline, |r| deadline.min(now + r));
+                    return match reactor::park(&[], Some(at), cx.waker()) {
+                        Ok(p) => {
+                            this.parking = Some(p);
+                            Poll::Pending
+                        }
+                        Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
+                    };
+                };
+                let encode = this.encode.take().expect("encoded once");
+                match c.send_lent(g, proc_no, encode, this.begun, deadline) {
+                    Ok(l) => this.lent.insert(l).slot,
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+        };
+        let mut g = c.slots.hold(i);
+        if was_parked {
+            c.slots.unparked(i);
+        }
+        let Slot { engine, chan, buf, spinner, .. } = &mut *g;
+        let ch = chan.as_deref_mut().expect("opened to send");
+        let mut check_peer = was_parked;
+        let r = loop {
+            let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
+            match c.await_outcome(ch, engine, buf, &mut this.look, proc_no, &mut this.decode, block) {
+                Waited::Done(r) => break r,
+                Waited::Park(_) if this.pacing.keep_polling(c.slots.returned(), spinner) => {
+                    // Polled again once the executor has run its other tasks.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Waited::Park(t) => match reactor::park_on(ch, t, std::mem::take(&mut check_peer), cx.waker()) {
+                    Ok(None) => continue,
+                    Ok(Some(p)) => {
+                        this.parking = Some(p);
+                        c.slots.parked(i, cx.waker());
+                        return Poll::Pending;
+                    }
+                    Err(e) => {
+                        engine.abandon();
+                        break Err(c.lost(proc_no, e));
+                    }
+                },
+            }
+        };
+        if let Err(e) = &r {
+            c.after_failure(e, chan);
+        }
+        drop(g);
+        if let Some(mut l) = this.lent.take() {
+            l.finished = true;
+        }
+        c.slots.wake_parked(i, |s| s.chan.as_mut().is_some_and(|ch| ch.ready()));
+        Poll::Ready(r)
     }
 }
 
@@ -379,102 +493,44 @@ impl OncClient {
 
     /// [`call_timeout`](Self::call_timeout) as a future (see `crate::client`'s async calls):
     /// sent now if a slot is free, else once one is given back (or it fails at its deadline).
-    pub fn call_async<'a, R: 'a, E: std::error::Error + Send + Sync + 'static>(
+    pub(crate) fn call_async<'a, R, E, Enc, Dec>(
         &'a self,
         proc_no: u32,
         timeout: Duration,
-        encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E> + 'a,
-        decode: impl FnOnce(&[u8]) -> Result<R, E> + 'a,
-    ) -> impl std::future::Future<Output = Result<R, Error>> + Unpin + 'a {
+        encode: Enc,
+        decode: Dec,
+    ) -> OncCall<'a, R, E, Enc, Dec>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        Enc: FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
+        Dec: FnOnce(&[u8]) -> Result<R, E>,
+    {
         let now = Instant::now();
         let deadline = now + timeout;
-        // The closures are never pinned: only called.
-        let mut codec = Unpinned((Some(encode), Some(decode)));
-        let mut lent: Option<Lent<'a>> = None;
-        let mut failed: Option<Error> = None;
+        let mut call = OncCall {
+            client: self,
+            proc_no,
+            timeout,
+            begun: now,
+            deadline,
+            encode: Some(encode),
+            decode: Some(decode),
+            lent: None,
+            failed: None,
+            look: Spinner::new(SpinPolicy::Block),
+            pacing: Pacing::default(),
+            parking: None,
+            waiting: Waiting { slots: &self.slots, line: InLine::default() },
+            _result: PhantomData,
+        };
         if let Some(g) = self.slots.try_claim_now() {
-            let encode = codec.0 .0.take().expect("encoded once");
+            let encode = call.encode.take().expect("encoded once");
             match self.send_lent(g, proc_no, encode, now, deadline) {
-                Ok(l) => lent = Some(l),
-                Err(e) => failed = Some(e),
+                Ok(l) => call.lent = Some(l),
+                Err(e) => call.failed = Some(e),
             }
         }
-        let mut look = Spinner::new(SpinPolicy::Block);
-        let mut pacing = Pacing::default();
-        let mut parking: Option<Parking> = None;
-        let mut waiting = Waiting { slots: &self.slots, line: InLine::default() };
-        std::future::poll_fn(move |cx| {
-            // Named whole, so that the closure captures the wrapper, not the closures in it.
-            let codec = &mut codec;
-            if let Some(e) = failed.take() {
-                return Poll::Ready(Err(e));
-            }
-            let was_parked = parking.take().is_some();
-            let i = match &lent {
-                Some(l) => l.slot,
-                None => {
-                    let (claimed, recheck) = self.slots.poll_claim(cx.waker(), &mut waiting.line);
-                    let Some(g) = claimed else {
-                        let now = Instant::now();
-                        if now >= deadline {
-                            return Poll::Ready(Err(self.no_slot(proc_no, timeout)));
-                        }
-                        let at = recheck.map_or(deadline, |r| deadline.min(now + r));
-                        return match reactor::park(&[], Some(at), cx.waker()) {
-                            Ok(p) => {
-                                parking = Some(p);
-                                Poll::Pending
-                            }
-                            Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
-                        };
-                    };
-                    let encode = codec.0 .0.take().expect("encoded once");
-                    match self.send_lent(g, proc_no, encode, now, deadline) {
-                        Ok(l) => lent.insert(l).slot,
-                        Err(e) => return Poll::Ready(Err(e)),
-                    }
-                }
-            };
-            let mut g = self.slots.hold(i);
-            if was_parked {
-                self.slots.unparked(i);
-            }
-            let Slot { engine, chan, buf, spinner, .. } = &mut *g;
-            let ch = chan.as_deref_mut().expect("opened to send");
-            let mut check_peer = was_parked;
-            let r = loop {
-                let block = |_: &mut dyn ClientChannel, t| Err(Stop::Park(t));
-                match self.await_outcome(ch, engine, buf, &mut look, proc_no, &mut codec.0 .1, block) {
-                    Waited::Done(r) => break r,
-                    Waited::Park(_) if pacing.keep_polling(self.slots.returned(), spinner) => {
-                        // Polled again once the executor has run its other tasks.
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    Waited::Park(t) => match reactor::park_on(ch, t, std::mem::take(&mut check_peer), cx.waker()) {
-                        Ok(None) => continue,
-                        Ok(Some(p)) => {
-                            parking = Some(p);
-                            self.slots.parked(i, cx.waker());
-                            return Poll::Pending;
-                        }
-                        Err(e) => {
-                            engine.abandon();
-                            break Err(self.lost(proc_no, e));
-                        }
-                    },
-                }
-            };
-            if let Err(e) = &r {
-                self.after_failure(e, chan);
-            }
-            drop(g);
-            if let Some(mut l) = lent.take() {
-                l.finished = true;
-            }
-            self.slots.wake_parked(i, |s| s.chan.as_mut().is_some_and(|ch| ch.ready()));
-            Poll::Ready(r)
-        })
+        call
     }
 
     /// Lends the slot `g` holds to an async call, encodes the call and sends it (a call that

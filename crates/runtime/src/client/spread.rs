@@ -33,7 +33,8 @@
 //! within the call's deadline. To send the call again the arguments must still exist: with
 //! several members they are encoded once into a per-thread buffer and copied into the member's
 //! (one copy of the arguments per call, kept on the thread so nothing is allocated once it has
-//! grown); a single-server client writes them in place as before.
+//! grown); a single-server client writes them in place as before. An async call does the same
+//! as a future (`super::spread_async`).
 //!
 //! [`CallOptions::idempotent`]: crate::CallOptions::idempotent
 
@@ -242,7 +243,7 @@ fn listing(tried: &[(Arc<str>, String)]) -> String {
 /// about the call (bad arguments, a procedure that failed: the same on any server). A call that
 /// timed out is not: its deadline may be the caller's tight one, and a server that is slow
 /// keeps calls outstanding longer, so it is picked less already.
-fn is_the_servers(e: &Error) -> bool {
+pub(super) fn is_the_servers(e: &Error) -> bool {
     matches!(
         e,
         Error::ServerNotRunning { .. }
@@ -285,9 +286,9 @@ impl Drop for Picked<'_> {
 }
 
 impl<'a> Picked<'a> {
-    /// The member's client, when it has one.
-    fn client(&self) -> Option<&'a Client> {
-        self.spread.members[self.index].client.get()
+    /// Which member it is.
+    pub(super) fn index(&self) -> usize {
+        self.index
     }
 
     /// After the call: a success brings a left-out member back; a server's failure leaves it
@@ -510,14 +511,42 @@ impl Spread {
         Picked { spread: self, index: i, probe }
     }
 
-    /// Member `picked`'s client, connecting it first if it never was (a probe's work).
+    /// Member `picked`'s client, connecting it first if it never was (a probe's work). A member
+    /// that cannot be connected is left out, and what it said is added to `said` (nothing was
+    /// sent: the call goes to the next).
+    pub(super) fn member_client(&self, picked: &Picked<'_>, said: &mut Vec<(Arc<str>, String)>) -> Option<&Client> {
+        let m = &self.members[picked.index];
+        if let Some(c) = m.client.get() {
+            return Some(c);
+        }
+        self.connect_member(picked).map_err(|e| self.moved_on(picked, &e, said)).ok()
+    }
+
     #[cold]
     #[inline(never)]
     fn connect_member(&self, picked: &Picked<'_>) -> Result<&Client, Error> {
         let m = &self.members[picked.index];
-        let c = Client::connect_single(&m.uri, self.program, self.version, self.cfg.clone())?;
-        self.admit(picked.index, c)?;
-        m.client.get().ok_or_else(|| Error::BindRefused { uri: m.uri.to_string(), reason: "not connected".into() })
+        let connected = Client::connect_single(&m.uri, self.program, self.version, self.cfg.clone())
+            .and_then(|c| self.admit(picked.index, c))
+            .and_then(|()| {
+                m.client
+                    .get()
+                    .ok_or_else(|| Error::BindRefused { uri: m.uri.to_string(), reason: "not connected".into() })
+            });
+        if let Err(e) = &connected {
+            self.failed(picked.index, picked.probe, e, true);
+        }
+        connected
+    }
+
+    /// Member `picked` refused the call with `e` (or could not be connected): the call moves
+    /// on to the next, and `said` keeps what it said.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn moved_on(&self, picked: &Picked<'_>, e: &Error, said: &mut Vec<(Arc<str>, String)>) {
+        let m = &self.members[picked.index];
+        m.moved.fetch_add(1, Ordering::Relaxed);
+        said.push((m.uri.clone(), e.to_string()));
     }
 
     /// One call: over the picked member, and over the next one while a member refuses a call
@@ -554,19 +583,7 @@ impl Spread {
         let mut said: Vec<(Arc<str>, String)> = Vec::new();
         while let Some(picked) = self.pick(tried) {
             tried |= 1 << picked.index;
-            let client = match picked.client() {
-                Some(c) => c,
-                None => match self.connect_member(&picked) {
-                    Ok(c) => c,
-                    // Nothing was sent: on to the next member.
-                    Err(e) => {
-                        self.failed(picked.index, picked.probe, &e, true);
-                        self.members[picked.index].moved.fetch_add(1, Ordering::Relaxed);
-                        said.push((self.members[picked.index].uri.clone(), e.to_string()));
-                        continue;
-                    }
-                },
-            };
+            let Some(client) = self.member_client(&picked, &mut said) else { continue };
             let r = client.call_leaf(
                 proc_no,
                 timeout,
@@ -583,8 +600,7 @@ impl Spread {
                     if e.may_have_executed() && !idempotent.contains(&proc_no) {
                         return Err(e);
                     }
-                    self.members[picked.index].moved.fetch_add(1, Ordering::Relaxed);
-                    said.push((self.members[picked.index].uri.clone(), e.to_string()));
+                    self.moved_on(&picked, &e, &mut said);
                     if decode.is_none() {
                         return Err(e);
                     }
@@ -592,13 +608,13 @@ impl Spread {
                 r => return r,
             }
         }
-        Err(self.no_server(proc_no, said))
+        Err(self.no_server(said))
     }
 
     /// Every member refused the call or is left out: what each said.
     #[cold]
     #[inline(never)]
-    fn no_server(&self, _proc_no: u32, mut said: Vec<(Arc<str>, String)>) -> Error {
+    pub(super) fn no_server(&self, mut said: Vec<(Arc<str>, String)>) -> Error {
         for m in self.members.iter() {
             if said.iter().any(|(u, _)| *u == m.uri) {
                 continue;
@@ -611,24 +627,6 @@ impl Spread {
             said.push((m.uri.clone(), what));
         }
         Error::NoServer { uri: self.uri.to_string(), servers: listing(&said) }
-    }
-
-    /// The member for an async call (no second member: the future owns its closures).
-    pub(crate) fn pick_for_async(&self) -> Result<(Picked<'_>, &Client), Error> {
-        let Some(picked) = self.pick(0) else {
-            return Err(self.no_server(0, Vec::new()));
-        };
-        let client = match picked.client() {
-            Some(c) => c,
-            None => match self.connect_member(&picked) {
-                Ok(c) => c,
-                Err(e) => {
-                    self.failed(picked.index, picked.probe, &e, true);
-                    return Err(e);
-                }
-            },
-        };
-        Ok((picked, client))
     }
 
     /// A spread whose member is a spread: never made (members are single servers).

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! The server's count runs from the look that finds a call to its next look; with
-//! LOWLAT_COUNT_TO_REPLY=1 in the environment, only until its reply is out.
+//! LOWLAT_COUNT_TO_REPLY=1 in the environment, only until its reply is out. With
+//! LOWLAT_COUNT_MEMBERS=N the client is one over N servers (N copies of the one URI), to count
+//! what spreading calls over servers costs a call.
 //!
 //! Usage: `count_calls SCHEME null|minus CALLS [WARMUP]`. The first WARMUP calls (default 200)
 //! open channels, grow buffers and settle the spinners; then both threads' counts are zeroed
@@ -80,7 +82,11 @@ fn run() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let uri = server.local_uris()[0].clone();
     let cfg = ClientConfig { spin: SpinPolicy::Forever, ..ClientConfig::default() };
-    let client = LabClient::connect(&uri, cfg.clone()).map_err(|e| e.to_string())?;
+    // LOWLAT_COUNT_MEMBERS=N: a client over N servers (each this one, so that the counted path
+    // differs from the single server's by the spreading alone).
+    let members: usize = std::env::var("LOWLAT_COUNT_MEMBERS").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let list = vec![uri.clone(); members.max(1)].join(",");
+    let client = LabClient::connect(&list, cfg.clone()).map_err(|e| e.to_string())?;
     let call = |i: u32| -> Result<(), String> {
         let a = i as i32;
         lowlat_sys::callgrind::mark(true);

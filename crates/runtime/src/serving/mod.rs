@@ -172,7 +172,8 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     let shared = &ctx.shared;
     let doorbell = shared.doorbell.raw_fd();
     let mut draining = false;
-    let mut shedding = false;
+    // The state the loop last took into account (`EndpointShared::state`).
+    let mut serving_in = RUNNING;
     // Frames served back to back since the timer was last looked at: the wait checks its
     // deadline only when nothing is ready, so under a flood that always has a frame queued the
     // timer (session sweeps) would never run; every TIMER_EVERY frames it is looked at anyway.
@@ -181,27 +182,27 @@ pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut
     // stopped waiting (its bounded wait ran out), which is not an error.
     let _ = ctx.ready.try_send(());
     loop {
-        match shared.state.load(Ordering::Acquire) {
-            RUNNING if !shedding => {}
-            SHEDDING if shedding => {}
-            RUNNING | SHEDDING => {
-                shedding = !shedding;
-                protocol.refuse_new_calls(if shedding { Refusing::ShedLoad } else { Refusing::No });
+        // One compare a turn: the state changes rarely (shed, resume, drain, stop).
+        let state = shared.state.load(Ordering::Acquire);
+        if state != serving_in {
+            match state {
+                RUNNING => protocol.refuse_new_calls(Refusing::No),
+                SHEDDING => protocol.refuse_new_calls(Refusing::ShedLoad),
+                DRAINING => {
+                    draining = true;
+                    protocol.refuse_new_calls(Refusing::Stopping);
+                    // Answers the workers finished before the drain began go now.
+                    protocol.complete(&mut |to, h, b| t.send(to, h, b));
+                }
+                _ => {
+                    let abandoned = protocol.abandon(&mut |to, h, b| t.send(to, h, b));
+                    let mut d = protocol.drained();
+                    d.abandoned = abandoned;
+                    end_drain(shared, d);
+                    return;
+                }
             }
-            DRAINING if draining => {}
-            DRAINING => {
-                draining = true;
-                protocol.refuse_new_calls(Refusing::Stopping);
-                // Answers the workers finished before the drain began go now.
-                protocol.complete(&mut |to, h, b| t.send(to, h, b));
-            }
-            _ => {
-                let abandoned = protocol.abandon(&mut |to, h, b| t.send(to, h, b));
-                let mut d = protocol.drained();
-                d.abandoned = abandoned;
-                end_drain(shared, d);
-                return;
-            }
+            serving_in = state;
         }
         let timer = protocol.poll_timeout();
         let timer = if draining {

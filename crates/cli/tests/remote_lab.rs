@@ -287,7 +287,8 @@ fn quick_lab_across_two_namespaces() {
     lab.env("LOWLAT_PEERS_DIR", &no_peers);
     let (status, text, took) = run_within(lab, Duration::from_secs(600));
     assert!(status.success(), "lab --remote failed:\n{text}");
-    eprintln!("lab --quick --remote took {took:?}");
+    // What it measured (seen with --nocapture).
+    eprintln!("{text}\nlab --quick --remote took {took:?}");
     let agent_pid = agent.pid();
     let left = agent.stop(Duration::from_secs(10));
     assert!(!alive(agent_pid), "the agent outlived its stop: {left:?}");

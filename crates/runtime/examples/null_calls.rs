@@ -5,6 +5,10 @@
 //! pre-shared key, every frame tagged and checked. `echo=BYTES`: each call an ECHO of that many
 //! bytes (the result checked) instead of a null call.
 //!
+//! This counts whole blocking calls, waits and wake-ups included, and covers keys and echo
+//! sizes. For the call path itself, per side and part by part with the waiting left out, use
+//! `lowlat instructions` (the counting build `crates/lab/examples/count_calls.rs`).
+//!
 //! ```text
 //! cargo build --profile test-release -p lowlat --example null_calls
 //! valgrind --tool=callgrind --separate-threads=yes target/test-release/examples/null_calls 20000 udp

@@ -12,10 +12,10 @@ const MAX_RECORD: usize = 4096;
 fuzz_target!(|data: &[u8]| {
     if let Ok(c) = Call::parse(data) {
         let mut again = Vec::new();
-        c.header.encode(&c.cred, &mut again);
+        c.header.encode(&c.cred.credential(), &mut again);
         again.extend_from_slice(c.args);
         let c2 = Call::parse(&again).expect("an encoded call parses");
-        assert_eq!((c2.header, c2.cred, c2.args), (c.header, c.cred, c.args));
+        assert_eq!((c2.header, c2.cred.credential(), c2.args), (c.header, c.cred.credential(), c.args));
         assert_eq!(peek_xid(data), Some(c.header.xid));
     }
     if let Ok(r) = Reply::parse(data) {

@@ -27,7 +27,7 @@ pub mod record;
 pub mod rpcbind;
 mod xdr;
 
-pub use auth::{AuthStat, AuthSys, Credential};
+pub use auth::{AuthStat, AuthSys, Credential, CredentialIn};
 pub use drc::{DuplicateCache, Lookup};
 pub use engine::{CallError, ClientSlot, ClientSlotConfig, Outcome, ServerEngine, ServerEngineConfig};
 pub use error::{Error, RecordError};

@@ -2,7 +2,7 @@
 //! panics; writing appends to a caller-owned `Vec<u8>`, so a server reuses one buffer for every
 //! reply.
 
-use crate::auth::{AuthStat, Credential, AUTH_NONE};
+use crate::auth::{AuthStat, Credential, CredentialIn, AUTH_NONE};
 use crate::xdr::{put_u32, Reader};
 use crate::{Error, RPC_VERSION};
 
@@ -49,8 +49,9 @@ impl CallHeader {
 pub struct Call<'a> {
     /// xid, program, version and procedure.
     pub header: CallHeader,
-    /// The caller's credential (its verifier, AUTH_NONE, is checked and dropped).
-    pub cred: Credential,
+    /// The caller's credential, where it lies (its verifier, AUTH_NONE, is checked and
+    /// dropped).
+    pub cred: CredentialIn<'a>,
     /// The XDR-encoded arguments: the rest of the message, unvalidated.
     pub args: &'a [u8],
 }
@@ -255,7 +256,7 @@ mod tests {
             let c = Call::parse(&b).unwrap();
             assert_eq!(CallHeader::encoded_len(&cred), b.len() - 4);
             assert_eq!(c.header, h);
-            assert_eq!(c.cred, cred);
+            assert_eq!(c.cred.credential(), cred);
             assert_eq!(c.args, &[0, 0, 0, 5]);
         }
     }

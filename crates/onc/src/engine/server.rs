@@ -18,7 +18,7 @@
 
 use std::hash::Hash;
 
-use crate::auth::{AuthStat, AuthSys, Credential};
+use crate::auth::{AuthStat, CredentialIn};
 use crate::drc::{call_hash, DuplicateCache, Lookup};
 use crate::msg::{encode_reply, AcceptStatus, Call, RejectStatus, ReplyBody};
 
@@ -65,8 +65,9 @@ pub struct IncomingCall<'a, A> {
     pub version: u32,
     /// The procedure number within that version.
     pub procedure: u32,
-    /// The caller's AUTH_SYS credentials, when it sent some.
-    pub auth: Option<AuthSys>,
+    /// The caller's credential, where it lies in the message
+    /// ([`CredentialIn::auth_sys`] reads it).
+    pub cred: CredentialIn<'a>,
     /// The XDR-encoded arguments, as received (not yet validated).
     pub args: &'a [u8],
     /// Where the procedure writes its XDR-encoded results (empty at the start).
@@ -143,12 +144,14 @@ impl<A: Eq + Hash + Copy> ServerEngine<A> {
         Replier { drc: &mut self.drc, head: &mut self.head, max_reply: self.cfg.max_reply }
     }
 
-    /// Whether the credential policy refuses a caller with `auth`.
-    fn refuses(&self, auth: Option<&AuthSys>) -> bool {
+    /// Whether the credential policy refuses a caller with `cred` (read only when the policy
+    /// names users).
+    fn refuses(&self, cred: CredentialIn<'_>) -> bool {
         let allowed = &self.cfg.allowed_uids;
-        match auth {
-            None => self.cfg.require_auth_sys || !allowed.is_empty(),
-            Some(a) => !allowed.is_empty() && !allowed.contains(&a.uid),
+        match cred {
+            CredentialIn::None => self.cfg.require_auth_sys || !allowed.is_empty(),
+            CredentialIn::Sys(_) if allowed.is_empty() => false,
+            CredentialIn::Sys(_) => !cred.auth_sys().is_some_and(|a| allowed.contains(&a.uid)),
         }
     }
 
@@ -209,11 +212,7 @@ impl<A: Eq + Hash + Copy> ServerEngine<A> {
                 }
             }
         }
-        let auth = match call.cred {
-            Credential::Sys(a) => Some(a),
-            Credential::None => None,
-        };
-        let refusal = if self.refuses(auth.as_ref()) {
+        let refusal = if self.refuses(call.cred) {
             Some(ReplyBody::Denied(RejectStatus::AuthError(AuthStat::TooWeak)))
         } else {
             self.unserved(h.program, h.version).map(ReplyBody::Accepted)
@@ -230,7 +229,7 @@ impl<A: Eq + Hash + Copy> ServerEngine<A> {
             program: h.program,
             version: h.version,
             procedure: h.procedure,
-            auth,
+            cred: call.cred,
             args: call.args,
             results: &mut self.results,
         })
@@ -263,6 +262,7 @@ impl<A: Eq + Hash + Copy> ServerEngine<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{AuthSys, Credential};
     use crate::msg::{CallHeader, Reply};
 
     const PROG: u32 = 0x2000_0001;
@@ -333,7 +333,7 @@ mod tests {
         // Credentials reach the procedure.
         let msg = call(3, PROG, 2, sys(77), &[]);
         let got = sys_only.handle(9, &msg, &mut |_: &u16, _: &[u8], _: &[u8]| {}).unwrap();
-        assert_eq!(got.auth.map(|a| a.uid), Some(77));
+        assert_eq!(got.cred.auth_sys().map(|a| a.uid), Some(77));
     }
 
     #[test]

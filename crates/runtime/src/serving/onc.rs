@@ -87,10 +87,13 @@ impl<A: PartialEq> PartialEq for Kept<A> {
     }
 }
 
-/// A call as the log names it: its context and its procedure's name.
+/// A call as the log names it: its program, version, procedure and the procedure's name (not
+/// the whole `CallContext`, whose AUTH_SYS credentials are some 340 bytes to copy a call).
 #[derive(Clone, Copy)]
 struct Called {
-    ctx: CallContext,
+    program: u32,
+    version: u32,
+    proc_no: u32,
     name: Option<&'static str>,
 }
 
@@ -149,9 +152,9 @@ impl ReasonLog {
             target: "lowlat::onc",
             endpoint = &**uri,
             peer = ?peer,
-            program = c.ctx.program,
-            version = c.ctx.version,
-            procedure = c.ctx.proc_no,
+            program = c.program,
+            version = c.version,
+            procedure = c.proc_no,
             name = c.name,
             outcome,
             reason = %String::from_utf8_lossy(reason),
@@ -180,10 +183,11 @@ impl<A: Eq + Hash + Copy + Send + Debug + 'static> FrameHandler<A> for OncEndpoi
             version: call.version,
             proc_no: call.procedure,
             client_order: ByteOrder::Big,
-            auth: call.auth,
+            auth: call.cred.auth_sys(),
         };
         let route = self.ctx.services.xdr_route(call.program, call.version, call.procedure);
-        let called = Called { ctx, name: route.name() };
+        let called =
+            Called { program: call.program, version: call.version, proc_no: call.procedure, name: route.name() };
         let reply = &mut (&mut *call.results).into();
         let started = if self.dispatcher.sample() { crate::trace::now_ns() } else { 0 };
         let status = match self.dispatcher.dispatch(route, Kept { key, called }, ctx, call.args, reply, started) {

@@ -237,6 +237,7 @@ impl ShmChannel {
 
     /// Returns the next message if one is complete now, without waiting (for a caller running
     /// its own spin-then-block loop; pair with [`block`](Self::block)).
+    #[inline]
     pub fn try_recv(&mut self) -> Result<Option<&[u8]>, ShmError> {
         self.usable()?;
         self.results.release();
@@ -320,6 +321,7 @@ impl ShmChannel {
         self.sock.as_raw_fd()
     }
 
+    #[inline]
     fn usable(&self) -> Result<(), ShmError> {
         match &self.broken {
             Some(why) => Err(ShmError::Broken(why.clone())),

@@ -359,6 +359,7 @@ impl Producer {
     ///
     /// # Safety
     /// As for [`payload_at_head`](Self::payload_at_head).
+    #[inline]
     unsafe fn commit(&mut self, kind: u64, len: usize) {
         let rec = record_len(len);
         let next = self.head.wrapping_add(rec as u32);
@@ -399,6 +400,7 @@ impl Producer {
     /// read: `build` gets up to `max_len` bytes and returns how many it wrote, published then as
     /// one record, or `None` to write nothing. The consumer's index is re-read only when less
     /// than half the ring is known to be free, so this seldom touches the consumer's cache line.
+    #[inline]
     pub fn write_in_place(
         &mut self,
         max_len: usize,
@@ -583,6 +585,7 @@ impl Consumer {
     }
 
     /// Releases the message handed out last, if any.
+    #[inline]
     pub fn release(&mut self) {
         match std::mem::replace(&mut self.held, Held::Nothing) {
             Held::Nothing => {}
@@ -591,6 +594,7 @@ impl Consumer {
         }
     }
 
+    #[inline]
     fn advance(&mut self, rec: usize) {
         self.tail = self.tail.wrapping_add(rec as u32);
         let unpublished = self.tail.wrapping_sub(self.published) as usize;
@@ -600,6 +604,7 @@ impl Consumer {
     }
 
     /// Tells the producer how far we have read, and wakes it if it sleeps waiting for space.
+    #[inline]
     fn publish(&mut self) {
         let ctl = self.ring.ctl();
         // For the tripwire, the flag load cannot pass this store (a fence, as in `commit`).
@@ -614,6 +619,7 @@ impl Consumer {
     /// Advances towards the next complete message without blocking: absorbs any streamed
     /// chunks, and returns `Ok(true)` once a message is ready for [`Consumer::message`] (the
     /// message held is ready again until [`release`](Self::release)d).
+    #[inline]
     pub fn poll(&mut self) -> Result<bool, RingError> {
         if self.held != Held::Nothing {
             return Ok(true);

@@ -117,6 +117,7 @@ impl Spinner {
     }
 
     /// The spin budget for the next wait.
+    #[inline]
     pub fn budget(&self) -> Option<Duration> {
         match self.policy {
             SpinPolicy::Block => Some(Duration::ZERO),
@@ -141,6 +142,7 @@ impl Spinner {
     }
 
     /// Records how long a completed wait took (from the start of waiting to readiness).
+    #[inline]
     pub fn observe(&mut self, waited: Duration) {
         let w = waited.as_nanos().min(u64::MAX as u128) as u64;
         // mean += (w - mean) / 8, in integers.
@@ -176,6 +178,7 @@ impl Spinner {
     /// [`wait_on`](Self::wait_on) with a deadline worked out only when the wait first reads the
     /// clock, past its clock-free polls: a caller that would read the clock just to know its
     /// deadline reads none when the value comes quickly.
+    #[inline]
     pub fn wait_on_lazy<C: ?Sized, T, E>(
         &mut self,
         deadline: impl FnOnce() -> Option<Instant>,
@@ -249,6 +252,7 @@ impl Spinner {
     /// make as many, and record an answer found there as a wait of zero with
     /// [`observe`](Self::observe), as the wait would have (if none comes, the wait that follows
     /// makes its own).
+    #[inline]
     pub fn clock_free_polls(&self) -> u32 {
         let clock_free = match self.policy {
             SpinPolicy::Forever => true,

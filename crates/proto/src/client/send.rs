@@ -72,6 +72,7 @@ impl SlotState {
     /// changed: put the arguments in [`args_buf`](Self::args_buf) and `send_call`. The
     /// arguments are not kept ([`args`](Self::args) is `None`): a call sent again after a
     /// rebind needs them from where they were written.
+    #[inline]
     pub fn place_call(&mut self, proc_no: u32, len: usize) -> Option<[u8; HEADER_LEN]> {
         let fits = len <= self.session.max_message as usize && len <= self.session.frag_size() as usize;
         if !self.session.reliable || self.keys.is_some() || !fits {
@@ -85,6 +86,7 @@ impl SlotState {
     }
 
     /// Starts the clock of the call just sent: it began at `now` and fails at `deadline`.
+    #[inline]
     pub fn time_call(&mut self, now: Instant, deadline: Instant) {
         self.started = now;
         self.deadline = deadline;
@@ -102,6 +104,7 @@ impl SlotState {
     }
 
     /// When `handle_timeout` should next be called.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.active {
             Some(self.rto_at.map_or(self.deadline, |t| t.min(self.deadline)))
@@ -142,6 +145,7 @@ impl SlotState {
     }
 
     /// The state of a new call of `proc_no` with `len` bytes of arguments, not yet sent.
+    #[inline]
     pub(super) fn begin(&mut self, proc_no: u32, len: u32) {
         assert!(!self.active, "a slot carries one call at a time");
         self.template.kind = Kind::Call;

@@ -262,6 +262,7 @@ impl<A: Copy + Eq + core::hash::Hash> Session<A> {
 
     /// [`ServerEngine::finish_placed`](super::ServerEngine::finish_placed) for the call running
     /// on slot `i`.
+    #[inline]
     pub(super) fn finish_placed(&mut self, i: usize, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
         let terms = &self.terms;
         if !terms.reliable

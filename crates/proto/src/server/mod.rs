@@ -166,6 +166,7 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
     /// allows, a session that may need the result again to retransmit it or whose frames carry
     /// tags, a call no longer wanted): then finish it with [`finish_with`](Self::finish_with) as
     /// usual.
+    #[inline]
     pub fn finish_placed(&mut self, key: CallKey, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
         let (sess, i) = self.sessions.running(key)?;
         sess.finish_placed(i, status, len)

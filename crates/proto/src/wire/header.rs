@@ -210,6 +210,7 @@ impl Header {
     }
 
     /// Writes the header's 32 bytes.
+    #[inline]
     pub fn emit(&self, out: &mut [u8; HEADER_LEN]) {
         out[field::MAGIC].copy_from_slice(&MAGIC);
         out[field::VERSION] = self.version;
@@ -235,6 +236,7 @@ impl Header {
     }
 
     /// The header as bytes.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         self.emit(&mut b);

@@ -88,16 +88,19 @@ pub enum WireError {
 
 // Little-endian readers of a field at a range the caller has checked (every format's `parse`
 // checks its length once, first).
+#[inline(always)]
 fn u16_at(b: &[u8], r: core::ops::Range<usize>) -> u16 {
     let mut a = [0u8; 2];
     a.copy_from_slice(&b[r]);
     u16::from_le_bytes(a)
 }
+#[inline(always)]
 fn u32_at(b: &[u8], r: core::ops::Range<usize>) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[r]);
     u32::from_le_bytes(a)
 }
+#[inline(always)]
 fn u64_at(b: &[u8], r: core::ops::Range<usize>) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[r]);

@@ -157,6 +157,7 @@ impl ShmServerTransport {
 impl ServerTransport for ShmServerTransport {
     type Addr = ConnectionId;
 
+    #[inline]
     fn serve_next(
         &mut self,
         _buf: &mut Vec<u8>,

@@ -105,6 +105,7 @@ impl ShmServer {
     /// bookkeeping (idleness, the adaptive budget) is done after the reply is out, off the
     /// round trip's path. A connection that could not take its reply is closed and reported by a
     /// later call. Sleep with [`block`](Self::block) when this finds nothing.
+    #[inline]
     pub fn serve_next<R>(&mut self, f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
         if let Some(id) = self.closed.pop_front() {
             return Some(Activity::Closed(id));
@@ -378,6 +379,7 @@ fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerC
 
 /// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
 /// frees it. Also returns why the connection must close, if the reply failed.
+#[inline]
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,

@@ -62,6 +62,7 @@ impl Reply<'_> {
     /// client will read it: `build` returns how many bytes it wrote, sent then, or `None` to
     /// send nothing this way (the `Reply` can still send). Never waits: a reply that does not
     /// fit the space lent is the builder's to send otherwise.
+    #[inline]
     pub fn build_in_place(
         &mut self,
         build: impl FnOnce(&mut [u8]) -> Option<usize>,

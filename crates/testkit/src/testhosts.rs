@@ -152,6 +152,20 @@ pub fn check_root() -> Result<(), String> {
     }
 }
 
+/// Whether a test may create namespaces: true as root; otherwise it prints why it is skipped
+/// and returns false, or panics where `CI` is set (CI runs as root: a skip there would hide a
+/// fault).
+pub fn root_or_skip() -> bool {
+    match check_root() {
+        Ok(()) => true,
+        Err(why) if std::env::var_os("CI").is_some() => panic!("CI runs as root: {why}"),
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
 fn run(args: &[&str]) -> Result<String> {
     let out = Command::new(args[0]).args(&args[1..]).stdin(Stdio::null()).output().map_err(|e| Error::Command {
         cmd: args.join(" "),

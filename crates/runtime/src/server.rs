@@ -185,9 +185,9 @@ impl Server {
     }
 
     /// Blocks the signals [`wait_for_signal`](Self::wait_for_signal) takes (SIGTERM, SIGINT,
-    /// SIGHUP, SIGUSR1, SIGUSR2) in the calling thread and every thread it starts from now on: call it first
-    /// thing in `main` when threads start before the server waits, so that a stop signal always
-    /// finds the wait rather than ending the process at once.
+    /// SIGHUP, SIGUSR1, SIGUSR2) in the calling thread and every thread it starts from now on:
+    /// call it first thing in `main` when threads start before the server waits, so that a stop
+    /// signal always finds the wait rather than ending the process at once.
     pub fn block_stop_signals() -> Result<(), Error> {
         lowlat_sys::block_server_signals().map_err(|e| Error::io("block termination signals", e))
     }

@@ -43,7 +43,9 @@ fn killed_clients_leave_nothing_behind() {
     let (fds2, maps2) = (count_fds(), count_maps());
     eprintln!("200 kill cycles in {:?}: fds {fds} -> {fds2}, maps {maps} -> {maps2}", t.elapsed());
     assert_eq!(server.counters.closed.load(Ordering::SeqCst), 204);
-    assert_eq!(fds2, fds, "descriptors leaked");
+    // A leak only adds: the first count may still hold the last connection's descriptors,
+    // which its serving thread closes just after it counts the connection gone.
+    assert!(fds2 <= fds, "descriptors leaked: {fds} -> {fds2}");
     // A leaking connection would add 3 mappings per cycle (600 in all); allow the allocator a few.
     assert!(maps2 <= maps + 4, "mappings leaked: {maps} -> {maps2}");
 }

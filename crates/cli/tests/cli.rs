@@ -211,8 +211,14 @@ fn account_reports_positive_parts_and_honest_arithmetic() {
         assert!((pct - 100.0).abs() < 0.01, "{uri}: percentages add up to {pct}");
         let predicted: f64 = a["predicted_parts"].as_array().unwrap().iter().map(|p| p["ns"].as_f64().unwrap()).sum();
         assert!((predicted - a["predicted_total_ns"].as_f64().unwrap()).abs() < 1.0);
-        let diff = (measured - predicted) / measured * 100.0;
-        assert!((diff - a["difference_percent"].as_f64().unwrap()).abs() < 1e-6);
+        // The check is made round by round (each round's parts against its own whole), and
+        // its result is the median of the rounds.
+        let mut rounds: Vec<f64> =
+            a["round_differences_percent"].as_array().unwrap().iter().map(|d| d.as_f64().unwrap()).collect();
+        assert_eq!(rounds.len(), 9, "{uri}: {out}");
+        rounds.sort_by(f64::total_cmp);
+        let diff = rounds[rounds.len() / 2];
+        assert!((diff - a["difference_percent"].as_f64().unwrap()).abs() < 1e-6, "{uri}: {out}");
         assert_eq!(a["flagged"].as_bool().unwrap(), diff.abs() > 10.0, "{uri}: flag must follow the difference");
         // Where the path has a floor, the untraced call is set against it, measured in the same
         // run: four parts from the floor up, adding up to the untraced call.
@@ -229,9 +235,13 @@ fn account_reports_positive_parts_and_honest_arithmetic() {
         }
         assert_eq!(gap.len(), 4, "{uri}: {out}");
         assert!(gap[0]["ns"].as_f64().unwrap() > 0.0, "{uri}: the floor takes time: {out}");
+        // The gap is made of the rounds whose floor held still: all of them, here, or it says how
+        // many it left out.
         let call: f64 = gap.iter().map(|p| p["ns"].as_f64().unwrap()).sum();
         let untraced = measured - a["timestamp_overhead_ns"].as_f64().unwrap();
-        assert!((call - untraced).abs() < 1.0, "{uri}: the parts {call} are not the untraced call {untraced}");
+        if a["floor_rounds_left_out"].as_u64().unwrap() == 0 {
+            assert!((call - untraced).abs() < 1.0, "{uri}: the parts {call} are not the untraced call {untraced}");
+        }
         let pct: f64 = gap.iter().map(|p| p["percent"].as_f64().unwrap()).sum();
         assert!((pct - 100.0).abs() < 0.01, "{uri}: the floor's parts are not shares of the call: {pct}");
     }

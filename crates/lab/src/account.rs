@@ -26,10 +26,10 @@ use lowlat_proto::wire::{BindRequest, BIND_RELIABLE, PROTOCOL_VERSION};
 use lowlat_proto::{Binder, ClientSlot, Outcome, ProgramVersions, ServerEngine, Status, HEADER_LEN};
 use lowlat_report::Accounting;
 
-use crate::bench::{self, BenchSpec};
 use crate::instructions;
 use crate::interface::{self, LabClient};
 use crate::ladder::Placement;
+use crate::pingpong::{Pinger, RawOptions};
 use crate::procs;
 
 /// The parts of a call, in order: consecutive differences of moments that are always ordered.
@@ -236,8 +236,180 @@ fn spawn_server(exe: &Path, args: &[&str], place: &Placement) -> Result<procs::S
     procs::spawn(exe, &a, Duration::from_secs(10)).map_err(|e| e.to_string())
 }
 
+/// Rounds the model check and the floor gap are measured in (odd: the check is their median).
+pub const ROUNDS: u64 = 9;
+
+/// The servers and clients of an accounting, started once and measured in turn: each server is
+/// suspended while the others are measured, so that none takes CPU from them however it waits
+/// (the shared-memory floor's echoer spins for as long as its client is connected).
+struct Ends {
+    traced: (procs::ServerProcess, LabClient, lowlat::Client),
+    plain: (procs::ServerProcess, LabClient),
+    raw: (procs::ServerProcess, Pinger),
+    /// The machine's floor, where the path has one (shm, udp).
+    floor: Option<(procs::ServerProcess, Pinger)>,
+}
+
+/// What one round measured, in ns: means of the fastest 99%.
+struct Round {
+    traced: Joined,
+    untraced: f64,
+    raw: f64,
+    /// The floor before the round's three calls, and after them.
+    floor: Option<(f64, f64)>,
+    client_engine: f64,
+    server_engine: f64,
+    marshal: f64,
+    procedure: f64,
+    /// Six clock reads.
+    clock: f64,
+}
+
+impl Round {
+    /// The parts measured on their own, in the order of the table.
+    fn predicted(&self) -> [(&'static str, f64); 6] {
+        [
+            ("raw ping-pong of the transport (32 bytes)", self.raw),
+            ("client protocol engine (in-process)", self.client_engine),
+            ("server protocol engine (in-process)", self.server_engine),
+            ("stubs: marshaling and unmarshaling", self.marshal),
+            ("procedure (NULL)", self.procedure),
+            ("6 clock reads on the call's path (tracing)", self.clock),
+        ]
+    }
+
+    /// (measured - predicted) / measured, in percent.
+    fn difference_percent(&self) -> f64 {
+        let traced: f64 = self.traced.parts.iter().sum();
+        let predicted: f64 = self.predicted().iter().map(|p| p.1).sum();
+        (traced - predicted) / traced.max(1.0) * 100.0
+    }
+}
+
+/// Runs `f` while `server` is let go on, suspending it again after.
+fn while_running<T>(server: &procs::ServerProcess, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    server.resume().map_err(|e| format!("resuming a server: {e}"))?;
+    let r = f();
+    server.suspend().map_err(|e| format!("suspending a server: {e}"))?;
+    r
+}
+
+/// The address the accounting's server number `n` (0-3: the four run at once) binds to, from
+/// the one given: a socket path with `.n` after it; a port other than 0 counted on by `n`.
+fn nth_bind(bind_uri: &str, n: u16) -> String {
+    if n == 0 {
+        return bind_uri.to_string();
+    }
+    if bind_uri.starts_with("shm://") || bind_uri.starts_with("unix://") {
+        return format!("{bind_uri}.{n}");
+    }
+    match bind_uri.rsplit_once(':').map(|(head, port)| (head, port.parse::<u16>())) {
+        Some((head, Ok(port))) if port != 0 => format!("{head}:{}", port.saturating_add(n)),
+        _ => bind_uri.to_string(),
+    }
+}
+
+impl Ends {
+    fn start(exe: &Path, bind_uri: &str, scheme: &str, spin: SpinPolicy, place: &Placement) -> Result<Ends, String> {
+        let spin_s = spin.to_string();
+        let binds: [String; 4] = std::array::from_fn(|n| nth_bind(bind_uri, n as u16));
+        let first_uri = |p: &procs::ServerProcess| p.uris.first().cloned().ok_or("a server printed no URI");
+        let srv = spawn_server(exe, &["serve", &binds[0], "--trace", "--spin-us", &spin_s], place)?;
+        let uri = first_uri(&srv)?;
+        let cfg = ClientConfig { spin, trace: true, ..ClientConfig::default() };
+        let client = LabClient::connect(&uri, cfg.clone()).map_err(|e| e.to_string())?;
+        let tracer =
+            lowlat::Client::connect_with(&uri, interface::TRACE_PROGRAM, 1, ClientConfig { trace: false, ..cfg })
+                .map_err(|e| format!("{e} (is the server running with --trace?)"))?;
+        srv.suspend().map_err(|e| e.to_string())?;
+        let traced = (srv, client, tracer);
+        // The untraced call as users make it: against a server that does not trace either.
+        let srv = spawn_server(exe, &["serve", &binds[1], "--spin-us", &spin_s], place)?;
+        let client = LabClient::connect(&first_uri(&srv)?, ClientConfig { spin, ..ClientConfig::default() })
+            .map_err(|e| e.to_string())?;
+        srv.suspend().map_err(|e| e.to_string())?;
+        let plain = (srv, client);
+        let srv = spawn_server(exe, &["pingpong", "--serve", &binds[2], "--spin-us", &spin_s], place)?;
+        let pinger = Pinger::connect(&first_uri(&srv)?, HEADER_LEN, spin, RawOptions::default(), None)
+            .map_err(|e| e.to_string())?;
+        srv.suspend().map_err(|e| e.to_string())?;
+        let raw = (srv, pinger);
+        let floor = if matches!(scheme, "shm" | "udp") {
+            let srv = spawn_server(exe, &["pingpong", "--serve", "--floor", &binds[3], "--spin-us", &spin_s], place)?;
+            let opts = RawOptions { floor: true, ..Default::default() };
+            let pinger = Pinger::connect(&first_uri(&srv)?, HEADER_LEN, spin, opts, None)
+                .map_err(|e| format!("the floor: {e}"))?;
+            srv.suspend().map_err(|e| e.to_string())?;
+            Some((srv, pinger))
+        } else {
+            None
+        };
+        Ok(Ends { traced, plain, raw, floor })
+    }
+
+    /// Traced calls: warm-up, then `calls` whose client and server records are joined.
+    fn traced(&mut self, calls: u64, warmup: u64) -> Result<Joined, String> {
+        let (srv, client, tracer) = &mut self.traced;
+        while_running(srv, || {
+            for _ in 0..warmup {
+                client.null().map_err(|e| e.to_string())?;
+            }
+            drain(tracer)?;
+            let mut client_traces = Vec::with_capacity(calls as usize);
+            for _ in 0..calls {
+                client.null().map_err(|e| e.to_string())?;
+                client_traces.push(trace::last_client_trace());
+            }
+            let joined = join(&client_traces, &drain(tracer)?);
+            if joined.calls == 0 {
+                return Err("no client record matched a server record".into());
+            }
+            Ok(joined)
+        })
+    }
+
+    /// The untraced call, as `lowlat bench` times it: mean ns of the fastest 99%.
+    fn untraced(&mut self, calls: u64, warmup: u64) -> Result<f64, String> {
+        let (srv, client) = &mut self.plain;
+        while_running(srv, || {
+            let mut h = crate::latency::new_histogram();
+            for i in 0..warmup + calls {
+                let t0 = Instant::now();
+                client.null().map_err(|e| e.to_string())?;
+                if i >= warmup {
+                    let _ = h.record(t0.elapsed().as_nanos() as u64);
+                }
+            }
+            Ok(crate::latency::trimmed_mean(&h, 0.99))
+        })
+    }
+
+    /// The transport's raw ping-pong (`floor`: the machine's floor instead, if the path has
+    /// one): mean ns of the fastest 99%.
+    fn raw(&mut self, floor: bool, calls: u64, warmup: u64) -> Result<Option<f64>, String> {
+        let (srv, pinger) = match (floor, &mut self.floor) {
+            (false, _) => (&self.raw.0, &mut self.raw.1),
+            (true, Some((srv, pinger))) => (&*srv, pinger),
+            (true, None) => return Ok(None),
+        };
+        while_running(srv, || {
+            let (h, _) = pinger.exchange(calls, warmup).map_err(|e| e.to_string())?;
+            Ok(Some(crate::latency::trimmed_mean(&h, 0.99)))
+        })
+    }
+}
+
 /// Accounts null calls over the transport of `bind_uri` (e.g. `udp://127.0.0.1:0`), starting the
 /// servers it needs from the `lowlat` executable `exe`.
+///
+/// The calls are made in [`ROUNDS`] rounds, each of which measures everything the model check
+/// and the floor gap compare, in turn: the floor, then the traced call, the untraced call and
+/// the raw ping-pong (in an order that turns from round to round), the in-process parts, and
+/// the floor again. On a virtual machine the host may change the pace of the two CPUs, or move
+/// them closer together or further apart, at any moment, which moves every figure; measured in
+/// turn, the parts and the whole move together. Each round's parts are set against its own
+/// whole, and the check is the median of the rounds; rounds whose two floors disagree are left
+/// out of the floor gap.
 /// Returns the accounting and the mean durations of the client's and the server's send system
 /// calls (which overlap the transit, so they are not parts of their own).
 pub fn account(
@@ -249,125 +421,102 @@ pub fn account(
     count_instructions: bool,
 ) -> Result<(Accounting, f64, f64), String> {
     let scheme = bind_uri.split("://").next().unwrap_or("?").to_string();
-    let spin_s = spin.to_string();
     if let Some(c) = place.client_cpu {
         let _ = lowlat_sys::pin_to_cpu(c);
     }
-    let warmup = (calls / 10).max(200);
-    // The traced calls first.
-    let srv = spawn_server(exe, &["serve", bind_uri, "--trace", "--spin-us", &spin_s], place)?;
-    let uri = srv.uris.first().cloned().ok_or("the server printed no URI")?;
-    let cfg = ClientConfig { spin, trace: true, ..ClientConfig::default() };
-    let client = LabClient::connect(&uri, cfg.clone()).map_err(|e| e.to_string())?;
-    let tracer = lowlat::Client::connect_with(&uri, interface::TRACE_PROGRAM, 1, ClientConfig { trace: false, ..cfg })
-        .map_err(|e| format!("{e} (is the server running with --trace?)"))?;
-    for _ in 0..warmup {
-        client.null().map_err(|e| e.to_string())?;
-    }
-    drain(&tracer)?;
-    let mut client_traces = Vec::with_capacity(calls as usize);
-    for _ in 0..calls {
-        client.null().map_err(|e| e.to_string())?;
-        client_traces.push(trace::last_client_trace());
-    }
-    let server_traces = drain(&tracer)?;
-    drop(srv);
-    let joined = join(&client_traces, &server_traces);
-    if joined.calls == 0 {
-        return Err("no client record matched a server record".into());
-    }
-    let traced_total: f64 = joined.parts.iter().sum();
-    // Then the three the floor gap compares, back to back: the untraced call (against a server
-    // that does not trace either: the call as users make it), the transport's raw ping-pong and
-    // the floor. On a virtual machine the host may move the two CPUs closer together or further
-    // apart at any moment, which moves every figure several times over, so the floor is measured
-    // before and after the other two, and the three again while the two floors disagree.
-    let raw_bind = bind_uri.to_string();
-    let mut unsteady = None;
-    let mut attempt = 0;
-    // An attempt after the first starts from the floor the one before it ended with.
-    let mut last_floor = None;
-    let (untraced, raw, floor) = loop {
-        attempt += 1;
-        let before = match last_floor.take() {
-            Some(f) => Some(f),
-            None => floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?,
-        };
-        let plain = spawn_server(exe, &["serve", bind_uri, "--spin-us", &spin_s], place)?;
-        let plain_uri = plain.uris.first().cloned().ok_or("the server printed no URI")?;
-        let untraced = bench::run(&BenchSpec {
-            uri: plain_uri,
-            proc: "null".into(),
-            calls,
-            warmup,
-            spin,
-            cpu: place.client_cpu,
-            ..BenchSpec::default()
-        })
-        .map_err(|e| e.to_string())?;
-        drop(plain);
-        let pp = spawn_server(exe, &["pingpong", "--serve", &raw_bind, "--spin-us", &spin_s], place)?;
-        let pp_uri = pp.uris.first().cloned().ok_or("the ping-pong server printed no URI")?;
-        let (raw, _) = bench::run_raw(&pp_uri, HEADER_LEN, calls, warmup, spin, Default::default(), None)
-            .map_err(|e| e.to_string())?;
-        drop(pp);
-        let after = floor_exchange(exe, &scheme, &raw_bind, calls, warmup, spin, place)?;
-        let (Some(before), Some(after)) = (before, after) else { break (untraced, raw, None) };
-        let (a, b) = (before.mean99_ns as f64, after.mean99_ns as f64);
-        last_floor = Some(after);
-        if floor_steady(a, b) {
-            break (untraced, raw, Some((a + b) / 2.0));
-        }
-        if attempt == FLOOR_ATTEMPTS {
-            unsteady = Some(format!(
-                "the floor moved during each of {FLOOR_ATTEMPTS} attempts (last: {:.3} µs before, {:.3} µs after): \
-                 the host moved the CPUs; run again",
-                a / 1000.0,
-                b / 1000.0
-            ));
-            break (untraced, raw, None);
-        }
-    };
+    let per_round = (calls / ROUNDS).max(200);
+    // Every server has been suspended since its last turn: its caches are cold again.
+    let warmup = (per_round / 5).max(100);
+    let mut ends = Ends::start(exe, bind_uri, &scheme, spin, place)?;
     let reliable = matches!(scheme.as_str(), "tcp" | "shm");
-    let (client_engine, server_engine) = engine_costs(100_000, reliable, scheme == "shm", None);
-    let (marshal, procedure) = stub_and_procedure_costs(1_000_000);
+    let mut rounds: Vec<Round> = Vec::with_capacity(ROUNDS as usize);
+    let mut floor_before = ends.raw(true, per_round, warmup)?;
+    // Round 0 warms every end up (each process's code, caches and waiting) and is not counted.
+    for r in 0..=ROUNDS {
+        let (mut traced, mut untraced, mut raw) = (None, 0.0, 0.0);
+        for turn in 0..3 {
+            match (r + turn) % 3 {
+                0 => traced = Some(ends.traced(per_round, warmup)?),
+                1 => untraced = ends.untraced(per_round, warmup)?,
+                _ => raw = ends.raw(false, per_round, warmup)?.unwrap_or(0.0),
+            }
+        }
+        let (client_engine, server_engine) = engine_costs(20_000, reliable, scheme == "shm", None);
+        let (marshal, procedure) = stub_and_procedure_costs(200_000);
+        let clock = clock_read_cost(200_000) * 6.0;
+        let floor_after = ends.raw(true, per_round, warmup)?;
+        let round = Round {
+            traced: traced.expect("every round makes traced calls"),
+            untraced,
+            raw,
+            floor: floor_before.zip(floor_after),
+            client_engine,
+            server_engine,
+            marshal,
+            procedure,
+            clock,
+        };
+        if r > 0 {
+            rounds.push(round);
+        }
+        floor_before = floor_after;
+    }
+    drop(ends);
+    Ok(summarise(exe, &scheme, &rounds, count_instructions))
+}
+
+/// The accounting of `rounds`: each part the mean over the rounds, the model check the median
+/// of the rounds' own checks, the floor gap from the rounds whose floor held still.
+fn summarise(exe: &Path, scheme: &str, rounds: &[Round], count_instructions: bool) -> (Accounting, f64, f64) {
+    let n = rounds.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).sum::<f64>() / n;
     // Nine timestamps per traced call, but two of them (the client's after sending, the
     // server's after replying) are taken while the message travels and delay nothing; of the
     // first and last, only the part after and the part before the sample count: six in all.
-    let clock = clock_read_cost(1_000_000) * 6.0;
-    let named: Vec<(&str, f64)> = PARTS.iter().copied().zip(joined.parts).collect();
-    // Means of the fastest 99% throughout, so that parts add and noise does not swamp them.
-    let predicted = [
-        ("raw ping-pong of the transport (32 bytes)", raw.mean99_ns as f64),
-        ("client protocol engine (in-process)", client_engine),
-        ("server protocol engine (in-process)", server_engine),
-        ("stubs: marshaling and unmarshaling", marshal),
-        ("procedure (NULL)", procedure),
-        ("6 clock reads on the call's path (tracing)", clock),
-    ];
-    let mut a = Accounting::from_parts(&scheme, joined.calls as u64, &named, traced_total, &predicted);
-    a.timestamp_overhead_ns = Some(traced_total - untraced.mean99_ns as f64);
-    a.floor_unsteady = unsteady;
-    if let Some(floor) = floor {
-        let in_process = client_engine + server_engine + marshal + procedure;
-        let (raw, call) = (raw.mean99_ns as f64, untraced.mean99_ns as f64);
+    let parts: Vec<f64> = (0..PARTS.len()).map(|i| mean(&|r| r.traced.parts[i])).collect();
+    let named: Vec<(&str, f64)> = PARTS.iter().copied().zip(parts.iter().copied()).collect();
+    let traced_total: f64 = parts.iter().sum();
+    let predicted: Vec<(&str, f64)> =
+        (0..6).map(|i| (rounds[0].predicted()[i].0, mean(&|r| r.predicted()[i].1))).collect();
+    let calls: u64 = rounds.iter().map(|r| r.traced.calls as u64).sum();
+    let mut a = Accounting::from_parts(scheme, calls, &named, traced_total, &predicted);
+    a.round_differences_percent = rounds.iter().map(Round::difference_percent).collect();
+    let mut sorted = a.round_differences_percent.clone();
+    let d = median(&mut sorted);
+    a.difference_percent = Some(d);
+    a.flagged = d.abs() > lowlat_report::ACCOUNTING_FLAG_PERCENT;
+    a.timestamp_overhead_ns = Some(traced_total - mean(&|r| r.untraced));
+    let steady: Vec<&Round> =
+        rounds.iter().filter(|r| r.floor.is_some_and(|(before, after)| floor_steady(before, after))).collect();
+    let has_floor = rounds.iter().any(|r| r.floor.is_some());
+    if has_floor && steady.is_empty() {
+        a.floor_unsteady =
+            Some(format!("the floor moved during each of {} rounds: the host moved the CPUs; run again", rounds.len()));
+    } else if !steady.is_empty() {
+        a.floor_rounds_left_out = (rounds.len() - steady.len()) as u32;
+        let k = steady.len() as f64;
+        let over = |f: &dyn Fn(&Round) -> f64| steady.iter().map(|r| f(r)).sum::<f64>() / k;
+        let floor = over(&|r| r.floor.map_or(0.0, |(b, e)| (b + e) / 2.0));
+        let raw = over(&|r| r.raw);
+        let call = over(&|r| r.untraced);
+        let in_process = over(&|r| r.client_engine + r.server_engine + r.marshal + r.procedure);
         let gap = [
             (FLOOR_GAP[0], floor),
             (FLOOR_GAP[1], raw - floor),
             (FLOOR_GAP[2], in_process),
             (FLOOR_GAP[3], call - raw - in_process),
         ];
-        a.floor_gap = Accounting::from_parts(&scheme, 0, &gap, call, &[]).parts;
+        a.floor_gap = Accounting::from_parts(scheme, 0, &gap, call, &[]).parts;
     }
     if count_instructions {
-        match instructions::count(&instructions::counting_binary(exe), &scheme, "null", INSTRUCTION_CALLS) {
+        match instructions::count(&instructions::counting_binary(exe), scheme, "null", INSTRUCTION_CALLS) {
             Ok(n) => a.instructions = vec![n],
             Err(e) => a.instructions_skipped = Some(e.to_string()),
         }
     } else {
         a.instructions_skipped = Some("not counted in lab --quick (lowlat instructions counts them)".into());
     }
-    Ok((a, joined.client_send_ns, joined.server_send_ns))
+    (a, mean(&|r| r.traced.client_send_ns), mean(&|r| r.traced.server_send_ns))
 }
 
 /// The additive parts of an untraced null call above the machine's floor (see
@@ -379,37 +528,11 @@ pub const FLOOR_GAP: [&str; 4] = [
     "RPC layer: the rest (not seen in-process)",
 ];
 
-/// How many times the floor gap's three measurements are made while the floor moves under them.
-const FLOOR_ATTEMPTS: u32 = 3;
-
 /// Whether two measurements of the floor (mean ns) agree well enough for what lies between them
 /// to be set against it: within a placement of the CPUs the floor varies by up to a third; a
 /// move takes it several times over.
 fn floor_steady(a: f64, b: f64) -> bool {
     a.max(b) <= 1.5 * a.min(b).max(1.0)
-}
-
-/// The machine's floor for the path of `bind_uri`, measured now, where it has one (shm: one
-/// cache line each way; udp: two connected sockets).
-fn floor_exchange(
-    exe: &Path,
-    scheme: &str,
-    bind_uri: &str,
-    calls: u64,
-    warmup: u64,
-    spin: SpinPolicy,
-    place: &Placement,
-) -> Result<Option<crate::latency::Summary>, String> {
-    if !matches!(scheme, "shm" | "udp") {
-        return Ok(None);
-    }
-    let spin_s = spin.to_string();
-    let srv = spawn_server(exe, &["pingpong", "--serve", "--floor", bind_uri, "--spin-us", &spin_s], place)?;
-    let uri = srv.uris.first().cloned().ok_or("the floor server printed no URI")?;
-    let opts = crate::pingpong::RawOptions { floor: true, ..Default::default() };
-    let (floor, _) =
-        bench::run_raw(&uri, HEADER_LEN, calls, warmup, spin, opts, None).map_err(|e| format!("the floor: {e}"))?;
-    Ok(Some(floor))
 }
 
 /// Nanoseconds one `trace::now_ns` takes.
@@ -453,8 +576,10 @@ const INSTRUCTION_CALLS: u64 = 60;
 /// The accounting as a terminal table, like Firefly's Tables VI-VIII.
 pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String {
     let mut s = format!(
-        "Where the time of a null call over {} goes ({} calls, means of the fastest 99%):\n",
-        a.transport, a.calls
+        "Where the time of a null call over {} goes ({} calls in {} rounds, means of the fastest 99%):\n",
+        a.transport,
+        a.calls,
+        a.round_differences_percent.len().max(1)
     );
     s.push_str(&format!("{:<48} {:>10} {:>8}\n", "part", "µs", "%"));
     for p in &a.parts {
@@ -486,6 +611,14 @@ pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String
             }
         ));
     }
+    if !a.round_differences_percent.is_empty() {
+        let each: Vec<String> = a.round_differences_percent.iter().map(|d| format!("{d:+.1}%")).collect();
+        s.push_str(&format!(
+            "  (the median of {} rounds, each round's parts against its own whole: {})\n",
+            each.len(),
+            each.join(", ")
+        ));
+    }
     if let Some(o) = a.timestamp_overhead_ns {
         s.push_str(&format!(
             "  accounting on costs {:+.3} µs per call (traced minus untraced, fastest 99%)\n",
@@ -494,6 +627,12 @@ pub fn table(a: &Accounting, client_send_ns: f64, server_send_ns: f64) -> String
     }
     if let Some((call, ratio)) = a.over_floor() {
         s.push_str("\nThe untraced call above the machine's floor, measured in this run (parts add up to it)\n");
+        if a.floor_rounds_left_out > 0 {
+            s.push_str(&format!(
+                "  ({} of the rounds left out: the floor moved between the round's two ends)\n",
+                a.floor_rounds_left_out
+            ));
+        }
         for p in &a.floor_gap {
             s.push_str(&format!("  {:<56} {:>+8.3} {:>7.1}%\n", p.name, p.ns / 1000.0, p.percent));
         }
@@ -526,6 +665,15 @@ mod tests {
         assert!(!floor_steady(501.0, 127.0));
         // A floor of zero (an empty measurement) is never steady against a real one.
         assert!(!floor_steady(0.0, 100.0));
+    }
+
+    #[test]
+    fn the_four_servers_bind_apart() {
+        assert_eq!(nth_bind("shm:///tmp/a.sock", 0), "shm:///tmp/a.sock");
+        assert_eq!(nth_bind("shm:///tmp/a.sock", 3), "shm:///tmp/a.sock.3");
+        assert_eq!(nth_bind("udp://127.0.0.1:0", 2), "udp://127.0.0.1:0");
+        assert_eq!(nth_bind("tcp://127.0.0.1:7000", 2), "tcp://127.0.0.1:7002");
+        assert_eq!(nth_bind("udp://[::1]:7000", 1), "udp://[::1]:7001");
     }
 
     #[test]

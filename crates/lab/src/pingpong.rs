@@ -368,10 +368,151 @@ fn ready<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     }
 }
 
-/// A client side of raw ping-pong.
-enum Pinger {
+/// A raw ping-pong client, connected: its exchanges may be measured in several runs (rounds
+/// interleaved with other measurements, as `lowlat account` makes them) on one connection.
+pub struct Pinger {
+    link: Link,
+    spin: SpinPolicy,
+    /// Waits as RPC's client does, learning the echo's pace across round trips.
+    spinner: Spinner,
+    keys: Option<lowlat_proto::FrameKeys>,
+    /// The message sent each round trip.
+    msg: Vec<u8>,
+    /// Where the echo is received.
+    buf: Vec<u8>,
+}
+
+/// The connection of a [`Pinger`].
+enum Link {
     Udp(UdpChannel),
     Tcp(TcpChannel),
+    Unix(std::os::unix::net::UnixStream),
+    Shm(Box<lowlat_shm::ShmChannel>),
+    ShmFloor(Box<crate::raw::shm_floor::FloorClient>),
+    /// eth:// and xdp:// open their socket for each run.
+    Eth(Endpoint, RawOptions),
+}
+
+/// How long one round trip may take.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Pinger {
+    /// Connects to an echo server at `uri` (see [`RawOptions`]) for messages of `size` bytes.
+    pub fn connect(
+        uri: &str,
+        size: usize,
+        spin: SpinPolicy,
+        opts: RawOptions,
+        psk: Option<&lowlat::Psk>,
+    ) -> Result<Pinger, PingPongError> {
+        let keys = raw_keys(psk, lowlat_proto::auth::Side::Client);
+        if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
+            return Err(PingPongError::KeyUnsupported(uri.to_string()));
+        }
+        let mut msg: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let buf = vec![0u8; MAX_DATAGRAM.max(size)];
+        let link = if let Some(ep) = eth_endpoint(uri)? {
+            Link::Eth(ep, opts)
+        } else if let Some(path) = uri.strip_prefix("unix://") {
+            if opts.floor {
+                return Err(PingPongError::NoFloor(uri.to_string()));
+            }
+            let s = std::os::unix::net::UnixStream::connect(path).map_err(io_err(format!("connect {uri}")))?;
+            s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+            // A stream has no empty message: at least one byte goes each way.
+            msg.resize(size.max(1), 0);
+            Link::Unix(s)
+        } else {
+            let shm_err = |e: lowlat_shm::ShmError| PingPongError::Io {
+                op: format!("ping-pong {uri}"),
+                source: io::Error::other(e.to_string()),
+            };
+            match uri.parse::<Endpoint>()? {
+                Endpoint::Shm { path } if opts.floor => Link::ShmFloor(Box::new(
+                    crate::raw::shm_floor::FloorClient::connect(&path, size, ROUND_TIMEOUT).map_err(shm_err)?,
+                )),
+                Endpoint::Shm { path } => {
+                    let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
+                    Link::Shm(Box::new(lowlat_shm::ShmChannel::connect(&path, cfg).map_err(shm_err)?))
+                }
+                Endpoint::Udp { host_port } => {
+                    let addr = resolve(&host_port).map_err(io_err(uri))?;
+                    Link::Udp(UdpChannel::connect(addr).map_err(io_err(format!("connect {uri}")))?)
+                }
+                Endpoint::Tcp { .. } if opts.floor => return Err(PingPongError::NoFloor(uri.to_string())),
+                Endpoint::Tcp { host_port } => {
+                    let addr = resolve(&host_port).map_err(io_err(uri))?;
+                    Link::Tcp(
+                        TcpChannel::connect(addr, 16 << 20, ROUND_TIMEOUT).map_err(io_err(format!("connect {uri}")))?,
+                    )
+                }
+                other => return Err(PingPongError::Unsupported(other.scheme().to_string())),
+            }
+        };
+        Ok(Pinger { link, spin, spinner: Spinner::new(spin), keys, msg, buf })
+    }
+
+    /// Makes `warmup + calls` round trips; returns the histogram of the measured ones and the
+    /// wall time they took.
+    pub fn exchange(&mut self, calls: u64, warmup: u64) -> Result<(Histogram<u64>, Duration), PingPongError> {
+        if let Link::Eth(ep, opts) = &self.link {
+            return eth_run(ep, self.msg.len(), calls, warmup, self.spin, *opts);
+        }
+        let mut h = new_histogram();
+        let mut measured_start = Instant::now();
+        for i in 0..warmup + calls {
+            if i == warmup {
+                measured_start = Instant::now();
+            }
+            let took = self.round_trip()?;
+            if i >= warmup {
+                let _ = h.record(took.as_nanos() as u64);
+            }
+        }
+        Ok((h, measured_start.elapsed()))
+    }
+
+    /// One round trip, checked; its latency.
+    fn round_trip(&mut self) -> Result<Duration, PingPongError> {
+        let Pinger { link, spinner, keys, msg, buf, .. } = self;
+        let shm_err = |e: lowlat_shm::ShmError| PingPongError::Io {
+            op: "ping-pong over shared memory".into(),
+            source: io::Error::other(e.to_string()),
+        };
+        let t0 = Instant::now();
+        let deadline = Some(t0 + ROUND_TIMEOUT);
+        let got = match link {
+            Link::Shm(ch) => return crate::raw::shm_pingpong::round_trip(ch, msg, ROUND_TIMEOUT).map_err(shm_err),
+            Link::ShmFloor(c) => return c.round(ROUND_TIMEOUT).map_err(shm_err),
+            Link::Unix(s) => {
+                unix_round(s, msg, buf, spinner, t0 + ROUND_TIMEOUT)?;
+                return Ok(t0.elapsed());
+            }
+            Link::Eth(..) => return Err(PingPongError::Unsupported("a single eth:// round trip".into())),
+            Link::Udp(ch) => {
+                ch.send(msg, &tag(keys, msg)).map_err(io_err("send"))?;
+                spinner
+                    .wait_on(deadline, buf, |b| ch.try_recv(b), |_, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()))
+                    .map_err(io_err("receive"))?
+            }
+            Link::Tcp(ch) => {
+                ch.send(msg, &tag(keys, msg)).map_err(io_err("send"))?;
+                spinner
+                    .wait_on(
+                        deadline,
+                        ch,
+                        |ch| ch.try_recv(buf).map(|o| o.map(|()| buf.len())),
+                        |ch, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
+                    )
+                    .map_err(io_err("receive"))?
+            }
+        };
+        let Some(n) = got else {
+            return Err(PingPongError::Timeout(ROUND_TIMEOUT));
+        };
+        untag(keys, &buf[..n])?;
+        Ok(t0.elapsed())
+    }
 }
 
 /// Runs `warmup + calls` round trips of `size` bytes against an echo server; returns the
@@ -385,101 +526,7 @@ pub fn run(
     opts: RawOptions,
     psk: Option<&lowlat::Psk>,
 ) -> Result<(Histogram<u64>, Duration), PingPongError> {
-    let keys = raw_keys(psk, lowlat_proto::auth::Side::Client);
-    if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
-        return Err(PingPongError::KeyUnsupported(uri.to_string()));
-    }
-    if let Some(ep) = eth_endpoint(uri)? {
-        return eth_run(&ep, size, calls, warmup, spin, opts);
-    }
-    if let Some(path) = uri.strip_prefix("unix://") {
-        if opts.floor {
-            return Err(PingPongError::NoFloor(uri.to_string()));
-        }
-        return unix_run(path, size, calls, warmup, spin);
-    }
-    let ep: Endpoint = uri.parse()?;
-    if let Endpoint::Shm { path } = &ep {
-        let rounds = (warmup + calls) as usize;
-        let timeout = Duration::from_secs(5);
-        let rounds = if opts.floor {
-            crate::raw::shm_floor::run(path, size, rounds, timeout)
-        } else {
-            let cfg = lowlat_shm::ChannelConfig { spin, ..Default::default() };
-            crate::raw::shm_pingpong::run(path, cfg, size, rounds, timeout)
-        }
-        .map_err(|e| PingPongError::Io { op: format!("ping-pong {uri}"), source: io::Error::other(e.to_string()) })?;
-        let mut h = new_histogram();
-        let mut wall = Duration::ZERO;
-        for d in &rounds[warmup as usize..] {
-            let _ = h.record(d.as_nanos() as u64);
-            wall += *d;
-        }
-        return Ok((h, wall));
-    }
-    if opts.floor && !matches!(ep, Endpoint::Udp { .. }) {
-        return Err(PingPongError::NoFloor(uri.to_string()));
-    }
-    let mut p = match ep {
-        Endpoint::Udp { host_port } => {
-            let addr = resolve(&host_port).map_err(io_err(uri))?;
-            Pinger::Udp(UdpChannel::connect(addr).map_err(io_err(format!("connect {uri}")))?)
-        }
-        Endpoint::Tcp { host_port } => {
-            let addr = resolve(&host_port).map_err(io_err(uri))?;
-            Pinger::Tcp(
-                TcpChannel::connect(addr, 16 << 20, Duration::from_secs(5))
-                    .map_err(io_err(format!("connect {uri}")))?,
-            )
-        }
-        other => return Err(PingPongError::Unsupported(other.scheme().to_string())),
-    };
-    let msg: Vec<u8> = (0..size).map(|i| i as u8).collect();
-    let mut buf: Vec<u8> = vec![0u8; MAX_DATAGRAM.max(size)];
-    let mut spinner = Spinner::new(spin);
-    let mut h = new_histogram();
-    let timeout = Duration::from_secs(5);
-    let mut measured_start = Instant::now();
-    for i in 0..warmup + calls {
-        if i == warmup {
-            measured_start = Instant::now();
-        }
-        let t0 = Instant::now();
-        let deadline = Some(t0 + timeout);
-        let tagged = tag(&keys, &msg);
-        let got = match &mut p {
-            Pinger::Udp(ch) => {
-                ch.send(&msg, &tagged).map_err(io_err("send"))?;
-                spinner
-                    .wait_on(
-                        deadline,
-                        &mut buf,
-                        |b| ch.try_recv(b),
-                        |_, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
-                    )
-                    .map_err(io_err("receive"))?
-            }
-            Pinger::Tcp(ch) => {
-                ch.send(&msg, &tagged).map_err(io_err("send"))?;
-                spinner
-                    .wait_on(
-                        deadline,
-                        ch,
-                        |ch| ch.try_recv(&mut buf).map(|o| o.map(|()| buf.len())),
-                        |ch, t| poll_readable(&[ch.as_raw_fd()], t).map(|_| ()),
-                    )
-                    .map_err(io_err("receive"))?
-            }
-        };
-        let Some(n) = got else {
-            return Err(PingPongError::Timeout(timeout));
-        };
-        untag(&keys, &buf[..n])?;
-        if i >= warmup {
-            let _ = h.record(t0.elapsed().as_nanos() as u64);
-        }
-    }
-    Ok((h, measured_start.elapsed()))
+    Pinger::connect(uri, size, spin, opts, psk)?.exchange(calls, warmup)
 }
 
 /// The Unix stream socket baseline (`unix://PATH`): bytes echoed back as they arrive.
@@ -553,46 +600,31 @@ fn write_all_nonblocking(s: &mut impl io::Write, data: &[u8]) -> io::Result<()> 
     Ok(())
 }
 
-fn unix_run(
-    path: &str,
-    size: usize,
-    calls: u64,
-    warmup: u64,
-    spin: SpinPolicy,
-) -> Result<(Histogram<u64>, Duration), PingPongError> {
+/// One round trip over a Unix stream socket: `msg` written, its echo read into `buf` (as long).
+fn unix_round(
+    s: &mut std::os::unix::net::UnixStream,
+    msg: &[u8],
+    buf: &mut [u8],
+    spinner: &mut Spinner,
+    deadline: Instant,
+) -> Result<(), PingPongError> {
     use std::io::Read;
-    let mut s = std::os::unix::net::UnixStream::connect(path).map_err(io_err(format!("connect unix://{path}")))?;
-    s.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
-    let msg: Vec<u8> = (0..size.max(1)).map(|i| i as u8).collect();
-    let mut buf = vec![0u8; msg.len()];
-    let mut spinner = Spinner::new(spin);
-    let mut h = new_histogram();
-    let mut measured_start = Instant::now();
-    for i in 0..warmup + calls {
-        if i == warmup {
-            measured_start = Instant::now();
-        }
-        let t0 = Instant::now();
-        write_all_nonblocking(&mut s, &msg).map_err(io_err("send"))?;
-        let mut got = 0;
-        while got < msg.len() {
-            let n = spinner
-                .wait_on(
-                    Some(t0 + Duration::from_secs(5)),
-                    &mut s,
-                    |s| match ready(s.read(&mut buf[got..]))? {
-                        Some(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
-                        n => Ok(n),
-                    },
-                    |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
-                )
-                .map_err(io_err("receive"))?
-                .ok_or(PingPongError::Timeout(Duration::from_secs(5)))?;
-            got += n;
-        }
-        if i >= warmup {
-            let _ = h.record(t0.elapsed().as_nanos() as u64);
-        }
+    write_all_nonblocking(s, msg).map_err(io_err("send"))?;
+    let mut got = 0;
+    while got < msg.len() {
+        let n = spinner
+            .wait_on(
+                Some(deadline),
+                &mut *s,
+                |s| match ready(s.read(&mut buf[got..msg.len()]))? {
+                    Some(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed")),
+                    n => Ok(n),
+                },
+                |s, t| poll_readable(&[s.as_raw_fd()], t).map(|_| ()),
+            )
+            .map_err(io_err("receive"))?
+            .ok_or(PingPongError::Timeout(ROUND_TIMEOUT))?;
+        got += n;
     }
-    Ok((h, measured_start.elapsed()))
+    Ok(())
 }

@@ -70,6 +70,17 @@ impl ServerProcess {
         self.child.id()
     }
 
+    /// Suspends the server (SIGSTOP): while other measurements run, it takes no CPU from them,
+    /// however it waits; its clients stay connected. [`ServerProcess::resume`] lets it go on.
+    pub fn suspend(&self) -> std::io::Result<()> {
+        lowlat_sys::suspend(self.child.id())
+    }
+
+    /// Lets a suspended server go on (SIGCONT).
+    pub fn resume(&self) -> std::io::Result<()> {
+        lowlat_sys::resume(self.child.id())
+    }
+
     /// The next line the process prints after `ready`, waiting at most `timeout`.
     pub fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines.recv_timeout(timeout).ok()
@@ -79,6 +90,7 @@ impl ServerProcess {
     /// returns the lines it printed since `ready` (or the last `next_line`).
     pub fn stop(mut self, timeout: Duration) -> Vec<String> {
         let _ = lowlat_sys::terminate(self.child.id());
+        let _ = lowlat_sys::resume(self.child.id());
         let deadline = std::time::Instant::now() + timeout;
         while std::time::Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(5));
@@ -109,6 +121,8 @@ impl Drop for ServerProcess {
             return;
         }
         if lowlat_sys::terminate(self.child.id()).is_ok() {
+            // A suspended server takes the signal only once it goes on.
+            let _ = lowlat_sys::resume(self.child.id());
             let deadline = std::time::Instant::now() + Duration::from_secs(2);
             while std::time::Instant::now() < deadline {
                 if matches!(self.child.try_wait(), Ok(Some(_))) {

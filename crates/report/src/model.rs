@@ -639,6 +639,12 @@ pub struct Accounting {
     /// True when |difference_percent| > 10: the parts are wrong or something contends.
     #[serde(default)]
     pub flagged: bool,
+    /// The model check made in rounds, each setting its parts against its own whole (the
+    /// traced call, the untraced call, the raw ping-pong, the floor and the in-process parts
+    /// measured in turn, so that a host that changes pace moves them together): each round's
+    /// difference, in the order made. `difference_percent` is then their median.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_differences_percent: Vec<f64>,
     /// Mean round trip with accounting on (client and server taking their timestamps) minus
     /// the same call untraced, ns: what accounting adds to a call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -655,6 +661,10 @@ pub struct Accounting {
     /// together or further apart), so no part of the gap could be trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor_unsteady: Option<String>,
+    /// Rounds left out of `floor_gap` because the floor moved between its measurements at
+    /// the round's two ends.
+    #[serde(default)]
+    pub floor_rounds_left_out: u32,
     /// Why the transport was not accounted, if it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -763,9 +773,11 @@ impl Accounting {
             predicted_total_ns,
             difference_percent,
             flagged: difference_percent.is_some_and(|d| d.abs() > ACCOUNTING_FLAG_PERCENT),
+            round_differences_percent: Vec::new(),
             timestamp_overhead_ns: None,
             floor_gap: Vec::new(),
             floor_unsteady: None,
+            floor_rounds_left_out: 0,
             skipped: None,
             instructions: Vec::new(),
             instructions_skipped: None,

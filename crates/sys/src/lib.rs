@@ -42,8 +42,8 @@ pub use netns::enter_netns;
 pub use packet::PacketSocket;
 pub use poll::{poll_readable, poll_set, wait_readable, Epoll};
 pub use process::{
-    available_cpus, block_server_signals, kill, pin_to_cpu, set_timer_slack, terminate, wait_server_signal,
-    wait_termination, ServerSignal,
+    available_cpus, block_server_signals, kill, pin_to_cpu, resume, set_timer_slack, suspend, terminate,
+    wait_server_signal, wait_termination, ServerSignal,
 };
 pub use sockopt::{getsockopt, setsockopt};
 pub use unix::{effective_uid, hung_up, peer_cred, recv_with_fds, send_with_fds};

@@ -148,9 +148,45 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     signal(pid, libc::SIGTERM)
 }
 
+/// Suspends process `pid` (SIGSTOP) until [`resume`]: it runs nothing, spins on no CPU, and
+/// keeps its sockets and memory as they are.
+pub fn suspend(pid: u32) -> io::Result<()> {
+    signal(pid, libc::SIGSTOP)
+}
+
+/// Lets a process [`suspend`]ed go on (SIGCONT); nothing for one that runs.
+pub fn resume(pid: u32) -> io::Result<()> {
+    signal(pid, libc::SIGCONT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state letter of process `pid` (`/proc/PID/stat`, the field after the name).
+    fn state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
+    }
+
+    #[test]
+    fn a_suspended_process_stops_until_resumed() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let until = |want: fn(char) -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !want(state(pid)) {
+                assert!(std::time::Instant::now() < deadline, "state {}", state(pid));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        suspend(pid).unwrap();
+        until(|s| s == 'T');
+        resume(pid).unwrap();
+        until(|s| s != 'T');
+        kill(pid).unwrap();
+        child.wait().unwrap();
+    }
 
     #[test]
     fn a_blocked_termination_signal_is_taken_synchronously() {

@@ -4,14 +4,16 @@ use lowlat::SpinPolicy;
 
 /// Where the time of a null call goes, part by part, and whether the parts predict the whole.
 ///
-/// Starts its own servers on this host at URI, one after the other (port 0 picks a free
-/// port), pinned when there are two CPUs: a traced one, a plain one for the untraced call,
-/// lowlat's ping-pong server and, for shm:// and udp://, the machine's floor, which the
-/// untraced call is then set against, layer by layer. The floor is measured before and
-/// after the untraced call and the ping-pong; while the two disagree (a virtual machine's
-/// host moved its CPUs) the three are measured again, up to three times, and then no
-/// comparison is made. Then the null call's instructions on each side, part by part, where
-/// valgrind and lowlat's counting build are there (see `lowlat instructions`).
+/// Starts its own servers on this host at URI (port 0 picks a free port; a socket path gets
+/// `.1`, `.2`, `.3` for the others), pinned when there are two CPUs: a traced one, a plain one
+/// for the untraced call, lowlat's ping-pong server and, for shm:// and udp://, the machine's
+/// floor. They are measured in turn, in 9 rounds (after one that warms them up), each server
+/// suspended while the others run: the floor, the traced call, the untraced call and the
+/// ping-pong, the in-process parts, the floor again. Each round's parts are set against its
+/// own whole, and the model check is the median of the rounds; the untraced call is set against
+/// the floor, layer by layer, over the rounds whose floor held still. Then the null call's
+/// instructions on each side, part by part, where valgrind and lowlat's counting build are
+/// there (see `lowlat instructions`).
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Transport and address to serve on, e.g. udp://127.0.0.1:0, tcp://127.0.0.1:0, shm:///tmp/acct.sock

@@ -41,19 +41,26 @@ pub fn run(
     let payload: Vec<u8> = (0..size).map(|i| i as u8).collect();
     let mut out = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        let t = Instant::now();
-        // The leanest send there is (the RPC client's): one record written in place.
-        ch.send_two_within(&payload, &[], timeout)?;
-        let got = ch.recv(t + timeout)?;
-        // Read what came back, as any receiver of a message must (an RPC reads at least its
-        // header): a round trip that never touched the echo would not have delivered it.
-        let intact = got == payload;
-        out.push(t.elapsed());
-        if !intact {
-            return Err(ShmError::Broken(format!("echo of {size} bytes came back altered")));
-        }
+        out.push(round_trip(&mut ch, &payload, timeout)?);
     }
     Ok(out)
+}
+
+/// One round trip of `payload` over a connected channel, bounded by `timeout`; its latency.
+#[inline]
+pub fn round_trip(ch: &mut ShmChannel, payload: &[u8], timeout: Duration) -> Result<Duration, ShmError> {
+    let t = Instant::now();
+    // The leanest send there is (the RPC client's): one record written in place.
+    ch.send_two_within(payload, &[], timeout)?;
+    let got = ch.recv(t + timeout)?;
+    // Read what came back, as any receiver of a message must (an RPC reads at least its
+    // header): a round trip that never touched the echo would not have delivered it.
+    let intact = got == payload;
+    let took = t.elapsed();
+    if !intact {
+        return Err(ShmError::Broken(format!("echo of {} bytes came back altered", payload.len())));
+    }
+    Ok(took)
 }
 
 fn pin(cpu: Option<usize>) {

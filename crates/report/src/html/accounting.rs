@@ -99,6 +99,15 @@ pub(super) fn accounting(out: &mut String, rows: &[Accounting]) {
             a.difference_percent.map_or_else(|| "–".to_owned(), |d| format!("{}%", fmt_num(d))),
             verdict
         );
+        if !a.round_differences_percent.is_empty() {
+            let each: Vec<String> = a.round_differences_percent.iter().map(|d| format!("{}%", fmt_num(*d))).collect();
+            let _ = write!(
+                out,
+                r#"<p class="muted">The difference is the median of {} rounds, each round's parts set against its own whole: {}.</p>"#,
+                each.len(),
+                each.join(", ")
+            );
+        }
         if let Some(o) = a.timestamp_overhead_ns {
             let _ = write!(
                 out,
@@ -165,6 +174,13 @@ fn floor_gap(out: &mut String, a: &Accounting) {
         let _ = write!(out, r#"<p class="muted">No comparison with the machine's floor: {}.</p>"#, esc(why));
     }
     let Some((call, ratio)) = a.over_floor() else { return };
+    if a.floor_rounds_left_out > 0 {
+        let _ = write!(
+            out,
+            r#"<p class="muted">{} round(s) left out below: the floor moved between the round's two ends.</p>"#,
+            a.floor_rounds_left_out
+        );
+    }
     let _ = write!(
         out,
         r#"<table><tr><th class="l">the untraced call above the machine's floor (same run)</th><th>µs</th><th>% of the call</th></tr>"#

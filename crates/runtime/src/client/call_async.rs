@@ -13,14 +13,14 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lowlat_proto::Execution;
 use lowlat_wait::{SpinPolicy, Spinner};
 
 use super::call::{CallClock, SlotIo};
 use super::lowlat::{Lowlat, Slot};
-use super::pacing::{Pacing, POLLS_PER_CLOCK};
+use super::pacing::{claim_or_park, Pacing, SlotWait, POLLS_PER_CLOCK};
 use super::pool::{Claimed, InLine};
 use crate::driver::SlotChannel;
 use crate::reactor::{self, Parking};
@@ -226,19 +226,14 @@ where
     /// A free slot, or `None` with the call parked until one is released.
     fn claim(&mut self, cx: &mut Context<'_>) -> Result<Option<Claimed<'c, Slot>>, Error> {
         let c = self.client;
-        let (claimed, recheck) = c.shared.slots.poll_claim(cx.waker(), &mut self.line);
-        if let Some(g) = claimed {
-            return Ok(Some(g));
+        match claim_or_park(&c.shared.slots, cx.waker(), &mut self.line, self.clock.fix().1)? {
+            SlotWait::Claimed(g) => Ok(Some(g)),
+            SlotWait::Parked(p) => {
+                self.parking = Some(p);
+                Ok(None)
+            }
+            SlotWait::TimedOut => Err(c.no_slot(self.proc_no, self.clock.timeout)),
         }
-        let deadline = self.clock.fix().1;
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(c.no_slot(self.proc_no, self.clock.timeout));
-        }
-        // Woken by a release; the timer is the deadline's.
-        let at = recheck.map_or(deadline, |r| deadline.min(now + r));
-        self.parking = Some(reactor::park(&[], Some(at), cx.waker()).map_err(|e| Error::io("park an async call", e))?);
-        Ok(None)
     }
 
     fn send(&mut self, g: &mut Slot) -> Result<(), Error> {

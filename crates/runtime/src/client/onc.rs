@@ -25,7 +25,7 @@ use lowlat_proto::{ByteOrder, Execution, Session};
 use lowlat_transport::udp::MAX_DATAGRAM;
 use lowlat_wait::{SpinPolicy, Spinner};
 
-use super::pacing::Pacing;
+use super::pacing::{claim_or_park, Pacing, SlotWait};
 use super::pool::{InLine, SlotPool};
 use crate::driver::{self, ClientChannel};
 use crate::reactor::{self, Parking};
@@ -133,20 +133,14 @@ where
         let i = match &this.lent {
             Some(l) => l.slot,
             None => {
-                let (claimed, recheck) = c.slots.poll_claim(cx.waker(), &mut this.waiting.line);
-                let Some(g) = claimed else {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Poll::Ready(Err(c.no_slot(proc_no, this.timeout)));
+                let g = match claim_or_park(&c.slots, cx.waker(), &mut this.waiting.line, deadline) {
+                    Ok(SlotWait::Claimed(g)) => g,
+                    Ok(SlotWait::Parked(p)) => {
+                        this.parking = Some(p);
+                        return Poll::Pending;
                     }
-                    let at = recheck.map_or(deadline, |r| deadline.min(now + r));
-                    return match reactor::park(&[], Some(at), cx.waker()) {
-                        Ok(p) => {
-                            this.parking = Some(p);
-                            Poll::Pending
-                        }
-                        Err(e) => Poll::Ready(Err(Error::io("park an async call", e))),
-                    };
+                    Ok(SlotWait::TimedOut) => return Poll::Ready(Err(c.no_slot(proc_no, this.timeout))),
+                    Err(e) => return Poll::Ready(Err(e)),
                 };
                 let encode = this.encode.take().expect("encoded once");
                 match c.send_lent(g, proc_no, encode, this.begun, deadline) {

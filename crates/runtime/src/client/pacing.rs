@@ -21,10 +21,49 @@
 //! milliseconds later, and kept the mean there: one task ran 4,692 calls in a row while others
 //! waited (64 tasks over shared memory). Polling while others progress costs nothing the
 //! executor's thread would not spend anyway; with nothing progressing, it is bounded by the cap.
+//!
+//! An async call that finds every slot busy parks at once ([`claim_or_park`]): a release wakes
+//! it, never a timer alone.
 
+use std::task::Waker;
 use std::time::Instant;
 
 use lowlat_wait::{SpinPolicy, Spinner, ADAPTIVE_CAP};
+
+use super::pool::{Claimed, InLine, SlotPool};
+use crate::reactor::{self, Parking};
+use crate::Error;
+
+/// What an async call that needs a slot got from one poll ([`claim_or_park`]).
+pub(crate) enum SlotWait<'p, S> {
+    /// A slot, the call's now.
+    Claimed(Claimed<'p, S>),
+    /// In line for a release and parked in the reactor until one wakes it or the deadline.
+    Parked(Parking),
+    /// The deadline passed with every slot busy.
+    TimedOut,
+}
+
+/// A slot of `slots` for an async call, or the call in line and parked until a release wakes
+/// it, `deadline` comes, or (where a release may go unseen) it should look again. `line` is
+/// the call's place in line, kept by the call.
+pub(crate) fn claim_or_park<'p, S>(
+    slots: &'p SlotPool<S>,
+    waker: &Waker,
+    line: &mut InLine,
+    deadline: Instant,
+) -> Result<SlotWait<'p, S>, Error> {
+    let (claimed, recheck) = slots.poll_claim(waker, line);
+    if let Some(g) = claimed {
+        return Ok(SlotWait::Claimed(g));
+    }
+    let now = Instant::now();
+    if now >= deadline {
+        return Ok(SlotWait::TimedOut);
+    }
+    let at = recheck.map_or(deadline, |r| deadline.min(now + r));
+    reactor::park(&[], Some(at), waker).map(SlotWait::Parked).map_err(|e| Error::io("park an async call", e))
+}
 
 /// A call that keeps polling reads the clock once in this many polls (and at each moment of
 /// progress); between, it may run up to this many polls past its budget (well under a

@@ -14,7 +14,7 @@ use lowlat_sys::poll_readable;
 use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
 use lowlat_transport::Cidr;
 
-use super::{serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
+use super::{ClientChannel, FrameHandler, Polled, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::Error;
 
@@ -78,13 +78,65 @@ pub(crate) struct UdpServer {
     ep: UdpEndpoint,
     /// The scheme clients use: `udp` or `onc+udp`.
     scheme: &'static str,
-    /// The datagrams of the last `recvmmsg`: `rx_n` of them, served up to `rx_at`.
+    /// The datagrams of the last `recvmmsg`: `rx_n` of them, served up to `rx_at`. Each is
+    /// handed to the protocol where it lies.
     rx: Batch,
     rx_n: usize,
     rx_at: usize,
-    /// Answers waiting for the batch's `sendmmsg`: `tx_n` of them.
+    answers: Answers,
+}
+
+/// Answers waiting for the batch's `sendmmsg`.
+struct Answers {
     tx: Batch,
-    tx_n: usize,
+    /// How many are queued in `tx`.
+    n: usize,
+}
+
+impl Answers {
+    /// Queues an answer to `to` (sending the batch first if it is full); one too large for a
+    /// batch slot goes alone, now, after those queued.
+    fn queue(&mut self, ep: &UdpEndpoint, to: &SocketAddr, head: &[u8], body: &[u8]) {
+        if self.n == self.tx.capacity() {
+            self.flush(ep);
+        }
+        let i = self.n;
+        match ep.frame_into(head, body, self.tx.slot_mut(i)) {
+            Some(len) => {
+                self.tx.set_len(i, len);
+                self.tx.set_addr(i, to);
+                self.n += 1;
+            }
+            None => {
+                self.flush(ep);
+                // A failed send is a lost datagram; the client's retransmission recovers.
+                let _ = ep.send_to(to, head, body);
+            }
+        }
+    }
+
+    /// Sends the answers queued, in one system call when the socket takes them all; what it
+    /// does not take is lost as the network would lose it (the clients retransmit).
+    fn flush(&mut self, ep: &UdpEndpoint) {
+        // Answers sent in a batch at the next look (or before blocking) are counted with
+        // their calls.
+        crate::marks::collect(self.n > 0);
+        let mut at = 0;
+        while at < self.n {
+            match self.tx.send(ep.as_raw_fd(), at..self.n) {
+                Ok(0) => break,
+                Ok(n) => at += n,
+                // A peer gone away (ICMP unreachable on an earlier datagram): that answer is
+                // lost, the others go.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => at += 1,
+                Err(_) => break,
+            }
+        }
+        if self.n > 0 {
+            crate::marks::replied();
+        }
+        self.n = 0;
+    }
 }
 
 impl UdpServer {
@@ -102,8 +154,7 @@ impl UdpServer {
             rx: Batch::addressed(BATCH, MAX_DATAGRAM),
             rx_n: 0,
             rx_at: 0,
-            tx: Batch::addressed(BATCH, BATCHED_FRAME),
-            tx_n: 0,
+            answers: Answers { tx: Batch::addressed(BATCH, BATCHED_FRAME), n: 0 },
         })
     }
 
@@ -111,10 +162,18 @@ impl UdpServer {
         self.ep.local_addr()
     }
 
-    /// The next datagram accepted (allowed, its checksum right), copied into `buf`: from the
-    /// batch received last, or, that one served, from a new one (the answers to the last go out
-    /// first).
-    fn try_recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<Received<SocketAddr>>> {
+    fn flush(&mut self) {
+        self.answers.flush(&self.ep);
+    }
+}
+
+impl ServerTransport for UdpServer {
+    type Addr = SocketAddr;
+
+    /// Hands the next datagram accepted (allowed, its checksum right) to `h` where it lies in
+    /// the batch received last, or, that one served, in a new one (the answers to the last go
+    /// out first).
+    fn serve_next(&mut self, _buf: &mut Vec<u8>, h: &mut impl FrameHandler<SocketAddr>) -> Served<SocketAddr> {
         loop {
             if self.rx_at == self.rx_n {
                 self.flush();
@@ -132,71 +191,21 @@ impl UdpServer {
             }
             let i = self.rx_at;
             self.rx_at += 1;
-            let Some(from) = self.rx.addr(i) else { continue };
-            let datagram = self.rx.get(i);
-            let Some(len) = self.ep.accept(from.ip(), datagram) else { continue };
-            buf.clear();
-            buf.extend_from_slice(&datagram[..len]);
-            return Ok(Some(Received::Frame { len, from }));
+            let UdpServer { ep, rx, answers, .. } = self;
+            let Some(from) = rx.addr(i) else { continue };
+            let datagram = rx.get(i);
+            let Some(len) = ep.accept(from.ip(), datagram) else { continue };
+            crate::marks::collect(true);
+            let ep = &*ep;
+            h.handle(from, &datagram[..len], &mut [], &mut |to: &SocketAddr, head: &[u8], body: &[u8]| {
+                answers.queue(ep, to, head, body)
+            });
+            return Ok(Some(Polled::Served));
         }
-    }
-
-    /// Sends the answers queued, in one system call when the socket takes them all; what it
-    /// does not take is lost as the network would lose it (the clients retransmit).
-    fn flush(&mut self) {
-        // Answers sent in a batch at the next look (or before blocking) are counted with
-        // their calls.
-        crate::marks::collect(self.tx_n > 0);
-        let mut at = 0;
-        while at < self.tx_n {
-            match self.tx.send(self.ep.as_raw_fd(), at..self.tx_n) {
-                Ok(0) => break,
-                Ok(n) => at += n,
-                // A peer gone away (ICMP unreachable on an earlier datagram): that answer is
-                // lost, the others go.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => at += 1,
-                Err(_) => break,
-            }
-        }
-        if self.tx_n > 0 {
-            crate::marks::replied();
-        }
-        self.tx_n = 0;
-    }
-}
-
-impl Drop for UdpServer {
-    fn drop(&mut self) {
-        // The answers of a serving loop that ends (a stop's last ones) still go.
-        self.flush();
-    }
-}
-
-impl ServerTransport for UdpServer {
-    type Addr = SocketAddr;
-
-    fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<SocketAddr>) -> Served<SocketAddr> {
-        let got = self.try_recv(buf)?;
-        Ok(serve_received(self, got, buf, h))
     }
 
     fn send(&mut self, to: &SocketAddr, head: &[u8], body: &[u8]) {
-        if self.tx_n == self.tx.capacity() {
-            self.flush();
-        }
-        let i = self.tx_n;
-        match self.ep.frame_into(head, body, self.tx.slot_mut(i)) {
-            Some(len) => {
-                self.tx.set_len(i, len);
-                self.tx.set_addr(i, to);
-                self.tx_n += 1;
-            }
-            None => {
-                self.flush();
-                // A failed send is a lost datagram; the client's retransmission recovers.
-                let _ = self.ep.send_to(to, head, body);
-            }
-        }
+        self.answers.queue(&self.ep, to, head, body);
     }
 
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
@@ -228,5 +237,11 @@ impl ServerTransport for UdpServer {
     fn count(&self, into: &mut EndpointStats) {
         into.checksum_failures += self.ep.checksum_failures();
         into.not_allowed += self.ep.not_allowed();
+    }
+}
+impl Drop for UdpServer {
+    fn drop(&mut self) {
+        // The answers of a serving loop that ends (a stop's last ones) still go.
+        self.flush();
     }
 }

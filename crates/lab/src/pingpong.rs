@@ -83,9 +83,18 @@ pub enum PingPongError {
 
 pub use pipelined::{run_pipelined, PipelineOptions, Throughput, MAX_IN_FLIGHT};
 
-/// The frame keys of a raw ping-pong with a pre-shared key (as one side of a session).
-fn raw_keys(psk: Option<&lowlat::Psk>, side: lowlat_proto::auth::Side) -> Option<lowlat_proto::FrameKeys> {
-    psk.map(|k| k.session_keys(0, &[0; lowlat_proto::TAG_LEN], 0, side))
+/// The frame keys of a raw ping-pong at `uri` with a pre-shared key (as one side of a
+/// session); only udp:// and tcp:// messages carry tags.
+fn raw_keys(
+    uri: &str,
+    psk: Option<&lowlat::Psk>,
+    side: lowlat_proto::auth::Side,
+) -> Result<Option<lowlat_proto::FrameKeys>, PingPongError> {
+    let Some(k) = psk else { return Ok(None) };
+    if !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
+        return Err(PingPongError::KeyUnsupported(uri.to_string()));
+    }
+    Ok(Some(k.session_keys(0, &[0; lowlat_proto::TAG_LEN], 0, side)))
 }
 
 /// The message `m` (a tag at its end) if its tag verifies under `keys` (always, without keys).
@@ -203,10 +212,7 @@ impl PingPongServer {
         checksum: bool,
         psk: Option<&lowlat::Psk>,
     ) -> Result<PingPongServer, PingPongError> {
-        let keys = raw_keys(psk, lowlat_proto::auth::Side::Server);
-        if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
-            return Err(PingPongError::KeyUnsupported(uri.to_string()));
-        }
+        let keys = raw_keys(uri, psk, lowlat_proto::auth::Side::Server)?;
         if let Some(path) = uri.strip_prefix("unix://") {
             return unix_server(path, spin);
         }
@@ -405,10 +411,7 @@ impl Pinger {
         opts: RawOptions,
         psk: Option<&lowlat::Psk>,
     ) -> Result<Pinger, PingPongError> {
-        let keys = raw_keys(psk, lowlat_proto::auth::Side::Client);
-        if keys.is_some() && !(uri.starts_with("udp://") || uri.starts_with("tcp://")) {
-            return Err(PingPongError::KeyUnsupported(uri.to_string()));
-        }
+        let keys = raw_keys(uri, psk, lowlat_proto::auth::Side::Client)?;
         let mut msg: Vec<u8> = (0..size).map(|i| i as u8).collect();
         let buf = vec![0u8; MAX_DATAGRAM.max(size)];
         let link = if let Some(ep) = eth_endpoint(uri)? {

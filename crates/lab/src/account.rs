@@ -457,6 +457,9 @@ pub fn account(
         }
         let (client_engine, server_engine) = engine_costs(20_000, reliable, scheme == "shm", None);
         let (marshal, procedure) = stub_and_procedure_costs(200_000);
+        // Nine timestamps per traced call, but two of them (the client's after sending, the
+        // server's after replying) are taken while the message travels and delay nothing; of
+        // the first and last, only the part after and the part before the sample count: six.
         let clock = clock_read_cost(200_000) * 6.0;
         let floor_after = ends.raw(true, per_round, warmup)?;
         let round = Round {
@@ -484,9 +487,6 @@ pub fn account(
 fn summarise(exe: &Path, scheme: &str, rounds: &[Round], count_instructions: bool) -> (Accounting, f64, f64) {
     let n = rounds.len().max(1) as f64;
     let mean = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).sum::<f64>() / n;
-    // Nine timestamps per traced call, but two of them (the client's after sending, the
-    // server's after replying) are taken while the message travels and delay nothing; of the
-    // first and last, only the part after and the part before the sample count: six in all.
     let parts: Vec<f64> = (0..PARTS.len()).map(|i| mean(&|r| r.traced.parts[i])).collect();
     let named: Vec<(&str, f64)> = PARTS.iter().copied().zip(parts.iter().copied()).collect();
     let traced_total: f64 = parts.iter().sum();

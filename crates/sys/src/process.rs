@@ -169,10 +169,20 @@ mod tests {
         stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
     }
 
+    /// A child process killed and reaped however the test ends.
+    struct Child(std::process::Child);
+
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = kill(self.0.id());
+            let _ = self.0.wait();
+        }
+    }
+
     #[test]
     fn a_suspended_process_stops_until_resumed() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let pid = child.id();
+        let child = Child(std::process::Command::new("sleep").arg("30").spawn().unwrap());
+        let pid = child.0.id();
         let until = |want: fn(char) -> bool| {
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while !want(state(pid)) {
@@ -184,8 +194,6 @@ mod tests {
         until(|s| s == 'T');
         resume(pid).unwrap();
         until(|s| s != 'T');
-        kill(pid).unwrap();
-        child.wait().unwrap();
     }
 
     #[test]

@@ -265,23 +265,27 @@ struct Round {
     clock: f64,
 }
 
+/// The parts the model check predicts the traced call from, each measured on its own, in the
+/// order of [`Round::predicted`].
+const PREDICTED: [&str; 6] = [
+    "raw ping-pong of the transport (32 bytes)",
+    "client protocol engine (in-process)",
+    "server protocol engine (in-process)",
+    "stubs: marshaling and unmarshaling",
+    "procedure (NULL)",
+    "6 clock reads on the call's path (tracing)",
+];
+
 impl Round {
-    /// The parts measured on their own, in the order of the table.
-    fn predicted(&self) -> [(&'static str, f64); 6] {
-        [
-            ("raw ping-pong of the transport (32 bytes)", self.raw),
-            ("client protocol engine (in-process)", self.client_engine),
-            ("server protocol engine (in-process)", self.server_engine),
-            ("stubs: marshaling and unmarshaling", self.marshal),
-            ("procedure (NULL)", self.procedure),
-            ("6 clock reads on the call's path (tracing)", self.clock),
-        ]
+    /// The parts measured on their own, ns, in the order of [`PREDICTED`].
+    fn predicted(&self) -> [f64; 6] {
+        [self.raw, self.client_engine, self.server_engine, self.marshal, self.procedure, self.clock]
     }
 
     /// (measured - predicted) / measured, in percent.
     fn difference_percent(&self) -> f64 {
         let traced: f64 = self.traced.parts.iter().sum();
-        let predicted: f64 = self.predicted().iter().map(|p| p.1).sum();
+        let predicted: f64 = self.predicted().iter().sum();
         (traced - predicted) / traced.max(1.0) * 100.0
     }
 }
@@ -491,7 +495,7 @@ fn summarise(exe: &Path, scheme: &str, rounds: &[Round], count_instructions: boo
     let named: Vec<(&str, f64)> = PARTS.iter().copied().zip(parts.iter().copied()).collect();
     let traced_total: f64 = parts.iter().sum();
     let predicted: Vec<(&str, f64)> =
-        (0..6).map(|i| (rounds[0].predicted()[i].0, mean(&|r| r.predicted()[i].1))).collect();
+        PREDICTED.iter().enumerate().map(|(i, name)| (*name, mean(&|r| r.predicted()[i]))).collect();
     let calls: u64 = rounds.iter().map(|r| r.traced.calls as u64).sum();
     let mut a = Accounting::from_parts(scheme, calls, &named, traced_total, &predicted);
     a.round_differences_percent = rounds.iter().map(Round::difference_percent).collect();

@@ -378,7 +378,6 @@ fn ready<T>(r: io::Result<T>) -> io::Result<Option<T>> {
 /// interleaved with other measurements, as `lowlat account` makes them) on one connection.
 pub struct Pinger {
     link: Link,
-    spin: SpinPolicy,
     /// Waits as RPC's client does, learning the echo's pace across round trips.
     spinner: Spinner,
     keys: Option<lowlat_proto::FrameKeys>,
@@ -452,14 +451,14 @@ impl Pinger {
                 other => return Err(PingPongError::Unsupported(other.scheme().to_string())),
             }
         };
-        Ok(Pinger { link, spin, spinner: Spinner::new(spin), keys, msg, buf })
+        Ok(Pinger { link, spinner: Spinner::new(spin), keys, msg, buf })
     }
 
     /// Makes `warmup + calls` round trips; returns the histogram of the measured ones and the
     /// wall time they took.
     pub fn exchange(&mut self, calls: u64, warmup: u64) -> Result<(Histogram<u64>, Duration), PingPongError> {
         if let Link::Eth(ep, opts) = &self.link {
-            return eth_run(ep, self.msg.len(), calls, warmup, self.spin, *opts);
+            return eth_run(ep, self.msg.len(), calls, warmup, self.spinner.policy(), *opts);
         }
         let mut h = new_histogram();
         let mut measured_start = Instant::now();
@@ -477,7 +476,7 @@ impl Pinger {
 
     /// One round trip, checked; its latency.
     fn round_trip(&mut self) -> Result<Duration, PingPongError> {
-        let Pinger { link, spinner, keys, msg, buf, .. } = self;
+        let Pinger { link, spinner, keys, msg, buf } = self;
         let shm_err = |e: lowlat_shm::ShmError| PingPongError::Io {
             op: "ping-pong over shared memory".into(),
             source: io::Error::other(e.to_string()),

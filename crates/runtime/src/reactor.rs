@@ -7,7 +7,8 @@
 //! `block_on`). A call spins for its budget before it parks, so the reactor is on the path only of
 //! replies slower than the spin budget.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -27,9 +28,9 @@ pub(crate) struct Parking {
 impl Drop for Parking {
     fn drop(&mut self) {
         let mut st = reactor().state();
-        if let Some((_, Some(at))) = st.wakers.remove(&self.token) {
-            st.timers.remove(&(at, self.token));
-        }
+        // Its deadline, if any, stays in the heap, stale: skipped when it comes up.
+        st.wakers.remove(&self.token);
+        st.compact();
     }
 }
 
@@ -44,9 +45,35 @@ struct Reactor {
 struct State {
     /// The next token (0 is the bell's).
     next: u64,
-    /// Parked calls by token: their waker and deadline.
-    wakers: HashMap<u64, (Waker, Option<Instant>)>,
-    timers: BTreeSet<(Instant, u64)>,
+    /// Parked calls by token: their waker.
+    wakers: HashMap<u64, Waker>,
+    /// Deadlines, earliest first, with their token. An entry whose token is no longer parked
+    /// (woken by its descriptor, or forgotten) is stale and skipped: removed lazily, so that
+    /// parking and unparking allocate nothing once the heap has grown (a tree allocated and freed
+    /// a node for about every seventh call).
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+}
+
+impl State {
+    /// The earliest deadline still parked, stale entries before it dropped.
+    fn first_timer(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((at, token))) = self.timers.peek() {
+            if self.wakers.contains_key(&token) {
+                return Some(at);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Drops stale deadlines once they outnumber the live ones (tokens are never reused, so a
+    /// token not parked is stale), in place: the heap stays within twice the calls parked.
+    fn compact(&mut self) {
+        if self.timers.len() > 2 * self.wakers.len() + 64 {
+            let wakers = &self.wakers;
+            self.timers.retain(|Reverse((_, token))| wakers.contains_key(token));
+        }
+    }
 }
 
 impl Reactor {
@@ -58,7 +85,7 @@ impl Reactor {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut woken: Vec<Waker> = Vec::new();
         loop {
-            let timeout = self.state().timers.first().map(|(at, _)| at.saturating_duration_since(Instant::now()));
+            let timeout = self.state().first_timer().map(|at| at.saturating_duration_since(Instant::now()));
             let got = match self.epoll.wait(&mut events, timeout) {
                 Ok(got) => got,
                 Err(_) => {
@@ -74,23 +101,21 @@ impl Reactor {
                     let token = ev.u64;
                     if token == 0 {
                         self.bell.drain();
-                    } else if let Some((w, at)) = st.wakers.remove(&token) {
-                        if let Some(at) = at {
-                            st.timers.remove(&(at, token));
-                        }
+                    } else if let Some(w) = st.wakers.remove(&token) {
                         woken.push(w);
                     }
                 }
                 let now = Instant::now();
-                while let Some(&(at, token)) = st.timers.first() {
+                while let Some(&Reverse((at, token))) = st.timers.peek() {
                     if at > now {
                         break;
                     }
-                    st.timers.pop_first();
-                    if let Some((w, _)) = st.wakers.remove(&token) {
+                    st.timers.pop();
+                    if let Some(w) = st.wakers.remove(&token) {
                         woken.push(w);
                     }
                 }
+                st.compact();
             }
             // Woken outside the lock: a waker may run its task here (a simple executor), which
             // may park again.
@@ -130,7 +155,7 @@ pub(crate) fn park(fds: &[RawFd], deadline: Option<Instant>, waker: &Waker) -> i
     let mut st = r.state();
     let token = st.next;
     st.next += 1;
-    st.wakers.insert(token, (waker.clone(), deadline));
+    st.wakers.insert(token, waker.clone());
     let parking = Parking { token };
     let events = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
     for &fd in fds {
@@ -146,8 +171,9 @@ pub(crate) fn park(fds: &[RawFd], deadline: Option<Instant>, waker: &Waker) -> i
         }
     }
     if let Some(at) = deadline {
-        let earliest = st.timers.first().is_none_or(|&(first, _)| at < first);
-        st.timers.insert((at, token));
+        // Against a stale first entry too: the thread then wakes at it, which is sooner.
+        let earliest = st.timers.peek().is_none_or(|&Reverse((first, _))| at < first);
+        st.timers.push(Reverse((at, token)));
         if earliest {
             r.bell.ring();
         }
@@ -210,6 +236,29 @@ mod tests {
             assert!(Instant::now() < until, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    #[test]
+    fn stale_deadlines_are_skipped_and_do_not_pile_up() {
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let mut st = State::default();
+        let t0 = Instant::now();
+        for token in 1..=1000u64 {
+            st.wakers.insert(token, waker.clone());
+            st.timers.push(Reverse((t0 + Duration::from_millis(token), token)));
+        }
+        // Token 1 woken by its descriptor: its deadline is stale, the next one comes first.
+        st.wakers.remove(&1);
+        assert_eq!(st.first_timer(), Some(t0 + Duration::from_millis(2)));
+        // All but the last forgotten: the heap is compacted to what is still parked.
+        for token in 2..1000u64 {
+            st.wakers.remove(&token);
+            st.compact();
+        }
+        assert!(st.timers.len() <= 2 + 64, "{} deadlines kept for 1 parked call", st.timers.len());
+        assert_eq!(st.first_timer(), Some(t0 + Duration::from_millis(1000)));
+        st.wakers.remove(&1000);
+        assert_eq!(st.first_timer(), None);
     }
 
     #[test]

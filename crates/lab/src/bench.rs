@@ -78,7 +78,7 @@ pub fn payload_per_call(proc: &str, size: usize) -> usize {
         "maxarg" | "maxresult" => size,
         "echo" => 2 * size,
         "count" => 8,
-        "spin" => 4,
+        "spin" | "block" => 4,
         _ => size,
     }
 }
@@ -92,6 +92,7 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
         interface::MAXRESULT => c.maxresult(size as u32, out),
         interface::COUNT => c.count().map(|_| ()),
         interface::SPIN => c.spin(size.try_into().unwrap_or(u32::MAX)),
+        interface::BLOCK => c.block(size.try_into().unwrap_or(u32::MAX)),
         _ => c.echo(arg, out),
     }
 }
@@ -99,11 +100,12 @@ pub fn call_once(c: &LabClient, proc: u32, arg: &[u8], size: usize, out: &mut Ve
 /// The lab procedure `spec` names, and a client with call slots for `calls_at_once` calls (a
 /// closed loop's threads, an open loop's calls in flight).
 fn connect(spec: &BenchSpec, calls_at_once: usize) -> Result<(u32, LabClient), Error> {
-    let proc_no =
-        interface::procedure_number(&spec.proc).filter(|p| *p <= interface::SPIN).ok_or_else(|| Error::InvalidUri {
+    let proc_no = interface::procedure_number(&spec.proc).filter(|p| *p <= interface::BLOCK).ok_or_else(|| {
+        Error::InvalidUri {
             uri: spec.proc.clone(),
-            reason: "unknown lab procedure; expected null, minus, maxarg, maxresult, echo, count or spin".into(),
-        })?;
+            reason: "unknown lab procedure; expected null, minus, maxarg, maxresult, echo, count, spin or block".into(),
+        }
+    })?;
     let cfg = ClientConfig { slots: u16::try_from(calls_at_once).unwrap_or(u16::MAX).max(8), ..client_config(spec) };
     Ok((proc_no, LabClient::connect(&spec.uri, cfg)?))
 }

@@ -11,6 +11,7 @@
 //! | 4 | `ECHO` | `opaque buf<>` | `opaque<>` (the same bytes) |
 //! | 5 | `COUNT` | none | `unsigned hyper`: a server-wide counter, incremented (not idempotent) |
 //! | 6 | `SPIN` | `unsigned us` | none, after `us` microseconds' work on the worker pool |
+//! | 7 | `BLOCK` | `unsigned us` | none, after sleeping `us` microseconds on the thread that received it |
 //!
 //! The stubs are generated from `idl/lab.x` at build time. Bodies use lowlat's native encoding
 //! (the server's byte order; a single opaque argument or result is the whole body, so
@@ -53,12 +54,17 @@ pub const COUNT: u32 = lab_vers::COUNT;
 /// [`SPIN_MAX`]), returns nothing.
 pub const SPIN: u32 = lab_vers::SPIN;
 
-/// The longest `SPIN` the server accepts: a longer one is `GarbageArgs` (a worker held for
+/// Procedure 7, `BLOCK(unsigned us)`: sleeps `us` µs (at most [`SPIN_MAX`]) on the thread that
+/// received the call, returns nothing: the inline procedure that blocks, whose cost to the
+/// other calls that thread serves is what a server's threading is judged by.
+pub const BLOCK: u32 = lab_vers::BLOCK;
+
+/// The longest `SPIN` (and `BLOCK`) the server accepts: a longer one is `GarbageArgs` (a worker held for
 /// seconds is a denial of service, not a measurement).
 pub const SPIN_MAX: Duration = Duration::from_secs(1);
 
 /// Procedure names by number, as the command line accepts them.
-pub const PROCEDURES: [(&str, u32); 7] = [
+pub const PROCEDURES: [(&str, u32); 8] = [
     ("null", NULL),
     ("minus", MINUS),
     ("maxarg", MAXARG),
@@ -66,6 +72,7 @@ pub const PROCEDURES: [(&str, u32); 7] = [
     ("echo", ECHO),
     ("count", COUNT),
     ("spin", SPIN),
+    ("block", BLOCK),
 ];
 
 /// The procedure number for a name (case-insensitive) or a number.
@@ -158,8 +165,13 @@ impl LabClient {
         self.stub.spin(us)
     }
 
+    /// Sleeps `us` microseconds on the server thread that receives the call.
+    pub fn block(&self, us: u32) -> Result<(), Error> {
+        self.stub.block(us)
+    }
+
     /// A call of lab procedure `proc` as a future (as [`crate::bench`] makes them: `arg` the
-    /// argument of MAXARG and ECHO, `size` the bytes MAXRESULT asks for and SPIN's
+    /// argument of MAXARG and ECHO, `size` the bytes MAXRESULT asks for and SPIN's and BLOCK's
     /// microseconds), sent as it is made; results are checked and dropped. One future type
     /// whichever the procedure, `Unpin`: a window of calls keeps it without boxing.
     pub fn call_async<'a>(
@@ -176,13 +188,14 @@ impl LabClient {
             MAXRESULT => AnyCall::Maxresult(s.maxresult_async(size as u32), self, size as u32),
             COUNT => AnyCall::Count(s.count_async()),
             SPIN => AnyCall::Spin(s.spin_async(size.try_into().unwrap_or(u32::MAX))),
+            BLOCK => AnyCall::Block(s.block_async(size.try_into().unwrap_or(u32::MAX))),
             _ => AnyCall::Echo(s.echo_async(arg)),
         }
     }
 }
 
 /// [`LabClient::call_async`]'s future: one generated call, its result checked and dropped.
-enum AnyCall<'a, A, B, C, D, E, F, G> {
+enum AnyCall<'a, A, B, C, D, E, F, G, H> {
     Null(A),
     Minus(B),
     Maxarg(C),
@@ -190,9 +203,10 @@ enum AnyCall<'a, A, B, C, D, E, F, G> {
     Echo(E),
     Count(F),
     Spin(G),
+    Block(H),
 }
 
-impl<A, B, C, D, E, F, G> std::future::Future for AnyCall<'_, A, B, C, D, E, F, G>
+impl<A, B, C, D, E, F, G, H> std::future::Future for AnyCall<'_, A, B, C, D, E, F, G, H>
 where
     A: std::future::Future<Output = Result<(), Error>> + Unpin,
     B: std::future::Future<Output = Result<i32, Error>> + Unpin,
@@ -201,6 +215,7 @@ where
     E: std::future::Future<Output = Result<Vec<u8>, Error>> + Unpin,
     F: std::future::Future<Output = Result<u64, Error>> + Unpin,
     G: std::future::Future<Output = Result<(), Error>> + Unpin,
+    H: std::future::Future<Output = Result<(), Error>> + Unpin,
 {
     type Output = Result<(), Error>;
 
@@ -217,6 +232,7 @@ where
             AnyCall::Echo(f) => Pin::new(f).poll(cx).map(|r| r.map(drop)),
             AnyCall::Count(f) => Pin::new(f).poll(cx).map(|r| r.map(drop)),
             AnyCall::Spin(f) => Pin::new(f).poll(cx),
+            AnyCall::Block(f) => Pin::new(f).poll(cx),
         }
     }
 }
@@ -270,6 +286,15 @@ impl lab_vers::LabVersService for Lab {
         while Instant::now() < end {
             std::hint::spin_loop();
         }
+        Ok(())
+    }
+
+    fn block(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
+        let d = Duration::from_micros(us.into());
+        if d > SPIN_MAX {
+            return Err(ProcError::GarbageArgs);
+        }
+        std::thread::sleep(d);
         Ok(())
     }
 }

@@ -39,3 +39,39 @@ fn closed_loop_throughput_agrees_with_latency() {
         server.shutdown();
     }
 }
+
+/// `BLOCK(us)` sleeps on the thread that received the call, as a careless inline procedure does:
+/// it takes about `us`, a `NULL` call from another client sent while it sleeps on the endpoint's
+/// one serving thread waits for it (what serving threads are judged by), and a sleep longer than
+/// the lab allows is refused as garbage arguments, not slept.
+#[test]
+fn block_sleeps_on_the_thread_that_received_it() {
+    use lowlat_lab::interface::LabClient;
+    use std::time::{Duration, Instant};
+    for scheme in ["udp", "tcp"] {
+        let (server, uri) = serve(scheme, ServerConfig::default());
+        let blocker = LabClient::connect(&uri, Default::default()).unwrap();
+        let other = LabClient::connect(&uri, Default::default()).unwrap();
+        other.null().unwrap();
+        let t = Instant::now();
+        blocker.block(20_000).unwrap();
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(20) && took < Duration::from_secs(2),
+            "{scheme}: BLOCK(20 ms) took {took:?}"
+        );
+
+        let sleeping = std::thread::spawn(move || blocker.block(300_000));
+        // Well inside the 300 ms sleep, on the one serving thread.
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        other.null().unwrap();
+        let waited = t.elapsed();
+        sleeping.join().unwrap().unwrap();
+        assert!(waited >= Duration::from_millis(100), "{scheme}: a NULL call during a BLOCK took only {waited:?}");
+
+        let e = other.block(2_000_000).unwrap_err();
+        assert!(matches!(e, lowlat::Error::GarbageArgs { .. }), "{scheme}: {e}");
+        server.shutdown();
+    }
+}

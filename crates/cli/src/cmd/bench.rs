@@ -13,7 +13,8 @@ pub(crate) struct Args {
     uri: String,
     #[arg(long, default_value = "null")]
     proc: String,
-    /// Payload bytes (maxarg, maxresult, echo); microseconds of work per call (spin).
+    /// Payload bytes (maxarg, maxresult, echo); microseconds of work per call (spin) or of sleep
+    /// on the server thread that receives it (block).
     #[arg(long, default_value_t = 0)]
     size: usize,
     /// Measured calls over all threads.

@@ -11,15 +11,16 @@ use crate::key::KeyArgs;
 /// Make one call of a lab procedure and print the result; or, with --idl, of any procedure
 /// of any interface, the argument and result as JSON (docs/json-mapping.md).
 ///
-/// Procedures: null; minus A B; maxarg SIZE; maxresult N; echo TEXT.
+/// Procedures: null; minus A B; maxarg SIZE; maxresult N; echo TEXT; count; spin US (work on
+/// the server's worker pool); block US (a sleep on the thread that received the call).
 /// With --idl FILE.x: URI PROC [JSON], PROC as NAME, VERSION.NAME or PROGRAM.VERSION.NAME;
 /// --list shows every program, version and procedure with its types.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     #[arg(required_unless_present = "list")]
     uri: Option<String>,
-    /// null, minus, maxarg, maxresult or echo (or a procedure number); with --idl, a
-    /// procedure of that interface.
+    /// null, minus, maxarg, maxresult, echo, count, spin or block (or a procedure number); with
+    /// --idl, a procedure of that interface.
     #[arg(required_unless_present = "list")]
     proc: Option<String>,
     args: Vec<String>,
@@ -78,7 +79,7 @@ fn call_lab(
     let cfg =
         ClientConfig { spin, deadline: Duration::from_millis(timeout_ms), psk, encrypt, ..ClientConfig::default() };
     let p = interface::procedure_number(proc).ok_or_else(|| {
-        format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count or spin")
+        format!("unknown procedure {proc:?}; expected null, minus, maxarg, maxresult, echo, count, spin or block")
     })?;
     let arg =
         |i: usize, what: &str| -> Result<&String, String> { args.get(i).ok_or_else(|| format!("{proc} needs {what}")) };
@@ -118,6 +119,11 @@ fn call_lab(
             let us = u32::try_from(num(0, "microseconds")?).map_err(|_| "microseconds must be 0 to 4294967295")?;
             c.spin(us).map_err(|e| e.to_string())?;
             println!("spin: {us} us");
+        }
+        interface::BLOCK => {
+            let us = u32::try_from(num(0, "microseconds")?).map_err(|_| "microseconds must be 0 to 4294967295")?;
+            c.block(us).map_err(|e| e.to_string())?;
+            println!("block: {us} us");
         }
         other => {
             // A procedure the lab interface lacks: the server's answer tells the user so.

@@ -436,6 +436,57 @@ static int lab_vers_spin_xdr(void *user, const lowlat_call *call, const uint8_t 
     return lab_vers_spin_serve((const lab_vers_service *)user, call, body, len, out, LOWLAT_ENCODING_XDR);
 }
 
+struct lab_vers_block_call {
+    uint32_t us;
+};
+
+struct lab_vers_block_args {
+    uint32_t us;
+};
+
+static int lab_vers_block_encode_args(lowlat_writer *w, const void *value) {
+    const struct lab_vers_block_call *v = (const struct lab_vers_block_call *)value;
+    lowlat_put_u32(w, v->us);
+    return 0;
+}
+
+static int lab_vers_block_decode_args(lowlat_reader *r, void *value) {
+    struct lab_vers_block_args *v = (struct lab_vers_block_args *)value;
+    memset(v, 0, sizeof *v);
+    if (lowlat_get_u32(r, &v->us)) goto fail;
+    if (lowlat_finish(r)) goto fail;
+    return 0;
+fail:
+    memset(v, 0, sizeof *v);
+    return -1;
+}
+
+int lab_vers_block(const lowlat_client *client, const lowlat_call_options *options, uint32_t us) {
+    lowlat_call_codec codec;
+    struct lab_vers_block_call args = { us };
+    codec.encode = lab_vers_block_encode_args;
+    codec.args = &args;
+    return lowlat_client_invoke(client, LAB_VERS_BLOCK, options, lowlat_call_encode, &codec, NULL, &codec);
+}
+
+static int lab_vers_block_serve(const lab_vers_service *s, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out, int encoding) {
+    lowlat_reader r;
+    lowlat_reader_init(&r, body, len, encoding);
+    struct lab_vers_block_args args;
+    if (lab_vers_block_decode_args(&r, &args)) return LOWLAT_PROC_GARBAGE_ARGS;
+    (void)out;
+    int status = s->block(s->user, call, args.us);
+    return status;
+}
+
+static int lab_vers_block_native(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_block_serve((const lab_vers_service *)user, call, body, len, out, lowlat_host_encoding());
+}
+
+static int lab_vers_block_xdr(void *user, const lowlat_call *call, const uint8_t *body, size_t len, lowlat_out *out) {
+    return lab_vers_block_serve((const lab_vers_service *)user, call, body, len, out, LOWLAT_ENCODING_XDR);
+}
+
 int lab_vers_register(lowlat_server *server, const lab_vers_service *service) {
     int rc;
     if (service == NULL) return LOWLAT_E_INVALID_ARGUMENT;
@@ -479,6 +530,12 @@ int lab_vers_register(lowlat_server *server, const lab_vers_service *service) {
         rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_SPIN, "SPIN", 0, lab_vers_spin_native, (void *)service);
         if (rc != LOWLAT_OK) return rc;
         rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_SPIN, "SPIN", LOWLAT_PROCEDURE_XDR, lab_vers_spin_xdr, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+    }
+    if (service->block != NULL) {
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_BLOCK, "BLOCK", 0, lab_vers_block_native, (void *)service);
+        if (rc != LOWLAT_OK) return rc;
+        rc = lowlat_server_add_procedure(server, LAB_PROG, LAB_VERS, LAB_VERS_BLOCK, "BLOCK", LOWLAT_PROCEDURE_XDR, lab_vers_block_xdr, (void *)service);
         if (rc != LOWLAT_OK) return rc;
     }
     return LOWLAT_OK;

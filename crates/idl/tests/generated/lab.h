@@ -33,6 +33,7 @@ void lab_buf_free(lab_buf *v);
 #define LAB_VERS_ECHO 4u /* ECHO(opaque<> data) -> opaque<> */
 #define LAB_VERS_COUNT 5u /* COUNT(void) -> unsigned hyper */
 #define LAB_VERS_SPIN 6u /* SPIN(unsigned int us) -> void */
+#define LAB_VERS_BLOCK 7u /* BLOCK(unsigned int us) -> void */
 
 /*
  * Client functions: each calls one procedure through `client` (any scheme: XDR over onc+udp://
@@ -56,6 +57,8 @@ int lab_vers_echo(const lowlat_client *client, const lowlat_call_options *option
 int lab_vers_count(const lowlat_client *client, const lowlat_call_options *options, uint64_t *result);
 /* SPIN(unsigned int us) -> void */
 int lab_vers_spin(const lowlat_client *client, const lowlat_call_options *options, uint32_t us);
+/* BLOCK(unsigned int us) -> void */
+int lab_vers_block(const lowlat_client *client, const lowlat_call_options *options, uint32_t us);
 
 /* The procedures of version LAB_VERS, implemented by a server. `user` is passed to each.
  * Each returns LOWLAT_PROC_OK, LOWLAT_PROC_GARBAGE_ARGS or LOWLAT_PROC_FAILED. Arguments are
@@ -80,6 +83,8 @@ typedef struct lab_vers_service {
     int (*count)(void *user, const lowlat_call *call, uint64_t *result);
     /* SPIN(unsigned int us) -> void */
     int (*spin)(void *user, const lowlat_call *call, uint32_t us);
+    /* BLOCK(unsigned int us) -> void */
+    int (*block)(void *user, const lowlat_call *call, uint32_t us);
 } lab_vers_service;
 
 /* Adds the procedures of `service` (not NULL) to `server` in both encodings: lowlat's native

@@ -21,6 +21,7 @@ f[7] = ProtoField.bytes("lowlat.lab.echo.data", "data")
 f[8] = ProtoField.bytes("lowlat.lab.echo.result", "result")
 f[9] = ProtoField.uint64("lowlat.lab.count.result", "result", base.DEC)
 f[10] = ProtoField.uint32("lowlat.lab.spin.us", "us", base.DEC)
+f[11] = ProtoField.uint32("lowlat.lab.block.us", "us", base.DEC)
 proto.fields = f
 
 -- LAB_PROG (0x20004c4c) version LAB_VERS (1)
@@ -35,5 +36,6 @@ lowlat_programs[0x20004c4c][1] = {
         [4] = { name = "ECHO", args = { { name = "data", ty = { k = "varopaque" }, field = f[7] } }, args_body = true, result = { { name = "result", ty = { k = "varopaque" }, field = f[8] } }, result_body = true },
         [5] = { name = "COUNT", result = { { name = "result", ty = { k = "uhyper" }, field = f[9] } } },
         [6] = { name = "SPIN", args = { { name = "us", ty = { k = "uint" }, field = f[10] } } },
+        [7] = { name = "BLOCK", args = { { name = "us", ty = { k = "uint" }, field = f[11] } } },
     },
 }

@@ -26,8 +26,10 @@ pub mod lab_vers {
     pub const COUNT: u32 = 5;
     /// Procedure `SPIN(unsigned int us) -> void`.
     pub const SPIN: u32 = 6;
+    /// Procedure `BLOCK(unsigned int us) -> void`.
+    pub const BLOCK: u32 = 7;
     /// Every procedure's number and `.x` name, for messages that name them.
-    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN")];
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN"), (BLOCK, "BLOCK")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -303,6 +305,36 @@ pub mod lab_vers {
         Ok(us)
     }
 
+    /// Appends the xdr encoding of `BLOCK`'s args.
+    pub fn encode_block_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `BLOCK`'s args from a whole xdr message body.
+    pub fn decode_block_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
+    /// Appends the native encoding of `BLOCK`'s args.
+    pub fn encode_block_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `BLOCK`'s args from a whole native message body.
+    pub fn decode_block_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
     /// A typed client of `LAB_PROG` version `LAB_VERS`, right on every scheme: lowlat's native
     /// encoding over its own transports, XDR over `onc+udp://` and `onc+tcp://`. `Send + Sync`:
     /// share it between threads, whose calls then proceed in parallel.
@@ -435,6 +467,16 @@ pub mod lab_vers {
         /// [`spin`](Self::spin) as a future.
         pub fn spin_async<'f>(&'f self, us: u32) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
             self.with(::lowlat::CallOptions::new()).spin_async(us)
+        }
+
+        /// Calls `BLOCK(unsigned int us) -> void` with the binding's default options.
+        pub fn block(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            self.with(::lowlat::CallOptions::new()).block(us)
+        }
+
+        /// [`block`](Self::block) as a future.
+        pub fn block_async<'f>(&'f self, us: u32) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f {
+            self.with(::lowlat::CallOptions::new()).block_async(us)
         }
     }
 
@@ -598,6 +640,23 @@ pub mod lab_vers {
             let order = self.inner.server_byte_order();
             self.inner.call_with_async(SPIN, &self.options, move |buf| if onc { encode_spin_args_xdr(buf, us).map_err(::lowlat_codec::Error::from) } else { encode_spin_args_native(buf, order, us).map_err(::lowlat_codec::Error::from) }, move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
         }
+
+        /// Calls `BLOCK(unsigned int us) -> void`.
+        pub fn block(&self, us: u32) -> ::std::result::Result<(), ::lowlat::Error> {
+            if self.inner.is_onc() {
+                self.inner.call_with(BLOCK, &self.options, |buf| encode_block_args_xdr(buf, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from))
+            } else {
+                let order = self.inner.server_byte_order();
+                self.inner.call_with(BLOCK, &self.options, |buf| encode_block_args_native(buf, order, us).map_err(::lowlat_codec::Error::from), |body| ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from))
+            }
+        }
+
+        /// [`block`](Self::block) as a future.
+        pub fn block_async<'f>(&self, us: u32) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::lowlat::Error>> + Unpin + 'f where 'a: 'f {
+            let onc = self.inner.is_onc();
+            let order = self.inner.server_byte_order();
+            self.inner.call_with_async(BLOCK, &self.options, move |buf| if onc { encode_block_args_xdr(buf, us).map_err(::lowlat_codec::Error::from) } else { encode_block_args_native(buf, order, us).map_err(::lowlat_codec::Error::from) }, move |body| if onc { ::lowlat_codec::XdrReader::new(body).finish().map_err(::lowlat_codec::Error::from) } else { ::lowlat_codec::NativeReader::new(body, order).finish().map_err(::lowlat_codec::Error::from) })
+        }
     }
 
     /// The procedures of `LAB_PROG` version `LAB_VERS`, implemented by a server and served with
@@ -637,6 +696,8 @@ pub mod lab_vers {
         fn count(&self, ctx: &::lowlat::CallContext) -> ::std::result::Result<u64, ::lowlat::ProcError>;
         /// `SPIN(unsigned int us) -> void`
         fn spin(&self, ctx: &::lowlat::CallContext, us: u32) -> ::std::result::Result<(), ::lowlat::ProcError>;
+        /// `BLOCK(unsigned int us) -> void`
+        fn block(&self, ctx: &::lowlat::CallContext, us: u32) -> ::std::result::Result<(), ::lowlat::ProcError>;
     }
 
     /// The program that dispatches calls over lowlat's own protocol (native bodies) to `server`.
@@ -700,6 +761,14 @@ pub mod lab_vers {
                     let order = ::lowlat_codec::ByteOrder::host();
                     let us = decode_spin_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
                     s.spin(ctx, us)
+                }
+            })
+            .procedure(BLOCK, "BLOCK", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let order = ::lowlat_codec::ByteOrder::host();
+                    let us = decode_block_args_native(args, order).map_err(::lowlat::ProcError::bad_args)?;
+                    s.block(ctx, us)
                 }
             })
     }
@@ -771,6 +840,13 @@ pub mod lab_vers {
                 move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
                     let us = decode_spin_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
                     s.spin(ctx, us)
+                }
+            })
+            .procedure(BLOCK, "BLOCK", {
+                let s = ::std::sync::Arc::clone(&server);
+                move |ctx: &::lowlat::CallContext, args: &[u8], _reply: &mut ::lowlat::OutBuf<'_>| -> ::std::result::Result<(), ::lowlat::ProcError> {
+                    let us = decode_block_args_xdr(args).map_err(::lowlat::ProcError::bad_args)?;
+                    s.block(ctx, us)
                 }
             })
     }

@@ -23,8 +23,10 @@ pub mod lab_vers {
     pub const COUNT: u32 = 5;
     /// Procedure `SPIN(unsigned int us) -> void`.
     pub const SPIN: u32 = 6;
+    /// Procedure `BLOCK(unsigned int us) -> void`.
+    pub const BLOCK: u32 = 7;
     /// Every procedure's number and `.x` name, for messages that name them.
-    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN")];
+    pub const PROCEDURES: &[(u32, &str)] = &[(NULL, "NULL"), (MINUS, "MINUS"), (MAXARG, "MAXARG"), (MAXRESULT, "MAXRESULT"), (ECHO, "ECHO"), (COUNT, "COUNT"), (SPIN, "SPIN"), (BLOCK, "BLOCK")];
 
     /// Appends the xdr encoding of `MINUS`'s args.
     pub fn encode_minus_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, a: i32, b: i32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
@@ -294,6 +296,36 @@ pub mod lab_vers {
 
     /// Decodes `SPIN`'s args from a whole native message body.
     pub fn decode_spin_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::NativeReader::new(body, order);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
+    /// Appends the xdr encoding of `BLOCK`'s args.
+    pub fn encode_block_args_xdr<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::XdrWriter::new(buf);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `BLOCK`'s args from a whole xdr message body.
+    pub fn decode_block_args_xdr(body: &[u8]) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
+        let r = &mut ::lowlat_codec::XdrReader::new(body);
+        let us = r.field("us", |r| r.get_u32())?;
+        r.finish()?;
+        Ok(us)
+    }
+
+    /// Appends the native encoding of `BLOCK`'s args.
+    pub fn encode_block_args_native<B: ::lowlat_codec::Sink + ?Sized>(buf: &mut B, order: ::lowlat_codec::ByteOrder, us: u32) -> ::std::result::Result<(), ::lowlat_codec::EncodeError> {
+        let w = &mut ::lowlat_codec::NativeWriter::new(buf, order);
+        w.put_u32(us);
+        Ok(())
+    }
+
+    /// Decodes `BLOCK`'s args from a whole native message body.
+    pub fn decode_block_args_native(body: &[u8], order: ::lowlat_codec::ByteOrder) -> ::std::result::Result<u32, ::lowlat_codec::DecodeError> {
         let r = &mut ::lowlat_codec::NativeReader::new(body, order);
         let us = r.field("us", |r| r.get_u32())?;
         r.finish()?;

@@ -40,6 +40,9 @@ impl lab_vers::LabVersService for Lab {
     fn spin(&self, _: &CallContext, _: u32) -> Result<(), ProcError> {
         Ok(())
     }
+    fn block(&self, _: &CallContext, _: u32) -> Result<(), ProcError> {
+        Ok(())
+    }
 }
 
 fn hand_written() -> Program {

@@ -46,6 +46,10 @@ impl LabVersService for Lab {
         std::thread::sleep(Duration::from_micros(us.into()));
         Ok(())
     }
+    fn block(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
+        std::thread::sleep(Duration::from_micros(us.into()));
+        Ok(())
+    }
 }
 
 /// COUNT's counter (one for the test binary: the tests only look at its increments).
@@ -175,6 +179,9 @@ impl LabVersService for Slow {
     }
     fn spin(&self, c: &CallContext, us: u32) -> Result<(), ProcError> {
         Lab.spin(c, us)
+    }
+    fn block(&self, c: &CallContext, us: u32) -> Result<(), ProcError> {
+        Lab.block(c, us)
     }
 }
 

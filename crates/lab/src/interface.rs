@@ -59,8 +59,8 @@ pub const SPIN: u32 = lab_vers::SPIN;
 /// other calls that thread serves is what a server's threading is judged by.
 pub const BLOCK: u32 = lab_vers::BLOCK;
 
-/// The longest `SPIN` (and `BLOCK`) the server accepts: a longer one is `GarbageArgs` (a worker held for
-/// seconds is a denial of service, not a measurement).
+/// The longest `SPIN` (and `BLOCK`) the server accepts: a longer one is `GarbageArgs` (a thread
+/// held for seconds is a denial of service, not a measurement).
 pub const SPIN_MAX: Duration = Duration::from_secs(1);
 
 /// Procedure names by number, as the command line accepts them.

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,6 +93,9 @@ pub struct Spinner {
 impl Spinner {
     /// A waiter with no history: `Adaptive` starts by assuming a fast peer (10 µs waits).
     pub fn new(policy: SpinPolicy) -> Self {
+        if policy != SpinPolicy::Block {
+            Crowd::learn_cpus();
+        }
         Spinner {
             policy,
             // Start by assuming a fast peer: the first few waits teach the truth.
@@ -287,9 +291,13 @@ struct Timed {
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// The CPUs this thread may run on (its affinity, read once per thread).
-    static CPUS: usize = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// The CPUs this thread may run on (its affinity), once a spinning waiter was made on it;
+    /// 0 until then.
+    static CPUS: Cell<usize> = const { Cell::new(0) };
 }
+
+/// The CPUs the first thread that made a spinning waiter may run on; 0 until then.
+static PROCESS_CPUS: AtomicUsize = AtomicUsize::new(0);
 
 /// One wait counted in [`WAITING`] while it lasts.
 ///
@@ -310,11 +318,30 @@ impl Crowd {
         Crowd
     }
 
+    /// Reads the CPUs this thread may run on, once: `available_parallelism` may allocate (it
+    /// reads the cgroup's quota), so it is read where waiters are made (a serving thread as it
+    /// starts, a caller as it opens its slots), never in a wait. A thread that made no spinning
+    /// waiter goes by the process's first such thread.
+    fn learn_cpus() {
+        if CPUS.get() == 0 {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            CPUS.set(n);
+            let _ = PROCESS_CPUS.compare_exchange(0, n, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
     /// Whether this process's long waits are at least as many as this thread's CPUs.
     #[inline]
     fn crowded() -> bool {
         let waiting = WAITING.load(Ordering::Relaxed);
-        waiting >= 2 && CPUS.with(|c| waiting >= *c)
+        if waiting < 2 {
+            return false;
+        }
+        let cpus = match CPUS.get() {
+            0 => PROCESS_CPUS.load(Ordering::Relaxed),
+            n => n,
+        };
+        waiting >= cpus
     }
 }
 

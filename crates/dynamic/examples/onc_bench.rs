@@ -55,7 +55,12 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => {
             let [x, n] = programs();
-            let cfg = ServerConfig { pin_cpu: cpu, spin, onc_register: false, ..ServerConfig::default() };
+            let cfg = ServerConfig {
+                pin_cpus: cpu.into_iter().collect(),
+                spin,
+                onc_register: false,
+                ..ServerConfig::default()
+            };
             let server = Server::builder().program(x).program(n).config(cfg).serve(&args[1..]).unwrap();
             for u in server.local_uris() {
                 println!("serving {u}");

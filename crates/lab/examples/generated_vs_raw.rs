@@ -25,7 +25,7 @@ fn main() {
         Some((c.parse().ok()?, s.parse().ok()?))
     });
     let spin = SpinPolicy::Forever;
-    let cfg = ServerConfig { spin, pin_cpu: pins.map(|(_, s)| s), ..ServerConfig::default() };
+    let cfg = ServerConfig { spin, pin_cpus: pins.map(|(_, s)| s).into_iter().collect(), ..ServerConfig::default() };
     let at = if scheme == "shm" {
         format!("shm:///tmp/lowlat-generated-vs-raw-{}.sock", std::process::id())
     } else {

@@ -28,7 +28,8 @@ pub use auth::{FrameKeys, Psk, PskError};
 pub use client::{BindError, Binder, Bound, CallError, ClientEngineConfig, ClientSlot, Execution, Outcome, Session};
 pub use seal::{CipherKind, SEALED_HEAD_LEN};
 pub use server::{
-    CallKey, IncomingCall, ProgramVersions, Refusals, ServerEngine, ServerEngineConfig, ServerStats, Status,
+    CallKey, Census, IncomingCall, ProgramVersions, Refusals, ServerEngine, ServerEngineConfig, ServerStats, Shard,
+    Status,
 };
 pub use wire::{
     ByteOrder, ErrorCode, ErrorMessage, Header, Kind, Refusal, WholeCall, WireError, HEADER_LEN, MAX_ERROR_MESSAGE,

@@ -667,3 +667,62 @@ fn one_source_holds_at_most_its_share() {
     assert!(flood.session_count() <= 9);
     assert_eq!(serve(&mut flood, 1, &call(&mut slot, b"still here", t0), t0).1, 1);
 }
+
+/// An endpoint served by several threads: each engine makes its sessions in its own range of
+/// tokens (so a transport can steer by the token alone), a cookie one issued another accepts,
+/// frames of one engine's session are unknown to another, and the session limits hold for the
+/// endpoint as a whole, through the census the engines share.
+#[test]
+fn the_engines_of_one_endpoint_share_its_limits_and_split_its_tokens() {
+    let t0 = Instant::now();
+    let census = std::sync::Arc::new(Census::default());
+    let engine = |index: u16| {
+        server(ServerEngineConfig {
+            max_sessions: 3,
+            max_sessions_per_source: 2,
+            shard: Shard::new(index, 4),
+            census: Some(census.clone()),
+            ..ServerEngineConfig::default()
+        })
+    };
+    let (mut a, mut b) = (engine(0), engine(3));
+    assert_eq!(a.generation(), b.generation(), "one endpoint, one generation");
+    // Sessions with a call running, which no bind may reclaim.
+    let busy = |s: &mut ServerEngine<u16>, from: u16| {
+        let bound = bind(s, from, from as u64, None, t0).unwrap();
+        let sent = call(&mut ClientSlot::new(bound.session, 0, ClientEngineConfig::default()), b"r", t0);
+        let key = s.handle(from, &sent[0], || t0, &mut |_, _, _| {}).expect("a call").key;
+        (bound.session.token, key)
+    };
+    let (on_a, _) = busy(&mut a, 1);
+    let (on_b, _) = busy(&mut b, 2);
+    assert_eq!((Shard::owner(on_a, 4), Shard::owner(on_b, 4)), (0, 3));
+    assert_ne!(on_a & 0xffff_ffff, on_b & 0xffff_ffff, "the random bits differ between engines");
+    // b does not know a's session.
+    let probe = Header { token: on_a, ..Header::new(Kind::Probe) };
+    assert_eq!(kind(&deliver(&mut b, 1, &[probe.to_bytes().to_vec()], t0)[0]), Kind::Error);
+    // Peers 1 and 3 are sources of their own; a third session fills the endpoint.
+    let (third, running) = busy(&mut b, 3);
+    assert_eq!(Shard::owner(third, 4), 3);
+    assert_eq!(census.live(), 3);
+    assert_eq!(bind(&mut a, 4, 4, None, t0).unwrap_err(), BindError::Refused(Refusal::TooManySessions));
+    // A cookie issued by one engine is good on another (the shared secret).
+    let mut binder = binder(request(5), None, t0);
+    let mut to_server = Frames::new();
+    binder.start(t0, &mut |h, bd| to_server.push(frame(h, bd)));
+    let retry = deliver(&mut a, 5, &to_server, t0);
+    assert_eq!(kind(&retry[0]), Kind::BindRetry);
+    let mut again = Frames::new();
+    assert!(binder.handle(&retry[0], t0, &mut |h, bd| again.push(frame(h, bd))).is_none());
+    let answer = deliver(&mut b, 5, &again, t0);
+    assert_eq!(kind(&answer[0]), Kind::BindRefused, "the cookie was taken, the endpoint is full");
+    assert_eq!(b.stats.cookies_rejected, 0);
+    assert_eq!(b.stats.refused.full, 1);
+    // A session that goes makes room in the endpoint, whichever engine held it.
+    assert!(b.finish_with(running, Status::Ok, b"", &mut |_, _, _| {}));
+    let later = t0 + Duration::from_secs(600);
+    b.handle_timeout(later);
+    b.handle_timeout(later + Duration::from_secs(600));
+    assert_eq!(census.live(), 2, "the swept session left the census");
+    assert!(bind(&mut a, 6, 6, None, later).is_ok());
+}

@@ -28,7 +28,7 @@ fn main() {
     let spin = if args.iter().any(|a| a == "--block") { SpinPolicy::Block } else { SpinPolicy::Adaptive };
 
     let program = Program::new(PROG, 1).procedure(0, "NULL", |_, _, _| Ok(()));
-    let cfg = ServerConfig { spin, pin_cpu: pins.map(|(_, s)| s), ..ServerConfig::default() };
+    let cfg = ServerConfig { spin, pin_cpus: pins.map(|(_, s)| s).into_iter().collect(), ..ServerConfig::default() };
     let at = if scheme == "shm" {
         format!("shm:///tmp/lowlat-async-null-{}.sock", std::process::id())
     } else {

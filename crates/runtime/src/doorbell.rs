@@ -1,5 +1,7 @@
 //! How other threads reach a serving thread: its doorbell (an eventfd it also waits on), its stop
-//! and drain flags, what its drain did, and the board it publishes its counters on when asked.
+//! and drain flags, what its drain did, and the board it publishes its counters on when asked;
+//! and an endpoint's serving threads all at once ([`EndpointThreads`]), as the server and the
+//! stats program see them.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -101,19 +103,6 @@ impl EndpointShared {
         }))
     }
 
-    /// The serving thread's counters: asks for a copy, rings, and waits up to `patience` for it
-    /// (the last copy published, if the thread is busy for longer).
-    pub fn stats(&self, patience: std::time::Duration) -> crate::EndpointStats {
-        self.snapshot(patience).counters
-    }
-
-    /// [`stats`](Self::stats) with the calls' times per procedure.
-    pub fn snapshot(&self, patience: std::time::Duration) -> crate::stats::Snapshot {
-        let n = self.stats.ask();
-        self.doorbell.ring();
-        self.stats.wait(n, patience)
-    }
-
     /// Asks the serving thread to stop now, and wakes it.
     pub fn stop(&self) {
         self.state.store(STOPPING, Ordering::Release);
@@ -134,5 +123,73 @@ impl EndpointShared {
         let (from, to) = if on { (RUNNING, SHEDDING) } else { (SHEDDING, RUNNING) };
         let _ = self.state.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire);
         self.doorbell.ring();
+    }
+}
+
+/// Every serving thread of one endpoint, asked together: their counters and times added up,
+/// their state changed together.
+pub(crate) struct EndpointThreads {
+    pub each: Vec<Arc<EndpointShared>>,
+}
+
+impl EndpointThreads {
+    /// The endpoint's counters and calls' times: every thread is asked at once, then each is
+    /// waited for up to `patience` (a thread busy longer gives the copy it published last).
+    pub fn snapshot(&self, patience: std::time::Duration) -> crate::stats::Snapshot {
+        let asked: Vec<u64> = self
+            .each
+            .iter()
+            .map(|t| {
+                let n = t.stats.ask();
+                t.doorbell.ring();
+                n
+            })
+            .collect();
+        let end = std::time::Instant::now() + patience;
+        let mut sum = crate::stats::Snapshot::default();
+        for (t, n) in self.each.iter().zip(asked) {
+            let snap = t.stats.wait(n, end.saturating_duration_since(std::time::Instant::now()));
+            sum.counters = sum.counters.plus(&snap.counters);
+            if sum.times.len() < snap.times.len() {
+                sum.times.resize_with(snap.times.len(), Default::default);
+            }
+            for (a, b) in sum.times.iter_mut().zip(&snap.times) {
+                a.add(b);
+            }
+        }
+        sum
+    }
+
+    /// One thread's counters and times, waiting up to `patience` for them.
+    pub fn one(thread: &EndpointShared, patience: std::time::Duration) -> crate::stats::Snapshot {
+        let n = thread.stats.ask();
+        thread.doorbell.ring();
+        thread.stats.wait(n, patience)
+    }
+
+    /// The endpoint's counters ([`snapshot`](Self::snapshot)).
+    pub fn stats(&self, patience: std::time::Duration) -> crate::EndpointStats {
+        self.snapshot(patience).counters
+    }
+
+    /// What the threads' drains did, added up.
+    pub fn drained(&self) -> Drained {
+        let mut d = Drained::default();
+        for t in &self.each {
+            d.add(*t.drained.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        d
+    }
+
+    pub fn stop(&self) {
+        self.each.iter().for_each(|t| t.stop());
+    }
+
+    pub fn drain(&self) {
+        self.each.iter().for_each(|t| t.drain());
+    }
+
+    pub fn shed(&self, on: bool) {
+        self.each.iter().for_each(|t| t.shed(on));
     }
 }

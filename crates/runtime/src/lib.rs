@@ -146,7 +146,7 @@ mod waiting;
 
 pub use client::spread::ServerStats;
 pub use client::Client;
-pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig};
+pub use config::{read_psk_file, CallOptions, ClientConfig, ServerConfig, MAX_SERVING_THREADS};
 pub use doorbell::Drained;
 pub use error::{CallSite, Error, KeyMismatch};
 pub use in_flight::{wait, wait_all, InFlight};

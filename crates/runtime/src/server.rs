@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::doorbell::{Drained, EndpointShared};
+use lowlat_proto::{Census, Shard};
+
+use crate::doorbell::{Drained, EndpointShared, EndpointThreads};
 use crate::driver;
 use crate::metrics::{MetricsServer, Sources};
 use crate::serving::routes::Services;
@@ -35,11 +37,17 @@ pub struct Server {
     metrics: Option<MetricsServer>,
 }
 
-/// One endpoint being served.
+/// One endpoint being served, by one thread or several.
 struct Served {
     uri: String,
-    shared: Arc<EndpointShared>,
-    thread: Option<JoinHandle<()>>,
+    shared: Arc<EndpointThreads>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Served {
+    fn running(&self) -> bool {
+        self.threads.iter().any(|h| !h.is_finished())
+    }
 }
 
 /// Collects programs and settings, then serves them on URIs.
@@ -87,7 +95,8 @@ impl ServerBuilder {
         // Declared after `server`, so dropped before it when a URI fails: the workers end only
         // once every sender of their queue is gone, and dropping the server waits for them.
         let queue = server.workers.as_ref().map(|w| w.queue.clone()).expect("workers just started");
-        let (ready, readied) = std::sync::mpsc::sync_channel(uris.len());
+        let threads = self.config.serving_threads();
+        let (ready, readied) = std::sync::mpsc::sync_channel(uris.len() * threads);
         for uri in uris {
             let uri = uri.as_ref();
             let endpoint: Endpoint = uri.parse()?;
@@ -105,19 +114,32 @@ impl ServerBuilder {
                     return Err(Error::Encryption { uri: uri.to_string(), reason: reason.into() });
                 }
             }
-            let shared = EndpointShared::new()?;
-            let ctx = Context {
-                services: services.clone(),
-                config: self.config.clone(),
-                shared: shared.clone(),
-                workers: queue.clone(),
-                seed: random_seed()?,
-                secret: random_secret()?,
-                ready: ready.clone(),
-            };
-            let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), ctx };
-            let (local, thread) = driver::open_server(&endpoint, uri, &self.config, shared.doorbell.raw_fd(), start)??;
-            server.endpoints.push(Served { uri: local, shared, thread: Some(thread) });
+            // One context per serving thread: its own doorbell, one secret and seed for all.
+            let each = (0..threads).map(|_| EndpointShared::new()).collect::<Result<Vec<_>, Error>>()?;
+            let shared = Arc::new(EndpointThreads { each });
+            let census = (threads > 1).then(|| Arc::new(Census::default()));
+            let (seed, secret) = (random_seed()?, random_secret()?);
+            let contexts = shared
+                .each
+                .iter()
+                .enumerate()
+                .map(|(i, own)| Context {
+                    services: services.clone(),
+                    config: self.config.clone(),
+                    shared: own.clone(),
+                    endpoint: shared.clone(),
+                    shard: Shard::new(i as u16, threads as u16),
+                    census: census.clone(),
+                    workers: queue.clone(),
+                    seed,
+                    secret,
+                    ready: ready.clone(),
+                })
+                .collect();
+            let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), contexts };
+            let doorbell = shared.each[0].doorbell.raw_fd();
+            let (local, threads) = driver::open_server(&endpoint, uri, &self.config, doorbell, start)??;
+            server.endpoints.push(Served { uri: local, shared, threads });
         }
         if let Some(addr) = self.metrics {
             let endpoints = server.endpoints.iter().map(|e| (e.uri.clone(), e.shared.clone())).collect();
@@ -128,7 +150,7 @@ impl ServerBuilder {
         // ends at once when none is left.
         drop(ready);
         let deadline = Instant::now() + START_WAIT;
-        for _ in uris {
+        for _ in 0..uris.len() * threads {
             let left = deadline.saturating_duration_since(Instant::now());
             if readied.recv_timeout(left).is_err() {
                 break;
@@ -161,10 +183,19 @@ impl Server {
         self.endpoints.iter().map(|e| (e.uri.clone(), e.shared.stats(std::time::Duration::from_secs(1)))).collect()
     }
 
+    /// Each endpoint's counters thread by thread ([`ServerConfig::threads`]), with its URI: how
+    /// the kernel spread the sessions and the calls over the threads. Their sum is
+    /// [`stats`](Self::stats).
+    pub fn stats_per_thread(&self) -> Vec<(String, Vec<EndpointStats>)> {
+        let patience = Duration::from_secs(1);
+        let each = |e: &Served| e.shared.each.iter().map(|t| EndpointThreads::one(t, patience).counters).collect();
+        self.endpoints.iter().map(|e| (e.uri.clone(), each(e))).collect()
+    }
+
     /// Serves until the process ends.
     pub fn wait(mut self) {
         for e in self.endpoints.iter_mut() {
-            if let Some(h) = e.thread.take() {
+            for h in e.threads.drain(..) {
                 let _ = h.join();
             }
         }
@@ -229,7 +260,7 @@ impl Server {
 
     /// Whether every serving thread has ended (a fatal error stopped it).
     pub fn is_finished(&self) -> bool {
-        self.endpoints.iter().all(|e| e.thread.as_ref().is_none_or(|h| h.is_finished()))
+        self.endpoints.iter().all(|e| !e.running())
     }
 
     /// Stops gracefully within the server's
@@ -258,23 +289,23 @@ impl Server {
             e.shared.drain();
         }
         for e in &self.endpoints {
-            while e.thread.as_ref().is_some_and(|h| !h.is_finished()) && Instant::now() < deadline {
+            while e.running() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
         // Out of time: the endpoints still draining answer what the pool holds and end.
-        let out_of_time = self.endpoints.iter().any(|e| e.thread.as_ref().is_some_and(|h| !h.is_finished()));
+        let out_of_time = self.endpoints.iter().any(Served::running);
         if out_of_time {
             for e in &self.endpoints {
                 e.shared.stop();
             }
         }
         let grace = Instant::now() + STOP_GRACE;
-        let threads = self.endpoints.iter_mut().filter_map(|e| e.thread.take()).collect();
+        let threads = self.endpoints.iter_mut().flat_map(|e| e.threads.drain(..)).collect();
         let mut drained = Drained { threads_left: workers::join_by(threads, grace), ..Drained::default() };
         drained.threads_left += workers.stop(out_of_time, grace.max(deadline));
         for e in &self.endpoints {
-            drained.add(*e.shared.drained.lock().unwrap_or_else(|p| p.into_inner()));
+            drained.add(e.shared.drained());
         }
         drained
     }

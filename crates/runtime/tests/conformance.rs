@@ -15,10 +15,16 @@ const SHM_RING: usize = 64 << 10;
 const LOOPBACK: Caps = Caps { root: false, reliable: false, xdr: false, ring: None, silent: false };
 const NAMESPACES: Caps = Caps { root: true, silent: true, ..LOOPBACK };
 
-conformance!(udp, Transport { scheme: "udp", listen: "udp://127.0.0.1:0", client: None, caps: LOOPBACK });
+conformance!(udp, Transport { scheme: "udp", listen: "udp://127.0.0.1:0", client: None, caps: LOOPBACK, threads: 1 });
 conformance!(
     tcp,
-    Transport { scheme: "tcp", listen: "tcp://127.0.0.1:0", client: None, caps: Caps { reliable: true, ..LOOPBACK } }
+    Transport {
+        scheme: "tcp",
+        listen: "tcp://127.0.0.1:0",
+        client: None,
+        caps: Caps { reliable: true, ..LOOPBACK },
+        threads: 1
+    }
 );
 conformance!(
     shm,
@@ -26,16 +32,17 @@ conformance!(
         scheme: "shm",
         listen: "shm://{dir}/s",
         client: None,
-        caps: Caps { reliable: true, ring: Some(SHM_RING), ..LOOPBACK }
+        caps: Caps { reliable: true, ring: Some(SHM_RING), ..LOOPBACK },
+        threads: 1,
     }
 );
 conformance!(
     eth,
-    Transport { scheme: "eth", listen: "eth://{a}", client: Some("eth://{b}/{a.mac}"), caps: NAMESPACES }
+    Transport { scheme: "eth", listen: "eth://{a}", client: Some("eth://{b}/{a.mac}"), caps: NAMESPACES, threads: 1 }
 );
 conformance!(
     xdp,
-    Transport { scheme: "xdp", listen: "xdp://{a}", client: Some("xdp://{b}/{a.mac}"), caps: NAMESPACES }
+    Transport { scheme: "xdp", listen: "xdp://{a}", client: Some("xdp://{b}/{a.mac}"), caps: NAMESPACES, threads: 1 }
 );
 conformance!(
     onc_udp,
@@ -43,7 +50,8 @@ conformance!(
         scheme: "onc+udp",
         listen: "onc+udp://127.0.0.1:0",
         client: None,
-        caps: Caps { xdr: true, ..LOOPBACK }
+        caps: Caps { xdr: true, ..LOOPBACK },
+        threads: 1,
     }
 );
 conformance!(
@@ -52,6 +60,23 @@ conformance!(
         scheme: "onc+tcp",
         listen: "onc+tcp://127.0.0.1:0",
         client: None,
-        caps: Caps { xdr: true, reliable: true, ..LOOPBACK }
+        caps: Caps { xdr: true, reliable: true, ..LOOPBACK },
+        threads: 1,
+    }
+);
+
+// Four serving threads per endpoint, where the transport serves with more than one.
+conformance!(
+    udp_4_threads,
+    Transport { scheme: "udp", listen: "udp://127.0.0.1:0", client: None, caps: LOOPBACK, threads: 4 }
+);
+conformance!(
+    onc_udp_4_threads,
+    Transport {
+        scheme: "onc+udp",
+        listen: "onc+udp://127.0.0.1:0",
+        client: None,
+        caps: Caps { xdr: true, ..LOOPBACK },
+        threads: 4,
     }
 );

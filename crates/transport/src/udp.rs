@@ -267,6 +267,48 @@ impl UdpEndpoint {
         Ok(UdpEndpoint { sock, local, checksum: false, allow: Vec::new(), not_allowed: 0, checksum_failures: 0 })
     }
 
+    /// `n` sockets bound to `addr` in one `SO_REUSEPORT` group (port 0: one free port for all),
+    /// one per serving thread: the kernel spreads datagrams over them by a hash of their
+    /// addresses, or, with a `steering` program (classic BPF over the UDP payload, attached to
+    /// the group: `SO_ATTACH_REUSEPORT_CBPF`), to the socket whose number, in the order bound,
+    /// the program returns; a number past the last falls back to the hash. A group of one is
+    /// bound as [`bind`](Self::bind) binds it, with no option set. Only sockets of this user
+    /// may join the group.
+    pub fn bind_group(
+        addr: SocketAddr,
+        n: usize,
+        steering: Option<&[libc::sock_filter]>,
+    ) -> io::Result<Vec<UdpEndpoint>> {
+        if n <= 1 {
+            return Ok(vec![UdpEndpoint::bind(addr)?]);
+        }
+        let mut group: Vec<UdpEndpoint> = Vec::with_capacity(n);
+        let mut at = addr;
+        for _ in 0..n {
+            let sock = new_socket(&at).map_err(|e| io_err("create UDP socket on", at, e))?;
+            sock.set_reuse_port(true).map_err(|e| io_err("set SO_REUSEPORT on", at, e))?;
+            sock.bind(&at.into()).map_err(|e| io_err("bind UDP", at, e))?;
+            let local =
+                sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
+            // The others join the first's port.
+            at = local;
+            group.push(UdpEndpoint {
+                sock,
+                local,
+                checksum: false,
+                allow: Vec::new(),
+                not_allowed: 0,
+                checksum_failures: 0,
+            });
+        }
+        if let Some(program) = steering {
+            let fprog = libc::sock_fprog { len: program.len() as libc::c_ushort, filter: program.as_ptr().cast_mut() };
+            lowlat_sys::setsockopt(group[0].sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_REUSEPORT_CBPF, &fprog)
+                .map_err(|e| io_err("attach the steering program to UDP", at, e))?;
+        }
+        Ok(group)
+    }
+
     /// Serves only datagrams from these blocks (all, when empty); the others are dropped
     /// unread and counted ([`not_allowed`](Self::not_allowed)).
     pub fn with_allowlist(mut self, allow: Vec<Cidr>) -> UdpEndpoint {

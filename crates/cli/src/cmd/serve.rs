@@ -19,9 +19,14 @@ pub(crate) struct Args {
     /// none while an endpoint's calls fill the worker pool.
     #[arg(long, default_value = "adaptive")]
     spin_us: SpinPolicy,
-    /// Pin the serving threads to this CPU.
-    #[arg(long)]
-    cpu: Option<usize>,
+    /// Pin the serving threads to these CPUs (e.g. 1 or 2,3): thread i of each endpoint to the
+    /// i-th, round the list. The worker threads are not pinned.
+    #[arg(long, value_delimiter = ',', value_name = "CPU")]
+    cpu: Vec<usize>,
+    /// Threads serving each endpoint (udp and onc+udp; 1 elsewhere): each holds the sessions
+    /// the kernel steers to it and runs their calls.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=lowlat::MAX_SERVING_THREADS as u64))]
+    threads: u64,
     /// Threads for long-running procedures.
     #[arg(long, default_value_t = 4)]
     workers: usize,
@@ -72,6 +77,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         uris,
         spin_us,
         cpu,
+        threads,
         workers,
         worker_queue,
         max_sessions,
@@ -89,7 +95,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let psk = key.load()?;
     let cfg = ServerConfig {
         spin: spin_us,
-        pin_cpu: cpu,
+        pin_cpus: cpu,
+        threads: threads as usize,
         workers,
         worker_queue,
         max_sessions,

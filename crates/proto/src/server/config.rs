@@ -3,7 +3,9 @@
 //! ([`ServerEngine::with_source`](super::ServerEngine::with_source)).
 
 use core::time::Duration;
+use std::sync::Arc;
 
+use super::shard::{Census, Shard};
 use crate::auth::Psk;
 
 /// A program the server serves, with the range of versions.
@@ -22,7 +24,8 @@ pub struct ProgramVersions {
 pub struct ServerEngineConfig {
     /// What may be bound: a bind for anything else is refused.
     pub programs: Vec<ProgramVersions>,
-    /// Sessions at once (at most 65536: the index is 16 bits of the token).
+    /// Sessions at once, across the endpoint (at most 65536: the index is 16 bits of the
+    /// token).
     pub max_sessions: usize,
     /// Call slots a session may have (a bind asking more gets this many; at least 1).
     pub max_slots: u16,
@@ -39,7 +42,7 @@ pub struct ServerEngineConfig {
     /// quarter times this long): an honest client calls soon after binding.
     pub unused_idle: Duration,
     /// Sessions one source (an IP address, a MAC address: see [`ServerEngine::with_source`](super::ServerEngine::with_source))
-    /// holds at once.
+    /// holds at once, across the endpoint.
     pub max_sessions_per_source: usize,
     /// The transport delivers every frame, in order (TCP, shared memory): sessions keep no
     /// results for retransmission and take frames of any size. Set by whoever opens the
@@ -60,6 +63,13 @@ pub struct ServerEngineConfig {
     /// The server's secret: cookie keys and the random bits of session tokens (give it 32
     /// random bytes).
     pub secret: [u8; 32],
+    /// Which of the endpoint's engines this is (one per serving thread): it makes sessions in
+    /// its own range of indexes. The engines of one endpoint share `seed` and `secret` (one
+    /// generation; a cookie one issued, another accepts).
+    pub shard: Shard,
+    /// The sessions alive across the endpoint's engines, shared by them when there are several
+    /// (`None`: this engine is the endpoint's only one).
+    pub census: Option<Arc<Census>>,
 }
 
 impl Default for ServerEngineConfig {
@@ -80,6 +90,8 @@ impl Default for ServerEngineConfig {
             cookie_period: Duration::from_secs(60),
             seed: 0x9E37_79B9_7F4A_7C15,
             secret: [0x5A; 32],
+            shard: Shard::ONLY,
+            census: None,
         }
     }
 }

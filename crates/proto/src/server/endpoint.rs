@@ -15,6 +15,7 @@ use std::time::Instant;
 use super::config::ServerEngineConfig;
 use super::connection::{Session, Slot, Terms};
 use super::sessions::{Placed, SessionTable};
+use super::shard::Shard;
 use super::stats::ServerStats;
 use crate::auth::{Psk, ServerSecret, Side, Tag};
 use crate::seal::{head_len, CipherKind, Guard, SealKeys, SEALED_HEAD_LEN};
@@ -53,6 +54,7 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
     /// An endpoint of `cfg` (clamped to what the wire allows) counting sources by `source_of`.
     pub(super) fn new(mut cfg: ServerEngineConfig, source_of: fn(&A) -> u128) -> Endpoint<A> {
         cfg.max_sessions = cfg.max_sessions.clamp(1, 1 << 16);
+        cfg.shard = Shard::new(cfg.shard.index, cfg.shard.count);
         cfg.max_sessions_per_source = cfg.max_sessions_per_source.max(1);
         cfg.window = cfg.window.clamp(2, MAX_WINDOW);
         cfg.max_slots = cfg.max_slots.max(1);
@@ -276,7 +278,9 @@ impl<A: Copy + Eq + Hash> Endpoint<A> {
         now: Instant,
     ) -> usize {
         self.tokens += 1;
-        let token = token::new(self.generation, i as u16, self.secret.random_bits(self.tokens));
+        // The engines of one endpoint share the secret: each numbers its tokens apart.
+        let n = u64::from(self.cfg.shard.index) << 48 | self.tokens;
+        let token = token::new(self.generation, sessions.index_of(i), self.secret.random_bits(n));
         let keys = self.cfg.psk.as_ref().map(|psk| psk.session_keys(req.nonce, &server_nonce, token, Side::Server));
         // The bind was checked: sealing was asked with a key (its flags under the key's proof).
         let seal = match &self.cfg.psk {

@@ -32,6 +32,8 @@
 //!
 //! - `endpoint`: binds, cookies, key proofs, new sessions, answers for unknown ones, the sweep;
 //! - `sessions`: the table of sessions, found by token, with room made by reclaiming idle ones;
+//! - `shard`: an endpoint's engines (one per serving thread), their ranges of tokens and the
+//!   census that keeps the session limits the endpoint's;
 //! - `connection`: one session's slots, the at-most-once rule, fragments and kept results;
 //! - `call`, `config`, `stats`: the plain types these share with the engine's user.
 //!
@@ -42,6 +44,7 @@ mod config;
 mod connection;
 mod endpoint;
 mod sessions;
+mod shard;
 mod stats;
 
 use core::hash::Hash;
@@ -49,6 +52,7 @@ use std::time::Instant;
 
 pub use call::{CallKey, IncomingCall, Status};
 pub use config::{ProgramVersions, ServerEngineConfig};
+pub use shard::{Census, Shard};
 pub use stats::{Refusals, ServerStats};
 
 use endpoint::Endpoint;
@@ -84,7 +88,9 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
     /// `max_sessions_per_source`.
     pub fn with_source(cfg: ServerEngineConfig, source_of: fn(&A) -> u128) -> ServerEngine<A> {
         let endpoint = Endpoint::new(cfg, source_of);
-        ServerEngine { sessions: SessionTable::new(endpoint.cfg.max_sessions), endpoint, stats: ServerStats::default() }
+        let cfg = &endpoint.cfg;
+        let sessions = SessionTable::new(cfg.max_sessions, cfg.shard, cfg.census.clone());
+        ServerEngine { sessions, endpoint, stats: ServerStats::default() }
     }
 
     /// The server generation: changes with every server start, so clients detect restarts.

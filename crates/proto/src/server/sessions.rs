@@ -3,14 +3,16 @@
 //! idle session a full table or a full source gives up) and for letting sessions go (expiry,
 //! closed connections).
 //!
-//! A type of its own, with nothing of binds, keys or counters in it, so that it can later be
-//! sharded across serving threads behind the same calls: look a session up by token, place a
-//! bind, insert, sweep, forget a peer.
+//! A type of its own, with nothing of binds, keys or counters in it: an endpoint served by
+//! several threads has one table per thread, each over its own range of session indexes
+//! ([`Shard`]), and a [`Census`] shared by them makes the endpoint's limits hold across them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::call::CallKey;
 use super::connection::Session;
+use super::shard::{Census, Shard};
 use crate::auth::Tag;
 use crate::wire::{token, Refusal};
 
@@ -28,17 +30,31 @@ pub(super) enum Placed {
 /// A session's willingness to be given up (see `Session::reclaim_rank`), lowest first.
 type Rank = (bool, bool, Instant);
 
-/// Every session of one server, by index.
+/// Every session of one engine, by index. Entry `i` holds the session whose token carries the
+/// index `base + i`.
 #[derive(Debug)]
 pub(super) struct SessionTable<A> {
     entries: Vec<Option<Session<A>>>,
     live: usize,
+    /// The session index of entry 0 (the shard's first).
+    base: usize,
+    /// Sessions at once across the endpoint.
+    max_live: usize,
+    /// The counts shared with the endpoint's other engines, when there are others.
+    census: Option<Arc<Census>>,
 }
 
 impl<A> SessionTable<A> {
-    /// A table of `capacity` entries (at most 65536: the index is 16 bits of the token).
-    pub(super) fn new(capacity: usize) -> SessionTable<A> {
-        SessionTable { entries: (0..capacity).map(|_| None).collect(), live: 0 }
+    /// A table for `max_live` sessions (at most 65536: the index is 16 bits of the token) in
+    /// `shard`'s range of indexes, counted with the endpoint's other engines' in `census`.
+    pub(super) fn new(max_live: usize, shard: Shard, census: Option<Arc<Census>>) -> SessionTable<A> {
+        let capacity = max_live.min(shard.span());
+        SessionTable { entries: (0..capacity).map(|_| None).collect(), live: 0, base: shard.base(), max_live, census }
+    }
+
+    /// The session index (as a token carries it) of entry `i`.
+    pub(super) fn index_of(&self, i: usize) -> u16 {
+        (self.base + i) as u16
     }
 
     /// Sessions alive now.
@@ -49,7 +65,7 @@ impl<A> SessionTable<A> {
     /// The session `token` names, if it is alive and the token is its own.
     #[inline]
     pub(super) fn get_mut(&mut self, token: u64) -> Option<&mut Session<A>> {
-        match self.entries.get_mut(token::session(token) as usize) {
+        match self.entries.get_mut((token::session(token) as usize).wrapping_sub(self.base)) {
             Some(Some(s)) if s.terms.token == token => Some(s),
             _ => None,
         }
@@ -64,10 +80,27 @@ impl<A> SessionTable<A> {
 
     /// Fills entry `i` (free, as [`place`](Self::place) found it) with `session`.
     pub(super) fn insert(&mut self, i: usize, session: Session<A>) -> &Session<A> {
-        if self.entries[i].is_none() {
-            self.live += 1;
+        if let Some(old) = &self.entries[i] {
+            self.left(old.source);
+        }
+        self.live += 1;
+        if let Some(c) = &self.census {
+            c.opened(session.source);
         }
         self.entries[i].insert(session)
+    }
+
+    /// A session of `source` went.
+    fn left(&mut self, source: u128) {
+        self.live -= 1;
+        if let Some(c) = &self.census {
+            c.closed(source);
+        }
+    }
+
+    /// Sessions alive across the endpoint (this table's alone when it is the only one).
+    fn live_in_endpoint(&self) -> usize {
+        self.census.as_ref().map_or(self.live, |c| c.live())
     }
 
     /// The session in entry `i`.
@@ -81,23 +114,22 @@ impl<A> SessionTable<A> {
     }
 
     fn remove(&mut self, i: usize) -> bool {
-        let gone = self.entries[i].take().is_some();
-        self.live -= usize::from(gone);
-        gone
+        let Some(gone) = self.entries[i].take() else { return false };
+        self.left(gone.source);
+        true
     }
 
     /// Lets go every session for which `expired` says so (given the session, it may also
     /// update it); returns how many went.
     fn retain(&mut self, mut expired: impl FnMut(&mut Session<A>) -> bool) -> u64 {
-        let mut gone = 0;
-        for s in self.entries.iter_mut() {
-            if s.as_mut().is_some_and(&mut expired) {
-                *s = None;
+        let mut gone = 0u64;
+        for i in 0..self.entries.len() {
+            if self.entries[i].as_mut().is_some_and(&mut expired) {
+                self.remove(i);
                 gone += 1;
             }
         }
-        self.live -= gone;
-        gone as u64
+        gone
     }
 
     /// A session that sent anything since the last sweep is stamped with this sweep's time (no
@@ -122,9 +154,9 @@ impl<A> SessionTable<A> {
 
 impl<A: Eq> SessionTable<A> {
     /// Where the session of a bind from `from` goes: the one a retransmission of it (same
-    /// address, nonce and cookie) already has, else a free entry, making room as a full table
-    /// or a source holding `max_per_source` sessions must (giving up the idle session least
-    /// worth keeping), else why not.
+    /// address, nonce and cookie) already has, else a free entry, making room as a full
+    /// endpoint or a source holding `max_per_source` sessions across the endpoint must (giving
+    /// up the idle session of this table least worth keeping), else why not.
     pub(super) fn place(
         &mut self,
         from: &A,
@@ -161,11 +193,14 @@ impl<A: Eq> SessionTable<A> {
                 }
             }
         }
+        if let Some(c) = &self.census {
+            of_source = c.of_source(source);
+        }
         if of_source >= max_per_source {
             let (i, _) = reclaim_in_source.ok_or(Refusal::SourceLimit)?;
             return Ok(self.reclaim(i));
         }
-        if let Some(i) = free {
+        if let Some(i) = free.filter(|_| self.live_in_endpoint() < self.max_live) {
             return Ok(Placed::Free(i));
         }
         let (i, _) = reclaim.ok_or(Refusal::TooManySessions)?;

@@ -327,6 +327,8 @@ impl<'a> HeaderView<'a> {
     /// The bytes of the session token, for code that cannot call a parser (a fault injector
     /// that damages a frame where it still parses).
     pub const TOKEN: core::ops::Range<usize> = field::TOKEN;
+    /// Where the kind lies in a frame (byte 3).
+    pub const KIND: usize = field::KIND;
 
     /// The header of `frame`: [`WireError::Truncated`] if it is shorter than a header,
     /// [`WireError::BadMagic`] if it is not lowlat's.

@@ -219,14 +219,17 @@ pub(crate) fn resolve(uri: &str, host_port: &str) -> Result<SocketAddr, Error> {
 pub(crate) trait Bind {
     /// What binding gives the caller.
     type Out;
-    /// `t` speaks lowlat's own protocol.
-    fn lowlat<T: ServerTransport + Send + 'static>(self, t: T) -> Self::Out;
-    /// `t` speaks ONC RPC over `netid`, bound at `local` (for rpcbind).
-    fn onc<T: ServerTransport + Send + 'static>(self, t: T, netid: Netid, local: SocketAddr) -> Self::Out;
+    /// `ts` speak lowlat's own protocol: one transport per serving thread, all at one address
+    /// (at least one).
+    fn lowlat<T: ServerTransport + Send + 'static>(self, ts: Vec<T>) -> Self::Out;
+    /// `ts` speak ONC RPC over `netid`, bound at `local` (for rpcbind).
+    fn onc<T: ServerTransport + Send + 'static>(self, ts: Vec<T>, netid: Netid, local: SocketAddr) -> Self::Out;
 }
 
-/// Binds the server transport `endpoint` names and hands it to `bind`: lowlat's protocol on
-/// each scheme, ONC RPC on the `onc+` ones.
+/// Binds the server transport `endpoint` names, once per serving thread (`cfg.threads`), and
+/// hands the transports to `bind`: lowlat's protocol on each scheme, ONC RPC on the `onc+`
+/// ones. Over udp the threads' sockets form one `SO_REUSEPORT` group (for lowlat's protocol,
+/// steered by session); the other transports serve with one thread.
 pub(crate) fn open_server<B: Bind>(
     endpoint: &Endpoint,
     uri: &str,
@@ -234,12 +237,23 @@ pub(crate) fn open_server<B: Bind>(
     doorbell: RawFd,
     bind: B,
 ) -> Result<B::Out, Error> {
+    let threads = cfg.serving_threads();
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
+    if threads > 1 && !matches!(endpoint, Endpoint::Udp { .. } | Endpoint::OncUdp { .. }) {
+        return Err(Error::Unsupported {
+            uri: uri.to_string(),
+            scheme: endpoint.scheme().to_string(),
+            reason: format!(
+                "{threads} serving threads were asked for; this version serves only udp:// and onc+udp:// with more than one"
+            ),
+        });
+    }
     Ok(match endpoint {
-        Endpoint::Udp { host_port } => bind.lowlat(udp::UdpServer::bind(
+        Endpoint::Udp { host_port } => bind.lowlat(udp::UdpServer::bind_group(
             uri,
             endpoint.scheme(),
             resolve(uri, host_port)?,
+            threads,
             cfg.checksum,
             &cfg.allow,
         )?),
@@ -247,12 +261,13 @@ pub(crate) fn open_server<B: Bind>(
             let framing = tcp::lowlat_framing(cfg.max_message);
             let server =
                 tcp::TcpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbell, cfg)?;
-            bind.lowlat(server.established_by_sessions())
+            bind.lowlat(vec![server.established_by_sessions()])
         }
         Endpoint::OncUdp { host, port } => {
-            let t = udp::UdpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, false, &cfg.allow)?;
-            let local = t.local_addr();
-            bind.onc(t, Netid::Udp, local)
+            let ts =
+                udp::UdpServer::bind_group(uri, endpoint.scheme(), onc_addr(host, *port)?, threads, false, &cfg.allow)?;
+            let local = ts[0].local_addr();
+            bind.onc(ts, Netid::Udp, local)
         }
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.
@@ -260,11 +275,15 @@ pub(crate) fn open_server<B: Bind>(
             let t = tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
                 .established_by(tcp::onc_accepted);
             let local = t.local_addr();
-            bind.onc(t, Netid::Tcp, local)
+            bind.onc(vec![t], Netid::Tcp, local)
         }
-        Endpoint::Shm { path } => bind.lowlat(shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?),
-        Endpoint::Eth { iface, .. } => bind.lowlat(eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?),
-        Endpoint::Xdp { iface, .. } => bind.lowlat(eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?),
+        Endpoint::Shm { path } => bind.lowlat(vec![shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?]),
+        Endpoint::Eth { iface, .. } => {
+            bind.lowlat(vec![eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?])
+        }
+        Endpoint::Xdp { iface, .. } => {
+            bind.lowlat(vec![eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?])
+        }
     })
 }
 

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use lowlat_proto::wire::HeaderView;
+use lowlat_proto::{Kind, Shard};
 use lowlat_sys::mmsg::Batch;
 use lowlat_sys::poll_readable;
 use lowlat_transport::udp::{UdpChannel, UdpEndpoint, MAX_DATAGRAM};
@@ -64,6 +66,40 @@ impl ClientChannel for UdpClient {
     fn reliable(&self) -> bool {
         false
     }
+}
+
+/// The classic-BPF program that steers each lowlat datagram to the socket, of `threads` in a
+/// `SO_REUSEPORT` group, whose thread holds its session: the session index in the token
+/// (header bytes 12 and 13, little-endian) divided by each thread's span of indexes
+/// ([`Shard::owner`]). A bind (no session yet) returns a number past the last socket, which
+/// makes the kernel fall back to the hash of the addresses, so binds spread over the threads
+/// and a bind's cookie round returns to the thread that sent the cookie (the same addresses).
+/// A datagram too short to hold a header gets socket 0, whose engine drops it.
+fn steering(threads: u16) -> Vec<libc::sock_filter> {
+    const LD_B_ABS: u16 = 0x30;
+    const JEQ_K: u16 = 0x15;
+    const LSH_K: u16 = 0x64;
+    const TAX: u16 = 0x07;
+    const OR_X: u16 = 0x4c;
+    const DIV_K: u16 = 0x34;
+    const RET_A: u16 = 0x16;
+    const RET_K: u16 = 0x06;
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let index_lo = (HeaderView::TOKEN.start + 4) as u32;
+    let span = Shard::new(0, threads).span() as u32;
+    vec![
+        ins(LD_B_ABS, 0, 0, HeaderView::KIND as u32),
+        // A bind: to the last instruction (the hash).
+        ins(JEQ_K, 7, 0, u32::from(Kind::Bind.to_u8())),
+        ins(LD_B_ABS, 0, 0, index_lo + 1),
+        ins(LSH_K, 0, 0, 8),
+        ins(TAX, 0, 0, 0),
+        ins(LD_B_ABS, 0, 0, index_lo),
+        ins(OR_X, 0, 0, 0),
+        ins(DIV_K, 0, 0, span),
+        ins(RET_A, 0, 0, 0),
+        ins(RET_K, 0, 0, u32::MAX),
+    ]
 }
 
 /// Datagrams a server takes in one `recvmmsg` and sends in one `sendmmsg`: each time it looks it
@@ -140,22 +176,32 @@ impl Answers {
 }
 
 impl UdpServer {
-    pub fn bind(
+    /// One socket per serving thread (`threads`), bound to `addr` in one `SO_REUSEPORT` group:
+    /// lowlat's frames (`udp`) steered to the thread holding their session ([`steering`]),
+    /// ONC RPC's (`onc+udp`) by the hash of their addresses (a client's retransmissions reach
+    /// the thread whose duplicate cache holds its call).
+    pub fn bind_group(
         uri: &str,
         scheme: &'static str,
         addr: SocketAddr,
+        threads: usize,
         checksum: bool,
         allow: &[Cidr],
-    ) -> Result<UdpServer, Error> {
-        let ep = UdpEndpoint::bind(addr).map_err(|e| Error::io(format!("{uri}: serve"), e))?;
-        Ok(UdpServer {
-            ep: ep.with_checksum(checksum).with_allowlist(allow.to_vec()),
-            scheme,
-            rx: Batch::addressed(BATCH, MAX_DATAGRAM),
-            rx_n: 0,
-            rx_at: 0,
-            answers: Answers { tx: Batch::addressed(BATCH, BATCHED_FRAME), n: 0 },
-        })
+    ) -> Result<Vec<UdpServer>, Error> {
+        let program = (scheme == "udp" && threads > 1).then(|| steering(threads as u16));
+        let group = UdpEndpoint::bind_group(addr, threads, program.as_deref())
+            .map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        Ok(group
+            .into_iter()
+            .map(|ep| UdpServer {
+                ep: ep.with_checksum(checksum).with_allowlist(allow.to_vec()),
+                scheme,
+                rx: Batch::addressed(BATCH, MAX_DATAGRAM),
+                rx_n: 0,
+                rx_at: 0,
+                answers: Answers { tx: Batch::addressed(BATCH, BATCHED_FRAME), n: 0 },
+            })
+            .collect())
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{openmetrics_text, EndpointMetrics};
-use crate::doorbell::EndpointShared;
+use crate::doorbell::EndpointThreads;
 use crate::serving::routes::ProcedureName;
 use crate::Error;
 
@@ -28,7 +28,7 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// What the metrics thread reads: each endpoint's URI and shared state, and the names of the
 /// procedures by id.
 pub(crate) struct Sources {
-    pub endpoints: Vec<(String, Arc<EndpointShared>)>,
+    pub endpoints: Vec<(String, Arc<EndpointThreads>)>,
     pub procedures: Vec<(usize, ProcedureName)>,
 }
 

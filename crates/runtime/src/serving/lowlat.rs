@@ -40,6 +40,8 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         require_sealed: cfg.encrypt && !t.private(),
         seed: ctx.seed,
         secret: ctx.secret,
+        shard: ctx.shard,
+        census: ctx.census.clone(),
         ..lowlat_proto::ServerEngineConfig::default()
     };
     let endpoint = LowlatEndpoint {
@@ -55,10 +57,10 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
     serve_loop(t, endpoint, ctx);
 }
 
-/// The stats program's procedure: run on the worker pool, it asks the serving thread (free
-/// meanwhile) for its counters and the transport's, as `Server::stats` does.
+/// The stats program's procedure: run on the worker pool, it asks the endpoint's serving threads
+/// (this one free meanwhile) for their counters and their transports', as `Server::stats` does.
 fn stats_procedure(ctx: &Context) -> Procedure {
-    let shared = ctx.shared.clone();
+    let shared = ctx.endpoint.clone();
     let procedures = ctx.services.procedure_names();
     Procedure {
         name: "STATS",

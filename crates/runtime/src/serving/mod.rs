@@ -1,7 +1,17 @@
-//! Serving one endpoint: one thread runs a protocol's engine over the endpoint's transport and,
-//! by default, the procedures themselves (dispatch from the receiving thread); long-running
-//! procedures go to the worker pool (`crate::workers`) and their results come back through the
-//! endpoint's doorbell (an eventfd) that wakes the thread.
+//! Serving one endpoint: each of its threads runs a protocol's engine over a transport of its
+//! own and, by default, the procedures themselves (dispatch from the receiving thread);
+//! long-running procedures go to the worker pool (`crate::workers`) and their results come back
+//! through the thread's doorbell (an eventfd) that wakes it.
+//!
+//! An endpoint of several threads (`ServerConfig::threads`) is sharded, as eRPC and Seastar
+//! shard: each thread has its own socket in one `SO_REUSEPORT` group, its own engine making
+//! sessions in its own range of tokens (`lowlat_proto::Shard`), and the kernel steers each
+//! datagram to the thread holding its session by the token in its header (a classic-BPF
+//! program on the group, `lowlat_transport::udp::steer_by_session`); a bind, which has no
+//! session yet, goes by the hash of its addresses, and the thread that answers it makes the
+//! session in its own range. Nothing is shared on the call path: the threads share only the
+//! secret (a cookie one issued, another accepts), the census of sessions (the endpoint's limits,
+//! touched by binds and sweeps) and the worker pool.
 //!
 //! The loop ([`serve_loop`]) is the same for every transport and protocol: spin, then block;
 //! hand each frame to the [`Protocol`]; send what the workers finished when the doorbell rings;
@@ -12,7 +22,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,7 +31,9 @@ use lowlat_wait::{SpinPolicy, Spinner};
 use self::dispatch::Refusing;
 use self::routes::Services;
 use self::workers::Job;
-use crate::doorbell::{Drained, EndpointShared, DRAINING, RUNNING, SHEDDING};
+use lowlat_proto::{Census, Shard};
+
+use crate::doorbell::{Drained, EndpointShared, EndpointThreads, DRAINING, RUNNING, SHEDDING};
 use crate::driver::{Bind, FrameHandler, Polled, ServerTransport};
 use crate::stats::EndpointStats;
 use crate::{Error, ServerConfig};
@@ -38,7 +50,14 @@ pub(crate) mod workers;
 pub(crate) struct Context {
     pub services: Arc<Services>,
     pub config: ServerConfig,
+    /// This thread's doorbell, state and board.
     pub shared: Arc<EndpointShared>,
+    /// Every thread of the endpoint (this one's among them): what the stats program reads.
+    pub endpoint: Arc<EndpointThreads>,
+    /// Which of the endpoint's threads this is.
+    pub shard: Shard,
+    /// The sessions alive across the endpoint's threads, when there are several.
+    pub census: Option<Arc<Census>>,
     pub workers: SyncSender<Job>,
     /// The seed of the endpoint engine's randomness (session tokens, cache hashing), from the
     /// kernel.
@@ -88,34 +107,58 @@ pub(crate) fn counters<T: ServerTransport, P: Protocol<T::Addr>>(t: &T, protocol
     c
 }
 
-/// Serves a bound transport on a thread of its own named `thread` (the [`Bind`] the server hands
-/// to `driver::open_server`): with lowlat's protocol, or with ONC RPC, registered with rpcbind
-/// first when asked. Gives the URI clients should use (the real port when 0 was asked for) and
-/// the thread.
+/// Serves a bound transport, one per serving thread of the endpoint (each named `thread`, with
+/// its context: as many contexts as transports), with lowlat's protocol or with ONC RPC,
+/// registered with rpcbind first when asked. Gives the URI clients should use (the real port
+/// when 0 was asked for) and the threads.
 pub(crate) struct Start {
     pub thread: String,
-    pub ctx: Context,
+    pub contexts: Vec<Context>,
 }
 
 impl Bind for Start {
-    type Out = Result<(String, JoinHandle<()>), Error>;
+    type Out = Result<(String, Vec<JoinHandle<()>>), Error>;
 
-    fn lowlat<T: ServerTransport + Send + 'static>(self, t: T) -> Self::Out {
-        let local = t.local_uri();
-        let ctx = self.ctx;
-        Ok((local, spawn(self.thread, move || lowlat::serve(t, &ctx))?))
+    fn lowlat<T: ServerTransport + Send + 'static>(self, ts: Vec<T>) -> Self::Out {
+        let local = ts[0].local_uri();
+        Ok((local, spawn_each(&self.thread, ts.into_iter().zip(self.contexts), |t, ctx| lowlat::serve(t, &ctx))?))
     }
 
-    fn onc<T: ServerTransport + Send + 'static>(self, t: T, netid: onc::Netid, at: SocketAddr) -> Self::Out {
-        let local = t.local_uri();
-        let ctx = self.ctx;
-        let registration = onc::Registration::register(&ctx, netid, at);
-        let thread = spawn(self.thread, move || {
+    fn onc<T: ServerTransport + Send + 'static>(self, ts: Vec<T>, netid: onc::Netid, at: SocketAddr) -> Self::Out {
+        let local = ts[0].local_uri();
+        // Registered once for the endpoint; unregistered by the first of its threads to end.
+        let registration = Arc::new(Mutex::new(Some(onc::Registration::register(&self.contexts[0], netid, at))));
+        let serve = move |t, ctx: Context| {
             onc::serve(t, &ctx, netid);
-            registration.unregister();
-        })?;
-        Ok((local, thread))
+            if let Some(r) = registration.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                r.unregister();
+            }
+        };
+        Ok((local, spawn_each(&self.thread, ts.into_iter().zip(self.contexts), serve)?))
     }
+}
+
+/// Runs `serve` with each transport and its context on a new thread named `name`; if one
+/// cannot start, stops and joins those that did.
+fn spawn_each<T: Send + 'static>(
+    name: &str,
+    each: impl Iterator<Item = (T, Context)>,
+    serve: impl Fn(T, Context) + Clone + Send + 'static,
+) -> Result<Vec<JoinHandle<()>>, Error> {
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    for (t, ctx) in each {
+        let endpoint = ctx.endpoint.clone();
+        let serve = serve.clone();
+        match spawn(name.to_string(), move || serve(t, ctx)) {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                endpoint.stop();
+                threads.into_iter().for_each(|h| drop(h.join()));
+                return Err(e);
+            }
+        }
+    }
+    Ok(threads)
 }
 
 /// Runs `serve` on a new thread named `name`.
@@ -157,8 +200,9 @@ const DRAIN_QUIET: Duration = Duration::from_millis(2);
 /// its calls and nothing more arrives; asked to stop, it answers what the pool still holds and
 /// ends at once.
 pub(crate) fn serve_loop<T: ServerTransport, P: Protocol<T::Addr>>(mut t: T, mut protocol: P, ctx: &Context) {
-    if let Some(cpu) = ctx.config.pin_cpu {
-        let _ = lowlat_sys::pin_to_cpu(cpu);
+    let pins = &ctx.config.pin_cpus;
+    if !pins.is_empty() {
+        let _ = lowlat_sys::pin_to_cpu(pins[usize::from(ctx.shard.index) % pins.len()]);
     }
     let mut buf: Vec<u8> = Vec::with_capacity(t.max_frame().min(1 << 20));
     let mut spinner = crate::marks::spinner(ctx.config.spin);

@@ -32,6 +32,17 @@ pub struct ProcedureTimes {
     pub buckets: Vec<u64>,
 }
 
+impl ProcedureTimes {
+    /// Adds `other`'s calls (another serving thread's, of the same procedure).
+    pub fn add(&mut self, other: &ProcedureTimes) {
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+    }
+}
+
 impl Default for ProcedureTimes {
     fn default() -> ProcedureTimes {
         ProcedureTimes { count: 0, sum_ns: 0, buckets: vec![0; BUCKETS + 1] }

@@ -57,6 +57,8 @@ pub struct Transport {
     /// interface, `{a.mac}` the server host's MAC address.
     pub client: Option<&'static str>,
     pub caps: Caps,
+    /// Serving threads per endpoint (`ServerConfig::threads`) of every server the suite starts.
+    pub threads: usize,
 }
 
 /// What a transport can do, and what it needs.
@@ -194,7 +196,7 @@ impl Env {
     fn serve_program_at(&self, program: Program, uri: &str, cfg: ServerConfig) -> Result<Server, Error> {
         let uri = uri.to_string();
         // Servers answer ONC RPC callers only as the test asks: never register with rpcbind.
-        let cfg = ServerConfig { onc_register: false, ..cfg };
+        let cfg = ServerConfig { onc_register: false, threads: self.t.threads, ..cfg };
         let serve = move || Server::builder().program(program).config(cfg).serve(&[&uri]);
         match &self.hosts {
             Some(h) => join(h.a.spawn(serve), 10, "serving").expect("entering the server's namespace"),

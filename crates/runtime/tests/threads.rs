@@ -1,0 +1,94 @@
+//! Endpoints served by several threads (`ServerConfig::threads`): sessions spread over the
+//! threads and every frame of a session reaches the thread that holds it; the session limits
+//! hold for the endpoint as a whole; what the threads counted adds up.
+
+use std::time::Duration;
+
+use lowlat::{Client, ClientConfig, Error, Program, Server, ServerConfig};
+use lowlat_proto::Shard;
+
+mod common;
+use common::{lab_program, Lab, PROG};
+
+const THREADS: usize = 4;
+
+fn serve(cfg: ServerConfig, program: Program) -> (Server, String) {
+    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).expect("serving");
+    let uri = server.local_uris()[0].clone();
+    (server, uri)
+}
+
+/// 32 clients (each its own port: binds reach the threads by a hash of their addresses) bind
+/// and call; each session lies in the token range of one thread, more than one thread holds
+/// sessions, and no frame reached a thread that did not know its session (the steering program
+/// sent each to its owner).
+#[test]
+fn sessions_spread_over_the_threads_and_each_frame_reaches_its_own() {
+    let (server, uri) = serve(ServerConfig { threads: THREADS, ..ServerConfig::default() }, lab_program());
+    let clients: Vec<Client> = (0..32).map(|_| Client::connect(&uri, PROG, 1).expect("binding")).collect();
+    let mut owners = [0usize; THREADS];
+    for (i, c) in clients.iter().enumerate() {
+        let lab = Lab::new(c);
+        for k in 0..20 {
+            assert_eq!(lab.minus(i as i32, k).unwrap(), i as i32 - k);
+        }
+        let owner = Shard::owner(c.session().token, THREADS as u16) as usize;
+        assert!(owner < THREADS, "token {:#x} in no thread's range", c.session().token);
+        owners[owner] += 1;
+    }
+    assert!(owners.iter().filter(|&&n| n > 0).count() >= 2, "sessions on one thread only: {owners:?}");
+    let per_thread = server.stats_per_thread();
+    let threads = &per_thread[0].1;
+    assert_eq!(threads.len(), THREADS);
+    for (t, s) in threads.iter().enumerate() {
+        assert_eq!(s.binds_granted as usize, owners[t], "thread {t}: {s:?}");
+        assert_eq!(s.unknown_session, 0, "thread {t} got frames of sessions it does not hold");
+    }
+    let all = &server.stats()[0].1;
+    assert_eq!(all.binds_granted, 32);
+    assert_eq!(all.calls, threads.iter().map(|s| s.calls).sum::<u64>());
+    assert!(all.calls >= 32 * 20);
+    assert_eq!(all.sessions_open, 32);
+}
+
+/// The per-source cap is the endpoint's, whichever threads the sessions landed on: with three
+/// sessions of 127.0.0.1 each running a long call (none may be given up), a fourth bind is
+/// refused, and once the calls end and the sessions expire a new one gets in. (A thread gives
+/// up only its own idle sessions to make room: a bind that reaches a thread holding none of its
+/// source's waits for the others' to expire.)
+#[test]
+fn the_per_source_cap_holds_across_the_threads() {
+    let program = Program::new(PROG, 1).long_running(1, "SLOW", |_, _, _| {
+        std::thread::sleep(Duration::from_millis(600));
+        Ok(())
+    });
+    let idle = Duration::from_millis(300);
+    let cfg = ServerConfig {
+        threads: THREADS,
+        max_sessions_per_source: 3,
+        session_idle: idle,
+        unused_session_idle: idle,
+        ..ServerConfig::default()
+    };
+    let (server, uri) = serve(cfg, program);
+    let quick = ClientConfig { bind_timeout: Duration::from_secs(2), ..ClientConfig::default() };
+    let slow: Vec<_> = (0..3)
+        .map(|_| {
+            let c = Client::connect_with(&uri, PROG, 1, quick.clone()).expect("binding within the cap");
+            std::thread::spawn(move || common::bytes(1, &c, &[]))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(150));
+    match Client::connect_with(&uri, PROG, 1, quick.clone()) {
+        Err(Error::SourceLimit { .. }) => {}
+        Err(e) => panic!("refused for the wrong reason: {e}"),
+        Ok(_) => panic!("a fourth session of one source while three ran calls"),
+    }
+    for t in slow {
+        t.join().unwrap().expect("the slow call");
+    }
+    std::thread::sleep(idle * 2);
+    let c = Client::connect_with(&uri, PROG, 1, quick).expect("room again once the calls ended");
+    common::bytes(0, &c, &[]).expect_err("procedure 0 is not served").to_string();
+    assert_eq!(server.stats()[0].1.refused_source_limit, 1);
+}

@@ -66,7 +66,20 @@ fn quick_lab_writes_valid_results_and_a_report_that_renders() {
         assert!(a.skipped.is_none(), "{}: {:?}", a.transport, a.skipped);
         assert!(a.parts.iter().all(|p| p.ns > 0.0), "{}: {:?}", a.transport, a.parts);
     }
-    assert!(!results.threads.is_empty() && !results.load.is_empty() && !results.cold.is_empty());
+    assert!(!results.load.is_empty() && !results.cold.is_empty());
+    // Firefly's Table I: 1 to 16 callers, pinned and not, over lowlat's transports and ONC RPC.
+    for t in ["udp", "tcp", "shm", "onc+udp"] {
+        for unpinned in [false, true] {
+            let counts: Vec<u32> = results
+                .threads
+                .iter()
+                .filter(|r| r.transport == t && r.proc == "null" && r.unpinned == unpinned)
+                .inspect(|r| assert!(r.calls_per_s.is_some_and(|c| c > 0.0), "{t}: {r:?}"))
+                .map(|r| r.threads)
+                .collect();
+            assert_eq!(counts, [1, 2, 4, 8, 16], "{t}, unpinned {unpinned}");
+        }
+    }
     assert!(results.peers.iter().any(|p| p.system == "lowlat" && p.p50_ns.is_some()));
     saturation_is_complete(&results);
 

@@ -82,7 +82,7 @@ pub fn render_html(r: &Results) -> String {
     let _ = write!(out, r#"<section id="busy"><h2>2. A busy server</h2>"#);
     busy::busy(&mut out, &r.busy_server);
     out.push_str("</section>");
-    let _ = write!(out, r#"<section id="threads"><h2>3. Threads: throughput with 1 to 8 callers</h2>"#);
+    let _ = write!(out, r#"<section id="threads"><h2>3. Threads: throughput with 1 to 16 callers</h2>"#);
     threads::threads(&mut out, &r.threads, &pal);
     out.push_str("</section>");
     let _ = write!(out, r#"<section id="load"><h2>4. Load: latency against offered load</h2>"#);

@@ -25,7 +25,7 @@ pub struct Results {
     pub ladder: Vec<LadderRow>,
     /// The ladder again with a CPU-bound workload on the server's CPU.
     pub busy_server: BusyServer,
-    /// Throughput with 1 to 8 closed-loop caller threads.
+    /// Throughput with 1 to 16 closed-loop caller threads, pinned to one CPU and not.
     pub threads: Vec<ThreadsRow>,
     /// Open-loop latency against offered load, beside the queueing model r = s/(1-u).
     pub load: Vec<LoadSeries>,
@@ -271,6 +271,10 @@ pub struct ThreadsRow {
     pub size: u32,
     /// Caller threads, each with its own binding.
     pub threads: u32,
+    /// The callers were left to the scheduler; otherwise all were pinned to the lab's client
+    /// CPU (results written before this field existed: pinned).
+    #[serde(default)]
+    pub unpinned: bool,
     /// Completed calls per second, all threads together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_per_s: Option<f64>,

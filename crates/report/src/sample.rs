@@ -70,18 +70,22 @@ pub fn sample_results() -> Results {
     let mut threads = Vec::new();
     for (ti, t) in ["shm-spin", "udp", "tcp", "onc+udp"].iter().enumerate() {
         for (proc, size) in [("null", 0u32), ("maxresult", 1440)] {
-            for n in 1..=8u32 {
-                let base = [900_000.0, 160_000.0, 120_000.0, 110_000.0][ti] * if size > 0 { 0.7 } else { 1.0 };
-                let cps = base * (f64::from(n).min(2.0) * 0.9 + 0.1) / (1.0 + 0.02 * f64::from(n));
-                threads.push(ThreadsRow {
-                    transport: (*t).to_owned(),
-                    proc: proc.to_owned(),
-                    size,
-                    threads: n,
-                    calls_per_s: Some(cps),
-                    mbit_per_s: Some(cps * f64::from(size) * 8.0 / 1e6),
-                    skipped: None,
-                });
+            for unpinned in [false, true] {
+                for n in [1u32, 2, 4, 8, 16] {
+                    let base = [900_000.0, 160_000.0, 120_000.0, 110_000.0][ti] * if size > 0 { 0.7 } else { 1.0 };
+                    let spread = if unpinned { 0.9 } else { 1.0 };
+                    let cps = base * spread * (f64::from(n).min(2.0) * 0.9 + 0.1) / (1.0 + 0.02 * f64::from(n));
+                    threads.push(ThreadsRow {
+                        transport: (*t).to_owned(),
+                        proc: proc.to_owned(),
+                        size,
+                        threads: n,
+                        unpinned,
+                        calls_per_s: Some(cps),
+                        mbit_per_s: Some(cps * f64::from(size) * 8.0 / 1e6),
+                        skipped: None,
+                    });
+                }
             }
         }
     }
@@ -90,6 +94,7 @@ pub fn sample_results() -> Results {
         proc: "null".into(),
         size: 0,
         threads: 1,
+        unpinned: false,
         calls_per_s: None,
         mbit_per_s: None,
         skipped: Some("AF_XDP needs root".into()),

@@ -28,6 +28,10 @@ use crate::procs;
 pub(crate) struct Scale {
     pub(crate) calls: u64,
     pub(crate) threads_calls: u64,
+    /// Seconds each run of the threads section aims at (its counts sized from one caller's
+    /// rate): callers that outnumber the CPUs take turns by the scheduler's slices (ms), so a
+    /// run far shorter would time the turns, not the calls.
+    pub(crate) threads_seconds: f64,
     pub(crate) load_seconds: f64,
     /// Seconds each closed-loop run of the saturation section aims at (its counts are sized
     /// from the rate the run before measured).
@@ -42,6 +46,7 @@ pub(crate) struct Scale {
 pub(crate) const QUICK: Scale = Scale {
     calls: 5_000,
     threads_calls: 4_000,
+    threads_seconds: 0.1,
     load_seconds: 0.25,
     saturation_seconds: 0.1,
     cold_repeats: 3,
@@ -52,6 +57,7 @@ pub(crate) const QUICK: Scale = Scale {
 pub(crate) const FULL: Scale = Scale {
     calls: 50_000,
     threads_calls: 40_000,
+    threads_seconds: 0.5,
     load_seconds: 1.5,
     saturation_seconds: 1.0,
     cold_repeats: 15,

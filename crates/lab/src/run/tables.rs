@@ -111,16 +111,26 @@ fn busy_server(r: &Results) {
 }
 
 fn threads(r: &Results) {
-    println!("\n== Threads (Firefly Table I): calls/s and Mbit/s ==");
+    println!("\n== Threads (Firefly Table I): calls/s and Mbit/s, and the rate against one caller's ==");
     for t in &r.threads {
+        let one = r
+            .threads
+            .iter()
+            .find(|o| {
+                (&o.transport, &o.proc, o.size, o.unpinned, o.threads) == (&t.transport, &t.proc, t.size, t.unpinned, 1)
+            })
+            .and_then(|o| o.calls_per_s);
+        let ratio = t.calls_per_s.zip(one).filter(|(_, one)| *one > 0.0).map(|(x, one)| x / one);
         println!(
-            "{:<5} {:<10} {:>5} B {} threads: {:>10} calls/s {:>9} Mbit/s{}",
+            "{:<7} {:<10} {:>5} B {:>2} threads{}: {:>10} calls/s {:>9} Mbit/s {:>6}{}",
             t.transport,
             t.proc,
             t.size,
             t.threads,
+            if t.unpinned { " unpinned" } else { " pinned  " },
             t.calls_per_s.map_or("-".into(), |x| format!("{x:.0}")),
             t.mbit_per_s.map_or("-".into(), |x| format!("{x:.1}")),
+            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
             t.skipped.as_ref().map_or(String::new(), |s| format!("  ({s})")),
         );
     }

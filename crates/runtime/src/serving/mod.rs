@@ -7,11 +7,17 @@
 //! shard: each thread has its own socket in one `SO_REUSEPORT` group, its own engine making
 //! sessions in its own range of tokens (`lowlat_proto::Shard`), and the kernel steers each
 //! datagram to the thread holding its session by the token in its header (a classic-BPF
-//! program on the group, `lowlat_transport::udp::steer_by_session`); a bind, which has no
+//! program on the group, made in `crate::driver::udp`); a bind, which has no
 //! session yet, goes by the hash of its addresses, and the thread that answers it makes the
 //! session in its own range. Nothing is shared on the call path: the threads share only the
 //! secret (a cookie one issued, another accepts), the census of sessions (the endpoint's limits,
-//! touched by binds and sweeps) and the worker pool.
+//! touched by binds and sweeps) and the worker pool. ONC RPC's datagrams, which name no
+//! session, go by the hash of their addresses: a client's retransmission reaches the thread
+//! whose duplicate cache holds its call.
+//!
+//! A procedure that blocks its serving thread stalls the sessions that thread holds (about one
+//! in N), not the others; procedures known to be slow belong on the worker pool
+//! (`long_running`).
 //!
 //! The loop ([`serve_loop`]) is the same for every transport and protocol: spin, then block;
 //! hand each frame to the [`Protocol`]; send what the workers finished when the doorbell rings;

@@ -92,3 +92,29 @@ fn the_per_source_cap_holds_across_the_threads() {
     common::bytes(0, &c, &[]).expect_err("procedure 0 is not served").to_string();
     assert_eq!(server.stats()[0].1.refused_source_limit, 1);
 }
+
+/// A second server on a port a server of several threads holds is refused, as any second
+/// server is, rather than joining its group of sockets and taking a share of its sessions'
+/// datagrams; and the other way round.
+#[test]
+fn a_second_server_cannot_join_the_threads_port() {
+    let (first, uri) = serve(ServerConfig { threads: THREADS, ..ServerConfig::default() }, lab_program());
+    for threads in [1, THREADS] {
+        let second = Server::builder()
+            .program(lab_program())
+            .config(ServerConfig { threads, ..ServerConfig::default() })
+            .serve(&[&uri]);
+        match second {
+            Err(Error::Io { source, .. }) => assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse, "{source}"),
+            Err(e) => panic!("refused for the wrong reason: {e}"),
+            Ok(_) => panic!("a second server of {threads} threads served {uri}"),
+        }
+    }
+    let c = Client::connect(&uri, PROG, 1).expect("binding");
+    assert_eq!(Lab::new(&c).minus(7, 2).unwrap(), 5, "the first server still serves");
+    drop(first);
+    let single = serve(ServerConfig::default(), lab_program()).0;
+    let taken = single.local_uris()[0].clone();
+    let cfg = ServerConfig { threads: THREADS, ..ServerConfig::default() };
+    assert!(Server::builder().program(lab_program()).config(cfg).serve(&[&taken]).is_err());
+}

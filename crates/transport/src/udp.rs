@@ -272,26 +272,30 @@ impl UdpEndpoint {
     /// addresses, or, with a `steering` program (classic BPF over the UDP payload, attached to
     /// the group: `SO_ATTACH_REUSEPORT_CBPF`), to the socket whose number, in the order bound,
     /// the program returns; a number past the last falls back to the hash. A group of one is
-    /// bound as [`bind`](Self::bind) binds it, with no option set. Only sockets of this user
-    /// may join the group.
+    /// bound as [`bind`](Self::bind) binds it, with no option set. A port something holds
+    /// already fails the bind (`AddrInUse`), whatever its options; only sockets of this user
+    /// may join the group once it is made.
     pub fn bind_group(
         addr: SocketAddr,
         n: usize,
         steering: Option<&[libc::sock_filter]>,
     ) -> io::Result<Vec<UdpEndpoint>> {
+        // A plain bind first (not kept): a group would share its port with any socket of this
+        // user that set SO_REUSEPORT there, such as another server's, where a plain bind
+        // fails as any second server's does. For port 0 it also finds a port nobody holds.
+        let alone = UdpEndpoint::bind(addr)?;
         if n <= 1 {
-            return Ok(vec![UdpEndpoint::bind(addr)?]);
+            return Ok(vec![alone]);
         }
+        let at = alone.local;
+        drop(alone);
         let mut group: Vec<UdpEndpoint> = Vec::with_capacity(n);
-        let mut at = addr;
         for _ in 0..n {
             let sock = new_socket(&at).map_err(|e| io_err("create UDP socket on", at, e))?;
             sock.set_reuse_port(true).map_err(|e| io_err("set SO_REUSEPORT on", at, e))?;
             sock.bind(&at.into()).map_err(|e| io_err("bind UDP", at, e))?;
             let local =
                 sock.local_addr()?.as_socket().ok_or_else(|| io::Error::other("UDP socket has no IP address"))?;
-            // The others join the first's port.
-            at = local;
             group.push(UdpEndpoint {
                 sock,
                 local,

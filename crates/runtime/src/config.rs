@@ -171,7 +171,9 @@ pub struct ServerConfig {
     /// ONC RPC only: register with this machine's rpcbind when it runs (and unregister on clean
     /// shutdown).
     pub onc_register: bool,
-    /// ONC RPC over UDP: replies remembered for retransmitted calls (the duplicate-request cache).
+    /// ONC RPC over UDP: replies remembered for retransmitted calls (the duplicate-request
+    /// cache), per serving thread (a retransmission comes from the call's addresses, so the
+    /// kernel's hash brings it to the thread that holds the call).
     pub onc_drc_entries: usize,
     /// lowlat's protocol over datagrams (udp://, eth://, xdp://): an end-to-end CRC32C on every
     /// frame, sent and required (both ends must agree: a frame without a valid one is dropped,

@@ -146,8 +146,9 @@ pub struct ServerConfig {
     /// Threads serving each endpoint (at least 1). Each holds the sessions the kernel steers to
     /// it, with its own engine, and runs their procedures: more threads put more cores behind
     /// one endpoint, at the price of a core each while they spin. Default 1: on a machine of
-    /// few cores a second spinning thread takes the CPU the callers need (this machine has
-    /// two), and one thread answers a null call over udp in ~6 µs of its CPU. Over udp:// and
+    /// few cores a second spinning thread takes the CPU the callers need (on two vCPUs a
+    /// second one added no calls a second: docs/measurements.md), and one thread answers a
+    /// null call over udp in ~6 µs of its CPU. Over udp:// and
     /// onc+udp:// (`SO_REUSEPORT`); other transports refuse more than one for now. At most
     /// [`MAX_SERVING_THREADS`] (more are taken as that many).
     pub threads: usize,

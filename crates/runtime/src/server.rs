@@ -137,8 +137,8 @@ impl ServerBuilder {
                 })
                 .collect();
             let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), contexts };
-            let doorbell = shared.each[0].doorbell.raw_fd();
-            let (local, threads) = driver::open_server(&endpoint, uri, &self.config, doorbell, start)??;
+            let doorbells: Vec<_> = shared.each.iter().map(|e| e.doorbell.raw_fd()).collect();
+            let (local, threads) = driver::open_server(&endpoint, uri, &self.config, &doorbells, start)??;
             server.endpoints.push(Served { uri: local, shared, threads });
         }
         if let Some(addr) = self.metrics {

@@ -80,3 +80,13 @@ conformance!(
         threads: 4,
     }
 );
+conformance!(
+    shm_4_threads,
+    Transport {
+        scheme: "shm",
+        listen: "shm://{dir}/s",
+        client: None,
+        caps: Caps { reliable: true, ring: Some(SHM_RING), ..LOOPBACK },
+        threads: 4,
+    }
+);

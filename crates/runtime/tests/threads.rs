@@ -13,25 +13,51 @@ use common::{lab_program, Lab, PROG};
 const THREADS: usize = 4;
 
 fn serve(cfg: ServerConfig, program: Program) -> (Server, String) {
-    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).expect("serving");
+    serve_at("udp://127.0.0.1:0", cfg, program)
+}
+
+fn serve_at(listen: &str, cfg: ServerConfig, program: Program) -> (Server, String) {
+    let server = Server::builder().program(program).config(cfg).serve(&[listen]).expect("serving");
     let uri = server.local_uris()[0].clone();
     (server, uri)
 }
 
-/// 32 clients (each its own port: binds reach the threads by a hash of their addresses) bind
-/// and call; each session lies in the token range of one thread, more than one thread holds
-/// sessions, and no frame reached a thread that did not know its session (the steering program
-/// sent each to its owner).
+/// Over udp: 32 clients (each its own port: binds reach the threads by a hash of their
+/// addresses) bind and call; each session lies in the token range of one thread, more than one
+/// thread holds sessions, and no frame reached a thread that did not know its session (the
+/// steering program sent each to its owner).
 #[test]
 fn sessions_spread_over_the_threads_and_each_frame_reaches_its_own() {
-    let (server, uri) = serve(ServerConfig { threads: THREADS, ..ServerConfig::default() }, lab_program());
+    sessions_spread("udp://127.0.0.1:0", 1);
+}
+
+/// Over shm: 32 clients, each calling from 4 threads at once (4 slots, a connection each, the
+/// connections admitted by the threads in turn); every connection of a session is handed to the
+/// thread holding it, so none of its frames reaches another thread's engine.
+#[test]
+fn shm_connections_join_the_thread_of_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    sessions_spread(&format!("shm://{}/s", dir.path().display()), 4);
+}
+
+/// Sessions of 32 clients, each calling from `callers` threads at once, spread over the
+/// threads of an endpoint at `listen`; each is counted by the thread that holds it, and no
+/// frame reached a thread that did not hold its session.
+fn sessions_spread(listen: &str, callers: i32) {
+    let (server, uri) = serve_at(listen, ServerConfig { threads: THREADS, ..ServerConfig::default() }, lab_program());
     let clients: Vec<Client> = (0..32).map(|_| Client::connect(&uri, PROG, 1).expect("binding")).collect();
     let mut owners = [0usize; THREADS];
     for (i, c) in clients.iter().enumerate() {
-        let lab = Lab::new(c);
-        for k in 0..20 {
-            assert_eq!(lab.minus(i as i32, k).unwrap(), i as i32 - k);
-        }
+        std::thread::scope(|s| {
+            for t in 0..callers {
+                s.spawn(move || {
+                    let lab = Lab::new(c);
+                    for k in 0..20 {
+                        assert_eq!(lab.minus(i as i32, k + t).unwrap(), i as i32 - k - t);
+                    }
+                });
+            }
+        });
         let owner = Shard::owner(c.session().token, THREADS as u16) as usize;
         assert!(owner < THREADS, "token {:#x} in no thread's range", c.session().token);
         owners[owner] += 1;
@@ -47,7 +73,7 @@ fn sessions_spread_over_the_threads_and_each_frame_reaches_its_own() {
     let all = &server.stats()[0].1;
     assert_eq!(all.binds_granted, 32);
     assert_eq!(all.calls, threads.iter().map(|s| s.calls).sum::<u64>());
-    assert!(all.calls >= 32 * 20);
+    assert!(all.calls >= 32 * 20 * callers as u64);
     assert_eq!(all.sessions_open, 32);
 }
 

@@ -96,6 +96,14 @@ pub(crate) trait FrameHandler<A> {
     /// once, where the client reads it); returns how many bytes of `lent` make the answer to
     /// send from there, header first (0: none).
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize;
+    /// The serving thread of the endpoint that holds the session `frame` names, when that is
+    /// another than this one: a stream transport of several threads then hands the frame's
+    /// connection, the frame unread, to that thread, so that every call of a session reaches
+    /// the engine holding it. `None`: handle it here (one thread; a bind; a frame naming no
+    /// thread's session, which the engine refuses).
+    fn elsewhere(&self, _frame: &[u8]) -> Option<u16> {
+        None
+    }
     /// Sends what `handle` could not while it had space lent (call it once that space is given
     /// back; nothing to do after a `handle` without lent space).
     fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, out: &mut O);
@@ -226,25 +234,28 @@ pub(crate) trait Bind {
     fn onc<T: ServerTransport + Send + 'static>(self, ts: Vec<T>, netid: Netid, local: SocketAddr) -> Self::Out;
 }
 
-/// Binds the server transport `endpoint` names, once per serving thread (`cfg.threads`), and
-/// hands the transports to `bind`: lowlat's protocol on each scheme, ONC RPC on the `onc+`
-/// ones. Over udp the threads' sockets form one `SO_REUSEPORT` group (for lowlat's protocol,
-/// steered by session); the other transports serve with one thread.
+/// Binds the server transport `endpoint` names, once per serving thread (`cfg.threads`, thread
+/// `i` woken by `doorbells[i]`), and hands the transports to `bind`: lowlat's protocol on each
+/// scheme, ONC RPC on the `onc+` ones. Over udp the threads' sockets form one `SO_REUSEPORT`
+/// group (for lowlat's protocol, steered by session); over shm the threads' servers form a
+/// group handing connections to the thread of their session; the other transports serve with
+/// one thread.
 pub(crate) fn open_server<B: Bind>(
     endpoint: &Endpoint,
     uri: &str,
     cfg: &ServerConfig,
-    doorbell: RawFd,
+    doorbells: &[RawFd],
     bind: B,
 ) -> Result<B::Out, Error> {
     let threads = cfg.serving_threads();
+    let doorbell = doorbells[0];
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
-    if threads > 1 && !matches!(endpoint, Endpoint::Udp { .. } | Endpoint::OncUdp { .. }) {
+    if threads > 1 && !matches!(endpoint, Endpoint::Udp { .. } | Endpoint::OncUdp { .. } | Endpoint::Shm { .. }) {
         return Err(Error::Unsupported {
             uri: uri.to_string(),
             scheme: endpoint.scheme().to_string(),
             reason: format!(
-                "{threads} serving threads were asked for; this version serves only udp:// and onc+udp:// with more than one"
+                "{threads} serving threads were asked for; this version serves only udp://, onc+udp:// and shm:// with more than one"
             ),
         });
     }
@@ -277,7 +288,7 @@ pub(crate) fn open_server<B: Bind>(
             let local = t.local_addr();
             bind.onc(vec![t], Netid::Tcp, local)
         }
-        Endpoint::Shm { path } => bind.lowlat(vec![shm::ShmServerTransport::bind(uri, path, cfg, doorbell)?]),
+        Endpoint::Shm { path } => bind.lowlat(shm::ShmServerTransport::bind_group(uri, path, cfg, doorbells)?),
         Endpoint::Eth { iface, .. } => {
             bind.lowlat(vec![eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?])
         }

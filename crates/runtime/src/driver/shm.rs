@@ -1,5 +1,8 @@
 //! lowlat over shared memory (`shm://PATH`): one connection (a pair of rings in a sealed memfd) per
-//! client slot; one thread serves every connection of an endpoint. The rings deliver every frame
+//! client slot. An endpoint of several threads is a group of servers of one path, a thread each:
+//! connections are spread over them as they are admitted, and a connection whose frame names a
+//! session another thread holds is handed to that thread, frame unread (a client's other slots
+//! thus join the thread where its session was bound). The rings deliver every frame
 //! in order, so, as over TCP, neither side retransmits.
 //!
 //! The rings stream messages larger than themselves, so a frame always carries a whole message.
@@ -145,12 +148,32 @@ pub(crate) struct ShmServerTransport {
 }
 
 impl ShmServerTransport {
-    pub fn bind(uri: &str, path: &Path, cfg: &ServerConfig, doorbell: RawFd) -> Result<ShmServerTransport, Error> {
+    /// Listens at `path` with one server per serving thread (a group: see
+    /// `lowlat_shm::ShmServer::bind_group`), thread `i` woken by `doorbells[i]`.
+    pub fn bind_group(
+        uri: &str,
+        path: &Path,
+        cfg: &ServerConfig,
+        doorbells: &[RawFd],
+    ) -> Result<Vec<ShmServerTransport>, Error> {
         let max_frame = cfg.max_message + HEADER_LEN;
         let scfg = lowlat_shm::ShmServerConfig { spin: cfg.spin, max_message: max_frame, ..Default::default() };
-        let mut srv = ShmServer::bind(path, scfg).map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
-        srv.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
-        Ok(ShmServerTransport { srv, path: path.to_path_buf(), max_frame, queued: Vec::new(), queued_to: Vec::new() })
+        let group = ShmServer::bind_group(path, scfg, doorbells.len())
+            .map_err(|e| Error::io(format!("{uri}: serve"), to_io(e)))?;
+        group
+            .into_iter()
+            .zip(doorbells)
+            .map(|(mut srv, &doorbell)| {
+                srv.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), to_io(e)))?;
+                Ok(ShmServerTransport {
+                    srv,
+                    path: path.to_path_buf(),
+                    max_frame,
+                    queued: Vec::new(),
+                    queued_to: Vec::new(),
+                })
+            })
+            .collect()
     }
 }
 
@@ -173,6 +196,11 @@ impl ServerTransport for ShmServerTransport {
         queued_to.clear();
         let got = self.srv.serve_next(|id, frame, mut reply| {
             crate::marks::collect(true);
+            if let Some(to) = handler.elsewhere(frame) {
+                // Another thread holds the session: the connection goes there, the frame unread.
+                reply.hand_over(usize::from(to));
+                return;
+            }
             let mut queue = |to: &ConnectionId, head: &[u8], body: &[u8]| {
                 let start = queued.len();
                 queued.extend_from_slice(head);

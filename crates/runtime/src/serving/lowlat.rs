@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lowlat_codec::OutBuf;
-use lowlat_proto::{CallKey, ErrorCode, ProgramVersions, ServerEngine, Status, HEADER_LEN};
+use lowlat_proto::wire::HeaderView;
+use lowlat_proto::{CallKey, ErrorCode, Kind, ProgramVersions, ServerEngine, Shard, Status, HEADER_LEN};
 
 use super::dispatch::{Dispatched, Dispatcher, Refusing};
 use super::routes::{Route, RouteCache};
@@ -156,6 +157,20 @@ fn count_status(own: &mut EndpointStats, status: Status) {
 }
 
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
+    #[inline]
+    fn elsewhere(&self, frame: &[u8]) -> Option<u16> {
+        let shard = self.ctx.shard;
+        if shard.count == 1 {
+            return None;
+        }
+        let h = HeaderView::new_checked(frame).ok()?;
+        if h.kind() == Kind::Bind {
+            return None;
+        }
+        let owner = Shard::owner(h.token(), shard.count);
+        (owner != shard.index && owner < shard.count).then_some(owner)
+    }
+
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
         let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, stats_proc } = self;
         let ctx: &Context = ctx;

@@ -1,5 +1,6 @@
 //! The acceptor: a connection on the listening socket becomes a connection (credentials checked
-//! against the policy, a fresh segment and doorbells handed over), or is turned away.
+//! against the policy, a fresh segment and doorbells handed over) served by one member of the
+//! group, or is turned away.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -8,14 +9,15 @@ use std::time::Instant;
 
 use lowlat_sys as sys;
 
-use super::{tag, Connection, ConnectionId, PeerCred, ShmHandler, ShmServer, TAG_DOORBELL, TAG_SOCKET};
+use super::{Connection, ConnectionId, PeerCred, ShmHandler, ShmServer};
 use crate::ring::{Consumer, Producer, Wake};
 use crate::segment::{Hello, Segment, Status};
 
 impl ShmServer {
     pub(super) fn accept_all(&mut self, handler: &mut impl ShmHandler) {
         loop {
-            match self.listener.accept() {
+            let Some((listener, _)) = &self.listener else { return };
+            match listener.accept() {
                 Ok((sock, _)) => self.admit(sock, handler),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
@@ -36,7 +38,7 @@ impl ShmServer {
             handler.refused(peer);
             return;
         }
-        if self.connection_count() >= self.config.max_connections {
+        if self.group.open() >= self.config.max_connections {
             hello.status = Status::Busy;
             let _ = sys::send_with_fds(sock.as_raw_fd(), &hello.encode(), &[]);
             return;
@@ -53,27 +55,11 @@ impl ShmServer {
             return;
         }
         drop(memfd);
-        let index = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(None);
-                self.generations.push(0);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let id = ConnectionId { index, generation: self.generations[index as usize] };
-        let ok = self.epoll.add(doorbell.as_raw_fd(), libc::EPOLLIN as u32, tag(TAG_DOORBELL, id));
-        let ok = ok.and_then(|_| {
-            self.epoll.add(sock.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, tag(TAG_SOCKET, id))
-        });
-        if ok.is_err() {
-            self.epoll.delete(doorbell.as_raw_fd());
-            self.free.push(index);
-            return;
-        }
         let calls = Consumer::new(seg.call(), self.config.max_message);
         let results = Producer::new(seg.result(), Wake::FutexOrDoorbell(result_bell.as_raw_fd()));
-        self.slots[index as usize] = Some(Connection {
+        // Its id is given where it is installed (`group::install`).
+        let id = ConnectionId { index: 0, generation: 0, member: 0 };
+        let c = Connection {
             id,
             calls,
             results,
@@ -85,13 +71,8 @@ impl ShmServer {
             doorbell,
             _result_bell: result_bell,
             _seg: seg,
-        });
-        self.active.push(index);
-        // Room, now, for every connection to move between the active and cool lists, so that
-        // serving (which moves them) never allocates.
-        let connections = self.active.len() + self.cool.len();
-        self.cool.reserve(connections.saturating_sub(self.cool.len()));
-        self.active.reserve(connections.saturating_sub(self.active.len()));
-        handler.opened(id, peer);
+        };
+        self.group.opened();
+        self.place(c, handler);
     }
 }

@@ -14,7 +14,8 @@
 //!
 //! [`config`]: who may bind and how; `accept`: the acceptor, which turns a connection into a
 //! connection; `poll`: the poller, which serves the connections; [`reply`]: replies written into a
-//! result ring.
+//! result ring; `group`: several servers of one path, a thread each, handing connections to one
+//! another.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -33,6 +34,7 @@ use crate::segment::Segment;
 
 mod accept;
 pub mod config;
+mod group;
 mod poll;
 pub mod reply;
 
@@ -44,6 +46,9 @@ pub use reply::Reply;
 pub struct ConnectionId {
     index: u32,
     generation: u32,
+    /// The member of the group serving it (`ShmServer::bind_group`): ids are unique across the
+    /// group.
+    member: u16,
 }
 
 /// A client's credentials as the kernel reported them.
@@ -97,7 +102,7 @@ impl ShmHandler for Recorder {
     }
 }
 
-struct Connection {
+pub(super) struct Connection {
     id: ConnectionId,
     calls: Consumer,
     results: Producer,
@@ -148,6 +153,8 @@ impl Connection {
     }
 }
 
+/// Kind 0: the server's own descriptors (the listener, tag 0; a member's inbox,
+/// `group::TAG_INBOX`).
 const TAG_LISTENER: u64 = 0;
 const TAG_DOORBELL: u64 = 1;
 const TAG_SOCKET: u64 = 2;
@@ -165,7 +172,8 @@ const COOL_AFTER: Duration = Duration::from_millis(1);
 const EVENT_CHECK: Duration = Duration::from_micros(50);
 
 /// A shared-memory server: the listening socket plus every live connection. Driven by one thread
-/// through [`poll`](Self::poll) or [`run`](Self::run).
+/// through [`poll`](Self::poll) or [`run`](Self::run); several, one per thread, share a path as a
+/// group ([`bind_group`](Self::bind_group)).
 pub struct ShmServer {
     slots: Vec<Option<Connection>>,
     generations: Vec<u32>,
@@ -187,12 +195,17 @@ pub struct ShmServer {
     events: Vec<libc::epoll_event>,
     config: ShmServerConfig,
     epoll: Epoll,
-    listener: UnixListener,
+    /// The listening socket and the (device, inode) of the socket file we created (removed on
+    /// drop only if still ours); none in a group's members after the first.
+    listener: Option<(UnixListener, (u64, u64))>,
     path: PathBuf,
-    /// (device, inode) of the socket file we created: removed on drop only if still ours.
-    file_id: (u64, u64),
     /// Connections closed because their client broke the rings (a corrupt index or record).
     corrupt: u64,
+    /// The servers of this path (a group of one when bound alone), and which this is.
+    group: std::sync::Arc<group::Group>,
+    member: u16,
+    /// The member the next connection admitted goes to (`group::place`).
+    next_member: usize,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -218,8 +231,20 @@ impl ShmServer {
         listener.set_nonblocking(true).map_err(io_err("listen"))?;
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TAG_LISTENER).map_err(io_err("epoll"))?;
+        let group = group::Group::alone()?;
+        Ok(ShmServer::unbound(path, config, epoll, Some((listener, file_id)), group))
+    }
+
+    /// A server of `path` watching `epoll`, with no connection yet.
+    fn unbound(
+        path: PathBuf,
+        config: ShmServerConfig,
+        epoll: Epoll,
+        listener: Option<(UnixListener, (u64, u64))>,
+        group: std::sync::Arc<group::Group>,
+    ) -> ShmServer {
         let now = Instant::now();
-        Ok(ShmServer {
+        ShmServer {
             slots: Vec::new(),
             generations: Vec::new(),
             free: Vec::new(),
@@ -236,9 +261,11 @@ impl ShmServer {
             epoll,
             listener,
             path,
-            file_id,
             corrupt: 0,
-        })
+            group,
+            member: 0,
+            next_member: 0,
+        }
     }
 
     /// The socket path the server listens on.
@@ -246,9 +273,15 @@ impl ShmServer {
         &self.path
     }
 
-    /// Connections currently open, active or armed.
+    /// Connections currently open on this server, active or armed (of its group, in
+    /// [`group_connection_count`](Self::group_connection_count)).
     pub fn connection_count(&self) -> usize {
         self.slots.len() - self.free.len()
+    }
+
+    /// Connections currently open across this server's group (this server's alone).
+    pub fn group_connection_count(&self) -> usize {
+        self.group.open()
     }
 
     /// Connections currently polled (not asleep).
@@ -272,6 +305,8 @@ impl ShmServer {
 
 impl Drop for ShmServer {
     fn drop(&mut self) {
-        remove_if_ours(&self.path, self.file_id);
+        if let Some((_, file_id)) = self.listener {
+            remove_if_ours(&self.path, file_id);
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::group::TAG_INBOX;
 use super::reply::send_reply;
 use super::{
     Activity, Connection, ConnectionId, Recorder, Reply, ShmHandler, ShmServer, ShmServerConfig, COOL_AFTER,
@@ -137,11 +138,17 @@ impl ShmServer {
                 Ok(false) => {}
                 Ok(true) => {
                     let id = b.id;
-                    let (r, failed) = serve_held(b, &self.config, f);
+                    let (r, after) = serve_held(b, &self.config, f);
                     self.spinner.observe(b.called(self.now));
                     self.next = i + 1;
-                    if let Some(e) = failed {
-                        self.close_quietly(idx as u32, e);
+                    match after {
+                        After::Served => {}
+                        After::Failed(e) => self.close_quietly(idx as u32, e),
+                        After::HandTo(to) => {
+                            let mut q = Recorder(std::mem::take(&mut self.closed));
+                            self.hand_over(idx as u32, to, &mut q);
+                            self.closed = q.0;
+                        }
                     }
                     return Some(Activity::Request(id, r));
                 }
@@ -303,8 +310,9 @@ impl ShmServer {
         for k in 0..n {
             let data = self.events[k].u64;
             let kind = data & 3;
-            let id = ConnectionId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
+            let id = ConnectionId { index: (data as u32) >> 2, generation: (data >> 32) as u32, member: self.member };
             match kind {
+                TAG_LISTENER if data == TAG_INBOX => self.take_inbox(handler),
                 TAG_LISTENER => self.accept_all(handler),
                 // Someone else's descriptor (see `watch`): its owner reads it.
                 TAG_WATCHED => {}
@@ -342,25 +350,13 @@ impl ShmServer {
     }
 
     fn close(&mut self, index: u32, why: ShmError, handler: &mut impl ShmHandler) {
-        let Some(b) = self.slots[index as usize].take() else {
+        let Some(b) = self.detach(index) else {
             return;
         };
         if matches!(why, ShmError::Ring(crate::RingError::Corrupt { .. })) {
             self.corrupt += 1;
         }
-        if let Some(pos) = self.active.iter().position(|&i| i == index) {
-            self.active.swap_remove(pos);
-        }
-        if let Some(pos) = self.cool.iter().position(|&i| i == index) {
-            self.cool.swap_remove(pos);
-        }
-        // The client holds the same eventfd file: epoll would keep reporting it after our
-        // close, so it must be removed explicitly.
-        self.epoll.delete(b.doorbell.as_raw_fd());
-        self.epoll.delete(b.sock.as_raw_fd());
-        let slot = index as usize;
-        self.generations[slot] = self.generations[slot].wrapping_add(1);
-        self.free.push(index);
+        self.group.closed();
         handler.closed(b.id, &why);
         // Dropping `b` unmaps the segment and closes the socket and doorbell.
         drop(b);
@@ -372,22 +368,37 @@ fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerC
         return Ok(false);
     }
     match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
-        (_, Some(e)) => Err(e),
-        (_, None) => Ok(true),
+        (_, After::Failed(e)) => Err(e),
+        // Handing over is for the pull style (`serve_next`): here the request is just dropped.
+        (_, After::Served | After::HandTo(_)) => Ok(true),
     }
 }
 
+/// What is done with a connection once its request was served.
+enum After {
+    Served,
+    /// Its reply failed: it must close.
+    Failed(ShmError),
+    /// Its request was left unread: the connection goes to this member of the group.
+    HandTo(usize),
+}
+
 /// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
-/// frees it. Also returns why the connection must close, if the reply failed.
+/// frees it (unless `f` handed the connection over).
 #[inline]
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,
     f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
-) -> (R, Option<ShmError>) {
+) -> (R, After) {
     let mut failed = None;
-    let reply = Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed };
+    let mut hand_to = None;
+    let reply =
+        Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed, hand_to: &mut hand_to };
     let r = f(b.id, b.calls.message(), reply);
+    if let Some(to) = hand_to {
+        return (r, After::HandTo(to));
+    }
     b.calls.release();
-    (r, failed)
+    (r, failed.map_or(After::Served, After::Failed))
 }

@@ -15,6 +15,8 @@ pub struct Reply<'a> {
     pub(super) cfg: &'a ShmServerConfig,
     pub(super) sock: i32,
     pub(super) failed: &'a mut Option<ShmError>,
+    /// Set by [`hand_over`](Self::hand_over).
+    pub(super) hand_to: &'a mut Option<usize>,
 }
 
 impl Reply<'_> {
@@ -71,6 +73,16 @@ impl Reply<'_> {
             Ok(n) => Ok(n),
             Err(e) => self.note(Err(e.into())).map(|()| None),
         }
+    }
+
+    /// Leaves the request unread and hands its connection to member `to` of this server's
+    /// group ([`ShmServer::bind_group`](super::ShmServer::bind_group)), which serves the request
+    /// and the rest of the connection's; here the connection is reported closed. Sends nothing.
+    /// Only through [`ShmServer::serve_next`](super::ShmServer::serve_next) (a push-style
+    /// handler's request is dropped instead); a member not in the group, or this one, is
+    /// ignored and the request consumed as if answered with nothing.
+    pub fn hand_over(self, to: usize) {
+        *self.hand_to = Some(to);
     }
 
     fn note(&mut self, r: Result<(), ShmError>) -> Result<(), ShmError> {

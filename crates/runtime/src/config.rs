@@ -148,9 +148,10 @@ pub struct ServerConfig {
     /// one endpoint, at the price of a core each while they spin. Default 1: on a machine of
     /// few cores a second spinning thread takes the CPU the callers need (on two vCPUs a
     /// second one added no calls a second: docs/measurements.md), and one thread answers a
-    /// null call over udp in ~6 µs of its CPU. Over udp:// and
-    /// onc+udp:// (`SO_REUSEPORT`); other transports refuse more than one for now. At most
-    /// [`MAX_SERVING_THREADS`] (more are taken as that many).
+    /// null call over udp in ~6 µs of its CPU. Over udp:// and onc+udp:// (`SO_REUSEPORT`,
+    /// steered by session), tcp://, onc+tcp:// and shm:// (connections admitted in turn and
+    /// handed to the thread of their session); eth:// and xdp:// refuse more than one for now.
+    /// At most [`MAX_SERVING_THREADS`] (more are taken as that many).
     pub threads: usize,
     /// The CPUs the serving threads are pinned to: thread `i` of an endpoint to
     /// `pin_cpus[i % len]`; empty, none pinned. The worker pool and the metrics thread are

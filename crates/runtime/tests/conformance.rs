@@ -90,3 +90,23 @@ conformance!(
         threads: 4,
     }
 );
+conformance!(
+    tcp_4_threads,
+    Transport {
+        scheme: "tcp",
+        listen: "tcp://127.0.0.1:0",
+        client: None,
+        caps: Caps { reliable: true, ..LOOPBACK },
+        threads: 4,
+    }
+);
+conformance!(
+    onc_tcp_4_threads,
+    Transport {
+        scheme: "onc+tcp",
+        listen: "onc+tcp://127.0.0.1:0",
+        client: None,
+        caps: Caps { xdr: true, reliable: true, ..LOOPBACK },
+        threads: 4,
+    }
+);

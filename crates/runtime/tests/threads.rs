@@ -33,11 +33,19 @@ fn sessions_spread_over_the_threads_and_each_frame_reaches_its_own() {
 
 /// Over shm: 32 clients, each calling from 4 threads at once (4 slots, a connection each, the
 /// connections admitted by the threads in turn); every connection of a session is handed to the
-/// thread holding it, so none of its frames reaches another thread's engine.
+/// thread holding it, so none of its frames reaches another thread's engine (without the
+/// hand-over, calls fail: unknown session).
 #[test]
 fn shm_connections_join_the_thread_of_their_session() {
     let dir = tempfile::tempdir().unwrap();
     sessions_spread(&format!("shm://{}/s", dir.path().display()), 4);
+}
+
+/// Over tcp, as over shm: every connection of a session is handed, with its frame, to the
+/// thread holding the session.
+#[test]
+fn tcp_connections_join_the_thread_of_their_session() {
+    sessions_spread("tcp://127.0.0.1:0", 4);
 }
 
 /// Sessions of 32 clients, each calling from `callers` threads at once, spread over the

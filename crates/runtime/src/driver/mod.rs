@@ -237,8 +237,8 @@ pub(crate) trait Bind {
 /// Binds the server transport `endpoint` names, once per serving thread (`cfg.threads`, thread
 /// `i` woken by `doorbells[i]`), and hands the transports to `bind`: lowlat's protocol on each
 /// scheme, ONC RPC on the `onc+` ones. Over udp the threads' sockets form one `SO_REUSEPORT`
-/// group (for lowlat's protocol, steered by session); over shm the threads' servers form a
-/// group handing connections to the thread of their session; the other transports serve with
+/// group (for lowlat's protocol, steered by session); over shm and tcp the threads' servers
+/// form a group handing connections to the thread of their session; eth and xdp serve with
 /// one thread.
 pub(crate) fn open_server<B: Bind>(
     endpoint: &Endpoint,
@@ -248,15 +248,12 @@ pub(crate) fn open_server<B: Bind>(
     bind: B,
 ) -> Result<B::Out, Error> {
     let threads = cfg.serving_threads();
-    let doorbell = doorbells[0];
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
-    if threads > 1 && !matches!(endpoint, Endpoint::Udp { .. } | Endpoint::OncUdp { .. } | Endpoint::Shm { .. }) {
+    if threads > 1 && matches!(endpoint, Endpoint::Eth { .. } | Endpoint::Xdp { .. }) {
         return Err(Error::Unsupported {
             uri: uri.to_string(),
             scheme: endpoint.scheme().to_string(),
-            reason: format!(
-                "{threads} serving threads were asked for; this version serves only udp://, onc+udp:// and shm:// with more than one"
-            ),
+            reason: format!("{threads} serving threads were asked for; this version serves eth:// and xdp:// with one"),
         });
     }
     Ok(match endpoint {
@@ -270,9 +267,9 @@ pub(crate) fn open_server<B: Bind>(
         )?),
         Endpoint::Tcp { host_port } => {
             let framing = tcp::lowlat_framing(cfg.max_message);
-            let server =
-                tcp::TcpServer::bind(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbell, cfg)?;
-            bind.lowlat(vec![server.established_by_sessions()])
+            let servers =
+                tcp::TcpServer::bind_group(uri, endpoint.scheme(), resolve(uri, host_port)?, framing, doorbells, cfg)?;
+            bind.lowlat(servers.into_iter().map(tcp::TcpServer::established_by_sessions).collect())
         }
         Endpoint::OncUdp { host, port } => {
             let ts =
@@ -283,10 +280,11 @@ pub(crate) fn open_server<B: Bind>(
         Endpoint::OncTcp { host, port } => {
             // Records as large as a message; one fragment each way is all a reply takes.
             let framing = tcp::RecordMarking::new(cfg.max_message, usize::MAX);
-            let t = tcp::TcpServer::bind(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbell, cfg)?
-                .established_by(tcp::onc_accepted);
-            let local = t.local_addr();
-            bind.onc(vec![t], Netid::Tcp, local)
+            let ts =
+                tcp::TcpServer::bind_group(uri, endpoint.scheme(), onc_addr(host, *port)?, framing, doorbells, cfg)?;
+            let ts: Vec<_> = ts.into_iter().map(|t| t.established_by(tcp::onc_accepted)).collect();
+            let local = ts[0].local_addr();
+            bind.onc(ts, Netid::Tcp, local)
         }
         Endpoint::Shm { path } => bind.lowlat(shm::ShmServerTransport::bind_group(uri, path, cfg, doorbells)?),
         Endpoint::Eth { iface, .. } => {

@@ -1,5 +1,9 @@
-//! TCP: a connection per client slot; one thread serves every connection of an endpoint. TCP
-//! delivers in order, so neither side retransmits and the server keeps no results.
+//! TCP: a connection per client slot. An endpoint of several threads is a group of endpoints of
+//! one address, a thread each: connections are spread over them as they are admitted, and a
+//! connection whose frame names a session another thread holds is handed to that thread with
+//! the frame (a client's other slots thus join the thread where its session was bound; ONC
+//! RPC's connections, which name no session, stay where they were admitted). TCP delivers in
+//! order, so neither side retransmits and the server keeps no results.
 //!
 //! The protocol chooses how the stream is cut into frames: lowlat's own length prefix
 //! ([`lowlat_framing`]) or ONC RPC's record marking ([`RecordMarking`], RFC 5531 §11, over
@@ -17,7 +21,9 @@ use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
 
-use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
+use super::{
+    each_peer, serve_received, ClientChannel, FrameHandler, Polled, Received, Served, ServerTransport, WakeOn,
+};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
@@ -187,17 +193,19 @@ pub(crate) struct TcpServer<F: Framing> {
 }
 
 impl<F: Framing> TcpServer<F> {
-    /// Serves frames of at most `framing`'s maximum, within the limits of `cfg`; `doorbell`
-    /// wakes the serving thread. Any frame sent establishes a connection, unless
-    /// [`established_by`](Self::established_by) says otherwise.
-    pub fn bind(
+    /// Serves frames of at most `framing`'s maximum, within the limits of `cfg` (for the
+    /// endpoint as a whole), with one endpoint of a group per serving thread (see
+    /// `lowlat_transport::tcp::TcpEndpoint::bind_group`), thread `i` woken by `doorbells[i]`.
+    /// Any frame sent establishes a connection, unless [`established_by`](Self::established_by)
+    /// says otherwise.
+    pub fn bind_group(
         uri: &str,
         scheme: &'static str,
         addr: SocketAddr,
         framing: F,
-        doorbell: RawFd,
+        doorbells: &[RawFd],
         cfg: &ServerConfig,
-    ) -> Result<TcpServer<F>, Error> {
+    ) -> Result<Vec<TcpServer<F>>, Error> {
         // Frames carry a whole message (a bind request is far smaller than any maximum).
         let max_frame = framing.max_frame();
         let limits = TcpLimits {
@@ -206,11 +214,17 @@ impl<F: Framing> TcpServer<F> {
             establish_within: Some(cfg.bind_within),
             allow: cfg.allow.clone(),
         };
-        let ep = TcpEndpoint::bind_framed(addr, framing)
-            .map_err(|e| Error::io(format!("{uri}: serve"), e))?
-            .with_limits(limits);
-        ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
-        Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true, granted: None })
+        let group = TcpEndpoint::bind_group(addr, framing, doorbells.len())
+            .map_err(|e| Error::io(format!("{uri}: serve"), e))?;
+        group
+            .into_iter()
+            .zip(doorbells)
+            .map(|(ep, &doorbell)| {
+                let ep = ep.with_limits(limits.clone());
+                ep.watch(doorbell).map_err(|e| Error::io(format!("{uri}: watch doorbell"), e))?;
+                Ok(TcpServer { ep, max_frame, scheme, establishes: |_| true, granted: None })
+            })
+            .collect()
     }
 
     /// Establishes a connection only when a frame whose header passes `grants` goes on it.
@@ -242,6 +256,14 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
         let got = self.try_recv(buf)?;
+        if let Some(Received::Frame { from, .. }) = &got {
+            if let Some(to) = h.elsewhere(buf) {
+                // Another thread holds the session: the connection goes there with this frame
+                // (reported closed here by a later look).
+                self.ep.hand_over(from, buf, usize::from(to));
+                return Ok(Some(Polled::Served));
+            }
+        }
         if let (Some(Received::Frame { from, .. }), Some(granted)) = (&got, &self.granted) {
             if !self.ep.is_established(from) && granted.names_one(buf) {
                 self.ep.establish(from);

@@ -13,7 +13,11 @@
 //! secret (a cookie one issued, another accepts), the census of sessions (the endpoint's limits,
 //! touched by binds and sweeps) and the worker pool. ONC RPC's datagrams, which name no
 //! session, go by the hash of their addresses: a client's retransmission reaches the thread
-//! whose duplicate cache holds its call.
+//! whose duplicate cache holds its call. Over the stream transports (tcp, shm) there is no
+//! kernel steering: the threads' servers form a group, connections are admitted by the threads
+//! in turn, and a thread that reads a frame of a session another holds
+//! (`FrameHandler::elsewhere`) hands the connection, frame unread, to that thread, once per
+//! connection.
 //!
 //! A procedure that blocks its serving thread stalls the sessions that thread holds (about one
 //! in N), not the others; procedures known to be slow belong on the worker pool

@@ -18,10 +18,12 @@
 //! [`LOG_INTERVAL`].
 //!
 //! [`framing`]: how the stream is cut; [`channel`]: the client's connection; [`server`]: the
-//! server's endpoint over many connections.
+//! server's endpoint over many connections; `group`: several endpoints of one address, a thread
+//! each, handing connections to one another.
 
 pub mod channel;
 pub mod framing;
+mod group;
 pub mod server;
 
 pub use channel::TcpChannel;
@@ -201,6 +203,85 @@ mod tests {
         let mut got = [0u8; 6];
         (&a1).read_exact(&mut got).unwrap();
         assert_eq!(&got[4..], b"ok", "the established one is still served");
+    }
+
+    /// Events of a group's members (member, event, frame), looked for until `enough` holds.
+    fn pump_group(
+        g: &mut [TcpEndpoint],
+        enough: impl Fn(&[(usize, TcpEvent, Vec<u8>)]) -> bool,
+    ) -> Vec<(usize, TcpEvent, Vec<u8>)> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            for (m, ep) in g.iter_mut().enumerate() {
+                if let Some(e) = ep.try_next(&mut out).unwrap() {
+                    seen.push((m, e, out.clone()));
+                }
+                ep.block(Some(Duration::from_millis(1))).unwrap();
+            }
+            if enough(&seen) {
+                return seen;
+            }
+            assert!(Instant::now() < deadline, "not enough events: {seen:?}");
+        }
+    }
+
+    fn frames(seen: &[(usize, TcpEvent, Vec<u8>)]) -> Vec<(usize, &[u8])> {
+        seen.iter().filter(|(_, e, _)| matches!(e, TcpEvent::Frame(_))).map(|(m, _, f)| (*m, &f[..])).collect()
+    }
+
+    /// A group of two: connections admitted in turn; one handed over with the frame just read,
+    /// which the other member reports first, then the rest of the stream; the limits count the
+    /// group's connections.
+    #[test]
+    fn a_group_spreads_connections_and_hands_them_over_with_their_frame() {
+        let limits = TcpLimits { max_connections: 3, ..TcpLimits::default() };
+        let g = TcpEndpoint::bind_group("127.0.0.1:0".parse().unwrap(), LengthPrefix::new(100), 2).unwrap();
+        let mut g: Vec<_> = g.into_iter().map(|e| e.with_limits(limits.clone())).collect();
+        assert_eq!((g[0].member(), g[1].member(), g[1].members()), (0, 1, 2));
+        let addr = g[0].local_addr();
+        let connect = || TcpChannel::connect(addr, 100, Duration::from_secs(5)).unwrap();
+        let mut a = connect();
+        let seen = pump_group(&mut g, |_| true);
+        assert!(seen.is_empty(), "{seen:?}");
+        let mut b = connect();
+        a.send(b"", b"a1").unwrap();
+        b.send(b"", b"b1").unwrap();
+        let seen = pump_group(&mut g, |s| frames(s).len() == 2);
+        let mut got = frames(&seen);
+        got.sort();
+        assert_eq!(got, [(0, &b"a1"[..]), (1, &b"b1"[..])], "admitted in turn");
+        // Member 0 hands `a` to member 1 with the frame it read; the next frame follows it.
+        a.send(b"", b"a2").unwrap();
+        a.send(b"", b"a3").unwrap();
+        let seen = pump_group(&mut g[..1], |s| !frames(s).is_empty());
+        let (_, TcpEvent::Frame(old), frame) = &seen[0] else { panic!("{seen:?}") };
+        assert_eq!(frame, b"a2");
+        g[0].hand_over(old, b"a2", 1);
+        let seen = pump_group(&mut g, |s| {
+            frames(s).len() == 2 && s.iter().any(|(m, e, _)| *m == 0 && *e == TcpEvent::Closed(*old))
+        });
+        assert_eq!(frames(&seen), [(1, &b"a2"[..]), (1, &b"a3"[..])]);
+        let new = seen.iter().find_map(|(m, e, _)| match e {
+            TcpEvent::Frame(id) if *m == 1 => Some(*id),
+            _ => None,
+        });
+        g[1].send(&new.unwrap(), b"", b"from 1");
+        let mut reply = Vec::new();
+        recv(&mut a, &mut reply).unwrap();
+        assert_eq!(reply, b"from 1");
+        // Two open, the group's limit three: one more is taken, the next refused.
+        let _c = connect();
+        let mut d = TcpStream::connect(addr).unwrap();
+        d.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while g[0].stats.refused_total == 0 {
+            assert!(Instant::now() < deadline, "the fourth connection was not refused");
+            pump_group(&mut g, |_| true);
+        }
+        assert_eq!(g[0].stats.refused_total, 1);
+        assert!(matches!(d.read(&mut [0u8; 1]), Ok(0) | Err(_)), "closed at once");
     }
 
     #[test]

@@ -6,7 +6,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use super::framing::{queue_rest, write_frame, Framing, LengthPrefix, PREFIX};
+use super::group::{Group, INBOX_TOKEN};
 use crate::allow::{allowed, Cidr};
 
 /// Identifies one connection of a [`TcpEndpoint`] (never reused while the endpoint lives).
@@ -14,18 +17,21 @@ use crate::allow::{allowed, Cidr};
 pub struct ConnId {
     index: u32,
     generation: u32,
+    /// The member of the group serving it ([`TcpEndpoint::bind_group`]): ids are unique across
+    /// the group.
+    member: u16,
 }
 
 #[derive(Debug)]
-struct Conn<F> {
-    sock: TcpStream,
-    generation: u32,
+pub(super) struct Conn<F> {
+    pub(super) sock: TcpStream,
+    pub(super) generation: u32,
     reader: F,
     /// Output the socket did not take yet.
-    queued: Vec<u8>,
-    peer: SocketAddr,
+    pub(super) queued: Vec<u8>,
+    pub(super) peer: SocketAddr,
     /// When the connection is closed unless its owner has established it by then.
-    establish_by: Option<Instant>,
+    pub(super) establish_by: Option<Instant>,
 }
 
 /// What an endpoint lets strangers hold.
@@ -100,31 +106,40 @@ pub enum TcpEvent {
 const LISTENER_TOKEN: u64 = u64::MAX;
 const WAKER_TOKEN: u64 = u64::MAX - 1;
 
-/// A server's TCP side: a listener and its connections, driven by one thread.
+/// A server's TCP side: a listener and its connections, driven by one thread; several, one per
+/// thread, share an address as a group ([`bind_group`](Self::bind_group)).
 #[derive(Debug)]
 pub struct TcpEndpoint<F: Framing = LengthPrefix> {
-    listener: TcpListener,
+    /// None in a group's members after the first.
+    listener: Option<TcpListener>,
     local: SocketAddr,
-    epoll: lowlat_sys::Epoll,
+    pub(super) epoll: lowlat_sys::Epoll,
     /// Each new connection reads with a copy of this.
     framing: F,
-    conns: Vec<Option<Conn<F>>>,
-    generations: u32,
+    pub(super) conns: Vec<Option<Conn<F>>>,
+    pub(super) generations: u32,
     ready: Vec<libc::epoll_event>,
     ready_len: usize,
     ready_at: usize,
     /// A connection that may hold more buffered frames.
     cursor: Option<usize>,
-    closed: Vec<ConnId>,
+    pub(super) closed: Vec<ConnId>,
     /// Output queued for one peer beyond which it is disconnected.
     pub max_queued: usize,
     limits: TcpLimits,
-    live: usize,
     /// The earliest `establish_by` of a live connection (perhaps one closed since).
-    next_deadline: Option<Instant>,
+    pub(super) next_deadline: Option<Instant>,
     /// What the endpoint refused and cut off since it was bound.
     pub stats: TcpStats,
     logs: [RateLog; 4],
+    /// The endpoints of this address (a group of one when bound alone), which this is, and the
+    /// member the next connection admitted goes to.
+    pub(super) group: Arc<Group<F>>,
+    pub(super) member: u16,
+    pub(super) next_member: usize,
+    /// Frames of connections handed to this member, read by the member that handed them: each
+    /// reported before anything else of its connection.
+    pub(super) handed_frames: Vec<(usize, Vec<u8>)>,
 }
 
 impl TcpEndpoint<LengthPrefix> {
@@ -137,11 +152,21 @@ impl TcpEndpoint<LengthPrefix> {
 impl<F: Framing> TcpEndpoint<F> {
     /// An endpoint whose connections are cut into frames by `framing`.
     pub fn bind_framed(addr: SocketAddr, framing: F) -> io::Result<TcpEndpoint<F>> {
-        let max_frame = framing.max_frame();
         let listener =
             TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
+        TcpEndpoint::unbound(local, framing, Some(listener), Arc::new(Group::new(1)?))
+    }
+
+    /// An endpoint of `local` with no connection yet, accepting on `listener` if any.
+    pub(super) fn unbound(
+        local: SocketAddr,
+        framing: F,
+        listener: Option<TcpListener>,
+        group: Arc<Group<F>>,
+    ) -> io::Result<TcpEndpoint<F>> {
+        let max_frame = framing.max_frame();
         let epoll = lowlat_sys::Epoll::new()?;
         let ep = TcpEndpoint {
             listener,
@@ -157,12 +182,17 @@ impl<F: Framing> TcpEndpoint<F> {
             closed: Vec::new(),
             max_queued: 2 * max_frame + (1 << 20),
             limits: TcpLimits::default(),
-            live: 0,
             next_deadline: None,
             stats: TcpStats::default(),
             logs: Default::default(),
+            group,
+            member: 0,
+            next_member: 0,
+            handed_frames: Vec::new(),
         };
-        ep.epoll.add(ep.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
+        if let Some(l) = &ep.listener {
+            ep.epoll.add(l.as_raw_fd(), libc::EPOLLIN as u32, LISTENER_TOKEN)?;
+        }
         Ok(ep)
     }
 
@@ -230,7 +260,8 @@ impl<F: Framing> TcpEndpoint<F> {
                 .note(now, || refused!("dropped a connection from outside the allowlist", endpoint = %local, %peer));
             return false;
         }
-        if self.live >= self.limits.max_connections {
+        let (open, of_source) = self.group.count(peer.ip());
+        if open >= self.limits.max_connections {
             self.stats.refused_total += 1;
             let max = self.limits.max_connections;
             self.logs[0].note(
@@ -239,8 +270,6 @@ impl<F: Framing> TcpEndpoint<F> {
             );
             return false;
         }
-        let ip = peer.ip();
-        let of_source = self.conns.iter().flatten().filter(|c| c.peer.ip() == ip).count();
         if of_source >= self.limits.max_per_source {
             self.stats.refused_per_source += 1;
             let max = self.limits.max_per_source;
@@ -264,14 +293,23 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn conn(&self, id: ConnId) -> Option<&Conn<F>> {
-        self.conns.get(id.index as usize)?.as_ref().filter(|c| c.generation == id.generation)
+        self.conns
+            .get(id.index as usize)?
+            .as_ref()
+            .filter(|c| c.generation == id.generation && id.member == self.member)
+    }
+
+    /// The id of the connection at `index`, of generation `generation`.
+    fn id(&self, index: usize, generation: u32) -> ConnId {
+        ConnId { index: index as u32, generation, member: self.member }
     }
 
     fn accept_all(&mut self) {
         let now = Instant::now();
         self.close_lingering(now);
         loop {
-            match self.listener.accept() {
+            let Some(listener) = &self.listener else { return };
+            match listener.accept() {
                 Ok((sock, peer)) => {
                     // Dropped at once (closed: the peer sees its connection end).
                     if !self.admit(&peer, now) {
@@ -280,32 +318,18 @@ impl<F: Framing> TcpEndpoint<F> {
                     if sock.set_nodelay(true).and_then(|_| sock.set_nonblocking(true)).is_err() {
                         continue;
                     }
-                    let index = match self.conns.iter().position(Option::is_none) {
-                        Some(i) => i,
-                        None => {
-                            self.conns.push(None);
-                            self.conns.len() - 1
-                        }
-                    };
-                    self.generations = self.generations.wrapping_add(1);
-                    let fd = sock.as_raw_fd();
                     let establish_by = self.limits.establish_within.map(|d| now + d);
-                    self.conns[index] = Some(Conn {
+                    // Its generation is given where it is installed (`group::install`).
+                    let conn = Conn {
                         sock,
-                        generation: self.generations,
+                        generation: 0,
                         reader: self.framing.clone(),
                         queued: Vec::new(),
                         peer,
                         establish_by,
-                    });
-                    if self.epoll.add(fd, (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, index as u64).is_err() {
-                        self.conns[index] = None;
-                        continue;
-                    }
-                    self.live += 1;
-                    if let Some(t) = establish_by {
-                        self.next_deadline = Some(self.next_deadline.map_or(t, |n| n.min(t)));
-                    }
+                    };
+                    self.group.opened(peer.ip());
+                    self.place(conn);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -316,14 +340,25 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn close(&mut self, index: usize) {
-        if let Some(c) = self.conns[index].take() {
-            self.live -= 1;
-            self.epoll.delete(c.sock.as_raw_fd());
-            self.closed.push(ConnId { index: index as u32, generation: c.generation });
+        let id = self.conns[index].as_ref().map(|c| self.id(index, c.generation));
+        if let Some(c) = id.and_then(|id| self.detach(&id)) {
+            self.group.closed(c.peer.ip());
+            self.closed.push(self.id(index, c.generation));
         }
+    }
+
+    /// Takes connection `id` out of this endpoint (its socket out of the epoll set), counted
+    /// still open.
+    pub(super) fn detach(&mut self, id: &ConnId) -> Option<Conn<F>> {
+        self.conn(*id)?;
+        let index = id.index as usize;
+        let c = self.conns[index].take()?;
+        self.epoll.delete(c.sock.as_raw_fd());
         if self.cursor == Some(index) {
             self.cursor = None;
         }
+        self.handed_frames.retain(|(i, _)| *i != index);
+        Some(c)
     }
 
     fn fetch_ready(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -333,8 +368,9 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
+        let member = self.member;
         let c = self.conns.get_mut(index)?.as_mut()?;
-        let id = ConnId { index: index as u32, generation: c.generation };
+        let id = ConnId { index: index as u32, generation: c.generation, member };
         match c.reader.next(&mut c.sock, out) {
             Ok(Some(())) => {
                 self.cursor = Some(index);
@@ -359,6 +395,14 @@ impl<F: Framing> TcpEndpoint<F> {
             if let Some(id) = self.closed.pop() {
                 return Ok(Some(TcpEvent::Closed(id)));
             }
+            if let Some((index, frame)) = self.handed_frames.pop() {
+                let Some(generation) = self.conns[index].as_ref().map(|c| c.generation) else { continue };
+                out.clear();
+                out.extend_from_slice(&frame);
+                // The frames buffered behind it are read next.
+                self.cursor = Some(index);
+                return Ok(Some(TcpEvent::Frame(self.id(index, generation))));
+            }
             if let Some(i) = self.cursor {
                 if let Some(ev) = self.read_from(i, out) {
                     return Ok(Some(ev));
@@ -375,6 +419,7 @@ impl<F: Framing> TcpEndpoint<F> {
             self.ready_at += 1;
             match ev.u64 {
                 LISTENER_TOKEN => self.accept_all(),
+                INBOX_TOKEN => self.take_inbox(),
                 // The owner's doorbell: hand control back so it can drain it. (It stays readable
                 // until drained, so looping here would spin forever.)
                 WAKER_TOKEN => return Ok(None),
@@ -396,7 +441,11 @@ impl<F: Framing> TcpEndpoint<F> {
     /// Blocks until something may be ready or the timeout passes (or a connection's time to
     /// be established runs out: it is closed, and reported by `try_next`).
     pub fn block(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        if self.ready_at < self.ready_len || self.cursor.is_some() || !self.closed.is_empty() {
+        if self.ready_at < self.ready_len
+            || self.cursor.is_some()
+            || !self.closed.is_empty()
+            || !self.handed_frames.is_empty()
+        {
             return Ok(());
         }
         let mut timeout = timeout;
@@ -419,7 +468,12 @@ impl<F: Framing> TcpEndpoint<F> {
     pub fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
         let index = to.index as usize;
         let max_queued = self.max_queued;
-        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut).filter(|c| c.generation == to.generation)
+        let member = self.member;
+        let Some(c) = self
+            .conns
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .filter(|c| c.generation == to.generation && to.member == member)
         else {
             return;
         };

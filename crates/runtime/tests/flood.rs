@@ -8,12 +8,12 @@
 //! The figures (binds sent per second, the honest client's slowest bind, the server's sessions
 //! and the process's resident memory before and after) are printed: run with `--nocapture`.
 
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lowlat::{Client, ClientConfig, Program, Server};
+use lowlat::{Client, ClientConfig, Program, Server, ServerConfig};
 use lowlat_proto::wire::{BindRequest, ByteOrder, Header, Kind, BIND_COOKIE, PROTOCOL_VERSION};
 
 const PROG: u32 = 0x2000_F100;
@@ -55,7 +55,7 @@ fn bind_datagram(nonce: u32, cookie: Option<&[u8]>) -> Vec<u8> {
 /// One flooding thread: sockets on `source`, sending first binds until `sent` reaches
 /// [`BINDS`]; `complete`: answering every cookie with its bind (and so holding sessions it
 /// never calls in).
-fn flood(source: u8, complete: bool, sent: Arc<AtomicU64>, granted: Arc<AtomicU64>) {
+fn flood(target: SocketAddr, source: u8, complete: bool, sent: Arc<AtomicU64>, granted: Arc<AtomicU64>) {
     let socks: Vec<UdpSocket> = (0..SOCKETS_PER_SOURCE)
         .map(|_| {
             let s = UdpSocket::bind(format!("127.0.0.{source}:0")).unwrap();
@@ -63,7 +63,6 @@ fn flood(source: u8, complete: bool, sent: Arc<AtomicU64>, granted: Arc<AtomicU6
             s
         })
         .collect();
-    let target = TARGET.get().copied().unwrap();
     let mut nonce = (source as u32) << 24;
     let mut buf = [0u8; 2048];
     let (begun, mine) = (Instant::now(), BINDS / SOURCES as u64);
@@ -100,24 +99,38 @@ fn flood(source: u8, complete: bool, sent: Arc<AtomicU64>, granted: Arc<AtomicU6
     }
 }
 
-static TARGET: std::sync::OnceLock<std::net::SocketAddr> = std::sync::OnceLock::new();
+/// One flood at a time: each measures the process's resident memory and wants the CPUs.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn an_honest_client_binds_and_calls_through_a_bind_flood() {
+    through_a_flood(1);
+}
+
+/// The same against four serving threads (binds spread over them by the kernel's hash; the
+/// session limits counted across them).
+#[test]
+fn an_honest_client_binds_and_calls_through_a_bind_flood_on_four_threads() {
+    through_a_flood(4);
+}
+
+fn through_a_flood(threads: usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let program = Program::new(PROG, 1).procedure(1, "ECHO", |_, a, r| {
         r.extend_from_slice(a);
         Ok(())
     });
-    let server = Server::builder().program(program).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let cfg = ServerConfig { threads, ..ServerConfig::default() };
+    let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let uri = server.local_uris()[0].clone();
-    TARGET.set(uri.trim_start_matches("udp://").parse().unwrap()).unwrap();
+    let target: SocketAddr = uri.trim_start_matches("udp://").parse().unwrap();
     let rss_before = rss_kib();
     let (sent, granted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let begun = Instant::now();
     let flooders: Vec<_> = (0..SOURCES)
         .map(|i| {
             let (sent, granted) = (sent.clone(), granted.clone());
-            std::thread::spawn(move || flood(2 + i, i % 2 == 1, sent, granted))
+            std::thread::spawn(move || flood(target, 2 + i, i % 2 == 1, sent, granted))
         })
         .collect();
     let done = Arc::new(AtomicBool::new(false));
@@ -165,7 +178,7 @@ fn an_honest_client_binds_and_calls_through_a_bind_flood() {
     let s = server.stats()[0].1;
     let rss_after = rss_kib();
     eprintln!(
-        "flood: {} binds sent in {:.2} s ({:.0} binds/s) from {} sockets on {} addresses; {} granted to flooders; \
+        "flood (serving threads: {threads}): {} binds sent in {:.2} s ({:.0} binds/s) from {} sockets on {} addresses; {} granted to flooders; \
          honest client: {binds} binds (slowest {slowest:?}), {calls} calls, all served; server: {} cookies issued \
          (first binds that reached it), {} sessions open, {} reclaimed, {} refused at the source limit, {} expired; \
          resident memory {rss_before} KiB before, {rss_after} KiB after",

@@ -39,8 +39,19 @@ fn patient() -> lowlat_proto::ClientEngineConfig {
 /// each ran exactly once, and both ends counted the frames whose tags failed.
 #[test]
 fn frames_altered_in_flight_are_dropped_and_the_calls_complete() {
+    altered_in_flight(1);
+}
+
+/// The same against four serving threads (a flip in the token's session index may steer a
+/// frame to a thread that does not hold the session: it is refused there as unknown).
+#[test]
+fn frames_altered_in_flight_are_dropped_with_four_threads() {
+    altered_in_flight(4);
+}
+
+fn altered_in_flight(threads: usize) {
     let (program, counter) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { psk: Some(psk()), checksum: false, ..ServerConfig::default() };
+    let cfg = ServerConfig { psk: Some(psk()), checksum: false, threads, ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
     let faults = Faults { corrupt: Probability::new(0.2).unwrap(), seed: 20261125, ..Faults::default() };
@@ -78,8 +89,19 @@ fn recrc(d: &mut [u8]) {
 /// server's counters say exactly that.
 #[test]
 fn replayed_and_forged_calls_never_run_and_are_counted() {
+    replayed_and_forged(1);
+}
+
+/// The same against four serving threads: the replays and forgeries reach the thread holding
+/// the session (steered by its token), which treats them as one thread does.
+#[test]
+fn replayed_and_forged_calls_never_run_with_four_threads() {
+    replayed_and_forged(4);
+}
+
+fn replayed_and_forged(threads: usize) {
     let (program, counter) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { psk: Some(psk()), ..ServerConfig::default() };
+    let cfg = ServerConfig { psk: Some(psk()), threads, ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["udp://127.0.0.1:0"]).unwrap();
     let target: SocketAddr = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
     let rec = OnPath::start(target);
@@ -159,10 +181,23 @@ fn server_stats_report_exactly_what_happened() {
 /// are served.
 #[test]
 fn allowlists_drop_strangers_silently() {
+    allowlists(1);
+}
+
+#[test]
+fn allowlists_drop_strangers_silently_with_four_threads() {
+    allowlists(4);
+}
+
+fn allowlists(threads: usize) {
     let (program, _) = lab_program_counting(Encoding::Native);
     let uris = ["udp://127.0.0.1:0", "tcp://127.0.0.1:0", "onc+udp://127.0.0.1:0", "onc+tcp://127.0.0.1:0"];
-    let elsewhere =
-        ServerConfig { allow: vec!["10.0.0.0/8".parse().unwrap()], onc_register: false, ..ServerConfig::default() };
+    let elsewhere = ServerConfig {
+        allow: vec!["10.0.0.0/8".parse().unwrap()],
+        onc_register: false,
+        threads,
+        ..ServerConfig::default()
+    };
     let xdr = program.clone().xdr();
     let server =
         Server::builder().program(program.clone()).program(xdr.clone()).config(elsewhere).serve(&uris).unwrap();
@@ -189,8 +224,12 @@ fn allowlists_drop_strangers_silently() {
         assert_eq!((s.calls, s.binds_granted, s.cookies_issued), (0, 0, 0), "{uri}: nothing was read");
     }
     server.shutdown();
-    let here =
-        ServerConfig { allow: vec!["127.0.0.0/8".parse().unwrap()], onc_register: false, ..ServerConfig::default() };
+    let here = ServerConfig {
+        allow: vec!["127.0.0.0/8".parse().unwrap()],
+        onc_register: false,
+        threads,
+        ..ServerConfig::default()
+    };
     let server = Server::builder().program(program).program(xdr).config(here).serve(&uris).unwrap();
     for uri in server.local_uris() {
         let c = Client::connect_with(&uri, PROG, 1, cfg.clone()).unwrap();
@@ -201,9 +240,19 @@ fn allowlists_drop_strangers_silently() {
 /// A TCP connection that does not bind in time is closed, and counted.
 #[test]
 fn tcp_connections_that_do_not_bind_are_closed() {
+    tcp_unbound_closed(1);
+}
+
+/// The same with four serving threads (the idle connection admitted by one, given to another).
+#[test]
+fn tcp_connections_that_do_not_bind_are_closed_with_four_threads() {
+    tcp_unbound_closed(4);
+}
+
+fn tcp_unbound_closed(threads: usize) {
     use std::io::Read;
     let (program, _) = lab_program_counting(Encoding::Native);
-    let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
+    let cfg = ServerConfig { bind_within: Duration::from_millis(200), threads, ..ServerConfig::default() };
     let server = Server::builder().program(program).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
     let addr = server.local_uris()[0].trim_start_matches("tcp://").to_string();
     let mut idle = std::net::TcpStream::connect(&addr).unwrap();
@@ -222,12 +271,23 @@ fn tcp_connections_that_do_not_bind_are_closed() {
 /// longer than the time to bind is its owner's all the same (it names a session granted here).
 #[test]
 fn a_long_first_call_on_a_slots_own_connection_is_not_cut_off() {
+    long_first_call(1);
+}
+
+/// The same with four serving threads: the slots' connections, admitted by other threads, are
+/// handed to the session's with their first call, and established there.
+#[test]
+fn a_long_first_call_on_a_slots_own_connection_is_not_cut_off_with_four_threads() {
+    long_first_call(4);
+}
+
+fn long_first_call(threads: usize) {
     let slow = Program::new(PROG, 1).long_running(2, "SLOW", |_, _, r| {
         std::thread::sleep(Duration::from_millis(600));
         r.extend_from_slice(b"done");
         Ok(())
     });
-    let cfg = ServerConfig { bind_within: Duration::from_millis(200), ..ServerConfig::default() };
+    let cfg = ServerConfig { bind_within: Duration::from_millis(200), threads, ..ServerConfig::default() };
     let server = Server::builder().program(slow).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
     let client = Arc::new(Client::connect(&server.local_uris()[0], PROG, 1).unwrap());
     let calls: Vec<_> = (0..3)

@@ -157,15 +157,29 @@ impl Calls {
 
 #[test]
 fn count_calls_through_a_faulty_relay_execute_at_most_once() {
+    through_a_relay(1);
+}
+
+/// The same against four serving threads.
+#[test]
+fn count_calls_through_a_faulty_relay_execute_at_most_once_with_four_threads() {
+    through_a_relay(4);
+}
+
+fn through_a_relay(threads: usize) {
     let calls: usize = std::env::var("LOWLAT_SOAK_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let counter = Arc::new(AtomicU64::new(0));
-    let server = Server::builder().program(counting_program(counter.clone())).serve(&["udp://127.0.0.1:0"]).unwrap();
+    let server = Server::builder()
+        .program(counting_program(counter.clone()))
+        .config(lowlat::ServerConfig { threads, ..lowlat::ServerConfig::default() })
+        .serve(&["udp://127.0.0.1:0"])
+        .unwrap();
     let target = server.local_uris()[0].trim_start_matches("udp://").parse().unwrap();
     let relay = RelayThread::start("127.0.0.1:0".parse().unwrap(), target, faults()).unwrap();
     let calls_made = Calls::make(&format!("udp://{}", relay.addr()), calls);
     let report = relay.stop().unwrap();
     server.shutdown();
-    calls_made.check(calls, counter.load(Ordering::SeqCst), &format!("udp\n{report}"));
+    calls_made.check(calls, counter.load(Ordering::SeqCst), &format!("udp, {threads} serving threads\n{report}"));
     assert!(report.to_target.dropped > 0 && report.to_target.corrupted > 0 && report.to_clients.duplicated > 0);
 }
 

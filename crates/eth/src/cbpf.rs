@@ -29,11 +29,7 @@ impl Filter {
 /// Offset of the lowlat header's slot field in the frame.
 pub const SLOT_OFFSET: u32 = (HEADER_LEN + HeaderView::SLOT.start) as u32;
 
-const LD_W_ABS: u16 = 0x20;
-const LD_H_ABS: u16 = 0x28;
-const LD_B_ABS: u16 = 0x30;
-const JEQ_K: u16 = 0x15;
-const RET_K: u16 = 0x06;
+use lowlat_sys::cbpf::{ins, DIV_K, JEQ_K, LD_B_ABS, LD_H_ABS, LD_W_ABS, LINK_LAYER, LSH_K, OR_X, RET_A, RET_K, TAX};
 
 #[derive(Clone, Copy)]
 enum To {
@@ -85,16 +81,51 @@ pub fn compile(f: &Filter) -> Vec<libc::sock_filter> {
     out
 }
 
-/// Runs a compiled filter over a frame, as the kernel would (only the instructions `compile`
-/// emits); used to test the compiler without a socket.
+/// The program that spreads the frames of a `PACKET_FANOUT_CBPF` group over the sockets of an
+/// endpoint's `threads` serving threads (the kernel takes what it returns modulo the sockets,
+/// numbered in the order they joined): a DATA frame to the thread holding the session its
+/// token names (the session index, bytes 4 and 5 of the token, little-endian, divided by each
+/// thread's span: `lowlat_proto::Shard::owner`); a bind, which has no session yet, by its nonce
+/// (a retransmitted bind reaches the same thread, which answers it as the first); discovery
+/// and pings to the first. Loads are from the Ethernet header (a fanout program sees the
+/// frame from its payload), and one beyond the frame's end returns 0: the first thread.
+pub fn steering(threads: u16) -> Vec<libc::sock_filter> {
+    let at = |offset: usize| LINK_LAYER.wrapping_add(offset as u32);
+    let lowlat = HEADER_LEN;
+    let index_lo = lowlat + HeaderView::TOKEN.start + 4;
+    let nonce = lowlat + lowlat_proto::HEADER_LEN + lowlat_proto::wire::BindRequest::NONCE.start;
+    let span = lowlat_proto::Shard::new(0, threads).span() as u32;
+    vec![
+        ins(LD_B_ABS, 0, 0, at(crate::frame::ETH_HEADER_LEN)),
+        // Not DATA (discovery, ping): to the last instruction, the first thread.
+        ins(JEQ_K, 0, 11, u32::from(FrameType::Data.to_u8())),
+        ins(LD_B_ABS, 0, 0, at(lowlat + HeaderView::KIND)),
+        // A bind: by its nonce.
+        ins(JEQ_K, 7, 0, u32::from(lowlat_proto::Kind::Bind.to_u8())),
+        ins(LD_B_ABS, 0, 0, at(index_lo + 1)),
+        ins(LSH_K, 0, 0, 8),
+        ins(TAX, 0, 0, 0),
+        ins(LD_B_ABS, 0, 0, at(index_lo)),
+        ins(OR_X, 0, 0, 0),
+        ins(DIV_K, 0, 0, span),
+        ins(RET_A, 0, 0, 0),
+        ins(LD_W_ABS, 0, 0, at(nonce)),
+        ins(RET_A, 0, 0, 0),
+        ins(RET_K, 0, 0, 0),
+    ]
+}
+
+/// Runs a program over a frame, as the kernel would (only the instructions `compile` and
+/// `steering` emit; loads from the link layer read the frame from its start); used to test
+/// the programs without a socket.
 #[cfg(test)]
 pub fn interpret(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
-    let mut a: u32 = 0;
+    let (mut a, mut x): (u32, u32) = (0, 0);
     let mut pc = 0usize;
     loop {
         let ins = prog[pc];
         pc += 1;
-        let k = ins.k as usize;
+        let k = ins.k.wrapping_sub(if ins.k >= LINK_LAYER { LINK_LAYER } else { 0 }) as usize;
         match ins.code {
             LD_W_ABS | LD_H_ABS | LD_B_ABS => {
                 let n = match ins.code {
@@ -108,6 +139,11 @@ pub fn interpret(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
                 a = pkt[k..k + n].iter().fold(0u32, |acc, &b| (acc << 8) | b as u32);
             }
             JEQ_K => pc += if a == ins.k { ins.jt } else { ins.jf } as usize,
+            LSH_K => a <<= ins.k,
+            TAX => x = a,
+            OR_X => a |= x,
+            DIV_K => a /= ins.k,
+            RET_A => return a,
             RET_K => return ins.k,
             c => panic!("unexpected opcode {c:#x}"),
         }
@@ -126,6 +162,37 @@ mod tests {
         let mut f = header(Mac([9; 6]), src, kind, false, 32).to_vec();
         f.extend_from_slice(&lowlat);
         f
+    }
+
+    /// Each DATA frame goes to the thread whose span holds its session index; binds by their
+    /// nonce; the rest (and frames too short to tell) to the first.
+    #[test]
+    fn steering_sends_each_session_to_its_thread() {
+        let threads = 4u16;
+        let prog = steering(threads);
+        let data = |kind: lowlat_proto::wire::Kind, token: u64, body: &[u8]| {
+            let head = lowlat_proto::wire::Header { token, ..lowlat_proto::wire::Header::new(kind) };
+            let mut f = header(Mac([9; 6]), Mac([2; 6]), FrameType::Data, false, 32).to_vec();
+            f.extend_from_slice(&head.to_bytes());
+            f.extend_from_slice(body);
+            f
+        };
+        for thread in 0..threads {
+            let shard = lowlat_proto::Shard::new(thread, threads);
+            for index in [shard.base(), shard.base() + shard.span() - 1] {
+                let token = lowlat_proto::wire::token::new(7, index as u16, 0xdead_beef);
+                assert_eq!(lowlat_proto::Shard::owner(token, threads), thread);
+                let f = data(lowlat_proto::wire::Kind::Call, token, &[]);
+                assert_eq!(interpret(&prog, &f), u32::from(thread), "index {index}");
+            }
+        }
+        let mut bind = [0u8; 32];
+        bind[24..32].copy_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        let f = data(lowlat_proto::wire::Kind::Bind, 0, &bind);
+        assert_eq!(interpret(&prog, &f), u32::from_be_bytes([8, 7, 6, 5]), "a bind by its nonce");
+        let ping = header(Mac([9; 6]), Mac([2; 6]), FrameType::Ping, false, 32).to_vec();
+        assert_eq!(interpret(&prog, &ping), 0);
+        assert_eq!(interpret(&prog, &f[..20]), 0, "too short");
     }
 
     #[test]

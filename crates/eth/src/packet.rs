@@ -23,6 +23,10 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V2: libc::c_int = 1;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_FANOUT_DATA: libc::c_int = 22;
+const PACKET_FANOUT_CBPF: u32 = 6;
+const PACKET_FANOUT_FLAG_UNIQUEID: u32 = 0x2000;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 /// sizeof(struct tpacket2_hdr).
@@ -182,6 +186,32 @@ impl EthSocket {
         attach_filter(self.fd.as_raw_fd(), &f).map_err(|e| Error::io("attaching the slot filter", e))?;
         self.cfg.filter = f;
         Ok(())
+    }
+
+    /// Makes this socket the first of a new fanout group (`PACKET_FANOUT_CBPF`) whose frames
+    /// `steering` spreads over its members (the kernel takes what it returns modulo the
+    /// members, numbered in the order they joined; see `cbpf::steering`); returns the group's
+    /// id, which the kernel chose unique in the network namespace. Once in a group, a socket
+    /// receives only the frames the program gives it.
+    pub fn start_fanout(&self, steering: &[libc::sock_filter]) -> Result<u16> {
+        let fd = self.fd.as_raw_fd();
+        let what = |e| Error::io("starting a PACKET_FANOUT group", e);
+        let arg = (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID) << 16;
+        lowlat_sys::setsockopt(fd, libc::SOL_PACKET, PACKET_FANOUT, &arg).map_err(what)?;
+        let got: u32 = lowlat_sys::getsockopt(fd, libc::SOL_PACKET, PACKET_FANOUT).map_err(what)?;
+        let mut prog = steering.to_vec();
+        let fprog = libc::sock_fprog { len: prog.len() as libc::c_ushort, filter: prog.as_mut_ptr() };
+        // The kernel copies the program during the call; `prog` outlives it.
+        lowlat_sys::setsockopt(fd, libc::SOL_PACKET, PACKET_FANOUT_DATA, &fprog).map_err(what)?;
+        Ok(got as u16)
+    }
+
+    /// Joins the fanout group `id` another socket of this process started on this interface
+    /// ([`start_fanout`](Self::start_fanout)), as its next member.
+    pub fn join_fanout(&self, id: u16) -> Result<()> {
+        let arg = u32::from(id) | PACKET_FANOUT_CBPF << 16;
+        lowlat_sys::setsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, PACKET_FANOUT, &arg)
+            .map_err(|e| Error::io("joining a PACKET_FANOUT group", e))
     }
 
     /// Sends one DATA frame to `dst` carrying `head` then `body`, gathered without copying.

@@ -149,8 +149,9 @@ pub struct ServerConfig {
     /// few cores a second spinning thread takes the CPU the callers need (on two vCPUs a
     /// second one added no calls a second: docs/measurements.md), and one thread answers a
     /// null call over udp in ~6 µs of its CPU. Over udp:// and onc+udp:// (`SO_REUSEPORT`,
-    /// steered by session), tcp://, onc+tcp:// and shm:// (connections admitted in turn and
-    /// handed to the thread of their session); eth:// and xdp:// refuse more than one for now.
+    /// steered by session), eth:// (`PACKET_FANOUT`, steered by session), tcp://, onc+tcp://
+    /// and shm:// (connections admitted in turn and handed to the thread of their session);
+    /// xdp:// refuses more than one (an AF_XDP socket serves one queue of the interface).
     /// At most [`MAX_SERVING_THREADS`] (more are taken as that many).
     pub threads: usize,
     /// The CPUs the serving threads are pinned to: thread `i` of an endpoint to

@@ -110,3 +110,7 @@ conformance!(
         threads: 4,
     }
 );
+conformance!(
+    eth_4_threads,
+    Transport { scheme: "eth", listen: "eth://{a}", client: Some("eth://{b}/{a.mac}"), caps: NAMESPACES, threads: 4 }
+);

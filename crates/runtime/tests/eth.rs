@@ -168,3 +168,41 @@ fn missing_interface_and_absent_server_are_clear_errors() {
     );
     assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
 }
+
+/// An eth endpoint of four serving threads: binds spread over the threads (by their nonce),
+/// and every frame of a session reaches the thread that holds it (the fanout group's steering
+/// program reads the token): each thread counted exactly the binds in its token range, and
+/// none a frame of a session it does not hold. Discovery is answered (by the first thread).
+#[test]
+fn an_eth_endpoint_of_four_threads_steers_each_session_to_its_thread() {
+    const THREADS: usize = 4;
+    let Some(h) = hosts() else { return };
+    let uri = format!("eth://{}", h.a.iface);
+    let cfg = lowlat::ServerConfig { threads: THREADS, ..lowlat::ServerConfig::default() };
+    let server = join(
+        h.a.spawn(move || Server::builder().program(common::lab_program()).config(cfg).serve(&[&uri]).unwrap()),
+        10,
+    );
+    let uri = format!("eth://{}", h.b.iface);
+    let owners = join(
+        h.b.spawn(move || {
+            let mut owners = [0usize; THREADS];
+            for i in 0..16 {
+                let c = Client::connect(&uri, PROG, 1).unwrap();
+                for k in 0..10 {
+                    assert_eq!(common::Lab::new(&c).minus(i, k).unwrap(), i - k);
+                }
+                owners[lowlat_proto::Shard::owner(c.session().token, THREADS as u16) as usize] += 1;
+            }
+            owners
+        }),
+        60,
+    );
+    assert!(owners.iter().filter(|&&n| n > 0).count() >= 2, "sessions on one thread only: {owners:?}");
+    let per_thread = server.stats_per_thread();
+    for (t, s) in per_thread[0].1.iter().enumerate() {
+        assert_eq!(s.binds_granted as usize, owners[t], "thread {t}: {s:?}");
+        assert_eq!(s.unknown_session, 0, "thread {t} got frames of sessions it does not hold");
+    }
+    assert_eq!(server.stats()[0].1.calls, 160);
+}

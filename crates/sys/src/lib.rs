@@ -17,6 +17,7 @@
 pub mod barrier;
 pub mod bpf;
 pub mod callgrind;
+pub mod cbpf;
 pub mod clock;
 pub mod event;
 pub mod fs;

@@ -23,8 +23,8 @@ pub(crate) struct Args {
     /// i-th, round the list. The worker threads are not pinned.
     #[arg(long, value_delimiter = ',', value_name = "CPU")]
     cpu: Vec<usize>,
-    /// Threads serving each endpoint (eth and xdp: 1 only): each holds the sessions steered to
-    /// it and runs their calls.
+    /// Threads serving each endpoint (xdp: 1 only): each holds the sessions steered to it and
+    /// runs their calls.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=lowlat::MAX_SERVING_THREADS as u64))]
     threads: u64,
     /// Threads for long-running procedures.

@@ -100,6 +100,8 @@ pub struct BindRequest {
 impl BindRequest {
     /// Bytes of the request.
     pub const LEN: usize = 32;
+    /// Where its nonce lies in the body: what a steering program spreads binds by.
+    pub const NONCE: core::ops::Range<usize> = field::request::NONCE;
 
     /// The request's 32 bytes, little-endian: the fields in declaration order.
     pub fn emit(&self) -> [u8; Self::LEN] {

@@ -144,10 +144,22 @@ pub(crate) struct FrameServer<S> {
 }
 
 impl FrameServer<EthSocket> {
-    pub fn bind(uri: &str, iface: &str, cfg: &ServerConfig) -> Result<Self, Error> {
+    /// One socket per serving thread (`threads`); several form a `PACKET_FANOUT` group whose
+    /// classic-BPF program sends each frame to the thread holding its session
+    /// (`lowlat_eth::cbpf::steering`), binds by their nonce, discovery to the first.
+    pub fn bind_group(uri: &str, iface: &str, cfg: &ServerConfig, threads: usize) -> Result<Vec<Self>, Error> {
         let cfg = EthConfig { answer_discovery: true, checksum: cfg.checksum, ..EthConfig::default() };
-        let sock = EthSocket::open(iface, cfg).map_err(|e| eth_error(uri, "eth", e))?;
-        Ok(FrameServer { sock, scheme: "eth" })
+        let err = |e| eth_error(uri, "eth", e);
+        let socks = (0..threads.max(1))
+            .map(|_| EthSocket::open(iface, cfg).map_err(err))
+            .collect::<Result<Vec<_>, _>>()?;
+        if socks.len() > 1 {
+            let id = socks[0].start_fanout(&lowlat_eth::cbpf::steering(socks.len() as u16)).map_err(err)?;
+            for s in &socks[1..] {
+                s.join_fanout(id).map_err(err)?;
+            }
+        }
+        Ok(socks.into_iter().map(|sock| FrameServer { sock, scheme: "eth" }).collect())
     }
 }
 

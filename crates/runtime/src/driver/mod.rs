@@ -238,8 +238,8 @@ pub(crate) trait Bind {
 /// `i` woken by `doorbells[i]`), and hands the transports to `bind`: lowlat's protocol on each
 /// scheme, ONC RPC on the `onc+` ones. Over udp the threads' sockets form one `SO_REUSEPORT`
 /// group (for lowlat's protocol, steered by session); over shm and tcp the threads' servers
-/// form a group handing connections to the thread of their session; eth and xdp serve with
-/// one thread.
+/// form a group handing connections to the thread of their session; over eth the threads'
+/// sockets form a `PACKET_FANOUT` group, steered by session; xdp serves with one thread.
 pub(crate) fn open_server<B: Bind>(
     endpoint: &Endpoint,
     uri: &str,
@@ -249,11 +249,11 @@ pub(crate) fn open_server<B: Bind>(
 ) -> Result<B::Out, Error> {
     let threads = cfg.serving_threads();
     let onc_addr = |host: &str, port: Option<u16>| resolve(uri, &format!("{host}:{}", port.unwrap_or(0)));
-    if threads > 1 && matches!(endpoint, Endpoint::Eth { .. } | Endpoint::Xdp { .. }) {
+    if threads > 1 && matches!(endpoint, Endpoint::Xdp { .. }) {
         return Err(Error::Unsupported {
             uri: uri.to_string(),
             scheme: endpoint.scheme().to_string(),
-            reason: format!("{threads} serving threads were asked for; this version serves eth:// and xdp:// with one"),
+            reason: format!("{threads} serving threads were asked for; this version serves xdp:// with one (an AF_XDP socket serves one queue of the interface, and lowlat's namespaces' veth pairs have one)"),
         });
     }
     Ok(match endpoint {
@@ -288,7 +288,7 @@ pub(crate) fn open_server<B: Bind>(
         }
         Endpoint::Shm { path } => bind.lowlat(shm::ShmServerTransport::bind_group(uri, path, cfg, doorbells)?),
         Endpoint::Eth { iface, .. } => {
-            bind.lowlat(vec![eth::FrameServer::<lowlat_eth::EthSocket>::bind(uri, iface, cfg)?])
+            bind.lowlat(eth::FrameServer::<lowlat_eth::EthSocket>::bind_group(uri, iface, cfg, threads)?)
         }
         Endpoint::Xdp { iface, .. } => {
             bind.lowlat(vec![eth::FrameServer::<lowlat_eth::XdpSocket>::bind(uri, iface, cfg)?])

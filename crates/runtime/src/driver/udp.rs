@@ -76,15 +76,7 @@ impl ClientChannel for UdpClient {
 /// and a bind's cookie round returns to the thread that sent the cookie (the same addresses).
 /// A datagram too short to hold a header gets socket 0, whose engine drops it.
 fn steering(threads: u16) -> Vec<libc::sock_filter> {
-    const LD_B_ABS: u16 = 0x30;
-    const JEQ_K: u16 = 0x15;
-    const LSH_K: u16 = 0x64;
-    const TAX: u16 = 0x07;
-    const OR_X: u16 = 0x4c;
-    const DIV_K: u16 = 0x34;
-    const RET_A: u16 = 0x16;
-    const RET_K: u16 = 0x06;
-    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    use lowlat_sys::cbpf::*;
     let index_lo = (HeaderView::TOKEN.start + 4) as u32;
     let span = Shard::new(0, threads).span() as u32;
     vec![

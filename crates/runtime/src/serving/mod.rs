@@ -4,17 +4,18 @@
 //! through the thread's doorbell (an eventfd) that wakes it.
 //!
 //! An endpoint of several threads (`ServerConfig::threads`) is sharded, as eRPC and Seastar
-//! shard: each thread has its own socket in one `SO_REUSEPORT` group, its own engine making
-//! sessions in its own range of tokens (`lowlat_proto::Shard`), and the kernel steers each
-//! datagram to the thread holding its session by the token in its header (a classic-BPF
+//! shard: each thread has its own transport (over udp a socket in one `SO_REUSEPORT` group),
+//! its own engine making sessions in its own range of tokens (`lowlat_proto::Shard`), and over
+//! udp the kernel steers each datagram to the thread holding its session by the token in its header (a classic-BPF
 //! program on the group, made in `crate::driver::udp`); a bind, which has no
 //! session yet, goes by the hash of its addresses, and the thread that answers it makes the
 //! session in its own range. Nothing is shared on the call path: the threads share only the
 //! secret (a cookie one issued, another accepts), the census of sessions (the endpoint's limits,
 //! touched by binds and sweeps) and the worker pool. ONC RPC's datagrams, which name no
 //! session, go by the hash of their addresses: a client's retransmission reaches the thread
-//! whose duplicate cache holds its call. Over the stream transports (tcp, shm) there is no
-//! kernel steering: the threads' servers form a group, connections are admitted by the threads
+//! whose duplicate cache holds its call. Over eth the threads' sockets form a `PACKET_FANOUT`
+//! group steered by the same rule (binds by their nonce). Over the stream transports (tcp,
+//! shm) there is no kernel steering: the threads' servers form a group, connections are admitted by the threads
 //! in turn, and a thread that reads a frame of a session another holds
 //! (`FrameHandler::elsewhere`) hands the connection, frame unread, to that thread, once per
 //! connection.

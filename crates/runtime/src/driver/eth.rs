@@ -150,9 +150,8 @@ impl FrameServer<EthSocket> {
     pub fn bind_group(uri: &str, iface: &str, cfg: &ServerConfig, threads: usize) -> Result<Vec<Self>, Error> {
         let cfg = EthConfig { answer_discovery: true, checksum: cfg.checksum, ..EthConfig::default() };
         let err = |e| eth_error(uri, "eth", e);
-        let socks = (0..threads.max(1))
-            .map(|_| EthSocket::open(iface, cfg).map_err(err))
-            .collect::<Result<Vec<_>, _>>()?;
+        let socks =
+            (0..threads.max(1)).map(|_| EthSocket::open(iface, cfg).map_err(err)).collect::<Result<Vec<_>, _>>()?;
         if socks.len() > 1 {
             let id = socks[0].start_fanout(&lowlat_eth::cbpf::steering(socks.len() as u16)).map_err(err)?;
             for s in &socks[1..] {

@@ -119,6 +119,8 @@ pub(crate) fn client_config(spec: &BenchSpec) -> ClientConfig {
         checksum: spec.checksum,
         psk: spec.psk.clone(),
         encrypt: spec.encrypt,
+        // lowlat's own threads (the acknowledger, the reactor) beside the callers.
+        pin_cpus: spec.cpu.into_iter().collect(),
         ..ClientConfig::default()
     }
 }

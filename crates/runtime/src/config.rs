@@ -49,6 +49,12 @@ pub struct ClientConfig {
     /// only tag it. Refused over shm:// ([`crate::Error::Encryption`]): the peer shares the
     /// memory the frames lie in.
     pub encrypt: bool,
+    /// The CPUs the threads lowlat starts for this client may run on: its acknowledger (over
+    /// udp, eth and xdp, a thread that wakes every few milliseconds) and the process's reactor
+    /// (where async calls slower than their spin wait; one per process, so the client that
+    /// connected last with a list decides). Empty: wherever the scheduler puts them. The
+    /// calling threads are the application's own, to pin as it likes.
+    pub pin_cpus: Vec<usize>,
 }
 
 impl Default for ClientConfig {
@@ -68,6 +74,7 @@ impl Default for ClientConfig {
             checksum: true,
             psk: None,
             encrypt: false,
+            pin_cpus: Vec::new(),
         }
     }
 }

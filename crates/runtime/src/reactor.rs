@@ -11,6 +11,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -126,6 +127,24 @@ impl Reactor {
     }
 }
 
+/// The reactor thread's id, once it runs (0 before).
+static THREAD: AtomicI32 = AtomicI32::new(0);
+
+/// Lets the reactor thread run only on `cpus` (starting it, if no async call has yet). Errors
+/// when a CPU does not exist or none is allowed.
+pub(crate) fn pin(cpus: &[usize]) -> io::Result<()> {
+    reactor();
+    // Its thread notes its id first thing; a start that takes this long is not going to end.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match THREAD.load(Ordering::Acquire) {
+            0 if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(100)),
+            0 => return Err(io::Error::new(io::ErrorKind::TimedOut, "the reactor thread did not start")),
+            tid => return lowlat_sys::process::pin_thread(tid, cpus),
+        }
+    }
+}
+
 fn reactor() -> &'static Reactor {
     static REACTOR: OnceLock<&'static Reactor> = OnceLock::new();
     REACTOR.get_or_init(|| {
@@ -140,6 +159,7 @@ fn reactor() -> &'static Reactor {
             .spawn(move || {
                 // Termination signals are the application's to take, never the reactor's.
                 let _ = lowlat_sys::block_server_signals();
+                THREAD.store(lowlat_sys::process::thread_id(), Ordering::Release);
                 r.run()
             })
             .expect("lowlat reactor: spawn its thread");

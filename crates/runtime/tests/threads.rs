@@ -127,6 +127,38 @@ fn the_per_source_cap_holds_across_the_threads() {
     assert_eq!(server.stats()[0].1.refused_source_limit, 1);
 }
 
+/// `ClientConfig::pin_cpus` pins the threads lowlat starts for a client (its acknowledger, the
+/// process's reactor) to those CPUs; a CPU that does not exist is refused at connect.
+#[test]
+fn a_client_pins_the_threads_lowlat_starts_for_it() {
+    let (_server, uri) = serve(ServerConfig::default(), lab_program());
+    let cpus = |name: &str| -> Vec<String> {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+        tasks
+            .filter_map(|t| {
+                let t = t.unwrap().path();
+                let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+                (comm.trim() == name).then(|| {
+                    let status = std::fs::read_to_string(t.join("status")).unwrap();
+                    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+                    line.split_whitespace().nth(1).unwrap().to_string()
+                })
+            })
+            .collect()
+    };
+    let cfg = ClientConfig { pin_cpus: vec![0], ..ClientConfig::default() };
+    let c = Client::connect_with(&uri, PROG, 1, cfg).expect("binding");
+    assert_eq!(Lab::new(&c).minus(3, 1).unwrap(), 2);
+    assert_eq!(cpus("lowlat-reactor"), ["0"]);
+    assert!(cpus("lowlat-acks").contains(&"0".to_string()), "{:?}", cpus("lowlat-acks"));
+    let nowhere = ClientConfig { pin_cpus: vec![100_000], ..ClientConfig::default() };
+    match Client::connect_with(&uri, PROG, 1, nowhere) {
+        Err(Error::Io { .. }) => {}
+        Err(e) => panic!("refused for the wrong reason: {e}"),
+        Ok(_) => panic!("pinned to a CPU that does not exist"),
+    }
+}
+
 /// A second server on a port a server of several threads holds is refused, as any second
 /// server is, rather than joining its group of sockets and taking a share of its sessions'
 /// datagrams; and the other way round.

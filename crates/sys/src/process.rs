@@ -8,19 +8,37 @@ use crate::cvt;
 
 /// Pins the calling thread to one CPU. Errors when the CPU does not exist or is not allowed.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    pin_thread(0, &[cpu])
+}
+
+/// Lets thread `tid` of this process (0: the calling thread) run only on `cpus`. Errors when one
+/// does not exist, none is allowed, or `cpus` is empty.
+pub fn pin_thread(tid: i32, cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no CPU to pin to"));
+    }
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
     }
-    // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    // SAFETY: `tid` names a thread (or 0, the caller); `set` is a valid cpu_set_t of the size
+    // passed, only read.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The calling thread's id (what [`pin_thread`] takes).
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid takes nothing and cannot fail.
+    unsafe { libc::gettid() }
 }
 
 /// The number of CPUs this process may run on.

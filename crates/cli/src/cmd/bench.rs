@@ -48,7 +48,7 @@ pub(crate) struct Args {
     tasks: Option<u32>,
     #[arg(long, default_value = "adaptive")]
     spin_us: SpinPolicy,
-    /// Pin the calling threads to this CPU.
+    /// Pin the calling threads, and the threads lowlat starts for the client, to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
     /// Print one JSON object instead of a table.

@@ -8,12 +8,16 @@ use super::lowlat::{Shared, Slot};
 
 /// Acknowledges the last result of idle slots after the engine's delay, so the server can free
 /// it. Exits when the client is dropped.
-pub(super) fn spawn_acknowledger(shared: Weak<Shared>) {
+pub(super) fn spawn_acknowledger(shared: Weak<Shared>, pins: Vec<usize>) {
     // Under way before the client is: the thread's own start-up (which allocates) never falls
     // among the calls.
     let started = Arc::new(std::sync::Barrier::new(2));
     let running = started.clone();
     let spawned = std::thread::Builder::new().name("lowlat-acks".into()).spawn(move || {
+        if !pins.is_empty() {
+            // A CPU that does not exist was refused at connect (`reactor::pin`).
+            let _ = lowlat_sys::process::pin_thread(0, &pins);
+        }
         running.wait();
         loop {
             let delay = match shared.upgrade() {

@@ -106,7 +106,7 @@ impl Lowlat {
             binds: AtomicU64::new(1),
         });
         if !reliable {
-            super::acks::spawn_acknowledger(Arc::downgrade(&shared));
+            super::acks::spawn_acknowledger(Arc::downgrade(&shared), shared.cfg.pin_cpus.clone());
         }
         Ok(Lowlat { shared })
     }

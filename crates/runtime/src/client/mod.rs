@@ -86,6 +86,10 @@ impl Client {
     /// when no server can be bound: with the error of one that answered and refused (an
     /// unknown program, a key), else [`Error::NoServer`] listing what each said.
     pub fn connect_with(uri: &str, program: u32, version: u32, cfg: ClientConfig) -> Result<Client, Error> {
+        if !cfg.pin_cpus.is_empty() {
+            crate::reactor::pin(&cfg.pin_cpus)
+                .map_err(|e| Error::io(format!("{uri}: pin lowlat's threads to CPUs {:?}", cfg.pin_cpus), e))?;
+        }
         if let Some(members) = Client::members(uri)? {
             let spans = cfg.spans;
             let spread = Spread::connect(uri, members, program, version, cfg)?;

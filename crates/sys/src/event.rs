@@ -55,6 +55,46 @@ pub fn ring_fd(fd: RawFd) {
     unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
 }
 
+/// The inboxes of a group of threads, each with an eventfd rung when something is posted to it
+/// (a thread waits on its own in epoll beside its other descriptors): how the members of a group
+/// of servers hand connections to one another.
+#[derive(Debug)]
+pub struct Inboxes<T> {
+    boxes: Vec<(std::sync::Mutex<Vec<T>>, EventFd)>,
+}
+
+impl<T> Inboxes<T> {
+    /// Inboxes for `members` threads (at least one).
+    pub fn new(members: usize) -> io::Result<Inboxes<T>> {
+        let boxes = (0..members.max(1)).map(|_| Ok((std::sync::Mutex::new(Vec::new()), EventFd::new()?)));
+        Ok(Inboxes { boxes: boxes.collect::<io::Result<_>>()? })
+    }
+
+    /// How many members there are.
+    pub fn members(&self) -> usize {
+        self.boxes.len()
+    }
+
+    /// Puts `item` in member `to`'s inbox and rings its eventfd.
+    pub fn post(&self, to: usize, item: T) {
+        let (inbox, bell) = &self.boxes[to];
+        inbox.lock().unwrap_or_else(|p| p.into_inner()).push(item);
+        bell.ring();
+    }
+
+    /// Empties member `member`'s inbox (and its eventfd).
+    pub fn take(&self, member: usize) -> Vec<T> {
+        let (inbox, bell) = &self.boxes[member];
+        bell.drain();
+        std::mem::take(&mut *inbox.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The eventfd of member `member`'s inbox, to wait on.
+    pub fn bell(&self, member: usize) -> RawFd {
+        self.boxes[member].1.as_raw_fd()
+    }
+}
+
 impl AsRawFd for EventFd {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -80,5 +120,21 @@ mod tests {
         assert_eq!(crate::poll_readable(&[e.as_raw_fd()], Some(std::time::Duration::ZERO)).unwrap(), 1);
         assert!(e.drain());
         assert_eq!(crate::poll_readable(&[e.as_raw_fd()], Some(std::time::Duration::ZERO)).unwrap(), 0);
+    }
+
+    /// What is posted to a member makes its bell readable and comes out of its inbox, in order,
+    /// once; the other members' stay quiet.
+    #[test]
+    fn an_inbox_rings_its_member_only_and_empties_once_taken() {
+        let zero = Some(std::time::Duration::ZERO);
+        let boxes = Inboxes::new(3).unwrap();
+        assert_eq!(boxes.members(), 3);
+        boxes.post(1, "a");
+        boxes.post(1, "b");
+        assert_eq!(crate::poll_readable(&[boxes.bell(1)], zero).unwrap(), 1);
+        assert_eq!(crate::poll_readable(&[boxes.bell(0), boxes.bell(2)], zero).unwrap(), 0);
+        assert_eq!(boxes.take(1), ["a", "b"]);
+        assert_eq!(crate::poll_readable(&[boxes.bell(1)], zero).unwrap(), 0);
+        assert!(boxes.take(1).is_empty());
     }
 }

@@ -11,7 +11,7 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use lowlat_sys::{self as sys, Epoll};
 
@@ -24,25 +24,14 @@ pub(super) const TAG_INBOX: u64 = 1 << 2;
 
 /// What the members of a group share.
 pub(super) struct Group {
-    members: Vec<Member>,
+    inboxes: sys::event::Inboxes<Connection>,
     /// Connections open across the group: what `max_connections` bounds.
     open: AtomicUsize,
 }
 
-/// Connections handed to one member, not yet taken, and the eventfd that tells it.
-struct Member {
-    inbox: Mutex<Vec<Connection>>,
-    bell: sys::EventFd,
-}
-
 impl Group {
     fn new(members: usize) -> Result<Group, ShmError> {
-        let members = (0..members.max(1))
-            .map(|_| {
-                Ok(Member { inbox: Mutex::new(Vec::new()), bell: sys::EventFd::new().map_err(io_err("eventfd"))? })
-            })
-            .collect::<Result<Vec<_>, ShmError>>()?;
-        Ok(Group { members, open: AtomicUsize::new(0) })
+        Ok(Group { inboxes: sys::event::Inboxes::new(members).map_err(io_err("eventfd"))?, open: AtomicUsize::new(0) })
     }
 
     /// A group of one (a server bound alone).
@@ -51,7 +40,7 @@ impl Group {
     }
 
     pub(super) fn size(&self) -> usize {
-        self.members.len()
+        self.inboxes.members()
     }
 
     pub(super) fn open(&self) -> usize {
@@ -64,13 +53,6 @@ impl Group {
 
     pub(super) fn closed(&self) {
         self.open.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Puts `c` in member `to`'s inbox and wakes it.
-    fn post(&self, to: usize, c: Connection) {
-        let m = &self.members[to];
-        m.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(c);
-        m.bell.ring();
     }
 }
 
@@ -99,8 +81,7 @@ impl ShmServer {
 
     /// Makes this server member `index` of `group`, watching its inbox.
     fn join(&mut self, group: Arc<Group>, index: usize) -> Result<(), ShmError> {
-        let bell = group.members[index].bell.as_owned().as_raw_fd();
-        self.epoll.add(bell, libc::EPOLLIN as u32, TAG_INBOX).map_err(io_err("epoll"))?;
+        self.epoll.add(group.inboxes.bell(index), libc::EPOLLIN as u32, TAG_INBOX).map_err(io_err("epoll"))?;
         self.group = group;
         self.member = index as u16;
         Ok(())
@@ -123,7 +104,7 @@ impl ShmServer {
         if to == self.member() {
             self.install(c, handler);
         } else {
-            self.group.post(to, c);
+            self.group.inboxes.post(to, c);
         }
     }
 
@@ -166,10 +147,7 @@ impl ShmServer {
 
     /// Takes the connections handed to this member.
     pub(super) fn take_inbox(&mut self, handler: &mut impl ShmHandler) {
-        let m = &self.group.members[self.member()];
-        m.bell.drain();
-        let handed = std::mem::take(&mut *m.inbox.lock().unwrap_or_else(|p| p.into_inner()));
-        for c in handed {
+        for c in self.group.inboxes.take(self.member()) {
             self.install(c, handler);
         }
     }
@@ -185,7 +163,7 @@ impl ShmServer {
         }
         let Some(c) = self.detach(index) else { return };
         let id = c.id;
-        self.group.post(to, c);
+        self.group.inboxes.post(to, c);
         handler.closed(id, &ShmError::Broken(format!("handed to member {to} of the group")));
     }
 

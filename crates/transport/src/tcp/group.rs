@@ -23,7 +23,7 @@ pub(super) const INBOX_TOKEN: u64 = u64::MAX - 2;
 /// What the members of a group share.
 #[derive(Debug)]
 pub(super) struct Group<F> {
-    members: Vec<Member<F>>,
+    inboxes: lowlat_sys::event::Inboxes<Handed<F>>,
     /// Connections open across the group, in all and per source address.
     open: Mutex<Open>,
 }
@@ -41,23 +41,13 @@ pub(super) struct Handed<F> {
     frame: Vec<u8>,
 }
 
-/// Connections handed to one member, not yet taken, and the eventfd that tells it.
-#[derive(Debug)]
-struct Member<F> {
-    inbox: Mutex<Vec<Handed<F>>>,
-    bell: lowlat_sys::EventFd,
-}
-
 impl<F> Group<F> {
     pub(super) fn new(members: usize) -> io::Result<Group<F>> {
-        let members = (0..members.max(1))
-            .map(|_| Ok(Member { inbox: Mutex::new(Vec::new()), bell: lowlat_sys::EventFd::new()? }))
-            .collect::<io::Result<Vec<_>>>()?;
-        Ok(Group { members, open: Mutex::new(Open::default()) })
+        Ok(Group { inboxes: lowlat_sys::event::Inboxes::new(members)?, open: Mutex::new(Open::default()) })
     }
 
     pub(super) fn size(&self) -> usize {
-        self.members.len()
+        self.inboxes.members()
     }
 
     fn open(&self) -> std::sync::MutexGuard<'_, Open> {
@@ -86,12 +76,6 @@ impl<F> Group<F> {
             }
         }
     }
-
-    fn post(&self, to: usize, h: Handed<F>) {
-        let m = &self.members[to];
-        m.inbox.lock().unwrap_or_else(|p| p.into_inner()).push(h);
-        m.bell.ring();
-    }
 }
 
 impl<F: Framing> TcpEndpoint<F> {
@@ -115,8 +99,7 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn join(&mut self, group: Arc<Group<F>>, index: usize) -> io::Result<()> {
-        let bell = group.members[index].bell.as_owned().as_raw_fd();
-        self.epoll.add(bell, libc::EPOLLIN as u32, INBOX_TOKEN)?;
+        self.epoll.add(group.inboxes.bell(index), libc::EPOLLIN as u32, INBOX_TOKEN)?;
         self.group = group;
         self.member = index as u16;
         Ok(())
@@ -139,7 +122,7 @@ impl<F: Framing> TcpEndpoint<F> {
         if to == self.member() {
             self.install(conn, None);
         } else {
-            self.group.post(to, Handed { conn, frame: Vec::new() });
+            self.group.inboxes.post(to, Handed { conn, frame: Vec::new() });
         }
     }
 
@@ -151,17 +134,14 @@ impl<F: Framing> TcpEndpoint<F> {
             return;
         }
         if let Some(conn) = self.detach(id) {
-            self.group.post(to, Handed { conn, frame: frame.to_vec() });
+            self.group.inboxes.post(to, Handed { conn, frame: frame.to_vec() });
             self.closed.push(*id);
         }
     }
 
     /// Takes the connections handed to this member.
     pub(super) fn take_inbox(&mut self) {
-        let m = &self.group.members[self.member()];
-        m.bell.drain();
-        let handed = std::mem::take(&mut *m.inbox.lock().unwrap_or_else(|p| p.into_inner()));
-        for h in handed {
+        for h in self.group.inboxes.take(self.member()) {
             let frame = (!h.frame.is_empty()).then_some(h.frame);
             self.install(h.conn, frame);
         }

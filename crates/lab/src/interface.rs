@@ -277,10 +277,7 @@ impl lab_vers::LabVersService for Lab {
     }
 
     fn spin(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
-        let d = Duration::from_micros(us.into());
-        if d > SPIN_MAX {
-            return Err(ProcError::GarbageArgs);
-        }
+        let d = at_most_spin_max(us)?;
         // Work, not sleep: the service time holds whatever the scheduler does with sleepers.
         let end = Instant::now() + d;
         while Instant::now() < end {
@@ -290,13 +287,18 @@ impl lab_vers::LabVersService for Lab {
     }
 
     fn block(&self, _: &CallContext, us: u32) -> Result<(), ProcError> {
-        let d = Duration::from_micros(us.into());
-        if d > SPIN_MAX {
-            return Err(ProcError::GarbageArgs);
-        }
-        std::thread::sleep(d);
+        std::thread::sleep(at_most_spin_max(us)?);
         Ok(())
     }
+}
+
+/// `us` microseconds, refused as garbage beyond [`SPIN_MAX`].
+fn at_most_spin_max(us: u32) -> Result<Duration, ProcError> {
+    let d = Duration::from_micros(us.into());
+    if d > SPIN_MAX {
+        return Err(ProcError::GarbageArgs);
+    }
+    Ok(d)
 }
 
 /// `SPIN` runs on the worker pool (a procedure that takes time must not hold up the serving

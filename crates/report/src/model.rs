@@ -286,6 +286,22 @@ pub struct ThreadsRow {
     pub skipped: Option<String>,
 }
 
+impl ThreadsRow {
+    /// This row's calls/s against those of the row of `rows` that measured the same with one
+    /// caller (Firefly's Table I read across), when both have a rate.
+    pub fn of_one_caller(&self, rows: &[ThreadsRow]) -> Option<f64> {
+        let one = rows
+            .iter()
+            .find(|o| {
+                (&o.transport, &o.proc, o.size, o.unpinned, o.threads)
+                    == (&self.transport, &self.proc, self.size, self.unpinned, 1)
+            })?
+            .calls_per_s
+            .filter(|one| *one > 0.0)?;
+        self.calls_per_s.map(|x| x / one)
+    }
+}
+
 /// Open-loop latency of one transport at increasing offered load.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

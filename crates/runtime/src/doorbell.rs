@@ -126,6 +126,13 @@ impl EndpointShared {
     }
 }
 
+/// Asks a serving thread for a copy of its counters (ringing it awake); the number to wait for.
+fn ask(thread: &EndpointShared) -> u64 {
+    let n = thread.stats.ask();
+    thread.doorbell.ring();
+    n
+}
+
 /// Every serving thread of one endpoint, asked together: their counters and times added up,
 /// their state changed together.
 pub(crate) struct EndpointThreads {
@@ -136,15 +143,7 @@ impl EndpointThreads {
     /// The endpoint's counters and calls' times: every thread is asked at once, then each is
     /// waited for up to `patience` (a thread busy longer gives the copy it published last).
     pub fn snapshot(&self, patience: std::time::Duration) -> crate::stats::Snapshot {
-        let asked: Vec<u64> = self
-            .each
-            .iter()
-            .map(|t| {
-                let n = t.stats.ask();
-                t.doorbell.ring();
-                n
-            })
-            .collect();
+        let asked: Vec<u64> = self.each.iter().map(|t| ask(t)).collect();
         let end = std::time::Instant::now() + patience;
         let mut sum = crate::stats::Snapshot::default();
         for (t, n) in self.each.iter().zip(asked) {
@@ -162,8 +161,7 @@ impl EndpointThreads {
 
     /// One thread's counters and times, waiting up to `patience` for them.
     pub fn one(thread: &EndpointShared, patience: std::time::Duration) -> crate::stats::Snapshot {
-        let n = thread.stats.ask();
-        thread.doorbell.ring();
+        let n = ask(thread);
         thread.stats.wait(n, patience)
     }
 

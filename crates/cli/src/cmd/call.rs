@@ -115,15 +115,11 @@ fn call_lab(
             println!("{}", String::from_utf8_lossy(&out));
         }
         interface::COUNT => println!("{}", c.count().map_err(|e| e.to_string())?),
-        interface::SPIN => {
+        interface::SPIN | interface::BLOCK => {
             let us = u32::try_from(num(0, "microseconds")?).map_err(|_| "microseconds must be 0 to 4294967295")?;
-            c.spin(us).map_err(|e| e.to_string())?;
-            println!("spin: {us} us");
-        }
-        interface::BLOCK => {
-            let us = u32::try_from(num(0, "microseconds")?).map_err(|_| "microseconds must be 0 to 4294967295")?;
-            c.block(us).map_err(|e| e.to_string())?;
-            println!("block: {us} us");
+            let (name, done) = if p == interface::SPIN { ("spin", c.spin(us)) } else { ("block", c.block(us)) };
+            done.map_err(|e| e.to_string())?;
+            println!("{name}: {us} us");
         }
         other => {
             // A procedure the lab interface lacks: the server's answer tells the user so.

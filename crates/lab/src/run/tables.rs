@@ -113,14 +113,7 @@ fn busy_server(r: &Results) {
 fn threads(r: &Results) {
     println!("\n== Threads (Firefly Table I): calls/s and Mbit/s, and the rate against one caller's ==");
     for t in &r.threads {
-        let one = r
-            .threads
-            .iter()
-            .find(|o| {
-                (&o.transport, &o.proc, o.size, o.unpinned, o.threads) == (&t.transport, &t.proc, t.size, t.unpinned, 1)
-            })
-            .and_then(|o| o.calls_per_s);
-        let ratio = t.calls_per_s.zip(one).filter(|(_, one)| *one > 0.0).map(|(x, one)| x / one);
+        let ratio = t.of_one_caller(&r.threads);
         println!(
             "{:<7} {:<10} {:>5} B {:>2} threads{}: {:>10} calls/s {:>9} Mbit/s {:>6}{}",
             t.transport,

@@ -68,10 +68,10 @@ pub(super) fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
             }
             out.push_str("</tr>");
         }
-        if let Some(one) = one.filter(|x| *x > 0.0) {
+        if one.is_some_and(|x| x > 0.0) {
             let _ = write!(out, r#"<tr><td class="l"></td><td class="l"></td><td class="l">x of 1</td>"#);
             for &c in &counts {
-                let ratio = find(c).and_then(|r| r.calls_per_s).map(|x| x / one);
+                let ratio = find(c).and_then(|r| r.of_one_caller(rows));
                 let _ = write!(out, "<td>{}</td>", ratio.map_or("-".into(), |x| format!("{x:.2}")));
             }
             out.push_str("</tr>");

@@ -96,12 +96,12 @@ pub(crate) trait FrameHandler<A> {
     /// once, where the client reads it); returns how many bytes of `lent` make the answer to
     /// send from there, header first (0: none).
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize;
-    /// The serving thread of the endpoint that holds the session `frame` names, when that is
-    /// another than this one: a stream transport of several threads then hands the frame's
-    /// connection, the frame unread, to that thread, so that every call of a session reaches
-    /// the engine holding it. `None`: handle it here (one thread; a bind; a frame naming no
-    /// thread's session, which the engine refuses).
-    fn elsewhere(&self, _frame: &[u8]) -> Option<u16> {
+    /// After [`handle`](Self::handle), over a transport that [hands
+    /// over](ServerTransport::hands_over) connections: the serving thread of the endpoint that
+    /// holds the session the frame named, when that is another than this one. The frame was
+    /// left unhandled; the transport hands its connection, with the frame, to that thread, so
+    /// that every call of a session reaches the engine holding it.
+    fn handed_over(&mut self) -> Option<u16> {
         None
     }
     /// Sends what `handle` could not while it had space lent (call it once that space is given
@@ -128,6 +128,12 @@ pub(crate) trait ServerTransport: Send {
     /// Whether its peers are processes whose credentials were checked, over channels no one
     /// else sees (shared memory): no cookie round, no key, no tags.
     fn private(&self) -> bool {
+        false
+    }
+    /// Whether it hands a connection to another thread of the endpoint when a frame on it names
+    /// a session that thread holds ([`FrameHandler::handed_over`]): the stream transports, whose
+    /// frames no kernel program steers.
+    fn hands_over(&self) -> bool {
         false
     }
     /// The source whose share of sessions a peer's count against (see

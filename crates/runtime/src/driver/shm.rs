@@ -196,11 +196,7 @@ impl ServerTransport for ShmServerTransport {
         queued_to.clear();
         let got = self.srv.serve_next(|id, frame, mut reply| {
             crate::marks::collect(true);
-            if let Some(to) = handler.elsewhere(frame) {
-                // Another thread holds the session: the connection goes there, the frame unread.
-                reply.hand_over(usize::from(to));
-                return;
-            }
+
             let mut queue = |to: &ConnectionId, head: &[u8], body: &[u8]| {
                 let start = queued.len();
                 queued.extend_from_slice(head);
@@ -210,6 +206,11 @@ impl ServerTransport for ShmServerTransport {
             // A connection that cannot take its reply is closed and reported by a later
             // `serve_next`.
             let _ = reply.build_in_place(|lent| Some(handler.handle(id, frame, lent, &mut queue)).filter(|&n| n > 0));
+            if let Some(to) = handler.handed_over() {
+                // Another thread holds the session: the connection goes there, the frame unread.
+                reply.hand_over(usize::from(to));
+                return;
+            }
             crate::marks::replied();
             handler.flush(&mut queue);
             let mine = queued_to.iter().position(|(to, _)| *to == id);
@@ -250,6 +251,10 @@ impl ServerTransport for ShmServerTransport {
     }
 
     fn private(&self) -> bool {
+        true
+    }
+
+    fn hands_over(&self) -> bool {
         true
     }
 

@@ -21,9 +21,7 @@ use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
 use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
 
-use super::{
-    each_peer, serve_received, ClientChannel, FrameHandler, Polled, Received, Served, ServerTransport, WakeOn,
-};
+use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
 use crate::{ClientConfig, Error, ServerConfig};
 
@@ -256,20 +254,22 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
 
     fn serve_next(&mut self, buf: &mut Vec<u8>, h: &mut impl FrameHandler<ConnId>) -> Served<ConnId> {
         let got = self.try_recv(buf)?;
-        if let Some(Received::Frame { from, .. }) = &got {
-            if let Some(to) = h.elsewhere(buf) {
-                // Another thread holds the session: the connection goes there with this frame
-                // (reported closed here by a later look).
-                self.ep.hand_over(from, buf, usize::from(to));
-                return Ok(Some(Polled::Served));
-            }
-        }
         if let (Some(Received::Frame { from, .. }), Some(granted)) = (&got, &self.granted) {
             if !self.ep.is_established(from) && granted.names_one(buf) {
                 self.ep.establish(from);
             }
         }
-        Ok(serve_received(self, got, buf, h))
+        let from = match &got {
+            Some(Received::Frame { from, .. }) => Some(*from),
+            _ => None,
+        };
+        let served = serve_received(self, got, buf, h);
+        if let (Some(from), Some(to)) = (from, h.handed_over()) {
+            // Another thread holds the session: the connection goes there with this frame
+            // (reported closed here by a later look).
+            self.ep.hand_over(&from, buf, usize::from(to));
+        }
+        Ok(served)
     }
 
     fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
@@ -297,6 +297,10 @@ impl<F: Framing> ServerTransport for TcpServer<F> {
     }
 
     fn reliable(&self) -> bool {
+        true
+    }
+
+    fn hands_over(&self) -> bool {
         true
     }
 

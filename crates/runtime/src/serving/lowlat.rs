@@ -54,6 +54,8 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         own: EndpointStats::default(),
         sent: Sent::default(),
         stats_proc: stats_procedure(ctx),
+        hands_over: t.hands_over(),
+        hand_to: None,
     };
     serve_loop(t, endpoint, ctx);
 }
@@ -94,6 +96,24 @@ struct LowlatEndpoint<'c, A> {
     own: EndpointStats,
     sent: Sent,
     stats_proc: Procedure,
+    /// Whether the transport hands connections between the endpoint's threads (tcp, shm).
+    hands_over: bool,
+    /// The thread the last frame's connection goes to (`FrameHandler::handed_over`).
+    hand_to: Option<u16>,
+}
+
+/// The thread of the endpoint's `shard.count` that holds the session `frame` names, when that
+/// is another than `shard`'s (a bind names none; a token past the last thread's range, none).
+fn elsewhere(shard: Shard, frame: &[u8]) -> Option<u16> {
+    if shard.count == 1 {
+        return None;
+    }
+    let h = HeaderView::new_checked(frame).ok()?;
+    if h.kind() == Kind::Bind {
+        return None;
+    }
+    let owner = Shard::owner(h.token(), shard.count);
+    (owner != shard.index && owner < shard.count).then_some(owner)
 }
 
 /// Frames and bytes sent.
@@ -158,21 +178,13 @@ fn count_status(own: &mut EndpointStats, status: Status) {
 
 impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
     #[inline]
-    fn elsewhere(&self, frame: &[u8]) -> Option<u16> {
-        let shard = self.ctx.shard;
-        if shard.count == 1 {
-            return None;
-        }
-        let h = HeaderView::new_checked(frame).ok()?;
-        if h.kind() == Kind::Bind {
-            return None;
-        }
-        let owner = Shard::owner(h.token(), shard.count);
-        (owner != shard.index && owner < shard.count).then_some(owner)
+    fn handed_over(&mut self) -> Option<u16> {
+        self.hand_to.take()
     }
 
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
-        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, stats_proc } = self;
+        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, stats_proc, hand_to, hands_over } =
+            self;
         let ctx: &Context = ctx;
         let tracing = ctx.config.trace;
         let now_ns = || if tracing { trace::now_ns() } else { 0 };
@@ -184,10 +196,20 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
         // goes through the engine's general decode.
         let call = match engine.take_whole_call(from, frame) {
             Some(call) => call,
-            None => match engine.handle(from, frame, Instant::now, out) {
-                Some(call) => call,
-                None => return 0,
-            },
+            None => {
+                // Not a call of a session here: perhaps of another thread's, whose connection
+                // this thread took (a frame the engine would refuse as of an unknown session).
+                if *hands_over {
+                    *hand_to = elsewhere(ctx.shard, frame);
+                    if hand_to.is_some() {
+                        return 0;
+                    }
+                }
+                match engine.handle(from, frame, Instant::now, out) {
+                    Some(call) => call,
+                    None => return 0,
+                }
+            }
         };
         let key = call.key;
         // One call in `timing::SAMPLE_EVERY` is timed, from here to its answer.

@@ -58,7 +58,7 @@ impl ShmServer {
         let calls = Consumer::new(seg.call(), self.config.max_message);
         let results = Producer::new(seg.result(), Wake::FutexOrDoorbell(result_bell.as_raw_fd()));
         // Its id is given where it is installed (`group::install`).
-        let id = ConnectionId { index: 0, generation: 0, member: 0 };
+        let id = ConnectionId::new(0, 0, 0);
         let c = Connection {
             id,
             calls,

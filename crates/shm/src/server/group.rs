@@ -119,7 +119,7 @@ impl ShmServer {
                 (self.slots.len() - 1) as u32
             }
         };
-        let id = ConnectionId { index, generation: self.generations[index as usize], member: self.member };
+        let id = ConnectionId::new(index, self.generations[index as usize], self.member);
         let ok = self.epoll.add(c.doorbell.as_raw_fd(), libc::EPOLLIN as u32, tag(TAG_DOORBELL, id));
         let ok = ok.and_then(|_| {
             self.epoll.add(c.sock.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, tag(TAG_SOCKET, id))

@@ -45,10 +45,17 @@ pub use reply::Reply;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnectionId {
     index: u32,
+    /// The slot's generation (24 bits, so a slot's id comes back after 16M connections in it)
+    /// under the number of the group's member serving it (`ShmServer::bind_group`): ids are
+    /// unique across the group, and 8 bytes, as the call path copies and compares them.
     generation: u32,
-    /// The member of the group serving it (`ShmServer::bind_group`): ids are unique across the
-    /// group.
-    member: u16,
+}
+
+impl ConnectionId {
+    /// The id of the connection in slot `index` at the slot's `generation`, on `member`.
+    fn new(index: u32, generation: u32, member: u16) -> ConnectionId {
+        ConnectionId { index, generation: generation & 0xFF_FFFF | u32::from(member) << 24 }
+    }
 }
 
 /// A client's credentials as the kernel reported them.

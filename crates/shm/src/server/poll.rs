@@ -310,7 +310,8 @@ impl ShmServer {
         for k in 0..n {
             let data = self.events[k].u64;
             let kind = data & 3;
-            let id = ConnectionId { index: (data as u32) >> 2, generation: (data >> 32) as u32, member: self.member };
+            // The tag holds the whole id (`tag`).
+            let id = ConnectionId { index: (data as u32) >> 2, generation: (data >> 32) as u32 };
             match kind {
                 TAG_LISTENER if data == TAG_INBOX => self.take_inbox(handler),
                 TAG_LISTENER => self.accept_all(handler),

@@ -157,8 +157,9 @@ impl<F: Framing> TcpEndpoint<F> {
                 self.conns.len() - 1
             }
         };
+        // Its id: this endpoint's count of connections (24 bits) under its member number.
         self.generations = self.generations.wrapping_add(1);
-        conn.generation = self.generations;
+        conn.generation = self.generations & 0xFF_FFFF | u32::from(self.member) << 24;
         let mut events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
         if !conn.queued.is_empty() {
             events |= libc::EPOLLOUT as u32;

@@ -16,10 +16,10 @@ use crate::allow::{allowed, Cidr};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnId {
     index: u32,
+    /// The endpoint's count of connections installed (24 bits) under the number of the group's
+    /// member serving it ([`TcpEndpoint::bind_group`]): ids are unique across the group, and 8
+    /// bytes, as the call path copies and compares them.
     generation: u32,
-    /// The member of the group serving it ([`TcpEndpoint::bind_group`]): ids are unique across
-    /// the group.
-    member: u16,
 }
 
 #[derive(Debug)]
@@ -293,15 +293,12 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn conn(&self, id: ConnId) -> Option<&Conn<F>> {
-        self.conns
-            .get(id.index as usize)?
-            .as_ref()
-            .filter(|c| c.generation == id.generation && id.member == self.member)
+        self.conns.get(id.index as usize)?.as_ref().filter(|c| c.generation == id.generation)
     }
 
     /// The id of the connection at `index`, of generation `generation`.
     fn id(&self, index: usize, generation: u32) -> ConnId {
-        ConnId { index: index as u32, generation, member: self.member }
+        ConnId { index: index as u32, generation }
     }
 
     fn accept_all(&mut self) {
@@ -368,9 +365,8 @@ impl<F: Framing> TcpEndpoint<F> {
     }
 
     fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
-        let member = self.member;
         let c = self.conns.get_mut(index)?.as_mut()?;
-        let id = ConnId { index: index as u32, generation: c.generation, member };
+        let id = ConnId { index: index as u32, generation: c.generation };
         match c.reader.next(&mut c.sock, out) {
             Ok(Some(())) => {
                 self.cursor = Some(index);
@@ -468,12 +464,7 @@ impl<F: Framing> TcpEndpoint<F> {
     pub fn send(&mut self, to: &ConnId, head: &[u8], body: &[u8]) {
         let index = to.index as usize;
         let max_queued = self.max_queued;
-        let member = self.member;
-        let Some(c) = self
-            .conns
-            .get_mut(index)
-            .and_then(Option::as_mut)
-            .filter(|c| c.generation == to.generation && to.member == member)
+        let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut).filter(|c| c.generation == to.generation)
         else {
             return;
         };

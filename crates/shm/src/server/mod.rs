@@ -41,7 +41,8 @@ pub mod reply;
 pub use config::{PeerPolicy, ShmServerConfig};
 pub use reply::Reply;
 
-/// Names a connection for its whole life; never reused for a later connection in the same slot.
+/// Names a connection for its whole life, unique across a group; reused for a later connection
+/// in the same slot only after 16M more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnectionId {
     index: u32,

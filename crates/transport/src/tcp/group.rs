@@ -81,9 +81,9 @@ impl<F> Group<F> {
 impl<F: Framing> TcpEndpoint<F> {
     /// Listens at `addr` with `members` endpoints (at least one), each to be driven by a thread
     /// of its own: the first listens; connections are spread over all of them in turn as they are
-    /// admitted. Member `i` is element `i`; each shares the first's limits
-    /// ([`with_limits`](Self::with_limits) on the first sets them for all, the group counting
-    /// the connections) and takes `framing` for its connections.
+    /// admitted. Member `i` is element `i`. The first's limits ([`with_limits`](Self::with_limits))
+    /// are the group's: it admits every connection, counting the group's connections, and sets
+    /// the time each has to be established; give every member the same, as their logs name them.
     pub fn bind_group(addr: SocketAddr, framing: F, members: usize) -> io::Result<Vec<TcpEndpoint<F>>> {
         let group = Arc::new(Group::new(members)?);
         let mut first = TcpEndpoint::bind_framed(addr, framing.clone())?;

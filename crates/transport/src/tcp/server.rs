@@ -4,15 +4,15 @@
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::{Duration, Instant};
-
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::framing::{queue_rest, write_frame, Framing, LengthPrefix, PREFIX};
 use super::group::{Group, INBOX_TOKEN};
 use crate::allow::{allowed, Cidr};
 
-/// Identifies one connection of a [`TcpEndpoint`] (never reused while the endpoint lives).
+/// Identifies one connection of a [`TcpEndpoint`] or of its group (an id comes back only after
+/// 16M more connections to the same member).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnId {
     index: u32,

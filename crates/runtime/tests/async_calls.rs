@@ -300,3 +300,17 @@ fn a_graceful_stop_waits_for_pending_async_procedures() {
         assert_eq!(t.join().unwrap().unwrap(), vec![i as u8; 4]);
     }
 }
+
+/// A call's future is small (an application may hold thousands): the rare error found as the
+/// call is sent is boxed, not carried inline (552 bytes before, 392 after, for closures that
+/// capture nothing: a call over several servers, inline, sets the size).
+#[test]
+fn a_call_future_is_small() {
+    let f = serve("future-size");
+    let c = connect(&f.uris[0], 8);
+    let call = c.call_async(ECHO, |_| Ok::<_, lowlat::DecodeError>(()), |r| Ok(r.len()));
+    let size = std::mem::size_of_val(&call);
+    eprintln!("call future: {size} bytes");
+    assert!(size <= 400, "a call future of {size} bytes");
+    assert_eq!(lowlat::wait_all([call]).pop().unwrap().unwrap(), 0);
+}

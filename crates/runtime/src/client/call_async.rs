@@ -44,8 +44,9 @@ pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
     /// Looks once per poll, never spins (`super::pacing`).
     look: Spinner,
     pacing: Pacing,
-    /// Why the call failed as it was sent at once, told by the first poll.
-    failed: Option<Error>,
+    /// Why the call failed as it was sent at once, told by the first poll (boxed: an error is
+    /// rare, and the future is the smaller for it, by the size of an `Error`).
+    failed: Option<Box<Error>>,
     /// Polls made (a whole wait every `POLLS_PER_CLOCK`).
     polls: u32,
     /// Its place in line while it waits for a slot.
@@ -96,7 +97,7 @@ impl Lowlat {
             _result: PhantomData,
         };
         if let Some(g) = self.shared.slots.try_claim_now() {
-            call.failed = call.begin(g).err();
+            call.failed = call.begin(g).err().map(Box::new);
         }
         call
     }
@@ -113,7 +114,7 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         if let Some(e) = this.failed.take() {
-            return Poll::Ready(Err(e));
+            return Poll::Ready(Err(*e));
         }
         // Whatever woke us, the earlier parking is over.
         let was_parked = this.parking.take().is_some();

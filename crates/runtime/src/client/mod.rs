@@ -464,7 +464,8 @@ where
     }
 }
 
-/// An async call on one server or over several.
+/// An async call on one server or over several (inline: a box would cost an allocation per
+/// call over several servers, which make none once warm).
 enum Started<One, Several> {
     One(One),
     Spread(Several),

@@ -92,8 +92,9 @@ pub(crate) struct OncCall<'a, R, E, Enc, Dec> {
     decode: Option<Dec>,
     /// The slot lent to this call, once it has sent.
     lent: Option<Lent<'a>>,
-    /// Why the call failed as it was sent at once, told by the first poll.
-    failed: Option<Error>,
+    /// Why the call failed as it was sent at once, told by the first poll (boxed: rare, and the
+    /// future is the smaller for it).
+    failed: Option<Box<Error>>,
     /// Looks once per poll, never spins (`super::pacing`).
     look: Spinner,
     pacing: Pacing,
@@ -127,7 +128,7 @@ where
         let c = this.client;
         let (proc_no, deadline) = (this.proc_no, this.deadline);
         if let Some(e) = this.failed.take() {
-            return Poll::Ready(Err(e));
+            return Poll::Ready(Err(*e));
         }
         let was_parked = this.parking.take().is_some();
         let i = match &this.lent {
@@ -521,7 +522,7 @@ impl OncClient {
             let encode = call.encode.take().expect("encoded once");
             match self.send_lent(g, proc_no, encode, now, deadline) {
                 Ok(l) => call.lent = Some(l),
-                Err(e) => call.failed = Some(e),
+                Err(e) => call.failed = Some(Box::new(e)),
             }
         }
         call

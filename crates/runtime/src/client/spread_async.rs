@@ -111,8 +111,9 @@ struct SpreadCall<'a, Dec, M> {
     /// What each member that refused the call said.
     said: Vec<(Arc<str>, String)>,
     start: StartOn<'a, Dec, M>,
-    /// Why the call failed before any member took it, told by the first poll.
-    failed: Option<Error>,
+    /// Why the call failed before any member took it, told by the first poll (boxed: rare, and
+    /// the future is the smaller for it).
+    failed: Option<Box<Error>>,
 }
 
 impl<Dec, M> Unpin for SpreadCall<'_, Dec, M> {}
@@ -153,7 +154,7 @@ where
         let this = &mut *self;
         loop {
             if let Some(e) = this.failed.take() {
-                return Poll::Ready(Err(e));
+                return Poll::Ready(Err(*e));
             }
             let Some((picked, call)) = this.on.as_mut() else {
                 return Poll::Ready(Err(Error::Io {
@@ -171,7 +172,7 @@ where
                     this.spread.moved_on(&picked, &e, &mut this.said);
                     drop(picked);
                     this.decode = Some(decode);
-                    this.failed = this.next_member().err();
+                    this.failed = this.next_member().err().map(Box::new);
                 }
                 r => return Poll::Ready(r),
             }
@@ -214,8 +215,8 @@ impl Spread {
             failed: None,
         };
         call.failed = match encoded {
-            Err(e) => Some(Error::Encode { call: self.site(proc_no), source: Box::new(e) }),
-            Ok(()) => call.next_member().err(),
+            Err(e) => Some(Box::new(Error::Encode { call: self.site(proc_no), source: Box::new(e) })),
+            Ok(()) => call.next_member().err().map(Box::new),
         };
         call
     }

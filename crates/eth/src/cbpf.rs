@@ -29,7 +29,9 @@ impl Filter {
 /// Offset of the lowlat header's slot field in the frame.
 pub const SLOT_OFFSET: u32 = (HEADER_LEN + HeaderView::SLOT.start) as u32;
 
-use lowlat_sys::cbpf::{ins, DIV_K, JEQ_K, LD_B_ABS, LD_H_ABS, LD_W_ABS, LINK_LAYER, LSH_K, OR_X, RET_A, RET_K, TAX};
+use lowlat_sys::cbpf::{ins, return_u16_le_over, JEQ_K, LD_B_ABS, LD_H_ABS, LD_W_ABS, LINK_LAYER, RET_A, RET_K};
+#[cfg(test)]
+use lowlat_sys::cbpf::{DIV_K, LSH_K, OR_X, TAX};
 
 #[derive(Clone, Copy)]
 enum To {
@@ -95,24 +97,19 @@ pub fn steering(threads: u16) -> Vec<libc::sock_filter> {
     let index_lo = lowlat + HeaderView::TOKEN.start + 4;
     let nonce = lowlat + lowlat_proto::HEADER_LEN + lowlat_proto::wire::BindRequest::NONCE.start;
     let span = lowlat_proto::Shard::new(0, threads).span() as u32;
-    vec![
-        ins(LD_B_ABS, 0, 0, at(crate::frame::ETH_HEADER_LEN)),
-        // Not DATA (discovery, ping): to the last instruction, the first thread.
-        ins(JEQ_K, 0, 11, u32::from(FrameType::Data.to_u8())),
-        ins(LD_B_ABS, 0, 0, at(lowlat + HeaderView::KIND)),
-        // A bind: by its nonce.
-        ins(JEQ_K, 7, 0, u32::from(lowlat_proto::Kind::Bind.to_u8())),
-        ins(LD_B_ABS, 0, 0, at(index_lo + 1)),
-        ins(LSH_K, 0, 0, 8),
-        ins(TAX, 0, 0, 0),
-        ins(LD_B_ABS, 0, 0, at(index_lo)),
-        ins(OR_X, 0, 0, 0),
-        ins(DIV_K, 0, 0, span),
-        ins(RET_A, 0, 0, 0),
-        ins(LD_W_ABS, 0, 0, at(nonce)),
-        ins(RET_A, 0, 0, 0),
-        ins(RET_K, 0, 0, 0),
+    [
+        &[
+            ins(LD_B_ABS, 0, 0, at(crate::frame::ETH_HEADER_LEN)),
+            // Not DATA (discovery, ping): to the last instruction, the first thread.
+            ins(JEQ_K, 0, 11, u32::from(FrameType::Data.to_u8())),
+            ins(LD_B_ABS, 0, 0, at(lowlat + HeaderView::KIND)),
+            // A bind: by its nonce.
+            ins(JEQ_K, 7, 0, u32::from(lowlat_proto::Kind::Bind.to_u8())),
+        ][..],
+        &return_u16_le_over(at(index_lo), span),
+        &[ins(LD_W_ABS, 0, 0, at(nonce)), ins(RET_A, 0, 0, 0), ins(RET_K, 0, 0, 0)],
     ]
+    .concat()
 }
 
 /// Runs a program over a frame, as the kernel would (only the instructions `compile` and

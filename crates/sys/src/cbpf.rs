@@ -31,3 +31,17 @@ pub const LINK_LAYER: u32 = (-0x20_0000i32) as u32;
 pub const fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
+
+/// Returns the little-endian `u16` loaded from offset `at` divided by `divisor` (a steering
+/// program's answer: a session index over each thread's span of them).
+pub const fn return_u16_le_over(at: u32, divisor: u32) -> [libc::sock_filter; 7] {
+    [
+        ins(LD_B_ABS, 0, 0, at.wrapping_add(1)),
+        ins(LSH_K, 0, 0, 8),
+        ins(TAX, 0, 0, 0),
+        ins(LD_B_ABS, 0, 0, at),
+        ins(OR_X, 0, 0, 0),
+        ins(DIV_K, 0, 0, divisor),
+        ins(RET_A, 0, 0, 0),
+    ]
+}

@@ -79,19 +79,16 @@ fn steering(threads: u16) -> Vec<libc::sock_filter> {
     use lowlat_sys::cbpf::*;
     let index_lo = (HeaderView::TOKEN.start + 4) as u32;
     let span = Shard::new(0, threads).span() as u32;
-    vec![
-        ins(LD_B_ABS, 0, 0, HeaderView::KIND as u32),
-        // A bind: to the last instruction (the hash).
-        ins(JEQ_K, 7, 0, u32::from(Kind::Bind.to_u8())),
-        ins(LD_B_ABS, 0, 0, index_lo + 1),
-        ins(LSH_K, 0, 0, 8),
-        ins(TAX, 0, 0, 0),
-        ins(LD_B_ABS, 0, 0, index_lo),
-        ins(OR_X, 0, 0, 0),
-        ins(DIV_K, 0, 0, span),
-        ins(RET_A, 0, 0, 0),
-        ins(RET_K, 0, 0, u32::MAX),
+    [
+        &[
+            ins(LD_B_ABS, 0, 0, HeaderView::KIND as u32),
+            // A bind: to the last instruction (the hash).
+            ins(JEQ_K, 7, 0, u32::from(Kind::Bind.to_u8())),
+        ][..],
+        &return_u16_le_over(index_lo, span),
+        &[ins(RET_K, 0, 0, u32::MAX)],
     ]
+    .concat()
 }
 
 /// Datagrams a server takes in one `recvmmsg` and sends in one `sendmmsg`: each time it looks it

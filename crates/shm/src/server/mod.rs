@@ -281,15 +281,9 @@ impl ShmServer {
         &self.path
     }
 
-    /// Connections currently open on this server, active or armed (of its group, in
-    /// [`group_connection_count`](Self::group_connection_count)).
+    /// Connections currently open on this server, active or armed.
     pub fn connection_count(&self) -> usize {
         self.slots.len() - self.free.len()
-    }
-
-    /// Connections currently open across this server's group (this server's alone).
-    pub fn group_connection_count(&self) -> usize {
-        self.group.open()
     }
 
     /// Connections currently polled (not asleep).

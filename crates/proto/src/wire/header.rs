@@ -160,7 +160,6 @@ mod field {
     pub const VERSION: usize = 2;
     pub const KIND: usize = 3;
     pub const FLAGS: usize = 4;
-    pub const RESERVED: usize = 5;
     pub const SLOT: Range<usize> = 6..8;
     pub const TOKEN: Range<usize> = 8..16;
     pub const CALL_NO: Range<usize> = 16..20;
@@ -209,20 +208,14 @@ impl Header {
         ]
     }
 
-    /// Writes the header's 32 bytes.
+    /// Writes the header's 32 bytes, a word at a time (as [`matches`](Self::matches) reads
+    /// them): four stores, where a field at a time took eleven, and a reader of whole words
+    /// never waits for several narrower stores to reach the cache.
     #[inline]
     pub fn emit(&self, out: &mut [u8; HEADER_LEN]) {
-        out[field::MAGIC].copy_from_slice(&MAGIC);
-        out[field::VERSION] = self.version;
-        out[field::KIND] = self.kind.to_u8();
-        out[field::FLAGS] = self.flags;
-        out[field::RESERVED] = 0;
-        out[field::SLOT].copy_from_slice(&self.slot.to_le_bytes());
-        out[field::TOKEN].copy_from_slice(&self.token.to_le_bytes());
-        out[field::CALL_NO].copy_from_slice(&self.call_no.to_le_bytes());
-        out[field::PROC].copy_from_slice(&self.proc_or_code.to_le_bytes());
-        out[field::TOTAL].copy_from_slice(&self.total_len.to_le_bytes());
-        out[field::OFFSET].copy_from_slice(&self.offset.to_le_bytes());
+        for (dst, w) in out.chunks_exact_mut(8).zip(self.words()) {
+            dst.copy_from_slice(&w.to_le_bytes());
+        }
     }
 
     /// Whether `head` holds exactly this header's 32 bytes (compared a word at a time).

@@ -148,7 +148,8 @@ pub fn engine_costs(calls: u32, reliable: bool, in_place: bool, psk: Option<&low
         for _ in 0..BATCH {
             let t0 = Instant::now();
             if in_place {
-                let head = slot.place_call(interface::NULL, 0).expect("a reliable session's null call goes whole");
+                let mut head = [0u8; HEADER_LEN];
+                assert!(slot.place_call(interface::NULL, 0, &mut head), "a reliable session's null call goes whole");
                 put(&mut frame, &head, &[]);
             } else {
                 slot.args_buf();

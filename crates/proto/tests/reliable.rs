@@ -78,7 +78,8 @@ fn answer(server: &mut ServerEngine<u8>, slot: &mut ClientSlot, result: &[u8], p
         assert_eq!((call.proc_no, call.args), (5, &b"arguments"[..]));
         let key = call.key;
         if placed {
-            let head = server.finish_placed(key, Status::Ok, result.len()).expect("placed on a reliable session");
+            let mut head = [0u8; HEADER_LEN];
+            assert!(server.finish_placed(key, Status::Ok, result.len(), &mut head), "placed on a reliable session");
             replies.push(frame(&head, result));
         } else {
             call.reply.extend_from_slice(result);

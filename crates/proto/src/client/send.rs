@@ -66,23 +66,24 @@ impl SlotState {
 
     /// [`send_call`](Self::send_call) for arguments already written where the server will read
     /// them, `len` bytes after room for the header (a shared-memory call ring's record, so
-    /// that they are written once): returns the header to write before them, which makes the
-    /// frame complete. Only a call that goes as one untagged frame can go so (a reliable,
-    /// unkeyed session, the arguments within its limits); for any other, `None` and nothing
-    /// changed: put the arguments in [`args_buf`](Self::args_buf) and `send_call`. The
-    /// arguments are not kept ([`args`](Self::args) is `None`): a call sent again after a
-    /// rebind needs them from where they were written.
+    /// that they are written once): writes the header before them into `head`, which makes the
+    /// frame complete, and returns `true`. Only a call that goes as one untagged frame can go
+    /// so (a reliable, unkeyed session, the arguments within its limits); for any other, `false`
+    /// and nothing changed (`head` neither): put the arguments in [`args_buf`](Self::args_buf)
+    /// and `send_call`. The arguments are not kept ([`args`](Self::args) is `None`): a call sent
+    /// again after a rebind needs them from where they were written.
     #[inline]
-    pub fn place_call(&mut self, proc_no: u32, len: usize) -> Option<[u8; HEADER_LEN]> {
+    pub fn place_call(&mut self, proc_no: u32, len: usize, head: &mut [u8; HEADER_LEN]) -> bool {
         let fits = len <= self.session.max_message as usize && len <= self.session.frag_size() as usize;
         if !self.session.reliable || self.keys.is_some() || !fits {
-            return None;
+            return false;
         }
         self.begin(proc_no, len as u32);
         self.args.clear();
         self.placed = true;
         let t = &self.template;
-        Some(Header::whole_call(t.token, t.slot, t.call_no, proc_no, len as u32).to_bytes())
+        Header::whole_call(t.token, t.slot, t.call_no, proc_no, len as u32).emit(head);
+        true
     }
 
     /// Starts the clock of the call just sent: it began at `now` and fails at `deadline`.

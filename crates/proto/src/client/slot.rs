@@ -241,7 +241,8 @@ mod tests {
         };
         assert_eq!(slot.take_whole_result(&whole_result(&sent[0], b"r")), Some(&b"r"[..]));
 
-        let head = slot.place_call(3, 4).expect("a reliable session's small call goes whole");
+        let mut head = [0u8; HEADER_LEN];
+        assert!(slot.place_call(3, 4, &mut head), "a reliable session's small call goes whole");
         let frame = [&head[..], b"args"].concat();
         let (h, body) = Header::parse(&frame).unwrap();
         assert_eq!((h.kind, h.call_no, h.proc_or_code, h.total_len, body), (Kind::Call, 2, 3, 4, &b"args"[..]));
@@ -254,15 +255,17 @@ mod tests {
         // Larger than a fragment, or than a message; keyed; over datagrams: declined, no call
         // begun.
         slot.session.max_frame = HEADER_LEN as u32 + 100;
-        assert_eq!(slot.place_call(3, 101), None);
+        let mut untouched = [7u8; HEADER_LEN];
+        assert!(!slot.place_call(3, 101, &mut untouched));
         slot.session.max_frame = u32::MAX;
-        assert_eq!(slot.place_call(3, (1 << 20) + 1), None);
+        assert!(!slot.place_call(3, (1 << 20) + 1, &mut untouched));
         let mut datagrams = reliable_slot();
         datagrams.session.reliable = false;
-        assert_eq!(datagrams.place_call(3, 4), None);
+        assert!(!datagrams.place_call(3, 4, &mut untouched));
         let keys = crate::auth::Psk::new(&[1; 32]).unwrap().session_keys(1, &[2; TAG_LEN], 3, Side::Client);
         let mut keyed = reliable_slot().with_keys(Some(keys));
-        assert_eq!(keyed.place_call(3, 4), None);
+        assert!(!keyed.place_call(3, 4, &mut untouched));
+        assert_eq!(untouched, [7u8; HEADER_LEN], "a declined call writes no header");
         assert!(!slot.is_active() && !datagrams.is_active() && !keyed.is_active());
         assert_eq!(slot.call_no(), 2, "nothing begun");
     }

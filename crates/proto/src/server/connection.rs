@@ -263,7 +263,7 @@ impl<A: Copy + Eq + core::hash::Hash> Session<A> {
     /// [`ServerEngine::finish_placed`](super::ServerEngine::finish_placed) for the call running
     /// on slot `i`.
     #[inline]
-    pub(super) fn finish_placed(&mut self, i: usize, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
+    pub(super) fn finish_placed(&mut self, i: usize, status: Status, len: usize, head: &mut [u8; HEADER_LEN]) -> bool {
         let terms = &self.terms;
         if !terms.reliable
             || self.keys.is_some()
@@ -271,14 +271,16 @@ impl<A: Copy + Eq + core::hash::Hash> Session<A> {
             || len > terms.max_message as usize
             || len > terms.frag_size as usize
         {
-            return None;
+            return false;
         }
         let slot = &mut self.slots[i];
-        slot.peer.as_ref()?;
-        let head = Header::whole_result(terms.token, i as u16, slot.call_no, len as u32).to_bytes();
+        if slot.peer.is_none() {
+            return false;
+        }
+        Header::whole_result(terms.token, i as u16, slot.call_no, len as u32).emit(head);
         slot.phase = Phase::Acked;
         slot.release();
-        Some(head)
+        true
     }
 
     /// Puts `result`, produced elsewhere, in slot `i`'s reply buffer.

@@ -167,15 +167,15 @@ impl<A: Copy + Eq + Hash> ServerEngine<A> {
     }
 
     /// Completes a call whose procedure wrote its `len`-byte result straight where the transport
-    /// will send it from (a shared-memory result ring): returns the header to put before it.
-    /// `None` when that cannot be the reply (a failed call, a result larger than the session
-    /// allows, a session that may need the result again to retransmit it or whose frames carry
-    /// tags, a call no longer wanted): then finish it with [`finish_with`](Self::finish_with) as
-    /// usual.
+    /// will send it from (a shared-memory result ring): writes the header to put before it into
+    /// `head` (where it is sent from, so it is written once) and returns `true`. `false`, with
+    /// `head` untouched, when that cannot be the reply (a failed call, a result larger than the
+    /// session allows, a session that may need the result again to retransmit it or whose frames
+    /// carry tags, a call no longer wanted): then finish it with
+    /// [`finish_with`](Self::finish_with) as usual.
     #[inline]
-    pub fn finish_placed(&mut self, key: CallKey, status: Status, len: usize) -> Option<[u8; HEADER_LEN]> {
-        let (sess, i) = self.sessions.running(key)?;
-        sess.finish_placed(i, status, len)
+    pub fn finish_placed(&mut self, key: CallKey, status: Status, len: usize, head: &mut [u8; HEADER_LEN]) -> bool {
+        self.sessions.running(key).is_some_and(|(sess, i)| sess.finish_placed(i, status, len, head))
     }
 
     /// Completes a call with a result produced elsewhere (copied into the slot).

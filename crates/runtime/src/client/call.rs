@@ -434,15 +434,11 @@ fn encode_args<E>(
         // No room for the header (a full ring lends nothing), or a call that cannot go as one
         // record: the engine has begun nothing, and the arguments go to its buffer.
         let head: Option<&mut [u8; HEADER_LEN]> = head.try_into().ok();
-        match head.and_then(|head| Some((head, engine.place_call(proc_no, len)?))) {
-            Some((head, h)) => {
-                *head = h;
-                Some(HEADER_LEN + len)
-            }
-            None => {
-                engine.args_buf().extend_from_slice(&body[..len]);
-                None
-            }
+        if head.is_some_and(|head| engine.place_call(proc_no, len, head)) {
+            Some(HEADER_LEN + len)
+        } else {
+            engine.args_buf().extend_from_slice(&body[..len]);
+            None
         }
     });
     if let Some(e) = failed {

@@ -230,10 +230,11 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
         };
         // The answer is written where the transport lends room for it after the header (a
         // shared-memory result ring: sent from where it lies), or else into the engine's buffer.
-        let (status, placed) = if lent.len() >= HEADER_LEN {
-            let mut reply = OutBuf::in_region(&mut lent[HEADER_LEN..], call.reply);
+        let lent_len = lent.len();
+        let (status, placed) = if let Some((head, body)) = lent.split_first_chunk_mut::<HEADER_LEN>() {
+            let mut reply = OutBuf::in_region(body, call.reply);
             match dispatcher.dispatch(route, key, cctx, call.args, &mut reply, started) {
-                Dispatched::Answered(status) => (status, reply.placed()),
+                Dispatched::Answered(status) => (status, reply.placed().map(|n| (head, n))),
                 Dispatched::Away => return 0,
             }
         } else {
@@ -245,20 +246,17 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
         count_status(own, status);
         let times = [received, dispatched, now_ns()];
         match placed {
-            Some(n) => match engine.finish_placed(key, status, n) {
-                Some(head) => {
-                    lent[..HEADER_LEN].copy_from_slice(&head);
+            Some((head, n)) => {
+                if engine.finish_placed(key, status, n, head) {
                     // Sent by the transport from where it lies: counted here.
                     own.frames_out += 1;
                     own.bytes_out += (HEADER_LEN + n) as u64;
                     push_trace(ctx, key, times);
                     return HEADER_LEN + n;
                 }
-                None => {
-                    engine.finish_with(key, status, &lent[HEADER_LEN..HEADER_LEN + n], out);
-                }
-            },
-            None if !lent.is_empty() => {
+                engine.finish_with(key, status, &lent[HEADER_LEN..HEADER_LEN + n], out);
+            }
+            None if lent_len > 0 => {
                 *deferred = Some(Finished { key, status, times });
                 return 0;
             }

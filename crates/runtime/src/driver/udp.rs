@@ -232,8 +232,19 @@ impl ServerTransport for UdpServer {
             let Some(len) = ep.accept(from.ip(), datagram) else { continue };
             crate::marks::collect(true);
             let ep = &*ep;
+            // The only datagram of its batch, nothing queued before it (one caller): its answer
+            // goes at once, alone, as the engine makes it, and anything after it (the rest of a
+            // fragmented result) in the batch. Measured over loopback, one caller, alternated
+            // with answers always batched: p50 5.70-5.86 against 5.91-6.10 µs.
+            let mut alone = self.rx_n == 1 && answers.n == 0;
             h.handle(from, &datagram[..len], &mut [], &mut |to: &SocketAddr, head: &[u8], body: &[u8]| {
-                answers.queue(ep, to, head, body)
+                if std::mem::take(&mut alone) {
+                    // A failed send is a lost datagram; the client's retransmission recovers.
+                    let _ = ep.send_to(to, head, body);
+                    crate::marks::replied();
+                } else {
+                    answers.queue(ep, to, head, body)
+                }
             });
             return Ok(Some(Polled::Served));
         }

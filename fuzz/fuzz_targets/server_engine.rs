@@ -137,7 +137,15 @@ fuzz_target!(|data: &[u8]| {
                     engine.finish(key, Status::Ok, &mut out);
                 }
                 1 => {
-                    if engine.finish_placed(key, Status::Ok, n.min(64)).is_none() {
+                    let mut head = [0u8; HEADER_LEN];
+                    if engine.finish_placed(key, Status::Ok, n.min(64), &mut head) {
+                        // The header written names the call it answers, as a whole result.
+                        let (h, _) = Header::parse(&head).expect("a placed result's header parses");
+                        assert_eq!(
+                            (h.kind, h.token, h.slot, h.call_no, h.total_len as usize),
+                            (Kind::Result, key.token, key.slot, key.call_no, n.min(64))
+                        );
+                    } else {
                         engine.finish(key, Status::Ok, &mut out);
                     }
                 }

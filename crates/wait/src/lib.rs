@@ -284,7 +284,7 @@ const CLOCK_EVERY: u32 = 32;
 /// for a peer on another CPU, whose answer comes within one or two, is cheaper spun than
 /// yielded. Measured on two vCPUs, 8 and 16 callers pinned to one CPU over shared memory, a
 /// server on the other: yielding as soon as the wait was crowded made 0.73-0.85x of one caller's
-/// calls per second, p99 up to 35 µs; never yielding, 0.93-0.97x, p99 0.7-1.5 µs. A wait on a
+/// calls per second, p99 up to 56 µs; never yielding, 0.93-0.97x, p99 0.7-4.3 µs. A wait on a
 /// peer starved of CPU by its spinning callers lasts far longer, and still gives its CPU away.
 const YIELD_AFTER: Duration = Duration::from_micros(5);
 
@@ -316,9 +316,9 @@ static PROCESS_CPUS: AtomicUsize = AtomicUsize::new(0);
 /// they wait for: another caller on the same CPU whose reply is already there, or a server on the
 /// same machine. Counted with every other wait of the process, a spinning wait that finds as
 /// many waits as its thread has CPUs, and has lasted [`YIELD_AFTER`], yields its CPU between
-/// polls instead of pausing (measured on
-/// two vCPUs, unpinned callers of a server pinned to one: calls per second from 4-16 threads
-/// fell to 0.25-0.6x of one thread's). A blocked wait counts too, as it is soon woken to run:
+/// polls instead of pausing (measured on two vCPUs, unpinned callers of a server pinned to one:
+/// calls per second from 4-16 threads fell to 0.25-0.6x of one thread's without it). A
+/// blocked wait counts too, as it is soon woken to run:
 /// counting only the spinning ones kept unpinned tcp callers at 0.5x from 4 threads on, where
 /// counting both gives 0.8-1.0x; blocking instead of yielding, from twice as many waits as
 /// CPUs, did worse than yielding.

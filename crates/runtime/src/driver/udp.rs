@@ -235,7 +235,8 @@ impl ServerTransport for UdpServer {
             // The only datagram of its batch, nothing queued before it (one caller): its answer
             // goes at once, alone, as the engine makes it, and anything after it (the rest of a
             // fragmented result) in the batch. Measured over loopback, one caller, alternated
-            // with answers always batched: p50 5.70-5.86 against 5.91-6.10 µs.
+            // with answers always batched: p50 5.86-6.09 against 5.97-6.24 µs, the server 180 ns
+            // less CPU a call.
             let mut alone = self.rx_n == 1 && answers.n == 0;
             h.handle(from, &datagram[..len], &mut [], &mut |to: &SocketAddr, head: &[u8], body: &[u8]| {
                 if std::mem::take(&mut alone) {

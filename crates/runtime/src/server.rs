@@ -119,6 +119,7 @@ impl ServerBuilder {
             let shared = Arc::new(EndpointThreads { each });
             let census = (threads > 1).then(|| Arc::new(Census::default()));
             let (seed, secret) = (random_seed()?, random_secret()?);
+            let stats_proc = serving::lowlat::stats_procedure(&shared, &services);
             let contexts = shared
                 .each
                 .iter()
@@ -134,6 +135,7 @@ impl ServerBuilder {
                     seed,
                     secret,
                     ready: ready.clone(),
+                    stats_proc: stats_proc.clone(),
                 })
                 .collect();
             let start = serving::Start { thread: format!("lowlat-{}", endpoint.scheme()), contexts };

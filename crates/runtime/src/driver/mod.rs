@@ -117,6 +117,11 @@ pub(crate) trait ServerTransport: Send {
     /// receive buffer, for transports that copy frames out.
     fn serve_next(&mut self, buf: &mut Vec<u8>, handler: &mut impl FrameHandler<Self::Addr>) -> Served<Self::Addr>;
     fn send(&mut self, to: &Self::Addr, head: &[u8], body: &[u8]);
+    /// After answers sent between two `serve_next` (calls run with the thread's seat lent,
+    /// `crate::serving::seats`): a transport that holds answers back to send several at once
+    /// sends them now if nothing it received waits to be served. Nothing to do for one that
+    /// sends at once.
+    fn answered(&mut self) {}
     /// Sleeps until a frame may be ready, `doorbell` is readable, or the timeout passes.
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()>;
     fn max_frame(&self) -> usize;

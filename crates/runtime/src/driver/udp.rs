@@ -255,6 +255,15 @@ impl ServerTransport for UdpServer {
         self.answers.queue(&self.ep, to, head, body);
     }
 
+    /// The answers go when the batch received is all served: at once for one caller, as the
+    /// answer to a lone datagram does in `serve_next`, and in the `sendmmsg` the next
+    /// `serve_next` would have made otherwise.
+    fn answered(&mut self) {
+        if self.rx_at == self.rx_n {
+            self.flush();
+        }
+    }
+
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {
         self.flush();
         crate::marks::collect(false);

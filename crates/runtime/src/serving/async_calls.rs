@@ -94,7 +94,7 @@ impl AsyncCalls {
             if let Some((status, result)) = poll(future, &self.wakers[id]) {
                 let (_, reply_to) = self.calls[id].take().expect("polled above");
                 self.free.push(id);
-                reply_to(status, result);
+                reply_to(status, &result);
             }
         }
     }

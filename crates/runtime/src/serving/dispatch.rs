@@ -9,6 +9,8 @@
 //! The protocol (`super::lowlat`, `super::onc`) keeps what only it knows: how calls are keyed,
 //! how an outcome is encoded, what is counted and logged.
 
+use std::collections::VecDeque;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use tracing::Span;
 use super::async_calls::AsyncCalls;
 use super::routes::Route;
 use super::timing::CallTimes;
-use super::workers::{Completions, Job};
+use super::workers::{Completions, Finished, Job};
 use super::{Context, SHEDDING_REASON, STOPPING_REASON};
 use crate::doorbell::Drained;
 use crate::program::{Body, CallContext, ProcError, Procedure};
@@ -42,7 +44,8 @@ pub(crate) enum Dispatched {
     /// the reply buffer.
     Answered(Status),
     /// Left the serving thread (worker pool, pending future): its result comes back through
-    /// [`Dispatcher::complete`].
+    /// [`Dispatcher::complete`]; or, on an endpoint of several threads, an inline call left to
+    /// run once the transport is done with its frame ([`Dispatcher::take_lent`]).
     Away,
 }
 
@@ -61,14 +64,14 @@ impl CallSpan for lowlat_proto::CallKey {
 }
 
 /// Routes calls and keeps the ones that left the serving thread, keyed by `K` (the protocol's
-/// name for a call, with whatever it needs to answer it later).
-pub(crate) struct Dispatcher<K> {
+/// name for a call, with whatever it needs to answer it later); `'s`: the server's procedures.
+pub(crate) struct Dispatcher<'s, K> {
     workers: SyncSender<Job>,
     completions: Arc<Completions<K>>,
     /// Async procedures' calls whose futures are pending (answered through `completions`).
     async_calls: AsyncCalls,
     /// Taken from `completions` when the doorbell rings (kept, so taking allocates nothing).
-    finished: Vec<(K, Status, Vec<u8>)>,
+    finished: Finished<K>,
     /// The calls on the worker pool or pending in `async_calls`, not yet answered.
     away: Vec<Away<K>>,
     /// The sampled calls' durations, per procedure.
@@ -80,6 +83,38 @@ pub(crate) struct Dispatcher<K> {
     pub executed: u64,
     /// Each procedure runs in a span ([`ServerConfig::spans`](crate::ServerConfig::spans)).
     spans: bool,
+    /// On an endpoint of several threads, inline calls are not run where they are dispatched
+    /// but kept here, their arguments copied, and run by the serving loop with its seat lent
+    /// (`super::seats`): then a procedure that blocks holds up no other session.
+    lending: bool,
+    lent: VecDeque<LentCall<'s, K>>,
+    /// The arguments of the calls in `lent`, one after the other.
+    lent_args: Vec<u8>,
+}
+
+/// The answers (how many, how many bytes) that can come back to a dispatcher with seats
+/// without it allocating.
+const LENT_ROOM: (usize, usize) = (64, 64 << 10);
+
+/// An inline call kept to run with the seat lent.
+pub(crate) struct LentCall<'s, K> {
+    pub key: K,
+    proc: &'s Procedure,
+    ctx: CallContext,
+    args: Range<usize>,
+    /// It runs in a span ([`ServerConfig::spans`](crate::ServerConfig::spans)).
+    spans: bool,
+}
+
+impl<K: CallSpan> LentCall<'_, K> {
+    /// Runs the call, its arguments `args` (copied by [`Dispatcher::take_lent`]), its result
+    /// (or the reason it failed) into `reply`.
+    pub fn run(&self, args: &[u8], reply: &mut Vec<u8>) -> Status {
+        reply.clear();
+        let span = self.spans.then(|| self.key.span(&self.ctx, Some(self.proc.name)));
+        let _entered = span.as_ref().map(Span::enter);
+        run(self.proc, &self.ctx, args, &mut reply.into())
+    }
 }
 
 /// A call away from the serving thread.
@@ -91,19 +126,26 @@ struct Away<K> {
     id: usize,
 }
 
-impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
-    pub fn new(ctx: &Context) -> Dispatcher<K> {
+impl<'s, K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<'s, K> {
+    pub fn new(ctx: &Context) -> Dispatcher<'s, K> {
+        let lending = ctx.shard.count > 1;
+        // With seats, a call run lent comes back through the completions when its seat was
+        // taken meanwhile, which may happen under any load: room made for it now.
+        let room = if lending { LENT_ROOM } else { (0, 0) };
         Dispatcher {
             workers: ctx.workers.clone(),
-            completions: Completions::new(ctx.shared.clone()),
+            completions: Completions::new(ctx.shared.clone(), room),
             async_calls: AsyncCalls::new(ctx.shared.clone()),
-            finished: Vec::new(),
+            finished: Finished::with_capacity(room.0, room.1),
             away: Vec::new(),
             times: CallTimes::new(ctx.services.procedure_count()),
             refusing: Refusing::No,
             drained: Drained::default(),
             executed: 0,
             spans: ctx.config.spans,
+            lending,
+            lent: VecDeque::new(),
+            lent_args: Vec::new(),
         }
     }
 
@@ -119,7 +161,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
     #[inline(always)]
     pub fn dispatch(
         &mut self,
-        route: Route<'_>,
+        route: Route<'s>,
         key: K,
         ctx: CallContext,
         args: &[u8],
@@ -144,7 +186,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
     #[inline(never)]
     fn dispatch_in_span(
         &mut self,
-        route: Route<'_>,
+        route: Route<'s>,
         key: K,
         ctx: CallContext,
         args: &[u8],
@@ -160,7 +202,7 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
     #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
-        route: Route<'_>,
+        route: Route<'s>,
         key: K,
         ctx: CallContext,
         args: &[u8],
@@ -172,6 +214,15 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
         match route {
             _ if self.refusing != Refusing::No => self.refuse(reply),
             Route::Missing => Dispatched::Answered(Status::Error(ErrorCode::UnknownProcedure)),
+            Route::Inline(p) if self.lending => {
+                self.executed += 1;
+                let at = self.lent_args.len();
+                self.lent_args.extend_from_slice(args);
+                let args = at..self.lent_args.len();
+                self.lent.push_back(LentCall { key: key.clone(), proc: p, ctx, args, spans: self.spans });
+                self.away.push(Away { key, started, id });
+                Dispatched::Away
+            }
             Route::Inline(p) => {
                 self.executed += 1;
                 Dispatched::Answered(run(p, &ctx, args, reply))
@@ -216,19 +267,49 @@ impl<K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<K> {
         }
     }
 
+    /// The next inline call kept to run with the seat lent, its arguments copied into `args`
+    /// (the caller's own, not the seat's: the seat may be taken while the call runs).
+    pub fn take_lent(&mut self, args: &mut Vec<u8>) -> Option<LentCall<'s, K>> {
+        let call = self.lent.pop_front()?;
+        args.clear();
+        args.extend_from_slice(&self.lent_args[call.args.clone()]);
+        if self.lent.is_empty() {
+            self.lent_args.clear();
+        }
+        Some(call)
+    }
+
+    /// Where the results of calls that left the serving thread go.
+    pub fn completions(&self) -> Arc<Completions<K>> {
+        self.completions.clone()
+    }
+
+    /// A call taken with [`take_lent`](Self::take_lent) ran and is answered here, by `answer`,
+    /// with its status and result.
+    pub fn lent_done(&mut self, key: K, status: Status, result: &[u8], answer: impl FnOnce(K, Status, &[u8])) {
+        let timed = self.away.iter().rposition(|a| a.key == key).map(|i| self.away.swap_remove(i));
+        self.drained.completed += u64::from(timed.is_some() && self.refusing == Refusing::Stopping);
+        answer(key, status, result);
+        if let Some(a) = timed.filter(|a| a.started != 0 && a.id != crate::program::UNTIMED) {
+            self.times.record(a.id, a.started);
+        }
+    }
+
     /// Hands `answer` every call that came back since the last look (the doorbell rang): the
     /// call, its status and its result (or reason).
     pub fn complete(&mut self, mut answer: impl FnMut(K, Status, &[u8])) {
         self.async_calls.poll_woken();
         self.completions.take(&mut self.finished);
-        for (key, status, result) in self.finished.drain(..) {
+        let Finished { calls, results } = &mut self.finished;
+        for (key, status, range) in calls.drain(..) {
+            let result = &results[range];
             let mut timed = None;
             if let Some(i) = self.away.iter().position(|a| a.key == key) {
                 let a = self.away.swap_remove(i);
                 self.drained.completed += u64::from(self.refusing == Refusing::Stopping);
                 timed = (a.started != 0 && a.id != crate::program::UNTIMED).then_some((a.id, a.started));
             }
-            answer(key, status, &result);
+            answer(key, status, result);
             if let Some((id, started)) = timed {
                 self.times.record(id, started);
             }

@@ -9,9 +9,10 @@ use lowlat_proto::wire::HeaderView;
 use lowlat_proto::{CallKey, ErrorCode, Kind, ProgramVersions, ServerEngine, Shard, Status, HEADER_LEN};
 
 use super::dispatch::{Dispatched, Dispatcher, Refusing};
+use super::routes::Services;
 use super::routes::{Route, RouteCache};
 use super::{serve_loop, Context, Protocol, ABANDONED_REASON};
-use crate::doorbell::Drained;
+use crate::doorbell::{Drained, EndpointThreads};
 use crate::driver::{FrameHandler, ServerTransport};
 use crate::program::{Body, CallContext, Procedure};
 use crate::stats::{self, EndpointStats};
@@ -19,6 +20,12 @@ use crate::trace::{self, ServerTrace};
 
 /// Serves lowlat's protocol over `t` until the endpoint is stopped.
 pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
+    let endpoint = endpoint(&t, ctx);
+    serve_loop(t, endpoint, ctx);
+}
+
+/// lowlat's engine and procedures for `t`.
+pub(crate) fn endpoint<'c, T: ServerTransport>(t: &T, ctx: &'c Context) -> impl Protocol<'c, T::Addr> + Send {
     let cfg = &ctx.config;
     let mut programs = ctx.services.versions();
     if !programs.iter().any(|p| p.program == stats::PROGRAM) {
@@ -45,7 +52,7 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         census: ctx.census.clone(),
         ..lowlat_proto::ServerEngineConfig::default()
     };
-    let endpoint = LowlatEndpoint {
+    LowlatEndpoint {
         engine: ServerEngine::with_source(engine_cfg, T::source),
         ctx,
         dispatcher: Dispatcher::new(ctx),
@@ -53,18 +60,16 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context) {
         routes: RouteCache::default(),
         own: EndpointStats::default(),
         sent: Sent::default(),
-        stats_proc: stats_procedure(ctx),
         hands_over: t.hands_over(),
         hand_to: None,
-    };
-    serve_loop(t, endpoint, ctx);
+    }
 }
 
 /// The stats program's procedure: run on the worker pool, it asks the endpoint's serving threads
 /// (this one free meanwhile) for their counters and their transports', as `Server::stats` does.
-fn stats_procedure(ctx: &Context) -> Procedure {
-    let shared = ctx.endpoint.clone();
-    let procedures = ctx.services.procedure_names();
+pub(crate) fn stats_procedure(endpoint: &Arc<EndpointThreads>, services: &Services) -> Procedure {
+    let shared = endpoint.clone();
+    let procedures = services.procedure_names();
     Procedure {
         name: "STATS",
         body: Body::Sync(Arc::new(move |_, _, out| {
@@ -85,7 +90,7 @@ fn stats_procedure(ctx: &Context) -> Procedure {
 struct LowlatEndpoint<'c, A> {
     engine: ServerEngine<A>,
     ctx: &'c Context,
-    dispatcher: Dispatcher<CallKey>,
+    dispatcher: Dispatcher<'c, CallKey>,
     /// A call finished while the transport had lent its space, whose answer is not there (an
     /// error, a result too large for the space): sent by `flush`, once the space is back, from
     /// the engine's buffer (no copy of a large result).
@@ -95,7 +100,6 @@ struct LowlatEndpoint<'c, A> {
     /// The counters kept here rather than in the engine (plain numbers: one thread).
     own: EndpointStats,
     sent: Sent,
-    stats_proc: Procedure,
     /// Whether the transport hands connections between the endpoint's threads (tcp, shm).
     hands_over: bool,
     /// The thread the last frame's connection goes to (`FrameHandler::handed_over`).
@@ -164,6 +168,20 @@ fn record_trace(key: CallKey, [received, dispatched, returned]: [u64; 3]) {
     });
 }
 
+/// Answers a call that came back to the serving thread (from the worker pool, a future, or a
+/// run with the seat lent).
+fn answer<A: Copy + Eq + std::hash::Hash + std::fmt::Debug>(
+    engine: &mut ServerEngine<A>,
+    own: &mut EndpointStats,
+    key: CallKey,
+    status: Status,
+    result: &[u8],
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
+) {
+    count_status(own, status);
+    engine.finish_with(key, status, result, out);
+}
+
 /// Counts a call's outcome by its error code.
 fn count_status(own: &mut EndpointStats, status: Status) {
     let Status::Error(code) = status else { return };
@@ -176,16 +194,15 @@ fn count_status(own: &mut EndpointStats, status: Status) {
     } += 1;
 }
 
-impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'_, A> {
+impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for LowlatEndpoint<'c, A> {
     #[inline]
     fn handed_over(&mut self) -> Option<u16> {
         self.hand_to.take()
     }
 
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
-        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, stats_proc, hand_to, hands_over } =
-            self;
-        let ctx: &Context = ctx;
+        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, hand_to, hands_over } = self;
+        let ctx: &'c Context = ctx;
         let tracing = ctx.config.trace;
         let now_ns = || if tracing { trace::now_ns() } else { 0 };
         let received = now_ns();
@@ -224,7 +241,7 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
         };
         let route = match routes.route(&ctx.services, key, call.program, call.version, call.proc_no) {
             Route::Missing if call.program == stats::PROGRAM && call.proc_no == stats::STATS => {
-                Route::Worker(stats_proc)
+                Route::Worker(&ctx.stats_proc)
             }
             r => r,
         };
@@ -276,14 +293,23 @@ impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for Lowla
     }
 }
 
-impl<A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<A> for LowlatEndpoint<'_, A> {
+impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<'c, A> for LowlatEndpoint<'c, A> {
+    type Key = CallKey;
+
+    fn dispatcher(&mut self) -> &mut Dispatcher<'c, CallKey> {
+        &mut self.dispatcher
+    }
+
+    fn answer_lent(&mut self, key: CallKey, status: Status, result: &[u8], out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
+        let out = &mut sent.counting(out);
+        dispatcher.lent_done(key, status, result, |key, status, result| answer(engine, own, key, status, result, out));
+    }
+
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
         let out = &mut sent.counting(out);
-        dispatcher.complete(|key, status, result| {
-            count_status(own, status);
-            engine.finish_with(key, status, result, out);
-        });
+        dispatcher.complete(|key, status, result| answer(engine, own, key, status, result, out));
     }
 
     fn refuse_new_calls(&mut self, why: Refusing) {

@@ -34,6 +34,19 @@ pub(crate) fn serve<T: ServerTransport>(t: T, ctx: &Context, netid: Netid)
 where
     T::Addr: Hash,
 {
+    let endpoint = endpoint(&t, ctx, netid);
+    serve_loop(t, endpoint, ctx);
+}
+
+/// ONC RPC's engine and procedures for `t` (a transport of `netid`).
+pub(crate) fn endpoint<'c, T: ServerTransport>(
+    t: &T,
+    ctx: &'c Context,
+    netid: Netid,
+) -> impl Protocol<'c, T::Addr> + Send
+where
+    T::Addr: Hash,
+{
     let datagrams = netid == Netid::Udp;
     let cfg = &ctx.config;
     let engine_cfg = ServerEngineConfig {
@@ -44,15 +57,14 @@ where
         max_reply: if datagrams { MAX_DATAGRAM } else { usize::MAX },
         seed: ctx.seed,
     };
-    let endpoint = OncEndpoint {
+    OncEndpoint {
         engine: ServerEngine::new(engine_cfg),
         uri: t.local_uri().into(),
         ctx,
         dispatcher: Dispatcher::new(ctx),
         log: ReasonLog::default(),
         own: OncCounters::default(),
-    };
-    serve_loop(t, endpoint, ctx);
+    }
 }
 
 /// An ONC RPC endpoint's counters beside its engine's (calls, duplicates answered from the
@@ -68,7 +80,7 @@ struct OncEndpoint<'c, A: Eq + Hash + Copy> {
     ctx: &'c Context,
     /// The endpoint, as the log names it.
     uri: Arc<str>,
-    dispatcher: Dispatcher<Kept<A>>,
+    dispatcher: Dispatcher<'c, Kept<A>>,
     log: ReasonLog,
     own: OncCounters,
 }
@@ -163,6 +175,27 @@ impl ReasonLog {
     }
 }
 
+/// Answers a call that came back to the serving thread (from the worker pool, a future, or a
+/// run with the seat lent), logging a failure's reason.
+#[allow(clippy::too_many_arguments)]
+fn answer<A: Eq + Hash + Copy + Debug>(
+    engine: &mut ServerEngine<A>,
+    log: &mut ReasonLog,
+    own: &mut OncCounters,
+    uri: &Arc<str>,
+    Kept { key, called }: Kept<A>,
+    status: Status,
+    result: &[u8],
+    out: &mut impl FnMut(&A, &[u8], &[u8]),
+) {
+    if status != Status::Ok {
+        own.errors += 1;
+        log.note(uri, &key.from, called, status, result);
+    }
+    // Over TCP the connection may have closed meanwhile: the transport drops the reply.
+    engine.finish_with(key, accept_status(status), result, out);
+}
+
 /// The ONC RPC status of a procedure's outcome.
 fn accept_status(s: Status) -> AcceptStatus {
     match s {
@@ -210,17 +243,23 @@ impl<A: Eq + Hash + Copy + Send + Debug + 'static> FrameHandler<A> for OncEndpoi
     fn flush<O: FnMut(&A, &[u8], &[u8])>(&mut self, _out: &mut O) {}
 }
 
-impl<A: Eq + Hash + Copy + Send + Debug + 'static> Protocol<A> for OncEndpoint<'_, A> {
+impl<'c, A: Eq + Hash + Copy + Send + Debug + 'static> Protocol<'c, A> for OncEndpoint<'c, A> {
+    type Key = Kept<A>;
+
+    fn dispatcher(&mut self) -> &mut Dispatcher<'c, Kept<A>> {
+        &mut self.dispatcher
+    }
+
+    fn answer_lent(&mut self, key: Kept<A>, status: Status, result: &[u8], out: &mut impl FnMut(&A, &[u8], &[u8])) {
+        let OncEndpoint { engine, dispatcher, log, own, uri, .. } = self;
+        dispatcher.lent_done(key, status, result, |kept, status, result| {
+            answer(engine, log, own, uri, kept, status, result, out)
+        });
+    }
+
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
         let OncEndpoint { engine, dispatcher, log, own, uri, .. } = self;
-        dispatcher.complete(|Kept { key, called }, status, result| {
-            if status != Status::Ok {
-                own.errors += 1;
-                log.note(uri, &key.from, called, status, result);
-            }
-            // Over TCP the connection may have closed meanwhile: the transport drops the reply.
-            engine.finish_with(key, accept_status(status), result, out);
-        });
+        dispatcher.complete(|kept, status, result| answer(engine, log, own, uri, kept, status, result, out));
     }
 
     fn refuse_new_calls(&mut self, why: Refusing) {

@@ -3,6 +3,7 @@
 //! job's result goes back to the serving thread that took the call through that endpoint's
 //! [`Completions`], which ring its doorbell.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Barrier, Mutex};
@@ -26,31 +27,64 @@ pub(crate) struct Job {
 }
 
 /// Where a job's result goes: its endpoint's [`Completions`], under the call's key there.
-pub(crate) type ReplyTo = Box<dyn FnOnce(Status, Vec<u8>) + Send>;
+pub(crate) type ReplyTo = Box<dyn FnOnce(Status, &[u8]) + Send>;
 
-/// Results finished by workers for one endpoint, keyed as its protocol engine names calls, until
-/// its serving thread sends them.
+/// Results finished away from the serving thread for one endpoint, keyed as its protocol engine
+/// names calls, until its serving thread sends them.
 pub(crate) struct Completions<K> {
-    done: Mutex<Vec<(K, Status, Vec<u8>)>>,
+    done: Mutex<Finished<K>>,
     shared: Arc<EndpointShared>,
 }
 
+/// Calls finished, each with its status and its result in `results`. Two of these change
+/// places at each look ([`Completions::take`]), so once grown they take results without
+/// allocating.
+pub(crate) struct Finished<K> {
+    pub calls: Vec<(K, Status, Range<usize>)>,
+    pub results: Vec<u8>,
+}
+
+impl<K> Default for Finished<K> {
+    fn default() -> Self {
+        Finished { calls: Vec::new(), results: Vec::new() }
+    }
+}
+
+impl<K> Finished<K> {
+    /// Room for `calls` answers of `bytes` in all, made once, so that the first that come back
+    /// allocate nothing (a seat taken while its thread was preempted in a procedure, under a
+    /// steady load).
+    pub fn with_capacity(calls: usize, bytes: usize) -> Self {
+        Finished { calls: Vec::with_capacity(calls), results: Vec::with_capacity(bytes) }
+    }
+}
+
 impl<K: Send + 'static> Completions<K> {
-    pub fn new(shared: Arc<EndpointShared>) -> Arc<Completions<K>> {
-        Arc::new(Completions { done: Mutex::new(Vec::new()), shared })
+    pub fn new(shared: Arc<EndpointShared>, room: (usize, usize)) -> Arc<Completions<K>> {
+        Arc::new(Completions { done: Mutex::new(Finished::with_capacity(room.0, room.1)), shared })
     }
 
     /// Where the result of the call `key` goes.
     pub fn reply_to(self: &Arc<Self>, key: K) -> ReplyTo {
         let me = self.clone();
-        Box::new(move |status, result| {
-            me.done.lock().unwrap_or_else(|p| p.into_inner()).push((key, status, result));
-            me.shared.doorbell.ring();
-        })
+        Box::new(move |status, result| me.deliver(key, status, result))
     }
 
-    /// Moves the finished results into `into` (empty), leaving its buffer for the next ones.
-    pub fn take(&self, into: &mut Vec<(K, Status, Vec<u8>)>) {
+    /// Hands the result of the call `key` to its serving thread (and rings its doorbell).
+    pub fn deliver(&self, key: K, status: Status, result: &[u8]) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let at = done.results.len();
+        done.results.extend_from_slice(result);
+        let range = at..done.results.len();
+        done.calls.push((key, status, range));
+        drop(done);
+        self.shared.doorbell.ring();
+    }
+
+    /// Moves the finished results into `into`, leaving its buffers (emptied) for the next ones.
+    pub fn take(&self, into: &mut Finished<K>) {
+        into.calls.clear();
+        into.results.clear();
         std::mem::swap(into, &mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
     }
 }
@@ -95,7 +129,7 @@ impl Workers {
                             let _entered = job.span.as_ref().map(tracing::Span::enter);
                             let mut reply = Vec::new();
                             let status = dispatch::run(&job.proc, &job.ctx, &job.args, &mut (&mut reply).into());
-                            (job.reply_to)(status, reply);
+                            (job.reply_to)(status, &reply);
                         }
                     })
                     .expect("spawn worker thread")

@@ -159,11 +159,16 @@ pub struct ServerConfig {
     /// steered by session), eth:// (`PACKET_FANOUT`, steered by session), tcp://, onc+tcp://
     /// and shm:// (connections admitted in turn and handed to the thread of their session);
     /// xdp:// refuses more than one (an AF_XDP socket serves one queue of the interface).
-    /// At most [`MAX_SERVING_THREADS`] (more are taken as that many).
+    /// With more than one, a spare thread joins them, and an inline procedure that blocks
+    /// stalls only its own call: its thread's sessions are served by the spare after about a
+    /// millisecond (docs/how-it-works.md); with one, it stalls every session. At most
+    /// [`MAX_SERVING_THREADS`] (more are taken as that many).
     pub threads: usize,
     /// The CPUs the serving threads are pinned to: thread `i` of an endpoint to
-    /// `pin_cpus[i % len]`; empty, none pinned. The worker pool and the metrics thread are
-    /// never pinned (they run rarely, and wherever the scheduler finds room).
+    /// `pin_cpus[i % len]`; empty, none pinned. A thread that takes over another's sessions
+    /// (the spare of an endpoint of several [`threads`](Self::threads)) pins itself as that
+    /// one was. The worker pool and the metrics thread are never pinned (they run rarely, and
+    /// wherever the scheduler finds room).
     pub pin_cpus: Vec<usize>,
     /// Note the moments of each call for accounting (`crate::trace`); off costs one branch.
     pub trace: bool,

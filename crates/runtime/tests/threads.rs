@@ -280,3 +280,28 @@ fn a_blocked_procedure_stalls_only_its_own_call() {
     let worst = times.iter().map(|t| p99(t)).max().unwrap();
     assert!(worst >= Duration::from_millis(50), "with one thread the sessions did not wait: p99 {worst:?}");
 }
+
+/// With several threads, calls run with their seat lent are traced as calls run where they
+/// arrive are (`ServerConfig::trace`): an inline procedure finds the records of its session's
+/// earlier calls on its thread.
+#[test]
+fn calls_run_with_their_seat_lent_are_traced() {
+    let program = Program::new(PROG, 1).procedure(0, "NULL", |_, _, _| Ok(())).procedure(1, "TRACES", |_, _, out| {
+        let traces = lowlat::trace::take_server_traces(1000);
+        assert!(traces
+            .iter()
+            .all(|t| t.received <= t.dispatched && t.dispatched <= t.returned && t.returned <= t.replied));
+        out.extend_from_slice(&(traces.len() as u32).to_le_bytes());
+        Ok(())
+    });
+    let (server, uri) = serve(ServerConfig { threads: 2, trace: true, ..ServerConfig::default() }, program);
+    let c = Client::connect(&uri, PROG, 1).expect("binding");
+    common::bytes(1, &c, &[]).expect("traces emptied");
+    for _ in 0..10 {
+        common::bytes(0, &c, &[]).expect("a null call");
+    }
+    let n = common::bytes(1, &c, &[]).expect("traces");
+    // The null calls' and the first TRACES call's (recorded once it was answered).
+    assert_eq!(n, 11u32.to_le_bytes(), "the calls' traces");
+    server.shutdown();
+}

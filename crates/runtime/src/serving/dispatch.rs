@@ -44,9 +44,12 @@ pub(crate) enum Dispatched {
     /// the reply buffer.
     Answered(Status),
     /// Left the serving thread (worker pool, pending future): its result comes back through
-    /// [`Dispatcher::complete`]; or, on an endpoint of several threads, an inline call left to
-    /// run once the transport is done with its frame ([`Dispatcher::take_lent`]).
+    /// [`Dispatcher::complete`].
     Away,
+    /// On an endpoint of several threads, an inline call kept to run once the transport is
+    /// done with its frame, with the thread's seat lent ([`Dispatcher::take_lent`]); answered
+    /// through the protocol's `answer_lent`.
+    Lent,
 }
 
 /// A protocol's name for a call, as its span ([`ServerConfig::spans`]) names it.
@@ -221,7 +224,7 @@ impl<'s, K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<'s, K> {
                 let args = at..self.lent_args.len();
                 self.lent.push_back(LentCall { key: key.clone(), proc: p, ctx, args, spans: self.spans });
                 self.away.push(Away { key, started, id });
-                Dispatched::Away
+                Dispatched::Lent
             }
             Route::Inline(p) => {
                 self.executed += 1;

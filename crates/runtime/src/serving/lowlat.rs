@@ -1,6 +1,7 @@
 //! lowlat's own protocol on a serving thread: its engine (`lowlat-proto`'s [`ServerEngine`]) and
 //! the procedures behind it, as the serving loop hands them frames.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,7 @@ pub(crate) fn endpoint<'c, T: ServerTransport>(t: &T, ctx: &'c Context) -> impl 
         sent: Sent::default(),
         hands_over: t.hands_over(),
         hand_to: None,
+        lent_times: VecDeque::new(),
     }
 }
 
@@ -104,6 +106,24 @@ struct LowlatEndpoint<'c, A> {
     hands_over: bool,
     /// The thread the last frame's connection goes to (`FrameHandler::handed_over`).
     hand_to: Option<u16>,
+    /// When traced calls kept to run with the seat lent were received and dispatched, until
+    /// they are answered (`ServerConfig::trace`).
+    lent_times: VecDeque<(CallKey, u64, u64)>,
+}
+
+/// Notes when a traced call kept to run with the seat lent was received and dispatched (its
+/// trace is recorded when it is answered); nothing to send yet.
+fn lent_trace(
+    ctx: &Context,
+    times: &mut VecDeque<(CallKey, u64, u64)>,
+    key: CallKey,
+    received: u64,
+    dispatched: u64,
+) -> usize {
+    if ctx.config.trace {
+        times.push_back((key, received, dispatched));
+    }
+    0
 }
 
 /// The thread of the endpoint's `shard.count` that holds the session `frame` names, when that
@@ -201,7 +221,8 @@ impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for L
     }
 
     fn handle<O: FnMut(&A, &[u8], &[u8])>(&mut self, from: A, frame: &[u8], lent: &mut [u8], out: &mut O) -> usize {
-        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, hand_to, hands_over } = self;
+        let LowlatEndpoint { engine, ctx, dispatcher, deferred, routes, own, sent, hand_to, hands_over, lent_times } =
+            self;
         let ctx: &'c Context = ctx;
         let tracing = ctx.config.trace;
         let now_ns = || if tracing { trace::now_ns() } else { 0 };
@@ -253,11 +274,13 @@ impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> FrameHandler<A> for L
             match dispatcher.dispatch(route, key, cctx, call.args, &mut reply, started) {
                 Dispatched::Answered(status) => (status, reply.placed().map(|n| (head, n))),
                 Dispatched::Away => return 0,
+                Dispatched::Lent => return lent_trace(ctx, lent_times, key, received, dispatched),
             }
         } else {
             match dispatcher.dispatch(route, key, cctx, call.args, &mut call.reply.into(), started) {
                 Dispatched::Answered(status) => (status, None),
                 Dispatched::Away => return 0,
+                Dispatched::Lent => return lent_trace(ctx, lent_times, key, received, dispatched),
             }
         };
         count_status(own, status);
@@ -301,15 +324,26 @@ impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<'c, A> for L
     }
 
     fn answer_lent(&mut self, key: CallKey, status: Status, result: &[u8], out: &mut impl FnMut(&A, &[u8], &[u8])) {
-        let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
+        let LowlatEndpoint { engine, dispatcher, own, sent, ctx, lent_times, .. } = self;
         let out = &mut sent.counting(out);
+        let returned = if ctx.config.trace { trace::now_ns() } else { 0 };
         dispatcher.lent_done(key, status, result, |key, status, result| answer(engine, own, key, status, result, out));
+        if let Some(i) = lent_times.iter().position(|(k, _, _)| *k == key) {
+            let (_, received, dispatched) = lent_times.remove(i).unwrap_or((key, 0, 0));
+            push_trace(ctx, key, [received, dispatched, returned]);
+        }
     }
 
     fn complete(&mut self, out: &mut impl FnMut(&A, &[u8], &[u8])) {
-        let LowlatEndpoint { engine, dispatcher, own, sent, .. } = self;
+        let LowlatEndpoint { engine, dispatcher, own, sent, lent_times, .. } = self;
         let out = &mut sent.counting(out);
-        dispatcher.complete(|key, status, result| answer(engine, own, key, status, result, out));
+        dispatcher.complete(|key, status, result| {
+            // A traced call whose seat was taken while it ran comes back here: not traced.
+            if !lent_times.is_empty() {
+                lent_times.retain(|(k, _, _)| *k != key);
+            }
+            answer(engine, own, key, status, result, out)
+        });
     }
 
     fn refuse_new_calls(&mut self, why: Refusing) {

@@ -20,8 +20,11 @@
 //! (`FrameHandler::elsewhere`) hands the connection, frame unread, to that thread, once per
 //! connection.
 //!
-//! A procedure that blocks its serving thread stalls the sessions that thread holds (about one
-//! in N), not the others; procedures known to be slow belong on the worker pool
+//! With several threads, each thread's state is a seat ([`seats`]): an inline procedure runs
+//! with its thread's seat lent, and a procedure that blocks past a millisecond has its seat
+//! taken by a free thread (a spare, one per endpoint), so it stalls only its own call; an
+//! endpoint of one thread runs procedures where they arrive, with nothing lent, and one that
+//! blocks stalls every session. Procedures known to be slow belong on the worker pool
 //! (`long_running`).
 //!
 //! The loop ([`serve_loop`]) is the same for every transport and protocol: spin, then block;

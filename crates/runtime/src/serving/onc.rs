@@ -225,7 +225,7 @@ impl<A: Eq + Hash + Copy + Send + Debug + 'static> FrameHandler<A> for OncEndpoi
         let started = if self.dispatcher.sample() { crate::trace::now_ns() } else { 0 };
         let status = match self.dispatcher.dispatch(route, Kept { key, called }, ctx, call.args, reply, started) {
             Dispatched::Answered(status) => status,
-            Dispatched::Away => return 0,
+            Dispatched::Away | Dispatched::Lent => return 0,
         };
         if status != Status::Ok {
             // ONC RPC carries no reason: it goes to the log.

@@ -8,21 +8,24 @@
 //! arguments copied out, its result written into the thread's own buffer, the seat's word saying
 //! "lent" and its lock let go. When the procedure returns, its thread takes the seat back (a
 //! compare-and-swap on the word, then the lock, which nobody else can hold then) and answers the
-//! call there. The serving threads look at the others' words: every [`STALL`] or so while
-//! busy (a clock read every [`LOOK_EVERY`] turns to know when), and at the end of each wait
-//! that found nothing, which ends after [`QUIET`], while idle. A seat lent from one look to the
-//! next (the same generation) is wanted, and a free thread (the endpoint's spare, or a serving
-//! thread whose seat was taken), asleep until then, is woken to take it and serves it from then
-//! on: the other sessions of a blocked thread wait one to two [`STALL`]s (one to two [`QUIET`]s
-//! if the other threads had nothing to do), once, not the length of the procedure. The blocked thread, when its procedure returns, finds its seat gone, hands its
-//! result to the seat's doorbell as a worker does, and is a free thread from then on. Nothing
-//! wakes on a timer while the threads are busy (a spare looking every millisecond took the
-//! CPU from the spinning threads of a two-vCPU machine: udp null p99 4.5 -> 18-24 µs).
+//! call there.
 //!
-//! The common call pays for this with a copy of its arguments and four uncontended atomic
-//! operations (the word's store and compare-and-swap, the lock's release and acquisition), on
-//! an endpoint of several threads only: an endpoint of one thread has no seat and runs its
-//! procedures where they arrive.
+//! The serving threads look at the others' words: every [`STALL`] or so while busy (a clock
+//! read every [`LOOK_EVERY`] turns to know when), and at the end of each wait that found
+//! nothing, which ends after [`QUIET`], while idle. A seat lent from one look to the next (the
+//! same generation) is wanted, and a free thread (the endpoint's spare, or a serving thread
+//! whose seat was taken), asleep until then, is woken to take it and serves it from then on:
+//! the other sessions of a blocked thread wait one to two [`STALL`]s (one to two [`QUIET`]s if
+//! the other threads had nothing to do), once, not the length of the procedure. The blocked
+//! thread, when its procedure returns, finds its seat gone, hands its result to the seat's
+//! doorbell as a worker does, and is a free thread from then on. Nothing wakes on a timer while
+//! the threads are busy (a spare looking every millisecond took the CPU from the spinning
+//! threads of a two-vCPU machine: udp null p99 4.5 -> 18-24 µs).
+//!
+//! The common call pays for this with copies of its arguments and its result and four
+//! uncontended atomic operations (the word's store and compare-and-swap, the lock's release and
+//! acquisition), on an endpoint of several threads only: an endpoint of one thread has no seat
+//! and runs its procedures where they arrive.
 //!
 //! Not chosen: work stealing call by call puts every session's state behind locks the threads
 //! contend for (the endpoint is sharded so that nothing on the call path is shared); handing

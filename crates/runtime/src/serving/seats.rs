@@ -263,6 +263,9 @@ impl<S: Seat> Seats<S> {
     /// Serves the seat of `slot`, held by this thread (its word `held`), running its inline
     /// calls with it lent, until it ends or is taken meanwhile.
     fn serve(&self, slot: &Slot<S>, mut held: u64, scratch: &mut Scratch) {
+        // A serving loop that panics (a defect: procedures' panics are caught) ends its seat,
+        // so that the endpoint's other threads still end when it stops.
+        let _ends = EndOnPanic { seats: self, slot };
         let mut guard = lock(&slot.seat);
         let Some(seat) = guard.as_mut() else { return };
         let away = seat.away();
@@ -297,6 +300,20 @@ impl<S: Seat> Seats<S> {
     }
 }
 
+/// Ends its seat if dropped while its thread panics.
+struct EndOnPanic<'a, S: Seat> {
+    seats: &'a Seats<S>,
+    slot: &'a Slot<S>,
+}
+
+impl<S: Seat> Drop for EndOnPanic<'_, S> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.seats.end(self.slot);
+        }
+    }
+}
+
 /// A lock whose holder never leaves what it guards half-changed.
 fn lock_plain<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -326,11 +343,13 @@ mod tests {
         answered: Arc<Mutex<Vec<(u8, std::thread::ThreadId)>>>,
         /// Calls whose answers went to the seat's holder from a thread it was taken from.
         delivered: Arc<Mutex<Vec<u8>>>,
+        /// The turn at which the serving loop panics (0: never).
+        panics_at: u64,
     }
 
     impl Fake {
         fn new(calls: Vec<u8>, ends_after: u64) -> Fake {
-            Fake { calls, turns: 0, ends_after, answered: Arc::default(), delivered: Arc::default() }
+            Fake { calls, turns: 0, ends_after, answered: Arc::default(), delivered: Arc::default(), panics_at: 0 }
         }
     }
 
@@ -339,6 +358,7 @@ mod tests {
         type Away = Arc<Mutex<Vec<u8>>>;
         fn turn(&mut self) -> Turned {
             self.turns += 1;
+            assert!(self.turns != self.panics_at, "a defect in the serving loop");
             if self.turns >= self.ends_after {
                 Turned::Ended
             } else if self.calls.is_empty() {
@@ -420,5 +440,25 @@ mod tests {
         let first = answered[0].1;
         assert!(answered.iter().all(|(_, t)| *t == first), "a quick call was answered elsewhere");
         assert!(delivered.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_serving_loop_that_panics_ends_its_seat_and_the_others_still_end() {
+        let panicking = Fake { panics_at: 5, ..Fake::new(Vec::new(), 300) };
+        let seats = Arc::new(Seats::new(vec![panicking, Fake::new(Vec::new(), 300)], Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let all = seats.clone();
+        std::thread::spawn(move || {
+            let joined = std::thread::scope(|s| {
+                let home = s.spawn(|| all.home(0));
+                let other = s.spawn(|| all.home(1));
+                let spare = s.spawn(|| all.spare());
+                (home.join().is_err(), other.join().is_ok(), spare.join().is_ok())
+            });
+            let _ = tx.send(joined);
+        });
+        let joined = rx.recv_timeout(Duration::from_secs(10)).expect("the other threads did not end");
+        assert_eq!(joined, (true, true, true));
+        assert!(seats.all_ended());
     }
 }

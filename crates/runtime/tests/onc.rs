@@ -194,12 +194,22 @@ fn every_accepted_status_is_recognised() {
 
 #[test]
 fn auth_sys_reaches_the_procedure_and_uids_are_enforced() {
-    let cfg = ServerConfig { onc_allowed_uids: vec![1234], ..no_rpcbind() };
+    // With several threads the credentials travel with a call run lent (`serving::seats`).
+    for threads in [1, 2] {
+        auth_sys_reaches_the_procedure(threads);
+    }
+}
+
+fn auth_sys_reaches_the_procedure(threads: usize) {
+    let cfg = ServerConfig { onc_allowed_uids: vec![1234], threads, ..no_rpcbind() };
     let (server, _) = serve(cfg);
     for uri in server.local_uris() {
         let who = |c: &Client| c.call(4, nothing, u32_of);
         let ok = ClientConfig { onc_auth: Some(AuthSys::new(1, b"here", 1234, 5, &[5, 6])), ..ClientConfig::default() };
-        assert_eq!(who(&Client::connect_with(&uri, PROG, 2, ok).unwrap()).unwrap(), 1234, "{uri}");
+        let c = Client::connect_with(&uri, PROG, 2, ok).unwrap();
+        for _ in 0..3 {
+            assert_eq!(who(&c).unwrap(), 1234, "{uri}, {threads} threads");
+        }
         let other = ClientConfig { onc_auth: Some(AuthSys::new(1, b"here", 99, 5, &[])), ..ClientConfig::default() };
         let e = who(&Client::connect_with(&uri, PROG, 2, other).unwrap()).unwrap_err();
         assert!(matches!(e, Error::AuthError { reason: AuthStat::TooWeak, .. }), "{uri}: {e}");

@@ -93,6 +93,10 @@ pub(crate) struct Dispatcher<'s, K> {
     lent: VecDeque<LentCall<'s, K>>,
     /// The arguments of the calls in `lent`, one after the other.
     lent_args: Vec<u8>,
+    /// Boxes for the AUTH_SYS credentials of calls in `lent`, kept for the next ones (the
+    /// boxes themselves go out with the calls and come back, so that none is allocated twice).
+    #[allow(clippy::vec_box)]
+    auth_boxes: Vec<Box<lowlat_onc::AuthSys>>,
 }
 
 /// The answers (how many, how many bytes) that can come back to a dispatcher with seats
@@ -100,10 +104,17 @@ pub(crate) struct Dispatcher<'s, K> {
 const LENT_ROOM: (usize, usize) = (64, 64 << 10);
 
 /// An inline call kept to run with the seat lent.
+///
+/// Kept small, as it is moved in and out of the queue: the call's context without its AUTH_SYS
+/// credentials (some 340 bytes), which, when there are any, go in a box the dispatcher reuses.
 pub(crate) struct LentCall<'s, K> {
     pub key: K,
     proc: &'s Procedure,
-    ctx: CallContext,
+    program: u32,
+    version: u32,
+    proc_no: u32,
+    client_order: lowlat_codec::ByteOrder,
+    pub auth: Option<Box<lowlat_onc::AuthSys>>,
     args: Range<usize>,
     /// It runs in a span ([`ServerConfig::spans`](crate::ServerConfig::spans)).
     spans: bool,
@@ -114,9 +125,16 @@ impl<K: CallSpan> LentCall<'_, K> {
     /// (or the reason it failed) into `reply`.
     pub fn run(&self, args: &[u8], reply: &mut Vec<u8>) -> Status {
         reply.clear();
-        let span = self.spans.then(|| self.key.span(&self.ctx, Some(self.proc.name)));
+        let ctx = CallContext {
+            program: self.program,
+            version: self.version,
+            proc_no: self.proc_no,
+            client_order: self.client_order,
+            auth: self.auth.as_deref().copied(),
+        };
+        let span = self.spans.then(|| self.key.span(&ctx, Some(self.proc.name)));
         let _entered = span.as_ref().map(Span::enter);
-        run(self.proc, &self.ctx, args, &mut reply.into())
+        run(self.proc, &ctx, args, &mut reply.into())
     }
 }
 
@@ -149,6 +167,7 @@ impl<'s, K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<'s, K> {
             lending,
             lent: VecDeque::new(),
             lent_args: Vec::new(),
+            auth_boxes: Vec::new(),
         }
     }
 
@@ -222,7 +241,18 @@ impl<'s, K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<'s, K> {
                 let at = self.lent_args.len();
                 self.lent_args.extend_from_slice(args);
                 let args = at..self.lent_args.len();
-                self.lent.push_back(LentCall { key: key.clone(), proc: p, ctx, args, spans: self.spans });
+                let auth = ctx.auth.map(|a| match self.auth_boxes.pop() {
+                    Some(mut b) => {
+                        *b = a;
+                        b
+                    }
+                    None => Box::new(a),
+                });
+                let CallContext { program, version, proc_no, client_order, .. } = ctx;
+                let spans = self.spans;
+                let call =
+                    LentCall { key: key.clone(), proc: p, program, version, proc_no, client_order, auth, args, spans };
+                self.lent.push_back(call);
                 self.away.push(Away { key, started, id });
                 Dispatched::Lent
             }
@@ -280,6 +310,13 @@ impl<'s, K: Clone + PartialEq + Send + CallSpan + 'static> Dispatcher<'s, K> {
             self.lent_args.clear();
         }
         Some(call)
+    }
+
+    /// Keeps the box of a lent call's credentials for the next call that has some.
+    pub fn recycle(&mut self, auth: Option<Box<lowlat_onc::AuthSys>>) {
+        if let Some(b) = auth {
+            self.auth_boxes.push(b);
+        }
     }
 
     /// Where the results of calls that left the serving thread go.

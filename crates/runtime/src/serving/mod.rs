@@ -524,6 +524,7 @@ impl<'s, T: ServerTransport, P: Protocol<'s, T::Addr> + Send> seats::Seat for Se
     fn answer_lent(&mut self, call: Self::Call, status: Status, result: &[u8]) {
         let ServingSeat { t, protocol, .. } = self;
         protocol.answer_lent(call.key, status, result, &mut |to, h, b| t.send(to, h, b));
+        protocol.dispatcher().recycle(call.auth);
         t.answered();
     }
 

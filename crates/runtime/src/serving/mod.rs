@@ -159,7 +159,8 @@ impl Bind for Start {
 
     fn onc<T: ServerTransport + Send + 'static>(self, ts: Vec<T>, netid: onc::Netid, at: SocketAddr) -> Self::Out {
         let local = ts[0].local_uri();
-        // Registered once for the endpoint; unregistered by the first of its threads to end.
+        // Registered once for the endpoint; unregistered by the first of its threads to end (of
+        // several, by the thread that waits for them).
         let registration = Arc::new(Mutex::new(Some(onc::Registration::register(&self.contexts[0], netid, at))));
         if ts.len() > 1 {
             let name = self.thread.clone();
@@ -301,7 +302,7 @@ fn serve_group<'s, T, P>(
             }
         }
         if result.is_ok() {
-            let spare = std::thread::Builder::new().name(format!("{name}-spare")).spawn_scoped(scope, move || {
+            let spare = std::thread::Builder::new().name("lowlat-spare".to_string()).spawn_scoped(scope, move || {
                 let _ = lowlat_sys::block_server_signals();
                 seats.spare();
             });

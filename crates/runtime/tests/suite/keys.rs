@@ -75,7 +75,9 @@ pub fn keyed_bindings_work_and_key_mismatches_are_reported(t: &'static Transport
     let stats = &server.stats()[0].1;
     assert_eq!(stats.mac_failures, 0, "{stats:?}");
     if !private {
-        assert_eq!(stats.refused_key_required, 1, "{stats:?}");
+        // The keyless bind, refused; once more if the client sent it again before the refusal
+        // reached it (a loaded host).
+        assert!((1..=2).contains(&stats.refused_key_required), "{stats:?}");
     }
     server.shutdown();
     let (open, uri) = env.serve(ServerConfig::default());

@@ -328,8 +328,8 @@ impl<'c, A: Copy + Eq + std::hash::Hash + std::fmt::Debug> Protocol<'c, A> for L
         let out = &mut sent.counting(out);
         let returned = if ctx.config.trace { trace::now_ns() } else { 0 };
         dispatcher.lent_done(key, status, result, |key, status, result| answer(engine, own, key, status, result, out));
-        if let Some(i) = lent_times.iter().position(|(k, _, _)| *k == key) {
-            let (_, received, dispatched) = lent_times.remove(i).unwrap_or((key, 0, 0));
+        let traced = lent_times.iter().position(|(k, _, _)| *k == key).and_then(|i| lent_times.remove(i));
+        if let Some((_, received, dispatched)) = traced {
             push_trace(ctx, key, [received, dispatched, returned]);
         }
     }

@@ -191,7 +191,7 @@ impl<S: Seat> Seats<S> {
     /// which end with the last seat.
     fn end(&self, slot: &Slot<S>) {
         slot.word.store(ENDED, Ordering::Release);
-        let _wanted = lock_plain(&self.wanted);
+        let _wanted = lock(&self.wanted);
         self.free.notify_all();
     }
 
@@ -199,7 +199,7 @@ impl<S: Seat> Seats<S> {
     /// ended.
     fn free(&self, scratch: &mut Scratch) {
         loop {
-            let mut wanted = lock_plain(&self.wanted);
+            let mut wanted = lock(&self.wanted);
             let (i, w) = loop {
                 if self.all_ended() {
                     return;
@@ -253,7 +253,7 @@ impl<S: Seat> Seats<S> {
         for (i, slot) in self.slots.iter().enumerate() {
             let w = slot.word.load(Ordering::Acquire);
             if w & STATE == LENT && w == scratch.seen[i] && !std::ptr::eq(slot, mine) {
-                *lock_plain(&self.wanted) = Some((i, w));
+                *lock(&self.wanted) = Some((i, w));
                 self.free.notify_one();
             }
             scratch.seen[i] = w;
@@ -314,15 +314,10 @@ impl<S: Seat> Drop for EndOnPanic<'_, S> {
     }
 }
 
-/// A lock whose holder never leaves what it guards half-changed.
-fn lock_plain<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// A lock of the seats': a thread that panicked holding it left what it guards as it was (a
+/// seat's next holder serves it as it finds it).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A seat's lock. A thread that panicked holding it left the seat as it was; the next holder
-/// serves it as it finds it.
-fn lock<S>(m: &Mutex<Option<S>>) -> MutexGuard<'_, Option<S>> {
-    lock_plain(m)
 }
 
 #[cfg(test)]

@@ -44,12 +44,6 @@ pub(crate) struct Finished<K> {
     pub results: Vec<u8>,
 }
 
-impl<K> Default for Finished<K> {
-    fn default() -> Self {
-        Finished { calls: Vec::new(), results: Vec::new() }
-    }
-}
-
 impl<K> Finished<K> {
     /// Room for `calls` answers of `bytes` in all, made once, so that the first that come back
     /// allocate nothing (a seat taken while its thread was preempted in a procedure, under a

@@ -86,7 +86,7 @@ impl Lowlat {
                 chan: None,
                 buf: Vec::new(),
                 outbox: Vec::new(),
-                spinner: crate::marks::spinner(cfg.spin),
+                spinner: crate::marks::spinner(cfg.spin).awaiting_answers(),
                 earlier: ClientStats::default(),
             })
             .collect();

@@ -271,7 +271,7 @@ impl OncClient {
                     chan: None,
                     gen: 0,
                     buf: Vec::new(),
-                    spinner: crate::marks::spinner(cfg.spin),
+                    spinner: crate::marks::spinner(cfg.spin).awaiting_answers(),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;

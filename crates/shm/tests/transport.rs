@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowlat_shm::{ChannelConfig, Layout, PeerPolicy, ShmChannel, ShmError, ShmServerConfig, SpinPolicy};
+use lowlat_shm::{ChannelConfig, Layout, PeerPolicy, ShmChannel, ShmError, ShmServer, ShmServerConfig, SpinPolicy};
 
 const RING: usize = 4096;
 
@@ -435,4 +435,83 @@ fn a_reply_published_before_the_server_went_is_delivered() {
         let e = ch.block(Some(Duration::from_nanos(1))).unwrap_err();
         assert!(matches!(e, ShmError::PeerGone), "{way}: {e}");
     }
+}
+
+/// A server serving one client keeps another client's connection polled while it is quiet for
+/// less than a millisecond (its next call is found without its doorbell, a system call for the
+/// client), and arms it once quiet for longer. Driven pull-style, as lowlat's runtime drives it.
+#[test]
+fn a_busy_server_keeps_a_quiet_connection_polled_for_a_millisecond() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dir = Scratch::new("quiet");
+    let path = dir.path("s");
+    // A fixed budget: an adaptive one drops to none (arming at once, as blocking) when calls
+    // come slowly, as on a loaded machine.
+    let spin = SpinPolicy::Budget(Duration::from_micros(50));
+    let mut server = ShmServer::bind(&path, ShmServerConfig { spin, ..small_rings() }).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // When the server last answered the quiet client, and its connection.
+    let quiet_answered = std::cell::Cell::new(None::<(Instant, lowlat_shm::ConnectionId)>);
+    let serve_until = |server: &mut ShmServer, until: &mut dyn FnMut(&ShmServer) -> bool| {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while !until(server) {
+            assert!(Instant::now() < give_up, "the server never got there");
+            let _ = server.serve_next(|id, request, reply| {
+                let r = reply.send(&[request]);
+                if request == b"quiet" {
+                    quiet_answered.set(Some((Instant::now(), id)));
+                }
+                r
+            });
+        }
+    };
+    let hot = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                ch.call(&[b"hot"], deadline(Duration::from_secs(5))).unwrap();
+            }
+        })
+    };
+    serve_until(&mut server, &mut |s| s.connection_count() == 1);
+    // The quiet client calls once while the hot one keeps the server busy; a look 0.2-0.8 ms
+    // after the answer finds its connection still polled. With no look in that window (the
+    // server's thread descheduled), again with a new quiet client.
+    let mut kept = None;
+    for _ in 0..5 {
+        quiet_answered.set(None);
+        let quiet = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut ch = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
+                ch.call(&[b"quiet"], deadline(Duration::from_secs(5))).unwrap();
+                ch
+            })
+        };
+        // Whether the quiet connection was polled at every look 0.2-0.8 ms after its answer,
+        // and at a look 5 ms after it.
+        let mut in_window = None;
+        let mut later = true;
+        serve_until(&mut server, &mut |s| {
+            let Some((answered, id)) = quiet_answered.get() else { return false };
+            let quiet_for = answered.elapsed();
+            if quiet_for >= Duration::from_micros(200) && quiet_for < Duration::from_micros(800) {
+                in_window = Some(in_window.unwrap_or(true) && s.is_active(id));
+            }
+            later = s.is_active(id);
+            quiet_for >= Duration::from_millis(5)
+        });
+        serve_until(&mut server, &mut |_| quiet.is_finished());
+        drop(quiet.join().unwrap());
+        if let Some(polled) = in_window {
+            kept = Some((polled, later));
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    serve_until(&mut server, &mut |_| hot.is_finished());
+    hot.join().unwrap();
+    assert_eq!(kept, Some((true, false)), "(the quiet connection polled 0.2-0.8 ms after its call; after 5 ms)");
 }

@@ -2,11 +2,12 @@
 //! connections.
 //!
 //! The thread polls the call rings of *active* connections. A connection idle for longer than the spin
-//! budget is *armed*: its "consumer sleeping" flag is set, the server stops polling it, and its
-//! client rings the connection's doorbell (an eventfd handed over with the memfd) on its next call.
-//! When every connection is armed the thread sleeps in `epoll_wait` on the doorbells, the liveness
-//! sockets and the listener: no CPU is burnt, yet any call wakes it. Idle connections therefore cost
-//! the active ones nothing on the polling path.
+//! budget and a millisecond (`COOL_AFTER`; the budget alone past `KEEP_ACTIVE` active connections) is
+//! *armed*: its "consumer sleeping" flag is set, the server stops polling it, and its client rings the
+//! connection's doorbell (an eventfd handed over with the memfd) on its next call. A server with
+//! nothing to serve for its spin budget arms every connection and sleeps in `epoll_wait` on the
+//! doorbells, the liveness sockets and the listener: no CPU is burnt, yet any call wakes it. Idle
+//! connections therefore cost the active ones nothing on the polling path.
 //!
 //! A connection is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
 //! rings, sends more than `max_message`, or leaves no room for a reply for `stall_limit`. None
@@ -172,12 +173,18 @@ fn tag(kind: u64, id: ConnectionId) -> u64 {
     (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
 }
 
-/// Busy-polling only: a connection idle this long is polled every 64th pass.
+/// Busy-polling: a connection idle this long is polled every 64th pass. Spinning: a connection of
+/// a busy server idle this long is armed (see `KEEP_ACTIVE`).
 const COOL_AFTER: Duration = Duration::from_millis(1);
 
 /// While any connection is active, epoll is also checked (accepts, hang-ups, doorbells of armed
 /// connections) about this often.
 const EVENT_CHECK: Duration = Duration::from_micros(50);
+
+/// A server busy with some connections keeps this many quiet ones active (looked at on every
+/// pass, their clients' calls found without a doorbell) until they have been quiet for
+/// `COOL_AFTER`: as many as one client's default slots, each a connection.
+const KEEP_ACTIVE: usize = 64;
 
 /// A shared-memory server: the listening socket plus every live connection. Driven by one thread
 /// through [`poll`](Self::poll) or [`run`](Self::run); several, one per thread, share a path as a
@@ -289,6 +296,12 @@ impl ShmServer {
     /// Connections currently polled (not asleep).
     pub fn active_count(&self) -> usize {
         self.active.len()
+    }
+
+    /// Whether `connection` is open and polled (not armed, its client's calls found without its
+    /// doorbell).
+    pub fn is_active(&self, connection: ConnectionId) -> bool {
+        matches!(self.slots.get(connection.index as usize), Some(Some(b)) if b.id == connection && !b.armed)
     }
 
     /// Connections closed so far because their client broke the rings (a hostile or crashed peer).

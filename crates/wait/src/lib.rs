@@ -109,8 +109,9 @@ impl Spinner {
     }
 
     /// This waiter, waiting for the answers to its thread's calls: an adaptive wait in a crowd
-    /// ([`Crowd`]) then keeps yielding for up to [`CROWDED_CAP`] before it blocks, where any
-    /// other wait blocks past [`ADAPTIVE_CAP`] (see [`CROWDED_CAP`] for why).
+    /// (the process's waits as many as its thread's CPUs) then keeps yielding for up to
+    /// [`CROWDED_CAP`] before it blocks, where any other wait blocks past [`ADAPTIVE_CAP`] (see
+    /// [`CROWDED_CAP`] for why).
     pub fn awaiting_answers(mut self) -> Self {
         self.awaits_answers = true;
         self
@@ -315,7 +316,8 @@ const CLOCK_EVERY: u32 = 32;
 /// peer starved of CPU by its spinning callers lasts far longer, and still gives its CPU away.
 const YIELD_AFTER: Duration = Duration::from_micros(5);
 
-/// How long a caller's adaptive wait in a crowd ([`Crowd`]) spins, yielding, before it blocks:
+/// How long a caller's adaptive wait in a crowd (the process's waits as many as its thread's
+/// CPUs) spins, yielding, before it blocks:
 /// twice its mean wait under this cap, where an uncrowded wait's cap is [`ADAPTIVE_CAP`].
 ///
 /// In a crowd a wait lasts long because the process's other callers went first, not because the

@@ -317,8 +317,8 @@ const CLOCK_EVERY: u32 = 32;
 const YIELD_AFTER: Duration = Duration::from_micros(5);
 
 /// How long a caller's adaptive wait in a crowd (the process's waits as many as its thread's
-/// CPUs) spins, yielding, before it blocks:
-/// twice its mean wait under this cap, where an uncrowded wait's cap is [`ADAPTIVE_CAP`].
+/// CPUs) spins, yielding, before it blocks: twice its mean wait under this cap, where an
+/// uncrowded wait's cap is [`ADAPTIVE_CAP`].
 ///
 /// In a crowd a wait lasts long because the process's other callers went first, not because the
 /// peer is slow, and blocking then costs more than it saves: the peer's answer wakes the blocked
@@ -565,8 +565,7 @@ mod tests {
     fn a_callers_long_wait_in_a_crowd_spins_where_any_other_wait_blocks() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Waits of 400 µs: past ADAPTIVE_CAP, within CROWDED_CAP.
-        let used_to_long_waits = |s: Spinner| {
-            let mut s = s;
+        let used_to_long_waits = |mut s: Spinner| {
             for _ in 0..64 {
                 s.observe(Duration::from_micros(400));
             }

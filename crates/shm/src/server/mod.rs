@@ -173,17 +173,18 @@ fn tag(kind: u64, id: ConnectionId) -> u64 {
     (id.generation as u64) << 32 | (id.index as u64) << 2 | kind
 }
 
-/// Busy-polling: a connection idle this long is polled every 64th pass. Spinning: a connection of
-/// a busy server idle this long is armed (see `KEEP_ACTIVE`).
+/// Busy-polling: a connection idle this long is polled every 64th pass. Spinning: a connection idle
+/// this long is armed, even while the server spins (see `KEEP_ACTIVE`).
 const COOL_AFTER: Duration = Duration::from_millis(1);
 
 /// While any connection is active, epoll is also checked (accepts, hang-ups, doorbells of armed
 /// connections) about this often.
 const EVENT_CHECK: Duration = Duration::from_micros(50);
 
-/// A server busy with some connections keeps this many quiet ones active (looked at on every
-/// pass, their clients' calls found without a doorbell) until they have been quiet for
-/// `COOL_AFTER`: as many as one client's default slots, each a connection.
+/// A spinning server with at most this many active connections keeps each polled (its client's
+/// calls found without a doorbell) until it has been quiet for `COOL_AFTER`, not only for the spin
+/// budget: as many as one client's default slots, each a connection. With more, a connection
+/// quiet for the budget is armed, so that quiet ones do not lengthen every pass.
 const KEEP_ACTIVE: usize = 64;
 
 /// A shared-memory server: the listening socket plus every live connection. Driven by one thread

@@ -16,6 +16,7 @@
 //! threads, a lock guard may not): its slot is *lent* ([`SlotPool::lend`]), its lock free, and
 //! every claim passes it by until it is given back.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -27,6 +28,17 @@ use spin::mutex::{SpinMutex, SpinMutexGuard};
 /// How often a waiter looks at the slots again where the kernel offers no process-wide barrier
 /// (a release may then go unseen).
 pub(crate) const FALLBACK_RECHECK: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// The index of the slot this thread claimed last, in whichever pool: its next claim looks
+    /// there first. Threads that share a client then each come back to their own slot, free
+    /// since their last call, instead of all scanning from the first past the slots of callers
+    /// descheduled mid-call. Measured on two vCPUs, 16 callers of one shared-memory client
+    /// pinned to one CPU: a third of the samples of the call's own code fell on the locked
+    /// instruction of that scan; 16 unpinned callers made 0.90-0.92x of one caller's calls per
+    /// second scanning from the first slot, 0.95-0.99x starting at their own.
+    static LAST_CLAIMED: Cell<usize> = const { Cell::new(0) };
+}
 
 /// The slots of one client.
 pub(crate) struct SlotPool<S> {
@@ -124,20 +136,34 @@ impl<S> SlotPool<S> {
         self.opened[index].store(true, Ordering::Relaxed);
     }
 
-    /// The first slot free now (not held, not lent), among the open ones only if `open_only`.
+    /// The first slot free now (not held, not lent), among the open ones only if `open_only`,
+    /// looking first at the slot this thread claimed last ([`LAST_CLAIMED`]).
     #[inline]
     pub fn try_claim(&self, open_only: bool) -> Option<Claimed<'_, S>> {
-        let slots = self.slots.iter().zip(self.opened.iter()).zip(self.lent.iter()).enumerate();
-        slots
-            .filter(|(_, ((_, opened), _))| !open_only || opened.load(Ordering::Relaxed))
-            // Lent to an async call: passed by without the lock's locked instruction (with 64
-            // calls in flight, 63 of them on every claim), then looked at again under the
-            // lock, which orders the look after the lend.
-            .filter(|(_, (_, lent))| !lent.load(Ordering::Relaxed))
-            .find_map(|(index, ((slot, _), lent))| {
-                let guard = slot.try_lock().filter(|_| !lent.load(Ordering::Relaxed))?;
-                Some(Claimed { guard: Some(guard), index, pool: self })
-            })
+        let n = self.slots.len();
+        let first = LAST_CLAIMED.get();
+        let first = if first < n { first } else { 0 };
+        for k in 0..n {
+            // No `%`: a division on every call shows.
+            let index = if first + k >= n { first + k - n } else { first + k };
+            let slot = &self.slots[index];
+            let lent = &self.lent[index];
+            // Lent to an async call (with 64 calls in flight, 63 of them on every claim) or
+            // held: passed by without the lock's locked instruction, which would take the
+            // slot's line from the CPU of the thread that holds it. Lent is looked at again
+            // under the lock, which orders the look after the lend.
+            if (open_only && !self.opened[index].load(Ordering::Relaxed))
+                || lent.load(Ordering::Relaxed)
+                || slot.is_locked()
+            {
+                continue;
+            }
+            if let Some(guard) = slot.try_lock().filter(|_| !lent.load(Ordering::Relaxed)) {
+                LAST_CLAIMED.set(index);
+                return Some(Claimed { guard: Some(guard), index, pool: self });
+            }
+        }
+        None
     }
 
     /// A free slot for a blocking call, waiting for one to be released until `deadline` (read
@@ -427,6 +453,30 @@ mod tests {
             drop(call);
         });
         assert!(pool.try_claim(true).is_some(), "the look gave the slot back");
+    }
+
+    /// Threads that share a client come back each to the slot it claimed last, where the
+    /// others' calls do not touch it, not to the first slot free.
+    #[test]
+    fn a_thread_claims_first_the_slot_it_claimed_last() {
+        let pool = SlotPool::new(vec![(); 4], |_| true);
+        let (a, b) = (pool.try_claim(true).expect("free"), pool.try_claim(true).expect("free"));
+        assert_eq!((a.index(), b.index()), (0, 1));
+        drop(a);
+        drop(b);
+        for _ in 0..3 {
+            assert_eq!(pool.try_claim(true).map(|c| c.index()), Some(1), "slot 0 is free, but 1 was this thread's");
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let held = pool.try_claim(true).expect("free");
+                assert_eq!(held.index(), 0, "another thread starts from the first");
+                // Its own slot held, the thread takes the next one free.
+                let mine = pool.hold(1);
+                assert_eq!(pool.try_claim(true).map(|c| c.index()), Some(2));
+                drop(mine);
+            });
+        });
     }
 
     /// A blocking call that finds every slot busy is woken by the release itself, not by a

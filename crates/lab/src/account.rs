@@ -29,6 +29,7 @@ use lowlat_report::Accounting;
 use crate::instructions;
 use crate::interface::{self, LabClient};
 use crate::ladder::Placement;
+use crate::latency::median;
 use crate::pingpong::{Pinger, RawOptions};
 use crate::procs;
 
@@ -221,11 +222,6 @@ pub fn stub_and_procedure_costs(calls: u32) -> (f64, f64) {
     }
     let procedure = t.elapsed().as_nanos() as f64 / calls as f64;
     (marshal, procedure)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn spawn_server(exe: &Path, args: &[&str], place: &Placement) -> Result<procs::ServerProcess, String> {

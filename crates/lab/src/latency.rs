@@ -10,6 +10,12 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid")
 }
 
+/// The median of `v` (the upper one of an even count; 0 for none), sorting `v`.
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// One benchmark's result, in the JSON shape DESIGN.md fixes (one object per line).
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Summary {

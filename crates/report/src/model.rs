@@ -275,21 +275,38 @@ pub struct ThreadsRow {
     /// CPU (results written before this field existed: pinned).
     #[serde(default)]
     pub unpinned: bool,
-    /// Completed calls per second, all threads together.
+    /// Completed calls per second, all threads together (the median over the rounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_per_s: Option<f64>,
     /// Payload bits per second / 10^6 (calls_per_s * size * 8 / 10^6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mbit_per_s: Option<f64>,
+    /// Rounds measured: each round ran every count of callers once, in turn, so that a ratio
+    /// to one caller compares runs made moments apart (results written before this field
+    /// existed: one).
+    #[serde(default = "one_round")]
+    pub rounds: u32,
+    /// The median over the rounds of this row's calls/s against one caller's in the same round
+    /// (absent: [`ThreadsRow::of_one_caller`] divides the medians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_one_caller_by_round: Option<f64>,
     /// Why figures are missing, if any are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
 }
 
+fn one_round() -> u32 {
+    1
+}
+
 impl ThreadsRow {
-    /// This row's calls/s against those of the row of `rows` that measured the same with one
-    /// caller (Firefly's Table I read across), when both have a rate.
+    /// This row's calls/s against one caller's (Firefly's Table I read across): the median of
+    /// the rounds' ratios where it was measured in rounds, else against the row of `rows` that
+    /// measured the same with one caller, when both have a rate.
     pub fn of_one_caller(&self, rows: &[ThreadsRow]) -> Option<f64> {
+        if self.of_one_caller_by_round.is_some() {
+            return self.of_one_caller_by_round;
+        }
         let one = rows
             .iter()
             .find(|o| {

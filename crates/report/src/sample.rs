@@ -74,7 +74,8 @@ pub fn sample_results() -> Results {
                 for n in [1u32, 2, 4, 8, 16] {
                     let base = [900_000.0, 160_000.0, 120_000.0, 110_000.0][ti] * if size > 0 { 0.7 } else { 1.0 };
                     let spread = if unpinned { 0.9 } else { 1.0 };
-                    let cps = base * spread * (f64::from(n).min(2.0) * 0.9 + 0.1) / (1.0 + 0.02 * f64::from(n));
+                    let at = |n: u32| base * spread * (f64::from(n).min(2.0) * 0.9 + 0.1) / (1.0 + 0.02 * f64::from(n));
+                    let cps = at(n);
                     threads.push(ThreadsRow {
                         transport: (*t).to_owned(),
                         proc: proc.to_owned(),
@@ -83,6 +84,8 @@ pub fn sample_results() -> Results {
                         unpinned,
                         calls_per_s: Some(cps),
                         mbit_per_s: Some(cps * f64::from(size) * 8.0 / 1e6),
+                        rounds: 3,
+                        of_one_caller_by_round: Some(cps / at(1)),
                         skipped: None,
                     });
                 }
@@ -97,6 +100,8 @@ pub fn sample_results() -> Results {
         unpinned: false,
         calls_per_s: None,
         mbit_per_s: None,
+        rounds: 1,
+        of_one_caller_by_round: None,
         skipped: Some("AF_XDP needs root".into()),
     });
 

@@ -32,6 +32,8 @@ pub(crate) struct Scale {
     /// rate): callers that outnumber the CPUs take turns by the scheduler's slices (ms), so a
     /// run far shorter would time the turns, not the calls.
     pub(crate) threads_seconds: f64,
+    /// Rounds of the threads section (see its module).
+    pub(crate) threads_rounds: u32,
     pub(crate) load_seconds: f64,
     /// Seconds each closed-loop run of the saturation section aims at (its counts are sized
     /// from the rate the run before measured).
@@ -47,6 +49,7 @@ pub(crate) const QUICK: Scale = Scale {
     calls: 5_000,
     threads_calls: 4_000,
     threads_seconds: 0.1,
+    threads_rounds: 3,
     load_seconds: 0.25,
     saturation_seconds: 0.1,
     cold_repeats: 3,
@@ -57,7 +60,8 @@ pub(crate) const QUICK: Scale = Scale {
 pub(crate) const FULL: Scale = Scale {
     calls: 50_000,
     threads_calls: 40_000,
-    threads_seconds: 0.5,
+    threads_seconds: 0.3,
+    threads_rounds: 3,
     load_seconds: 1.5,
     saturation_seconds: 1.0,
     cold_repeats: 15,

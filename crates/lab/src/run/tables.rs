@@ -111,7 +111,11 @@ fn busy_server(r: &Results) {
 }
 
 fn threads(r: &Results) {
-    println!("\n== Threads (Firefly Table I): calls/s and Mbit/s, and the rate against one caller's ==");
+    let rounds = r.threads.iter().map(|t| t.rounds).max().unwrap_or(1);
+    println!(
+        "\n== Threads (Firefly Table I): calls/s and Mbit/s, and the rate against one caller's (medians of {rounds} \
+         alternating rounds) =="
+    );
     for t in &r.threads {
         let ratio = t.of_one_caller(&r.threads);
         println!(

@@ -24,6 +24,16 @@ pub(super) fn threads(out: &mut String, rows: &[ThreadsRow], pal: &Palette) {
     if rows.is_empty() {
         return empty(out, "thread measurements");
     }
+    let rounds = rows.iter().map(|r| r.rounds).max().unwrap_or(1);
+    if rounds > 1 {
+        let _ = write!(
+            out,
+            "<p>Measured in {rounds} rounds, each count of callers once a round, in turn: the \
+             figures are medians over the rounds, and <b>x of 1</b> the median of each round's \
+             rate against one caller's in the same round, so that a host whose speed drifts moves \
+             both alike.</p>"
+        );
+    }
     let mut counts: Vec<u32> = rows.iter().map(|r| r.threads).collect();
     counts.sort_unstable();
     counts.dedup();

@@ -7,6 +7,7 @@ use lowlat::{ClientConfig, SpinPolicy};
 use lowlat_report::{ColdRow, Results};
 
 use crate::interface::LabClient;
+use crate::latency::median;
 use crate::run::lab::Lab;
 
 /// Progress steps: one per transport.
@@ -59,9 +60,4 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
             }),
         }
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

@@ -1,11 +1,17 @@
 //! Threads (Firefly's Table I): calls per second and Mbit/s with 1 to 16 caller threads, for
 //! the null call and a 1440-byte result, the callers pinned to the lab's client CPU and left to
 //! the scheduler: whether callers that outnumber the CPUs keep the rate of one.
+//!
+//! Each placement is measured in rounds, every count of callers once per round, in turn, and
+//! each count's rate is set against one caller's in the same round: a host whose speed drifts
+//! over seconds (a shared VM's) then moves both alike, where one run of each would compare
+//! moments apart. The table gives the medians over the rounds.
 
 use lowlat::SpinPolicy;
 use lowlat_report::{Results, ThreadsRow};
 
 use crate::bench::{self, BenchSpec};
+use crate::latency::{median, Summary};
 use crate::run::lab::Lab;
 
 const SCHEMES: [&str; 4] = ["udp", "tcp", "shm", "onc+udp"];
@@ -29,25 +35,66 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
                 Some(((probe.calls_per_s * lab.scale.threads_seconds) as u64).clamp(lab.scale.threads_calls, MAX_CALLS))
             });
             for unpinned in [false, true] {
-                for t in CALLERS {
-                    let r = server.as_ref().map_err(|e| e.clone()).and_then(|(_, uri)| {
-                        let n = calls.unwrap_or(lab.scale.threads_calls);
-                        let spec = lab.spec(uri, proc, size, n, SpinPolicy::Adaptive);
-                        let cpu = if unpinned { None } else { spec.cpu };
-                        bench::run(&BenchSpec { threads: t, cpu, ..spec }).map_err(|e| e.to_string())
+                // runs[round][i]: CALLERS[i] callers in that round.
+                let mut runs: Vec<Vec<Result<Summary, String>>> = Vec::new();
+                for _ in 0..lab.scale.threads_rounds {
+                    let round = CALLERS.map(|t| {
+                        server.as_ref().map_err(|e| e.clone()).and_then(|(_, uri)| {
+                            let n = calls.unwrap_or(lab.scale.threads_calls);
+                            let spec = lab.spec(uri, proc, size, n, SpinPolicy::Adaptive);
+                            let cpu = if unpinned { None } else { spec.cpu };
+                            bench::run(&BenchSpec { threads: t, cpu, ..spec }).map_err(|e| e.to_string())
+                        })
                     });
-                    results.threads.push(ThreadsRow {
+                    runs.push(round.into());
+                }
+                for (i, &t) in CALLERS.iter().enumerate() {
+                    let row = ThreadsRow {
                         transport: scheme.into(),
                         proc: proc.into(),
                         size: size as u32,
                         threads: t as u32,
                         unpinned,
-                        calls_per_s: r.as_ref().ok().map(|s| s.calls_per_s),
-                        mbit_per_s: r.as_ref().ok().map(|s| s.mbit_s),
-                        skipped: r.err(),
-                    });
+                        calls_per_s: None,
+                        mbit_per_s: None,
+                        rounds: runs.len() as u32,
+                        of_one_caller_by_round: None,
+                        skipped: None,
+                    };
+                    results.threads.push(summarise(row, &runs, i));
                 }
             }
         }
+    }
+}
+
+/// `row` with the medians of column `i` of `runs` (its rate against column 0's, round by round),
+/// or the first failure, if any run failed.
+fn summarise(row: ThreadsRow, runs: &[Vec<Result<Summary, String>>], i: usize) -> ThreadsRow {
+    let mut rates = Vec::new();
+    let mut mbits = Vec::new();
+    let mut ratios = Vec::new();
+    for round in runs {
+        match &round[i] {
+            Err(e) => return ThreadsRow { skipped: Some(e.clone()), ..row },
+            Ok(s) => {
+                rates.push(s.calls_per_s);
+                mbits.push(s.mbit_s);
+                if let Ok(one) = &round[0] {
+                    if one.calls_per_s > 0.0 {
+                        ratios.push(s.calls_per_s / one.calls_per_s);
+                    }
+                }
+            }
+        }
+    }
+    if rates.is_empty() {
+        return row;
+    }
+    ThreadsRow {
+        calls_per_s: Some(median(&mut rates)),
+        mbit_per_s: Some(median(&mut mbits)),
+        of_one_caller_by_round: (!ratios.is_empty()).then(|| median(&mut ratios)),
+        ..row
     }
 }

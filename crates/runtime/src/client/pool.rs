@@ -139,34 +139,20 @@ impl<S> SlotPool<S> {
         self.opened[index].store(true, Ordering::Relaxed);
     }
 
-    /// The first slot free now (not held, not lent), among the open ones only if `open_only`,
-    /// looking first at the slot this thread claimed last ([`LAST_CLAIMED`]).
+    /// The first slot free now (not held, not lent), among the open ones only if `open_only`.
     #[inline]
     pub fn try_claim(&self, open_only: bool) -> Option<Claimed<'_, S>> {
-        let n = self.slots.len();
-        let first = LAST_CLAIMED.get();
-        let first = if first < n { first } else { 0 };
-        for k in 0..n {
-            // No `%`: a division on every call shows.
-            let index = if first + k >= n { first + k - n } else { first + k };
-            let slot = &self.slots[index];
-            let lent = &self.lent[index];
-            // Lent to an async call (with 64 calls in flight, 63 of them on every claim) or
-            // held: passed by without the lock's locked instruction, which would take the
-            // slot's line from the CPU of the thread that holds it. Lent is looked at again
-            // under the lock, which orders the look after the lend.
-            if (open_only && !self.opened[index].load(Ordering::Relaxed))
-                || lent.load(Ordering::Relaxed)
-                || slot.is_locked()
-            {
-                continue;
-            }
-            if let Some(guard) = slot.try_lock().filter(|_| !lent.load(Ordering::Relaxed)) {
-                LAST_CLAIMED.set(index);
-                return Some(Claimed { guard: Some(guard), index, pool: self });
-            }
-        }
-        None
+        let slots = self.slots.iter().zip(self.opened.iter()).zip(self.lent.iter()).enumerate();
+        slots
+            .filter(|(_, ((_, opened), _))| !open_only || opened.load(Ordering::Relaxed))
+            // Lent to an async call: passed by without the lock's locked instruction (with 64
+            // calls in flight, 63 of them on every claim), then looked at again under the
+            // lock, which orders the look after the lend.
+            .filter(|(_, (_, lent))| !lent.load(Ordering::Relaxed))
+            .find_map(|(index, ((slot, _), lent))| {
+                let guard = slot.try_lock().filter(|_| !lent.load(Ordering::Relaxed))?;
+                Some(Claimed { guard: Some(guard), index, pool: self })
+            })
     }
 
     /// A free slot for a blocking call, waiting for one to be released until `deadline` (read

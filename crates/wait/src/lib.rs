@@ -133,7 +133,9 @@ impl Spinner {
         self.policy
     }
 
-    /// The spin budget for the next wait.
+    /// The spin budget for the next wait outside a crowd. A caller's adaptive wait
+    /// ([`awaiting_answers`](Self::awaiting_answers)) that finds the process's waits as many as
+    /// its CPUs spins longer, under [`CROWDED_CAP`].
     #[inline]
     pub fn budget(&self) -> Option<Duration> {
         match self.policy {
@@ -564,13 +566,13 @@ mod tests {
     #[test]
     fn a_callers_long_wait_in_a_crowd_spins_where_any_other_wait_blocks() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // Waits of 400 µs: past ADAPTIVE_CAP, within CROWDED_CAP.
-        let used_to_long_waits = |mut s: Spinner| {
+        let used_to = |wait: Duration, mut s: Spinner| {
             for _ in 0..64 {
-                s.observe(Duration::from_micros(400));
+                s.observe(wait);
             }
             s
         };
+        let join_a_crowd = || -> Vec<Crowd> { (0..cpus.max(2)).map(|_| Crowd::join()).collect() };
         let blocks_in_a_200us_wait = |s: &mut Spinner| {
             let until = Instant::now() + Duration::from_micros(200);
             let mut blocks = 0;
@@ -586,19 +588,18 @@ mod tests {
             assert_eq!(r, Ok(Some(())));
             blocks
         };
-        let mut caller = used_to_long_waits(Spinner::new(SpinPolicy::Adaptive).awaiting_answers());
-        let mut other = used_to_long_waits(Spinner::new(SpinPolicy::Adaptive));
+        // Waits of 400 µs: past ADAPTIVE_CAP, within CROWDED_CAP.
+        let long = Duration::from_micros(400);
+        let mut caller = used_to(long, Spinner::new(SpinPolicy::Adaptive).awaiting_answers());
+        let mut other = used_to(long, Spinner::new(SpinPolicy::Adaptive));
         assert_eq!(caller.budget(), Some(Duration::ZERO), "uncrowded, waits this long block at once");
-        let crowd: Vec<Crowd> = (0..cpus.max(2)).map(|_| Crowd::join()).collect();
+        let crowd = join_a_crowd();
         assert_eq!(blocks_in_a_200us_wait(&mut caller), 0, "a caller's wait in a crowd blocked");
         assert!(blocks_in_a_200us_wait(&mut other) > 0, "a wait for no answer of its own spun in a crowd");
         drop(crowd);
         // A truly slow peer: waits past CROWDED_CAP block at once, crowd or not.
-        let mut slow = Spinner::new(SpinPolicy::Adaptive).awaiting_answers();
-        for _ in 0..64 {
-            slow.observe(CROWDED_CAP * 2);
-        }
-        let crowd: Vec<Crowd> = (0..cpus.max(2)).map(|_| Crowd::join()).collect();
+        let mut slow = used_to(CROWDED_CAP * 2, Spinner::new(SpinPolicy::Adaptive).awaiting_answers());
+        let crowd = join_a_crowd();
         assert!(blocks_in_a_200us_wait(&mut slow) > 0, "a caller of a slow peer spun");
         drop(crowd);
     }

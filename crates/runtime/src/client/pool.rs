@@ -36,10 +36,10 @@ thread_local! {
     /// the slots of callers descheduled mid-call, with a locked instruction each on a line
     /// another CPU may hold. Measured on two vCPUs, 16 callers of one shared-memory client
     /// pinned to one CPU: a third of the samples of the call's own code fell on that scan's
-    /// locked instruction; 16 unpinned callers made 0.90-0.92x of one caller's calls per second
-    /// scanning from the first slot, 0.95-0.99x starting at their own. Async and batched calls
-    /// keep a thread's many slots in flight at once, so theirs scan from the first (starting at
-    /// the last one instead made 16 in flight from one thread 7% slower).
+    /// locked instruction; 16 unpinned callers made 0.89-0.92x of one caller's calls per second
+    /// in most runs scanning from the first slot, 0.94-0.99x starting at their own. Async and
+    /// batched calls keep a thread's many slots in flight at once, so theirs scan from the first
+    /// (starting at the last one instead made 16 in flight from one thread 7% slower).
     static LAST_CLAIMED: Cell<usize> = const { Cell::new(0) };
 }
 

@@ -95,14 +95,8 @@ impl RecordMarking {
 impl Framing for RecordMarking {
     fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>> {
         loop {
-            match self.records.next_record() {
-                Ok(Some(r)) => {
-                    out.clear();
-                    out.extend_from_slice(r);
-                    return Ok(Some(()));
-                }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            if self.buffered(out)?.is_some() {
+                return Ok(Some(()));
             }
             match sock.read(self.records.buffer(64 << 10)) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),
@@ -111,6 +105,18 @@ impl Framing for RecordMarking {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    fn buffered(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>> {
+        match self.records.next_record() {
+            Ok(Some(r)) => {
+                out.clear();
+                out.extend_from_slice(r);
+                Ok(Some(()))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
         }
     }
 

@@ -23,6 +23,10 @@ pub trait Framing: Clone + Send + 'static {
     /// complete frame yet. `UnexpectedEof`: the peer closed. `InvalidData`: the peer broke the
     /// framing (a frame larger than the maximum), and the stream cannot be read further.
     fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>>;
+    /// The next frame among the bytes already read, copied into `out`, without reading the
+    /// socket: for a server whose epoll (level-triggered) reports the socket again when it has
+    /// more, so that the frames behind one are taken without a read that finds nothing.
+    fn buffered(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>>;
     /// Largest frame read.
     fn max_frame(&self) -> usize;
     /// The header before a fragment of `len` bytes; `last`: the fragment ends its frame.
@@ -71,16 +75,8 @@ impl LengthPrefix {
 
 impl Framing for LengthPrefix {
     fn next(&mut self, sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<Option<()>> {
-        let max = self.max;
         loop {
-            if let Some((at, len)) = self.complete(max)? {
-                out.clear();
-                out.extend_from_slice(&self.buf[at..at + len]);
-                self.start = at + len;
-                if self.start == self.end {
-                    self.start = 0;
-                    self.end = 0;
-                }
+            if self.buffered(out)?.is_some() {
                 return Ok(Some(()));
             }
             // Make room: move the partial frame to the front, grow to hold a whole one.
@@ -107,6 +103,18 @@ impl Framing for LengthPrefix {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    fn buffered(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>> {
+        let Some((at, len)) = self.complete(self.max)? else { return Ok(None) };
+        out.clear();
+        out.extend_from_slice(&self.buf[at..at + len]);
+        self.start = at + len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        Ok(Some(()))
     }
 
     fn max_frame(&self) -> usize {

@@ -60,6 +60,48 @@ mod tests {
         }
     }
 
+    fn length_prefixed(body: &[u8]) -> Vec<u8> {
+        [&(body.len() as u32).to_le_bytes()[..], body].concat()
+    }
+
+    #[test]
+    fn frames_already_read_are_taken_without_reading_the_socket_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut sock, _) = listener.accept().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        // One write, one segment: the first read takes both frames.
+        peer.write_all(&[length_prefixed(b"one"), length_prefixed(b"two")].concat()).unwrap();
+        lowlat_sys::wait_readable(&sock, Some(Duration::from_secs(5))).unwrap();
+        let (mut framing, mut out) = (LengthPrefix::new(64), Vec::new());
+        assert_eq!(framing.next(&mut sock, &mut out).unwrap(), Some(()));
+        assert_eq!(out, b"one");
+        assert_eq!(framing.buffered(&mut out).unwrap(), Some(()));
+        assert_eq!(out, b"two");
+        peer.write_all(&length_prefixed(b"three")).unwrap();
+        lowlat_sys::wait_readable(&sock, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(framing.buffered(&mut out).unwrap(), None, "read the socket");
+        assert_eq!(framing.next(&mut sock, &mut out).unwrap(), Some(()));
+        assert_eq!(out, b"three");
+    }
+
+    #[test]
+    fn an_endpoint_serves_frames_that_came_together_and_the_one_after() {
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 1 << 16).unwrap();
+        let mut peer = TcpStream::connect(ep.local_addr()).unwrap();
+        let mut out = Vec::new();
+        peer.write_all(&[length_prefixed(b"one"), length_prefixed(b"two")].concat()).unwrap();
+        for want in [&b"one"[..], b"two"] {
+            assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Frame(_)));
+            assert_eq!(out, want);
+        }
+        // Nothing more, and the frame written next comes through epoll.
+        assert!(ep.try_next(&mut out).unwrap().is_none());
+        peer.write_all(&length_prefixed(b"three")).unwrap();
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Frame(_)));
+        assert_eq!(out, b"three");
+    }
+
     #[test]
     fn frames_cross_in_both_directions_including_large_ones() {
         let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 4 << 20).unwrap();
@@ -99,6 +141,9 @@ mod tests {
 
     impl Framing for Threes {
         fn next(&mut self, _: &mut TcpStream, _: &mut Vec<u8>) -> io::Result<Option<()>> {
+            Ok(None)
+        }
+        fn buffered(&mut self, _: &mut Vec<u8>) -> io::Result<Option<()>> {
             Ok(None)
         }
         fn max_frame(&self) -> usize {

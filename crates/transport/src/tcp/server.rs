@@ -121,7 +121,9 @@ pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     ready: Vec<libc::epoll_event>,
     ready_len: usize,
     ready_at: usize,
-    /// A connection that may hold more buffered frames.
+    /// A connection that may hold more frames already read (taken without reading its socket
+    /// again: epoll reports the socket if it has more, and a read that finds nothing costs a
+    /// system call per call).
     cursor: Option<usize>,
     pub(super) closed: Vec<ConnId>,
     /// Output queued for one peer beyond which it is disconnected.
@@ -364,10 +366,13 @@ impl<F: Framing> TcpEndpoint<F> {
         Ok(())
     }
 
-    fn read_from(&mut self, index: usize, out: &mut Vec<u8>) -> Option<TcpEvent> {
+    /// The next frame of connection `index`: read from its socket if `readable` (epoll said
+    /// so), else only among the bytes already read.
+    fn read_from(&mut self, index: usize, out: &mut Vec<u8>, readable: bool) -> Option<TcpEvent> {
         let c = self.conns.get_mut(index)?.as_mut()?;
         let id = ConnId { index: index as u32, generation: c.generation };
-        match c.reader.next(&mut c.sock, out) {
+        let got = if readable { c.reader.next(&mut c.sock, out) } else { c.reader.buffered(out) };
+        match got {
             Ok(Some(())) => {
                 self.cursor = Some(index);
                 Some(TcpEvent::Frame(id))
@@ -400,7 +405,7 @@ impl<F: Framing> TcpEndpoint<F> {
                 return Ok(Some(TcpEvent::Frame(self.id(index, generation))));
             }
             if let Some(i) = self.cursor {
-                if let Some(ev) = self.read_from(i, out) {
+                if let Some(ev) = self.read_from(i, out, false) {
                     return Ok(Some(ev));
                 }
                 continue;
@@ -425,7 +430,7 @@ impl<F: Framing> TcpEndpoint<F> {
                         self.flush(index);
                     }
                     if ev.events & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
-                        if let Some(e) = self.read_from(index, out) {
+                        if let Some(e) = self.read_from(index, out, true) {
                             return Ok(Some(e));
                         }
                     }

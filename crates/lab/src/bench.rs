@@ -140,6 +140,31 @@ fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, 
     )
 }
 
+/// The schedule [`run_open`] keeps for `spec`.
+fn open_plan(spec: &BenchSpec) -> Result<OpenLoop, Error> {
+    let rate = spec
+        .rate
+        .ok_or_else(|| Error::InvalidUri { uri: spec.uri.clone(), reason: "an open-loop run needs a rate".into() })?;
+    Ok(OpenLoop {
+        rate,
+        arrivals: Arrivals::Poisson,
+        calls: spec.calls,
+        senders: spec.threads.max(1),
+        in_flight: spec.in_flight.unwrap_or_else(|| openloop::in_flight_for(rate, spec.threads)),
+        warmup: spec.warmup,
+        cpu: spec.cpu,
+        seed: 0x6C6F_776C_6174,
+        // A run told never to spin for replies does not spin for its schedule either.
+        spin_before_send: if spec.spin == SpinPolicy::Block { Duration::ZERO } else { openloop::SPIN_BEFORE_SEND },
+    })
+}
+
+/// The machine's floor for the schedule [`run_open`] keeps for `spec`: the same sends' times
+/// waited for by threads that make no call ([`openloop::schedule_floor`]).
+pub fn schedule_floor(spec: &BenchSpec) -> Result<openloop::ScheduleFloor, Error> {
+    open_plan(spec).map(|plan| openloop::schedule_floor(&plan))
+}
+
 /// Runs `spec` open loop at `spec.rate` (Poisson arrivals) from `spec.threads` sending threads
 /// with up to `spec.in_flight` calls in flight; the summary's latencies are from the scheduled
 /// send times, its rate the completed calls', its errors the `Busy` and other failures. A call
@@ -147,23 +172,8 @@ fn summarise(spec: &BenchSpec, threads: usize, h: &Histogram<u64>, wall_s: f64, 
 /// late by): a flood of slow calls wants [`SpinPolicy::Block`], with which the senders also
 /// sleep until each send is due instead of spinning its last [`openloop::SPIN_BEFORE_SEND`].
 pub fn run_open(spec: &BenchSpec) -> Result<(Summary, OpenLoopRun), Error> {
-    let rate = spec
-        .rate
-        .ok_or_else(|| Error::InvalidUri { uri: spec.uri.clone(), reason: "an open-loop run needs a rate".into() })?;
-    let in_flight = spec.in_flight.unwrap_or_else(|| openloop::in_flight_for(rate, spec.threads));
-    let (proc_no, client) = connect(spec, in_flight)?;
-    let plan = OpenLoop {
-        rate,
-        arrivals: Arrivals::Poisson,
-        calls: spec.calls,
-        senders: spec.threads.max(1),
-        in_flight,
-        warmup: spec.warmup,
-        cpu: spec.cpu,
-        seed: 0x6C6F_776C_6174,
-        // A run told never to spin for replies does not spin for its schedule either.
-        spin_before_send: if spec.spin == SpinPolicy::Block { Duration::ZERO } else { openloop::SPIN_BEFORE_SEND },
-    };
+    let plan = open_plan(spec)?;
+    let (proc_no, client) = connect(spec, plan.in_flight)?;
     let arg: Vec<u8> = (0..spec.size).map(|i| i as u8).collect();
     let (client, arg) = (&client, &arg[..]);
     let run = openloop::run(&plan, |_| move || client.call_async(proc_no, arg, spec.size))?;

@@ -414,6 +414,67 @@ where
     Ok(out)
 }
 
+/// How well the machine itself keeps a schedule: [`schedule_floor`]'s measurement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScheduleFloor {
+    /// The fraction of the schedule's sends more than [`LATE`] behind it.
+    pub late_fraction: f64,
+    /// The latest send, ns behind its time.
+    pub max_lag_ns: u64,
+}
+
+/// The machine's floor for keeping `spec`'s schedule (DESIGN principle 10, applied to the
+/// generator): as many threads as senders, placed as they are, that make no call and only wait
+/// for each send's time as a sender does (asleep until [`OpenLoop::spin_before_send`] before
+/// it, spinning the rest). What they miss, the host's own stalls made late (here a CPU stalls
+/// in gaps over 10 µs about 1% of the time), whatever any generator does: a point is read
+/// against this floor, measured beside it.
+pub fn schedule_floor(spec: &OpenLoop) -> ScheduleFloor {
+    let senders = spec.senders.max(1);
+    let at = schedule(spec);
+    let next = AtomicU64::new(0);
+    let barrier = Barrier::new(senders);
+    let start_cell = std::sync::OnceLock::new();
+    let counts: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..senders)
+            .map(|_| {
+                let (at, next, barrier, start_cell) = (&at, &next, &barrier, &start_cell);
+                s.spawn(move || {
+                    if let Some(cpu) = spec.cpu {
+                        let _ = lowlat_sys::pin_to_cpu(cpu);
+                    }
+                    let _ = lowlat_sys::set_timer_slack(SENDER_TIMER_SLACK);
+                    barrier.wait();
+                    let start: Instant = *start_cell.get_or_init(|| Instant::now() + Duration::from_millis(2));
+                    let (mut sent, mut late, mut max_lag) = (0u64, 0u64, 0u64);
+                    while let Some(due) = next_due(next, at, start) {
+                        let mut now = Instant::now();
+                        while now < due {
+                            if due - now > spec.spin_before_send {
+                                std::thread::sleep(due - now - spec.spin_before_send);
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                            now = Instant::now();
+                        }
+                        let lag = now - due;
+                        sent += 1;
+                        late += u64::from(lag > LATE);
+                        max_lag = max_lag.max(lag.as_nanos() as u64);
+                    }
+                    (sent, late, max_lag)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a schedule-floor thread panicked")).collect()
+    });
+    let (sent, late) = counts.iter().fold((0, 0), |(s, l), c| (s + c.0, l + c.1));
+    ScheduleFloor {
+        late_fraction: if sent == 0 { 0.0 } else { late as f64 / sent as f64 },
+        max_lag_ns: counts.iter().map(|c| c.2).max().unwrap_or(0),
+    }
+}
+
 /// The scheduled time of the next call no sender has taken yet, if any is left.
 fn next_due(next: &AtomicU64, at: &[u64], start: Instant) -> Option<Instant> {
     let k = next.fetch_add(1, Ordering::Relaxed);
@@ -482,6 +543,23 @@ mod tests {
             seed: 1,
             spin_before_send: SPIN_BEFORE_SEND,
         }
+    }
+
+    #[test]
+    fn the_schedule_floor_waits_out_every_send_and_says_how_late_they_came() {
+        // 400 sends, one every 100 µs, from two threads: 40 ms of schedule.
+        let spec = plan(10_000.0, 400, 2, 2);
+        let began = Instant::now();
+        let floor = schedule_floor(&spec);
+        assert!(began.elapsed() >= Duration::from_micros(39_900), "the schedule was not waited out");
+        assert!((0.0..=1.0).contains(&floor.late_fraction), "{floor:?}");
+        // A send far behind would mean the floor's own threads never ran; 100 ms is a generous
+        // bound on a loaded two-CPU host.
+        assert!(floor.max_lag_ns < 100_000_000, "{floor:?}");
+        // Sleeping until the moment itself, as a sender told never to spin does, the sends
+        // come after their times (a sleep never ends early).
+        let asleep = schedule_floor(&OpenLoop { spin_before_send: Duration::ZERO, ..spec });
+        assert!(asleep.max_lag_ns > 0, "{asleep:?}");
     }
 
     #[test]

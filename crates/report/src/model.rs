@@ -372,6 +372,11 @@ pub struct LoadPoint {
     /// Fraction of requests sent more than 10 µs after their scheduled time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_fraction: Option<f64>,
+    /// The machine's floor for that fraction, measured beside the point: the same schedule's
+    /// send times waited for by a thread that makes no request, placed as the generator's
+    /// (what the host's own stalls made late, whatever the generator does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_late_fraction: Option<f64>,
     /// False when the generator could not keep its schedule (over 1% of sends late by more
     /// than 10 µs): the latencies then include its own backlog, and the point is not the load it
     /// names.

@@ -1,7 +1,7 @@
 //! The text tables `lowlat lab` prints when it is done: one per experiment, the same figures as
 //! `report.html` in a terminal's width.
 
-use lowlat_report::Results;
+use lowlat_report::{LoadPoint, Results};
 
 use crate::account;
 use crate::latency::us;
@@ -136,7 +136,8 @@ fn threads(r: &Results) {
 fn load(r: &Results) {
     println!(
         "\n== Load (open loop, Poisson arrivals, latency from each call's scheduled time): latency vs offered \
-         load, with r = s/(1-u); * = the generator fell behind its schedule ==",
+         load, with r = s/(1-u); * = the generator fell behind its schedule (over 1% of sends late by over \
+         10 µs; the machine's floor: the same schedule kept by a thread that makes no call) ==",
     );
     for l in &r.load {
         println!(
@@ -146,17 +147,26 @@ fn load(r: &Results) {
         );
         for p in &l.points {
             println!(
-                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {:>8} µs, {:.1}% late{}",
+                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {:>8} µs, {}{}",
                 p.offered_fraction,
                 us(p.p50_ns as u64),
                 us(p.p99_ns as u64),
                 us(p.p999_ns as u64),
                 us(p.model_ns as u64),
                 p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
-                100.0 * p.late_fraction.unwrap_or(0.0),
+                late(p),
                 if p.sustained == Some(false) { "  *" } else { "" }
             );
         }
+    }
+}
+
+/// A load point's late sends, beside the machine's floor for its schedule when measured.
+fn late(p: &LoadPoint) -> String {
+    let late = 100.0 * p.late_fraction.unwrap_or(0.0);
+    match p.floor_late_fraction {
+        Some(f) => format!("{late:.1}% late (machine {:.1}%)", 100.0 * f),
+        None => format!("{late:.1}% late"),
     }
 }
 
@@ -201,14 +211,14 @@ fn saturation(r: &Results) {
         }
         for p in &s.points {
             println!(
-                "  u={:.2}  {:>9.0} calls/s  p50 {:>8} p99 {:>8} µs   r = s/(1-u) {:>8} µs   lag max {:>8} µs, {:.1}% late{}",
+                "  u={:.2}  {:>9.0} calls/s  p50 {:>8} p99 {:>8} µs   r = s/(1-u) {:>8} µs   lag max {:>8} µs, {}{}",
                 p.offered_fraction,
                 p.offered_calls_per_s,
                 us(p.p50_ns as u64),
                 us(p.p99_ns as u64),
                 us(p.model_ns as u64),
                 p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
-                100.0 * p.late_fraction.unwrap_or(0.0),
+                late(p),
                 if p.sustained == Some(false) { "  *" } else { "" }
             );
         }

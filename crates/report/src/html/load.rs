@@ -100,11 +100,15 @@ pub(super) fn latency_against_load(
     );
     for p in points {
         // A point whose generator fell behind measured its own backlog too: say so.
-        let generator = match (p.sustained, p.max_lag_ns) {
+        let mut generator = match (p.sustained, p.max_lag_ns) {
             (Some(false), lag) => format!("not sustained (lag up to {})", lag.map_or("?".into(), us)),
             (Some(true), Some(lag)) => format!("on schedule (lag up to {})", us(lag)),
             _ => "-".into(),
         };
+        if let (Some(late), Some(floor)) = (p.late_fraction, p.floor_late_fraction) {
+            let _ =
+                write!(generator, "; {:.1}% of sends late, the machine's floor {:.1}%", 100.0 * late, 100.0 * floor);
+        }
         let _ = write!(
             out,
             "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -51,7 +51,7 @@ pub(crate) fn run(lab: &mut Lab, results: &mut Results) {
 
 /// Offers `rate` null calls per second (the fraction `u` of a capacity) to `uri` open loop for
 /// the scale's load time, and returns the point with the model's r = s/(1-u) for the service
-/// time `service_ns`.
+/// time `service_ns`, and the machine's floor for keeping that schedule, measured just before.
 pub(super) fn offer(
     lab: &Lab,
     uri: &str,
@@ -62,6 +62,7 @@ pub(super) fn offer(
 ) -> Result<LoadPoint, String> {
     let calls = ((rate * lab.scale.load_seconds) as u64).clamp(200, 200_000);
     let spec = BenchSpec { rate: Some(rate), ..lab.spec(uri, "null", 0, calls, spin) };
+    let floor = bench::schedule_floor(&spec).map_err(|e| e.to_string())?;
     let (s, run) = bench::run_open(&spec).map_err(|e| e.to_string())?;
     Ok(LoadPoint {
         offered_fraction: u,
@@ -74,6 +75,7 @@ pub(super) fn offer(
         sent_calls_per_s: Some(run.sent_per_s),
         max_lag_ns: Some(run.max_lag_ns() as f64),
         late_fraction: Some(run.late_fraction()),
+        floor_late_fraction: Some(floor.late_fraction),
         sustained: Some(run.sustained()),
         busy: Some(run.busy),
         failed: Some(run.failed),

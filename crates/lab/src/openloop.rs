@@ -291,84 +291,65 @@ where
 {
     let senders = spec.senders.max(1);
     let per_sender = spec.in_flight.max(1).div_ceil(senders);
-    let at = schedule(spec);
-    let next = AtomicU64::new(0);
-    let barrier = Barrier::new(senders);
-    let start_cell = std::sync::OnceLock::new();
-    let runs: Vec<Result<SenderRun, Error>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..senders)
-            .map(|i| {
-                let (at, next, barrier, start_cell, starter) = (&at, &next, &barrier, &start_cell, &starter);
-                s.spawn(move || -> Result<SenderRun, Error> {
-                    if let Some(cpu) = spec.cpu {
-                        let _ = lowlat_sys::pin_to_cpu(cpu);
-                    }
-                    // Best effort: without it sends are later, and the run says so.
-                    let _ = lowlat_sys::set_timer_slack(SENDER_TIMER_SLACK);
-                    let mut start_call = starter(i);
-                    let mut places = Places::new(per_sender);
-                    let mut r = SenderRun::new();
-                    let mut warm = Ok(());
-                    for _ in 0..spec.warmup.div_ceil(senders as u64) {
-                        if warm.is_err() {
-                            break;
-                        }
-                        places.start(start_call(), Instant::now(), &mut r);
-                        while places.in_flight() > 0 {
-                            places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
-                        }
-                        if let Some(e) = r.first_failure.take().filter(|e| !matches!(e, Error::Busy { .. })) {
-                            warm = Err(e);
-                        }
-                    }
-                    // The warm-up's counts are not the run's (reset once: a fresh run allocates
-                    // its histograms).
-                    if spec.warmup > 0 {
-                        r = SenderRun::new();
-                    }
-                    // Every sender waits here even after a failed warm-up, so none is left
-                    // waiting for it.
-                    barrier.wait();
-                    warm?;
-                    // A little ahead, so the first calls are not late by the threads' start.
-                    let start: Instant = *start_cell.get_or_init(|| Instant::now() + Duration::from_millis(2));
-                    let mut due = next_due(next, at, start);
-                    loop {
-                        places.poll_woken(&mut r);
-                        let Some(scheduled) = due else {
-                            if places.in_flight() == 0 {
-                                break;
-                            }
-                            places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
-                            continue;
-                        };
-                        let now = Instant::now();
-                        if now < scheduled {
-                            if scheduled - now > spec.spin_before_send {
-                                places.park_until(scheduled - spec.spin_before_send, &mut r);
-                            } else {
-                                std::hint::spin_loop();
-                            }
-                            continue;
-                        }
-                        if places.set.is_full() {
-                            // Every place is in flight: the call waits for a reply (and will be
-                            // late; the lag says so).
-                            places.park_until(now + Duration::from_millis(1), &mut r);
-                            continue;
-                        }
-                        let lag = now - scheduled;
-                        let _ = r.lag.record(lag.as_nanos() as u64);
-                        r.late += u64::from(lag > LATE);
-                        r.sent += 1;
-                        places.start(start_call(), scheduled, &mut r);
-                        due = next_due(next, at, start);
-                    }
-                    Ok(r)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("an open-loop sender panicked")).collect()
+    let shared = SharedSchedule::new(spec);
+    let runs: Vec<Result<SenderRun, Error>> = on_sender_threads(spec, |i| -> Result<SenderRun, Error> {
+        let mut start_call = starter(i);
+        let mut places = Places::new(per_sender);
+        let mut r = SenderRun::new();
+        let mut warm = Ok(());
+        for _ in 0..spec.warmup.div_ceil(senders as u64) {
+            if warm.is_err() {
+                break;
+            }
+            places.start(start_call(), Instant::now(), &mut r);
+            while places.in_flight() > 0 {
+                places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
+            }
+            if let Some(e) = r.first_failure.take().filter(|e| !matches!(e, Error::Busy { .. })) {
+                warm = Err(e);
+            }
+        }
+        // The warm-up's counts are not the run's (reset once: a fresh run allocates its
+        // histograms).
+        if spec.warmup > 0 {
+            r = SenderRun::new();
+        }
+        // Every sender waits here even after a failed warm-up, so none is left waiting for it.
+        let start = shared.start();
+        warm?;
+        let mut due = shared.next_due(start);
+        loop {
+            places.poll_woken(&mut r);
+            let Some(scheduled) = due else {
+                if places.in_flight() == 0 {
+                    break;
+                }
+                places.park_until(Instant::now() + Duration::from_millis(100), &mut r);
+                continue;
+            };
+            let now = Instant::now();
+            if now < scheduled {
+                if scheduled - now > spec.spin_before_send {
+                    places.park_until(scheduled - spec.spin_before_send, &mut r);
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            if places.set.is_full() {
+                // Every place is in flight: the call waits for a reply (and will be late; the
+                // lag says so).
+                places.park_until(now + Duration::from_millis(1), &mut r);
+                continue;
+            }
+            let lag = now - scheduled;
+            let _ = r.lag.record(lag.as_nanos() as u64);
+            r.late += u64::from(lag > LATE);
+            r.sent += 1;
+            places.start(start_call(), scheduled, &mut r);
+            due = shared.next_due(start);
+        }
+        Ok(r)
     });
     let mut out = OpenLoopRun {
         latency: new_histogram(),
@@ -403,10 +384,10 @@ where
         last_done = last_done.max(r.last_done);
     }
     out.completed = out.latency.len();
-    if let (Some(&start), Some(end)) = (start_cell.get(), last_done) {
+    if let (Some(&start), Some(end)) = (shared.start.get(), last_done) {
         // Sent over the span the schedule covers (or longer, when the generator fell behind);
         // completed over the span until the last reply.
-        let scheduled_s = at.last().map_or(0.0, |&ns| ns as f64 / 1e9);
+        let scheduled_s = shared.at.last().map_or(0.0, |&ns| ns as f64 / 1e9);
         out.wall_s = end.saturating_duration_since(start).as_secs_f64().max(1e-9);
         out.sent_per_s = out.sent as f64 / out.wall_s.max(scheduled_s).max(1e-9);
         out.completed_per_s = out.completed as f64 / out.wall_s;
@@ -430,43 +411,26 @@ pub struct ScheduleFloor {
 /// in gaps over 10 µs about 1% of the time), whatever any generator does: a point is read
 /// against this floor, measured beside it.
 pub fn schedule_floor(spec: &OpenLoop) -> ScheduleFloor {
-    let senders = spec.senders.max(1);
-    let at = schedule(spec);
-    let next = AtomicU64::new(0);
-    let barrier = Barrier::new(senders);
-    let start_cell = std::sync::OnceLock::new();
-    let counts: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..senders)
-            .map(|_| {
-                let (at, next, barrier, start_cell) = (&at, &next, &barrier, &start_cell);
-                s.spawn(move || {
-                    if let Some(cpu) = spec.cpu {
-                        let _ = lowlat_sys::pin_to_cpu(cpu);
-                    }
-                    let _ = lowlat_sys::set_timer_slack(SENDER_TIMER_SLACK);
-                    barrier.wait();
-                    let start: Instant = *start_cell.get_or_init(|| Instant::now() + Duration::from_millis(2));
-                    let (mut sent, mut late, mut max_lag) = (0u64, 0u64, 0u64);
-                    while let Some(due) = next_due(next, at, start) {
-                        let mut now = Instant::now();
-                        while now < due {
-                            if due - now > spec.spin_before_send {
-                                std::thread::sleep(due - now - spec.spin_before_send);
-                            } else {
-                                std::hint::spin_loop();
-                            }
-                            now = Instant::now();
-                        }
-                        let lag = now - due;
-                        sent += 1;
-                        late += u64::from(lag > LATE);
-                        max_lag = max_lag.max(lag.as_nanos() as u64);
-                    }
-                    (sent, late, max_lag)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("a schedule-floor thread panicked")).collect()
+    let shared = SharedSchedule::new(spec);
+    let counts: Vec<(u64, u64, u64)> = on_sender_threads(spec, |_| {
+        let start = shared.start();
+        let (mut sent, mut late, mut max_lag) = (0u64, 0u64, 0u64);
+        while let Some(due) = shared.next_due(start) {
+            let mut now = Instant::now();
+            while now < due {
+                if due - now > spec.spin_before_send {
+                    std::thread::sleep(due - now - spec.spin_before_send);
+                } else {
+                    std::hint::spin_loop();
+                }
+                now = Instant::now();
+            }
+            let lag = now - due;
+            sent += 1;
+            late += u64::from(lag > LATE);
+            max_lag = max_lag.max(lag.as_nanos() as u64);
+        }
+        (sent, late, max_lag)
     });
     let (sent, late) = counts.iter().fold((0, 0), |(s, l), c| (s + c.0, l + c.1));
     ScheduleFloor {
@@ -475,10 +439,59 @@ pub fn schedule_floor(spec: &OpenLoop) -> ScheduleFloor {
     }
 }
 
-/// The scheduled time of the next call no sender has taken yet, if any is left.
-fn next_due(next: &AtomicU64, at: &[u64], start: Instant) -> Option<Instant> {
-    let k = next.fetch_add(1, Ordering::Relaxed);
-    at.get(k as usize).map(|&offset| start + Duration::from_nanos(offset))
+/// What a schedule's sending threads share: its send times, the next one no thread has taken,
+/// and the moment they count from, fixed once every thread is ready.
+struct SharedSchedule {
+    at: Vec<u64>,
+    next: AtomicU64,
+    ready: Barrier,
+    start: std::sync::OnceLock<Instant>,
+}
+
+impl SharedSchedule {
+    fn new(spec: &OpenLoop) -> SharedSchedule {
+        SharedSchedule {
+            at: schedule(spec),
+            next: AtomicU64::new(0),
+            ready: Barrier::new(spec.senders.max(1)),
+            start: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Waits until every sending thread is ready, then gives the schedule's start: a little
+    /// ahead, so the first sends are not late by the threads' start.
+    fn start(&self) -> Instant {
+        self.ready.wait();
+        *self.start.get_or_init(|| Instant::now() + Duration::from_millis(2))
+    }
+
+    /// The scheduled time of the next call no sender has taken yet, if any is left.
+    fn next_due(&self, start: Instant) -> Option<Instant> {
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        self.at.get(k as usize).map(|&offset| start + Duration::from_nanos(offset))
+    }
+}
+
+/// Runs `sender(i)` for each of `spec`'s sending threads, each placed as the plan says (pinned,
+/// with a small timer slack), and gives their results in order. Each must call
+/// [`SharedSchedule::start`] once, whatever else it does.
+fn on_sender_threads<T: Send>(spec: &OpenLoop, sender: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..spec.senders.max(1))
+            .map(|i| {
+                let sender = &sender;
+                s.spawn(move || {
+                    if let Some(cpu) = spec.cpu {
+                        let _ = lowlat_sys::pin_to_cpu(cpu);
+                    }
+                    // Best effort: without it sends are later, and the run says so.
+                    let _ = lowlat_sys::set_timer_slack(SENDER_TIMER_SLACK);
+                    sender(i)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("an open-loop sender panicked")).collect()
+    })
 }
 
 #[cfg(test)]

@@ -64,15 +64,36 @@ class Ticker:
         self.thread.join(timeout=5)
 
 
+def stop_process(pid: int) -> None:
+    """SIGSTOP, then wait (5 s at most) until every thread of the process has stopped: the
+    signal is delivered asynchronously, and a server polling on another CPU could still answer
+    a call made just after `kill` returns."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    # The state follows the command's closing parenthesis.
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue
+        if states and all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop within 5 s of SIGSTOP")
+
+
 @pytest.mark.parametrize("scheme", ["udp", "shm"])
 def test_a_waiting_call_releases_the_gil(rust_server, scheme):
     """A call to a paused server waits for its deadline; other Python threads run meanwhile.
     Had the call held the GIL, the ticker would not tick until the call failed."""
     client = lowlat.Client(rust_server.uris[scheme], idl=EVERYTHING, version=1)
     assert client.call("ADD", [1, 1]) == 2
-    os.kill(rust_server.proc.pid, signal.SIGSTOP)
     ticker = Ticker()
     try:
+        stop_process(rust_server.proc.pid)
         before = ticker.ticks
         with pytest.raises(lowlat.TimeoutError):
             client.call("ADD", [2, 2], deadline=0.5)

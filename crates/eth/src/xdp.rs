@@ -390,18 +390,12 @@ impl XdpSocket {
         }
         let addr = self.tx_frame()?;
         let crc = self.cfg.checksum;
-        let hdr = frame::header(dst, self.info.mac, kind, crc, len as u16);
         let total = HEADER_LEN + len + if crc { CRC_LEN } else { 0 };
         // SAFETY: `addr` is a TX frame from our free list (so neither the kernel nor anyone else
         // uses it), and `total` fits one frame (checked against max_payload and FRAME_SIZE).
         let out = unsafe { std::slice::from_raw_parts_mut(self.xsk.umem.base.add(addr as usize), total) };
-        out[..HEADER_LEN].copy_from_slice(&hdr);
-        out[HEADER_LEN..HEADER_LEN + head.len()].copy_from_slice(head);
-        out[HEADER_LEN + head.len()..HEADER_LEN + len].copy_from_slice(body);
-        if crc {
-            let c = crc32c::crc32c(&out[frame::ETH_HEADER_LEN..HEADER_LEN + len]);
-            out[HEADER_LEN + len..].copy_from_slice(&c.to_le_bytes());
-        }
+        let written = frame::write(dst, self.info.mac, kind, crc, head, body, out);
+        debug_assert_eq!(written, Some(total));
         let tx = &self.xsk.tx;
         // The TX ring has room: it is as large as the whole UMEM's TX half.
         debug_assert!(tx.free() > 0);

@@ -18,6 +18,10 @@
 //! LOWLAT_COUNT_MEMBERS=N the client is one over N servers (N copies of the one URI), to count
 //! what spreading calls over servers costs a call.
 //!
+//! eth and xdp run across a veth pair: the server's socket opened in one network namespace, the
+//! client's in the other, as `LOWLAT_COUNT_LINK` names them (`lowlat instructions` makes the
+//! pair and sets it).
+//!
 //! Usage: `count_calls SCHEME null|minus CALLS [WARMUP]`. The first WARMUP calls (default 200)
 //! open channels, grow buffers and settle the spinners; then both threads' counts are zeroed
 //! (callgrind zeroes the calling thread's: the serving thread's are zeroed by a procedure of
@@ -61,11 +65,22 @@ fn run() -> Result<(), String> {
         "minus" => true,
         other => return Err(format!("PROC: null or minus, not {other:?}")),
     };
+    // eth:// and xdp:// need a link: the server in one network namespace, the client in the
+    // other (LOWLAT_COUNT_LINK, which `lowlat instructions` sets after making the pair).
+    let link = match scheme.as_str() {
+        "eth" | "xdp" => Some(Link::from_env()?),
+        _ => None,
+    };
     let at = match scheme.as_str() {
         "shm" => format!("shm:///tmp/lowlat-count-calls-{}.sock", std::process::id()),
         "udp" | "tcp" | "onc+udp" | "onc+tcp" => format!("{scheme}://127.0.0.1:0"),
-        other => return Err(format!("SCHEME: shm, udp, tcp, onc+udp or onc+tcp, not {other:?}")),
+        "eth" | "xdp" => format!("{scheme}://{}", link.as_ref().map_or("", |l| l.server_iface.as_str())),
+        other => return Err(format!("SCHEME: shm, udp, tcp, onc+udp, onc+tcp, eth or xdp, not {other:?}")),
     };
+    if let Some(l) = &link {
+        // The serving threads, started by `serve`, stay where this thread is now.
+        l.enter(&l.server_ns)?;
+    }
     // ONC RPC over UDP: a duplicate-request cache that the warm-up fills, so that the counted
     // calls recycle its entries as a server in service does (the default 1,024 would still be
     // filling, allocating for each call).
@@ -80,7 +95,13 @@ fn run() -> Result<(), String> {
         .config(cfg)
         .serve(&[at])
         .map_err(|e| e.to_string())?;
-    let uri = server.local_uris()[0].clone();
+    let uri = match &link {
+        Some(l) => {
+            l.enter(&l.client_ns)?;
+            format!("{scheme}://{}/{}", l.client_iface, l.server_mac)
+        }
+        None => server.local_uris()[0].clone(),
+    };
     let cfg = ClientConfig { spin: SpinPolicy::Forever, ..ClientConfig::default() };
     // LOWLAT_COUNT_MEMBERS=N: a client over N servers (each this one, so that the counted path
     // differs from the single server's by the spreading alone).
@@ -111,4 +132,38 @@ fn run() -> Result<(), String> {
     println!("{calls} {proc} calls counted over {uri} (after {warmup})");
     server.shutdown();
     Ok(())
+}
+
+/// Where an eth:// or xdp:// count runs: `LOWLAT_COUNT_LINK="SERVER_NS SERVER_IFACE CLIENT_NS
+/// CLIENT_IFACE SERVER_MAC"`, the two ends of a veth pair in two network namespaces (`ip netns`
+/// names).
+struct Link {
+    server_ns: String,
+    server_iface: String,
+    client_ns: String,
+    client_iface: String,
+    server_mac: String,
+}
+
+impl Link {
+    fn from_env() -> Result<Link, String> {
+        let usage = "eth and xdp need LOWLAT_COUNT_LINK=\"SERVER_NS SERVER_IFACE CLIENT_NS CLIENT_IFACE SERVER_MAC\" \
+                     (lowlat instructions sets it)";
+        let v = std::env::var("LOWLAT_COUNT_LINK").map_err(|_| usage.to_string())?;
+        let [server_ns, server_iface, client_ns, client_iface, server_mac] =
+            <[&str; 5]>::try_from(v.split_whitespace().collect::<Vec<_>>()).map_err(|_| usage.to_string())?;
+        Ok(Link {
+            server_ns: server_ns.into(),
+            server_iface: server_iface.into(),
+            client_ns: client_ns.into(),
+            client_iface: client_iface.into(),
+            server_mac: server_mac.into(),
+        })
+    }
+
+    /// Moves this thread into the namespace `ns`: the sockets it opens from now on are there.
+    fn enter(&self, ns: &str) -> Result<(), String> {
+        let path = std::path::Path::new("/run/netns").join(ns);
+        lowlat_sys::netns::enter_netns(&path).map_err(|e| format!("enter network namespace {ns}: {e}"))
+    }
 }

@@ -22,6 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lowlat_report::{InstructionPart, Instructions};
+use lowlat_testkit::testhosts::TestHosts;
 
 /// What a count failed on.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +60,8 @@ pub enum Part {
     Stub,
     /// The protocol engine (lowlat-proto; lowlat-onc for ONC RPC).
     Engine,
-    /// Rings, sockets and their system call wrappers, and lowlat's adapters over them.
+    /// Rings, sockets and their system call wrappers, lowlat's adapters over them, and the
+    /// frames' end-to-end CRC32C (udp, eth, xdp).
     Transport,
     /// Server: the serving loop, routes, dispatch, per-call timing and counters.
     Dispatch,
@@ -113,6 +115,7 @@ pub fn part_of(file: &str, func: &str, side: Side) -> Option<Part> {
         Part::Clock
     } else if in_crate("shm")
         || in_crate("transport")
+        || file.contains("/crc32c-")
         || in_crate("eth")
         || in_crate("sys")
         || file.contains("/crates/runtime/src/driver/")
@@ -146,7 +149,9 @@ fn part_of_function(func: &str, side: Side) -> Part {
     } else if has("lowlat_proto::") || has("lowlat_onc::") {
         Part::Engine
     } else if has("lowlat_shm::")
+        || has("lowlat_eth::")
         || has("lowlat_transport::")
+        || func.starts_with("crc32c::")
         || has("lowlat_sys::")
         || has("lowlat::driver::")
         || [
@@ -155,9 +160,17 @@ fn part_of_function(func: &str, side: Side) -> Part {
         ]
         .iter()
         .any(|w| func == *w || func.starts_with(&format!("{w}@")) || func.starts_with(&format!("__libc_{w}")))
+        // What libc's socket calls do around the system call (they are cancellation points).
+        || func.starts_with("__pthread_enable_asynccancel")
+        || func.starts_with("__pthread_disable_asynccancel")
     {
         Part::Transport
-    } else if has("lowlat::serving::") || has("LowlatEndpoint") || has("lowlat::program::") {
+    } else if has("lowlat::serving::")
+        || has("LowlatEndpoint")
+        || has("lowlat::program::")
+        // A serving thread's entry, where its loop may be inlined whole.
+        || (side == Side::Server && has("__rust_begin_short_backtrace"))
+    {
         Part::Dispatch
     } else if has("lowlat::client::") {
         Part::Stub
@@ -277,8 +290,9 @@ pub const WARMUP: u64 = 100;
 const COUNT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Counts `calls` calls of `procedure` (`null` or `minus`) over `scheme` (shm, udp, tcp,
-/// onc+udp, onc+tcp) with the counting build `bin`, under callgrind, after a warm-up of as many
-/// calls (at most [`WARMUP`]) that is not counted.
+/// onc+udp, onc+tcp; eth and xdp as root, across a veth pair made for the count) with the
+/// counting build `bin`, under callgrind, after a warm-up of as many calls (at most [`WARMUP`])
+/// that is not counted.
 pub fn count(bin: &Path, scheme: &str, procedure: &str, calls: u64) -> Result<Instructions, CountError> {
     let (client, server) = count_by_function(bin, scheme, procedure, calls, Window::ToReply)?;
     let (client, server) = (parts_per_call(&client, Side::Client, calls), parts_per_call(&server, Side::Server, calls));
@@ -321,25 +335,30 @@ pub fn count_by_function(
     }
     let what = format!("{procedure} over {scheme}");
     let run_err = |why: String| CountError::Run { what: what.clone(), why };
+    // eth:// and xdp:// are counted across a veth pair between two namespaces made for the
+    // count (root only), deleted when it ends.
+    let link = match scheme {
+        "eth" | "xdp" => Some(TestHosts::new().map_err(|e| run_err(format!("a veth pair to count over: {e}")))?),
+        _ => None,
+    };
     let dir = tempfile_dir().map_err(|e| run_err(format!("a temporary directory: {e}")))?;
     let out = dir.join("cg.out");
-    let mut child = Command::new("valgrind")
-        .args(["--tool=callgrind", "--collect-atstart=no", "--separate-threads=yes"])
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--collect-atstart=no", "--separate-threads=yes"])
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(bin)
         .args([scheme, procedure, &calls.to_string(), &calls.min(WARMUP).to_string()])
-        .env("LOWLAT_COUNT_TO_REPLY", if window == Window::ToReply { "1" } else { "0" })
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                CountError::NoValgrind
-            } else {
-                run_err(e.to_string())
-            }
-        })?;
+        .env("LOWLAT_COUNT_TO_REPLY", if window == Window::ToReply { "1" } else { "0" });
+    if let Some(h) = &link {
+        cmd.env("LOWLAT_COUNT_LINK", format!("{} {} {} {} {}", h.a.ns, h.a.iface, h.b.ns, h.b.iface, h.a.mac));
+    }
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            CountError::NoValgrind
+        } else {
+            run_err(e.to_string())
+        }
+    })?;
     let deadline = Instant::now() + COUNT_TIMEOUT;
     let status = loop {
         match child.try_wait().map_err(|e| run_err(e.to_string()))? {
@@ -508,6 +527,18 @@ totals: 64
         assert_eq!(part_of("/w/crates/sys/src/clock.rs", "x", Side::Server), Some(Part::Clock));
         assert_eq!(part_of("./io/write.c", "write", Side::Client), Some(Part::Transport));
         assert_eq!(part_of("./string/memmove.S", "__memcpy_avx_unaligned_erms", Side::Client), Some(Part::Other));
+        assert_eq!(
+            part_of("./nptl/cancellation.c", "__pthread_enable_asynccancel", Side::Server),
+            Some(Part::Transport)
+        );
+        let entry = "std::sys::backtrace::__rust_begin_short_backtrace";
+        assert_eq!(part_of("/rustc/1/library/core/src/option.rs", entry, Side::Server), Some(Part::Dispatch));
+        assert_eq!(part_of("/rustc/1/library/core/src/option.rs", entry, Side::Client), Some(Part::Other));
+        // The frames' checksum is the transport's, in its own crate's file or inlined from std's.
+        let crc = "/r/index.crates.io-1/crc32c-0.6.9/src/hw_x86_64.rs";
+        assert_eq!(part_of(crc, "crc32c::hw_x86_64::crc32c", Side::Client), Some(Part::Transport));
+        let iter = "/rustc/1/library/core/src/slice/iter/macros.rs";
+        assert_eq!(part_of(iter, "crc32c::hw_x86_64::crc32c", Side::Server), Some(Part::Transport));
         assert_eq!(part_of("/w/crates/sys/src/callgrind.rs", "lowlat_sys::callgrind::mark", Side::Client), None);
     }
 }

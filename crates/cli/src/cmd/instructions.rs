@@ -14,7 +14,8 @@ use lowlat_lab::instructions;
 /// on to its next look: the bookkeeping after the reply).
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Transports, comma-separated: shm, udp, tcp, onc+udp, onc+tcp.
+    /// Transports, comma-separated: shm, udp, tcp, onc+udp, onc+tcp; eth and xdp as root, counted
+    /// across a veth pair between two network namespaces made for the count and deleted after.
     #[arg(long, default_value = "shm,udp,tcp", value_delimiter = ',')]
     schemes: Vec<String>,
     /// Procedures, comma-separated: null, minus.

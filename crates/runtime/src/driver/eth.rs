@@ -191,6 +191,7 @@ impl<S: FrameSocket> ServerTransport for FrameServer<S> {
     fn send(&mut self, to: &Mac, head: &[u8], body: &[u8]) {
         // A failed send is a lost frame; the client's retransmission recovers.
         let _ = self.sock.send_to(*to, head, body);
+        crate::marks::replied();
     }
 
     fn block(&mut self, doorbell: RawFd, timeout: Option<Duration>) -> io::Result<()> {

@@ -5,6 +5,7 @@
 # then runs `lowlat instructions` with the arguments given, e.g.
 #   scripts/count-instructions.sh                          # shm, udp, tcp; NULL and MINUS
 #   scripts/count-instructions.sh --schemes onc+udp --procs null --json
+#   scripts/count-instructions.sh --schemes eth,xdp         # as root: across a veth pair
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "count-instructions: valgrind is needed (scripts/install-deps.sh)" >&2; exit 1; }

@@ -377,6 +377,10 @@ pub struct LoadPoint {
     /// (what the host's own stalls made late, whatever the generator does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor_late_fraction: Option<f64>,
+    /// The latest send of the machine's floor for the same schedule, ns behind its time (beside
+    /// `max_lag_ns`: a lag the host's own stalls reach too is not the generator's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_max_lag_ns: Option<f64>,
     /// False when the generator could not keep its schedule (over 1% of sends late by more
     /// than 10 µs): the latencies then include its own backlog, and the point is not the load it
     /// names.

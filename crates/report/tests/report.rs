@@ -198,6 +198,8 @@ fn page_has_every_section_and_plot() {
     // The model check's verdicts are shown.
     assert!(html.contains("flagged"));
     assert!(html.contains("within tolerance"));
+    // An open-loop point's generator beside the machine's floor for its schedule.
+    assert!(html.contains("0.4% (its latest send 45"), "the floor's latest send is missing");
 }
 
 #[test]

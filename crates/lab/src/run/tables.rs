@@ -147,17 +147,26 @@ fn load(r: &Results) {
         );
         for p in &l.points {
             println!(
-                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {:>8} µs, {}{}",
+                "  u={:.2}  p50 {:>8} p99 {:>8} p99.9 {:>8} µs   model {:>8} µs   lag max {} µs, {}{}",
                 p.offered_fraction,
                 us(p.p50_ns as u64),
                 us(p.p99_ns as u64),
                 us(p.p999_ns as u64),
                 us(p.model_ns as u64),
-                p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
+                max_lag(p),
                 late(p),
                 if p.sustained == Some(false) { "  *" } else { "" }
             );
         }
+    }
+}
+
+/// A load point's latest send, beside the machine's floor for its schedule when measured.
+fn max_lag(p: &LoadPoint) -> String {
+    let lag = p.max_lag_ns.map_or("-".into(), |x| us(x as u64));
+    match p.floor_max_lag_ns {
+        Some(f) => format!("{lag:>8} (machine {})", us(f as u64)),
+        None => format!("{lag:>8}"),
     }
 }
 
@@ -211,13 +220,13 @@ fn saturation(r: &Results) {
         }
         for p in &s.points {
             println!(
-                "  u={:.2}  {:>9.0} calls/s  p50 {:>8} p99 {:>8} µs   r = s/(1-u) {:>8} µs   lag max {:>8} µs, {}{}",
+                "  u={:.2}  {:>9.0} calls/s  p50 {:>8} p99 {:>8} µs   r = s/(1-u) {:>8} µs   lag max {} µs, {}{}",
                 p.offered_fraction,
                 p.offered_calls_per_s,
                 us(p.p50_ns as u64),
                 us(p.p99_ns as u64),
                 us(p.model_ns as u64),
-                p.max_lag_ns.map_or("-".into(), |x| us(x as u64)),
+                max_lag(p),
                 late(p),
                 if p.sustained == Some(false) { "  *" } else { "" }
             );

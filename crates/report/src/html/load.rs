@@ -109,6 +109,9 @@ pub(super) fn latency_against_load(
             let _ =
                 write!(generator, "; {:.1}% of sends late, the machine's floor {:.1}%", 100.0 * late, 100.0 * floor);
         }
+        if let Some(lag) = p.floor_max_lag_ns {
+            let _ = write!(generator, " (its latest send {})", us(lag));
+        }
         let _ = write!(
             out,
             "<tr><td>{}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -76,6 +76,7 @@ pub(super) fn offer(
         max_lag_ns: Some(run.max_lag_ns() as f64),
         late_fraction: Some(run.late_fraction()),
         floor_late_fraction: Some(floor.late_fraction),
+        floor_max_lag_ns: Some(floor.max_lag_ns as f64),
         sustained: Some(run.sustained()),
         busy: Some(run.busy),
         failed: Some(run.failed),

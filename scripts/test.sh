@@ -3,9 +3,9 @@
 # profile: optimised as release, compiled crate by crate; the protocol simulations and transport
 # tests run many thousands of calls), then the Python package's tests (pytest, in the virtual
 # environment scripts/deps/python.sh installs the package into), then every fuzz target briefly
-# (scripts/fuzz.sh; LOWLAT_FUZZ_SECONDS, default 15: eight targets in the two minutes six had). The counting build
-# (the example `count_calls` with lowlat's callgrind marks) is built first, for the test that
-# holds the call path's instruction counts under their ceilings.
+# (scripts/fuzz.sh; LOWLAT_FUZZ_SECONDS, default 15: eight targets in the two minutes six had).
+# The counting build (the example `count_calls` with lowlat's callgrind marks) is built first,
+# for the test that holds the call path's instruction counts under their ceilings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

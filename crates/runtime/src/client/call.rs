@@ -401,7 +401,7 @@ impl Lowlat {
 /// [`Lowlat::run`] to send (`Ok(false)`). `encoded`, when tracing: set to the moment the
 /// arguments were encoded, before the call is published (so it precedes the server's receipt).
 #[inline]
-fn encode_args<E>(
+pub(super) fn encode_args<E>(
     slot: &mut Slot,
     proc_no: u32,
     encode: impl FnOnce(&mut OutBuf<'_>) -> Result<(), E>,
@@ -455,7 +455,7 @@ fn encode_args<E>(
 /// The arguments of the call `slot` just sent, to send it again: kept by its engine or, written
 /// into a shared-memory call ring, read back from there (nothing has been sent since: it is the
 /// ring's last record, and its header names this call).
-fn sent_args(slot: &Slot) -> Option<Vec<u8>> {
+pub(super) fn sent_args(slot: &Slot) -> Option<Vec<u8>> {
     let engine = slot.engine.as_ref()?;
     if let Some(args) = engine.args() {
         return Some(args.to_vec());

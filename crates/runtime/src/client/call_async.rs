@@ -18,7 +18,7 @@ use std::time::Duration;
 use lowlat_proto::Execution;
 use lowlat_wait::{SpinPolicy, Spinner};
 
-use super::call::{CallClock, SlotIo};
+use super::call::{encode_args, sent_args, CallClock, SlotIo};
 use super::lowlat::{Lowlat, Slot};
 use super::pacing::{claim_or_park, Pacing, SlotWait, POLLS_PER_CLOCK};
 use super::pool::{Claimed, InLine};
@@ -147,11 +147,11 @@ where
             let whole = check_peer || this.polls.is_multiple_of(POLLS_PER_CLOCK);
             let waited = this.wait(&mut guard, whole);
             match waited {
-                Waited::Done(Err(Error::SessionLost { execution: Execution::NotSent, .. })) if !this.resent => {
+                Waited::Done(Err(e @ Error::SessionLost { execution: Execution::NotSent, .. })) if !this.resent => {
                     // The server (same incarnation) never saw this session: bind again and send
                     // once more, as a blocking call does; it cannot run twice.
                     this.resent = true;
-                    if let Err(e) = this.resend(&mut guard) {
+                    if let Err(e) = this.resend(&mut guard, e) {
                         return Poll::Ready(this.finish(guard, Err(e)));
                     }
                 }
@@ -201,23 +201,27 @@ where
         self.begin(g).map(Some)
     }
 
-    /// Encodes and sends the call in the slot `g` holds, and lends it the slot.
+    /// Encodes and sends the call in the slot `g` holds, and lends it the slot. Over shared
+    /// memory the arguments are written where the server reads them, and the call goes as it
+    /// is encoded, as a blocking call's does (`encode_args`).
     fn begin(&mut self, mut g: Claimed<'c, Slot>) -> Result<Claimed<'c, Slot>, Error> {
         let c = self.client;
-        let r = (|| {
-            c.prepare(&mut g)?;
-            let engine = g.engine.as_mut().expect("prepared");
-            let encode = self.encode.take().expect("encoded once");
-            encode(&mut OutBuf::from(engine.args_buf()))
-                .map_err(|e| Error::Encode { call: c.site(self.proc_no), source: Box::new(e) })
-        })();
-        if let Err(e) = r {
-            drop(g);
-            return Err(e);
-        }
+        let proc_no = self.proc_no;
+        let encode = self.encode.take().expect("encoded once");
+        let sent = c.prepare(&mut g).and_then(|()| {
+            encode_args(&mut g, proc_no, encode, None)
+                .map_err(|e| Error::Encode { call: c.site(proc_no), source: Box::new(e) })
+        });
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(e) => {
+                drop(g);
+                return Err(e);
+            }
+        };
         c.shared.slots.lend(&g);
         self.slot = Some(g.index());
-        if let Err(e) = self.send(&mut g) {
+        if let Err(e) = self.send(&mut g, sent) {
             self.release(g, Some(&e));
             return Err(e);
         }
@@ -237,16 +241,18 @@ where
         }
     }
 
-    fn send(&mut self, g: &mut Slot) -> Result<(), Error> {
+    /// Sends the call whose arguments are in the slot's engine, unless `sent` says it went as
+    /// it was encoded.
+    fn send(&mut self, g: &mut Slot, sent: bool) -> Result<(), Error> {
         let c = self.client;
         let Slot { engine, chan, .. } = g;
         let engine = engine.as_mut().expect("prepared");
         match chan.as_mut().expect("prepared") {
             SlotChannel::Shm(ch) => {
-                c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed)
+                c.send_call(&mut **ch, engine, self.proc_no, sent, &mut self.clock, &mut self.timed)
             }
             SlotChannel::Other(ch) => {
-                c.send_call(&mut **ch, engine, self.proc_no, false, &mut self.clock, &mut self.timed)
+                c.send_call(&mut **ch, engine, self.proc_no, sent, &mut self.clock, &mut self.timed)
             }
         }
     }
@@ -276,17 +282,20 @@ where
         }
     }
 
-    /// Binds again and sends the call once more (the server never saw the session).
+    /// Binds again and sends the call once more (the server never saw the session, and
+    /// `refused` said so): with the arguments it was sent with, read back before anything else
+    /// is sent (from the engine, or from the call ring they were written into). Where they
+    /// cannot be, the call is not sent again, and fails as it was refused (it did not run).
     #[cold]
-    fn resend(&mut self, g: &mut Slot) -> Result<(), Error> {
+    fn resend(&mut self, g: &mut Slot, refused: Error) -> Result<(), Error> {
         let c = self.client;
-        let args = g.engine.as_mut().map(|e| std::mem::take(e.args_buf())).unwrap_or_default();
+        let Some(args) = sent_args(g) else { return Err(refused) };
         c.invalidate(g, false);
         c.prepare(g)?;
         g.engine.as_mut().expect("prepared").args_buf().extend_from_slice(&args);
         self.clock.begun = None; // the same deadline, but a fresh start for the new round trip
         self.timed = false;
-        self.send(g)
+        self.send(g, false)
     }
 
     /// Gives the slot back, after mending it as a failed blocking call does.

@@ -237,6 +237,19 @@ impl<'a> Lab<'a> {
         self.opaque(ECHO, &r)
     }
 
+    /// [`echo`](Self::echo) made as a future (as the generated `*_async` methods make calls)
+    /// and run to its end on this thread.
+    pub fn echo_async(&self, data: &[u8]) -> Result<Vec<u8>, Error> {
+        let mut arg = Vec::with_capacity(self.enc.opaque_len(data.len()));
+        self.enc.put_opaque(data, &mut arg);
+        let encode = |b: &mut lowlat::OutBuf<'_>| {
+            b.extend_from_slice(&arg);
+            Ok::<_, DecodeError>(())
+        };
+        let r = lowlat::wait(self.c.call_async(ECHO, encode, |r: &[u8]| Ok(r.to_vec())))?;
+        self.opaque(ECHO, &r)
+    }
+
     fn opaque(&self, proc_no: u32, r: &[u8]) -> Result<Vec<u8>, Error> {
         match self.enc.get_opaque(r) {
             Some(d) => Ok(d.to_vec()),

@@ -269,7 +269,8 @@ pub fn restarted_server_is_used_by_the_same_client(t: &'static Transport) {
 /// A session the server has forgotten (idle too long) refuses the next call before it runs:
 /// the client binds again and sends that call once more with its arguments whole (over shm://
 /// they were written straight into the call ring, and are read back from there), and the
-/// caller sees only the answer. ONC RPC has no sessions.
+/// caller sees only the answer; a blocking call and an async one alike. ONC RPC has no
+/// sessions.
 pub fn a_forgotten_session_is_bound_again_and_the_call_sent_whole(t: &'static Transport) {
     if t.caps.xdr {
         return;
@@ -290,6 +291,12 @@ pub fn a_forgotten_session_is_bound_again_and_the_call_sent_whole(t: &'static Tr
             let again: Vec<u8> = arg.iter().map(|b| b.wrapping_add(1)).collect();
             assert_eq!(lab.echo(&again).unwrap(), again, "round {round}: the call sent again after binding again");
             assert_eq!(client.stats().binds, binds + 1, "round {round}: the forgotten session was bound again");
+            // The same for an async call: sent again with its arguments whole (they once went
+            // again empty).
+            std::thread::sleep(idle * 3);
+            let third: Vec<u8> = arg.iter().map(|b| b.wrapping_add(2)).collect();
+            assert_eq!(lab.echo_async(&third).unwrap(), third, "round {round}: the async call sent again");
+            assert_eq!(client.stats().binds, binds + 2, "round {round}: bound again for the async call");
         }
     });
     server.shutdown();

@@ -334,7 +334,9 @@ pub fn run_histogram(spec: &BenchSpec) -> Result<(Summary, Histogram<u64>), Erro
         return Err(first_error
             .unwrap_or(Error::Io { op: "benchmark".into(), source: std::io::Error::other("no call completed") }));
     }
-    Ok((summarise(spec, threads, &all, wall, errors), all))
+    let mut summary = summarise(spec, threads, &all, wall, errors);
+    summary.first_error = first_error.map(|e| e.to_string());
+    Ok((summary, all))
 }
 
 /// A closed loop of `calls` calls from this thread keeping `window` in flight: a call is made

@@ -51,8 +51,11 @@ pub struct Summary {
     pub calls_per_s: f64,
     /// Payload megabits per second (arguments plus results).
     pub mbit_s: f64,
-    /// Calls that failed (each is reported; a run with failures is not a clean figure).
+    /// Calls that failed (a run with failures is not a clean figure).
     pub errors: u64,
+    /// Why the first of them failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
     /// The server's CPU per call over the run, ns: its serving thread's clock (read through
     /// the stats program, lowlat's protocol only) over the calls it served meanwhile. At
     /// saturation, the server's cost per call; below it, its idle spinning counts too.
@@ -98,6 +101,7 @@ impl Summary {
             mbit_s: per_s * payload_bytes_per_call as f64 * 8.0 / 1e6,
             server_cpu_ns_per_call: None,
             errors,
+            first_error: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! ring. (What every transport does is in the conformance suite, `tests/suite/mod.rs`.)
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use lowlat::{Client, DecodeError, Error, Program, Server};
 
@@ -132,4 +133,67 @@ fn server_dying_during_the_handshake_is_not_running() {
     assert!(matches!(e, Error::ServerNotRunning { .. }), "{e}");
     assert!(!e.may_have_executed(), "{e}");
     dying.join().unwrap();
+}
+
+/// `n` MAXRESULT calls in flight together from this thread, of results a little larger than the
+/// result ring (streamed through it while the client reads), made as the generated `*_async`
+/// methods make them; their outcomes (the lengths received) and sizes.
+fn large_results_in_flight(client: &Client, n: u32, round: u32) -> (Vec<Result<usize, Error>>, Vec<usize>) {
+    let sizes: Vec<u32> = (0..n).map(|k| RING as u32 + 1000 * k + round).collect();
+    let calls = sizes.iter().map(|&size| {
+        let encode = move |b: &mut lowlat::OutBuf<'_>| {
+            b.extend_from_slice(&size.to_ne_bytes());
+            Ok::<_, DecodeError>(())
+        };
+        client.call_async(common::MAXRESULT, encode, |r: &[u8]| Ok(r.len()))
+    });
+    (lowlat::wait_all(calls.collect::<Vec<_>>()), sizes.iter().map(|&n| n as usize).collect())
+}
+
+/// Results larger than the result ring stream to calls in flight together, each whole.
+#[test]
+fn results_larger_than_the_ring_stream_to_calls_in_flight_together() {
+    let (_dir, server, uri) = serve("streamed-in-flight");
+    let cfg = lowlat::ClientConfig { deadline: Duration::from_secs(5), ..Default::default() };
+    let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+    // Four small calls in flight first open four slots' channels: a channel opened while a
+    // result streams to another slot is the next test's case.
+    let nulls = (0..4).map(|_| client.call_async(common::NULL, |_| Ok::<_, DecodeError>(()), |_| Ok(())));
+    assert!(lowlat::wait_all(nulls.collect::<Vec<_>>()).iter().all(Result::is_ok));
+    for round in 0..20 {
+        let (outcomes, sizes) = large_results_in_flight(&client, 4, round);
+        for (k, r) in outcomes.into_iter().enumerate() {
+            let r = r.unwrap_or_else(|e| panic!("round {round}, call {k}: {e}"));
+            assert_eq!(r, sizes[k], "round {round}, call {k}");
+        }
+    }
+    server.shutdown();
+}
+
+/// A client that opens a slot's channel while a result larger than the ring streams to another
+/// of its slots cannot read that result meanwhile (it waits for the server's handshake, and the
+/// server, a thread that waits for room in the result ring, for the client): after its stall
+/// limit the server drops the stalled connection. The call on it fails at once, saying its
+/// connection was lost; it does not wait for its deadline (it once did, spinning). The calls
+/// on the other slots complete.
+#[test]
+fn a_call_whose_connection_the_server_dropped_fails_at_once() {
+    let (_dir, server, uri) = serve("dropped-in-flight");
+    let deadline = Duration::from_secs(5);
+    for spin in [lowlat::SpinPolicy::Adaptive, lowlat::SpinPolicy::Forever] {
+        let cfg = lowlat::ClientConfig { deadline, spin, ..Default::default() };
+        let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+        let started = Instant::now();
+        let (outcomes, sizes) = large_results_in_flight(&client, 4, 0);
+        let took = started.elapsed();
+        for (k, r) in outcomes.into_iter().enumerate() {
+            match r {
+                Ok(n) => assert_eq!(n, sizes[k], "{spin:?}: call {k}"),
+                Err(Error::ConnectionLost { .. }) => {}
+                Err(e) => panic!("{spin:?}: call {k}: {e}"),
+            }
+        }
+        assert!(took < deadline / 2, "{spin:?}: the calls took {took:?}");
+    }
+    server.shutdown();
 }

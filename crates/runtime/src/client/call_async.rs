@@ -27,6 +27,11 @@ use crate::reactor::{self, Parking};
 use crate::waiting::{Stop, Waited};
 use crate::{Error, OutBuf};
 
+/// A call that keeps polling looks whether its peer is gone once in this many polls (a few
+/// milliseconds over shared memory, where a look is a ring's header; as often as a blocking
+/// wait that spins looks at the shared-memory liveness socket).
+const PEER_CHECK_POLLS: u32 = 1 << 15;
+
 /// One async call ([`Lowlat::call_async`]).
 pub(crate) struct LowlatCall<'c, R, E, Enc, Dec> {
     client: &'c Lowlat,
@@ -162,6 +167,14 @@ where
                     return Poll::Ready(r);
                 }
                 Waited::Park(_) if this.pacing.keep_polling(c.shared.slots.returned(), &guard.spinner) => {
+                    // A call that polls on (one spinning for ever does so to its deadline) looks
+                    // now and then whether its peer is gone, as a parked one does when woken.
+                    if this.polls.is_multiple_of(PEER_CHECK_POLLS) {
+                        if let Err(e) = guard.chan.as_mut().expect("lent with its channel").as_dyn().unpark(true) {
+                            let e = c.lost(this.proc_no, Execution::Unknown, e);
+                            return Poll::Ready(this.finish(guard, Err(e)));
+                        }
+                    }
                     // Polled again once the executor has run its other tasks.
                     cx.waker().wake_by_ref();
                     return Poll::Pending;

@@ -80,6 +80,9 @@ pub(crate) struct Pacing {
     since: Option<Instant>,
     /// Polls since the last progress.
     polls: u32,
+    /// The budget ran out with no progress since: the call parks at each look that finds
+    /// nothing until another call finishes.
+    spent: bool,
 }
 
 impl Pacing {
@@ -99,13 +102,21 @@ impl Pacing {
             self.seen = returned;
             self.since = None;
             self.polls = 0;
+            self.spent = false;
+        }
+        // Once spent, it stays spent until progress: a call that asks again at once (its
+        // whole wait after a bare look) would otherwise be told to poll on, and never park,
+        // never look whether its peer is gone, and spin to its deadline.
+        if self.spent {
+            return false;
         }
         self.polls = self.polls.wrapping_add(1);
         if self.since.is_some() && !self.polls.is_multiple_of(POLLS_PER_CLOCK) {
             return true;
         }
         let now = Instant::now();
-        now.saturating_duration_since(*self.since.get_or_insert(now)) < budget
+        self.spent = now.saturating_duration_since(*self.since.get_or_insert(now)) >= budget;
+        !self.spent
     }
 }
 
@@ -122,6 +133,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(25));
         let polls = (0..POLLS_PER_CLOCK).take_while(|_| p.keep_polling(0, &budget)).count();
         assert!(polls < POLLS_PER_CLOCK as usize, "nothing finished for longer than the budget, yet it polled on");
+        // Spent, it stays spent: asked again at once (as a call does after a bare look), it
+        // still parks.
+        assert!(!p.keep_polling(0, &budget), "a spent budget said to poll on");
         // Another call of the client finished: the budget runs from now.
         assert!(p.keep_polling(1, &budget), "progress restarts the budget");
 

@@ -20,6 +20,11 @@ pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
 /// A busy-polling waiter checks the liveness socket every this many polls (~1 ms).
 const LIVENESS_POLLS: u32 = 1 << 15;
 
+/// A wait for ring space does what else it must (`wait_space`'s `meanwhile`) every this many
+/// polls (tens of microseconds), and before each sleep, which lasts at most `MEANWHILE_SLICE`.
+const MEANWHILE_POLLS: u32 = 1 << 9;
+const MEANWHILE_SLICE: Duration = Duration::from_millis(1);
+
 /// Client-side settings.
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
@@ -191,7 +196,7 @@ impl ShmChannel {
         let mut at = None;
         let r = self.calls.send(parts, self.max_message, |p, need| {
             let d = *at.get_or_insert_with(&deadline);
-            wait_space(p, need, spinner, d, sock)
+            wait_space(p, need, spinner, d, sock, &mut || {})
         });
         match r {
             Err(ShmError::Ring(RingError::TooLarge { .. })) | Ok(()) => r,
@@ -358,8 +363,10 @@ pub(crate) fn wait_space(
     spinner: &mut Spinner,
     deadline: Instant,
     sock: RawFd,
+    meanwhile: &mut dyn FnMut(),
 ) -> Result<(), ShmError> {
     let p = RefCell::new(p);
+    let meanwhile = RefCell::new(meanwhile);
     let mut polls = 0u32;
     let r = spinner.wait(
         Some(deadline),
@@ -368,13 +375,17 @@ pub(crate) fn wait_space(
                 return Ok(Some(()));
             }
             polls = polls.wrapping_add(1);
+            if polls & (MEANWHILE_POLLS - 1) == 0 {
+                (meanwhile.borrow_mut())();
+            }
             if polls & (LIVENESS_POLLS - 1) == 0 && sys::hung_up(sock) {
                 return Err(ShmError::PeerGone);
             }
             Ok(None)
         },
         |left| {
-            let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
+            (meanwhile.borrow_mut())();
+            let slice = left.map_or(MEANWHILE_SLICE, |l| l.min(MEANWHILE_SLICE));
             let t = Instant::now();
             p.borrow_mut().block_for_space(slice);
             check_alive_after(t, slice, sock, || false)

@@ -222,6 +222,9 @@ pub struct ShmServer {
     member: u16,
     /// The member the next connection admitted goes to (`group::place`).
     next_member: usize,
+    /// Connections a reply admitted while it waited for room, not yet placed
+    /// (`accept::Door`).
+    admitted: Vec<accept::Admitted>,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -281,6 +284,7 @@ impl ShmServer {
             group,
             member: 0,
             next_member: 0,
+            admitted: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::accept::Door;
 use super::group::TAG_INBOX;
 use super::reply::send_reply;
 use super::{
@@ -69,12 +70,16 @@ impl ShmServer {
         connection: ConnectionId,
         parts: &[&[u8]],
     ) -> Result<(), ShmError> {
-        let b = match self.slots.get_mut(connection.index as usize) {
+        let ShmServer { slots, config, listener, group, admitted, .. } = &mut *self;
+        let b = match slots.get_mut(connection.index as usize) {
             Some(Some(b)) if b.id == connection => b,
             _ => return Err(ShmError::PeerGone),
         };
         let sock = b.sock.as_raw_fd();
-        match send_reply(&mut b.results, &self.config, sock, parts) {
+        let mut door = Door { listener: listener.as_ref().map(|(l, _)| l), config, group, admitted };
+        let sent = send_reply(&mut b.results, config, sock, parts, &mut || door.admit_waiting());
+        self.place_admitted(handler);
+        match sent {
             Err(e @ ShmError::Ring(RingError::TooLarge { .. })) => Err(e),
             Err(e) => {
                 let msg = e.to_string();
@@ -131,16 +136,24 @@ impl ShmServer {
             // No `%`: a division on every poll of a spinning server is measurable.
             let i = if self.next + k >= n { self.next + k - n } else { self.next + k };
             let idx = self.active[i] as usize;
-            let Some(b) = self.slots[idx].as_mut() else {
+            let ShmServer { slots, config, listener, group, admitted, spinner, now, .. } = &mut *self;
+            let Some(b) = slots[idx].as_mut() else {
                 continue;
             };
             match b.calls.poll() {
                 Ok(false) => {}
                 Ok(true) => {
                     let id = b.id;
-                    let (r, after) = serve_held(b, &self.config, f);
-                    self.spinner.observe(b.called(self.now));
+                    let listener = listener.as_ref().map(|(l, _)| l);
+                    let mut door = Door { listener, config, group, admitted };
+                    let (r, after) = serve_held(b, config, &mut || door.admit_waiting(), f);
+                    spinner.observe(b.called(*now));
                     self.next = i + 1;
+                    if !self.admitted.is_empty() {
+                        let mut q = Recorder(std::mem::take(&mut self.closed));
+                        self.place_admitted(&mut q);
+                        self.closed = q.0;
+                    }
                     match after {
                         After::Served => {}
                         After::Failed(e) => self.close_quietly(idx as u32, e),
@@ -379,7 +392,8 @@ fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerC
     if !b.calls.poll()? {
         return Ok(false);
     }
-    match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
+    // A push-style handler's replies wait for room without admitting anyone meanwhile.
+    match serve_held(b, cfg, &mut || {}, |id, request, reply| handler.call(id, request, reply)) {
         (_, After::Failed(e)) => Err(e),
         // Handing over is for the pull style (`serve_next`): here the request is just dropped.
         (_, After::Served | After::HandTo(_)) => Ok(true),
@@ -401,12 +415,14 @@ enum After {
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,
+    meanwhile: &mut dyn FnMut(),
     f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
 ) -> (R, After) {
     let mut failed = None;
     let mut hand_to = None;
-    let reply =
-        Reply { results: &mut b.results, cfg, sock: b.sock.as_raw_fd(), failed: &mut failed, hand_to: &mut hand_to };
+    let sock = b.sock.as_raw_fd();
+    let (failed_at, hand_to_at) = (&mut failed, &mut hand_to);
+    let reply = Reply { results: &mut b.results, cfg, sock, failed: failed_at, hand_to: hand_to_at, meanwhile };
     let r = f(b.id, b.calls.message(), reply);
     if let Some(to) = hand_to {
         return (r, After::HandTo(to));

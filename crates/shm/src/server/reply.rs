@@ -17,6 +17,8 @@ pub struct Reply<'a> {
     pub(super) failed: &'a mut Option<ShmError>,
     /// Set by [`hand_over`](Self::hand_over).
     pub(super) hand_to: &'a mut Option<usize>,
+    /// What the serving thread does while the reply waits for room (`accept::Door`).
+    pub(super) meanwhile: &'a mut dyn FnMut(),
 }
 
 impl Reply<'_> {
@@ -27,7 +29,7 @@ impl Reply<'_> {
 
     /// Sends the reply gathered from `parts` (streamed if larger than the ring).
     pub fn send(mut self, parts: &[&[u8]]) -> Result<(), ShmError> {
-        let r = send_reply(self.results, self.cfg, self.sock, parts);
+        let r = send_reply(self.results, self.cfg, self.sock, parts, self.meanwhile);
         self.note(r)
     }
 
@@ -47,7 +49,7 @@ impl Reply<'_> {
             if !self.results.has_room(need)? {
                 let deadline = Instant::now() + self.cfg.stall_limit;
                 let mut spinner = Spinner::new(self.cfg.spin);
-                crate::channel::wait_space(self.results, need, &mut spinner, deadline, self.sock)
+                crate::channel::wait_space(self.results, need, &mut spinner, deadline, self.sock, self.meanwhile)
                     .map_err(|e| stall(e, self.cfg))?;
             }
             // Room only grows while we wait (the consumer frees, never takes), so this writes.
@@ -112,12 +114,13 @@ pub(super) fn send_reply(
     cfg: &ShmServerConfig,
     sock: i32,
     parts: &[&[u8]],
+    meanwhile: &mut dyn FnMut(),
 ) -> Result<(), ShmError> {
     // The clock is read only if the reply has to wait: not on the fast path.
     let mut deadline = None;
     let mut spinner = Spinner::new(cfg.spin);
     results.send(parts, cfg.max_message, |p, need| {
         let d = *deadline.get_or_insert_with(|| Instant::now() + cfg.stall_limit);
-        crate::channel::wait_space(p, need, &mut spinner, d, sock).map_err(|e| stall(e, cfg))
+        crate::channel::wait_space(p, need, &mut spinner, d, sock, &mut *meanwhile).map_err(|e| stall(e, cfg))
     })
 }

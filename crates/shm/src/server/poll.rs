@@ -421,8 +421,7 @@ fn serve_held<R>(
     let mut failed = None;
     let mut hand_to = None;
     let sock = b.sock.as_raw_fd();
-    let (failed_at, hand_to_at) = (&mut failed, &mut hand_to);
-    let reply = Reply { results: &mut b.results, cfg, sock, failed: failed_at, hand_to: hand_to_at, meanwhile };
+    let reply = Reply { results: &mut b.results, cfg, sock, failed: &mut failed, hand_to: &mut hand_to, meanwhile };
     let r = f(b.id, b.calls.message(), reply);
     if let Some(to) = hand_to {
         return (r, After::HandTo(to));

@@ -150,6 +150,15 @@ fn large_results_in_flight(client: &Client, n: u32, round: u32) -> (Vec<Result<u
     (lowlat::wait_all(calls.collect::<Vec<_>>()), sizes.iter().map(|&n| n as usize).collect())
 }
 
+/// A client of `uri` for each spin policy a call may wait with (busy-polling or not), its
+/// deadline `deadline`.
+fn clients_with_each_spin(uri: &str, deadline: Duration) -> impl Iterator<Item = (lowlat::SpinPolicy, Client)> + '_ {
+    [lowlat::SpinPolicy::Adaptive, lowlat::SpinPolicy::Forever].into_iter().map(move |spin| {
+        let cfg = lowlat::ClientConfig { deadline, spin, ..Default::default() };
+        (spin, Client::connect_with(uri, PROG, 1, cfg).unwrap())
+    })
+}
+
 /// Results larger than the result ring stream to calls in flight together, each whole.
 #[test]
 fn results_larger_than_the_ring_stream_to_calls_in_flight_together() {
@@ -178,10 +187,7 @@ fn results_larger_than_the_ring_stream_to_calls_in_flight_together() {
 #[test]
 fn a_slot_opened_while_a_result_streams_to_another_does_not_stall_it() {
     let (_dir, server, uri) = serve("opened-while-streaming");
-    let deadline = Duration::from_secs(5);
-    for spin in [lowlat::SpinPolicy::Adaptive, lowlat::SpinPolicy::Forever] {
-        let cfg = lowlat::ClientConfig { deadline, spin, ..Default::default() };
-        let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+    for (spin, client) in clients_with_each_spin(&uri, Duration::from_secs(5)) {
         // A stall would have cost a call its connection (the next test's case).
         let (outcomes, sizes) = large_results_in_flight(&client, 4, 0);
         for (k, r) in outcomes.into_iter().enumerate() {
@@ -198,10 +204,7 @@ fn a_slot_opened_while_a_result_streams_to_another_does_not_stall_it() {
 #[test]
 fn a_call_whose_connection_the_server_dropped_fails_at_once() {
     let (_dir, server, uri) = serve("dropped");
-    let deadline = Duration::from_secs(5);
-    for spin in [lowlat::SpinPolicy::Adaptive, lowlat::SpinPolicy::Forever] {
-        let cfg = lowlat::ClientConfig { deadline, spin, ..Default::default() };
-        let client = Client::connect_with(&uri, PROG, 1, cfg).unwrap();
+    for (spin, client) in clients_with_each_spin(&uri, Duration::from_secs(5)) {
         let size = 4 * RING as u32;
         let encode = move |b: &mut lowlat::OutBuf<'_>| {
             b.extend_from_slice(&size.to_ne_bytes());

@@ -221,17 +221,9 @@ where
         let c = self.client;
         let proc_no = self.proc_no;
         let encode = self.encode.take().expect("encoded once");
-        let sent = c.prepare(&mut g).and_then(|()| {
-            encode_args(&mut g, proc_no, encode, None)
-                .map_err(|e| Error::Encode { call: c.site(proc_no), source: Box::new(e) })
-        });
-        let sent = match sent {
-            Ok(sent) => sent,
-            Err(e) => {
-                drop(g);
-                return Err(e);
-            }
-        };
+        c.prepare(&mut g)?;
+        let sent = encode_args(&mut g, proc_no, encode, None)
+            .map_err(|e| Error::Encode { call: c.site(proc_no), source: Box::new(e) })?;
         c.shared.slots.lend(&g);
         self.slot = Some(g.index());
         if let Err(e) = self.send(&mut g, sent) {

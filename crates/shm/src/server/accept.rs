@@ -15,27 +15,15 @@ use crate::ring::{Consumer, Producer, Wake};
 use crate::segment::{Hello, Segment, Status};
 
 impl ShmServer {
+    /// Answers every client waiting at the listener and places the connections admitted.
     pub(super) fn accept_all(&mut self, handler: &mut impl ShmHandler) {
-        loop {
-            let Some((listener, _)) = &self.listener else { return };
-            match listener.accept() {
-                Ok((sock, _)) => self.admit(sock, handler),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
-                Err(_) => return,
-            }
-        }
+        let ShmServer { listener, config, group, admitted, .. } = self;
+        Door { listener: listener.as_ref().map(|(l, _)| l), config, group, admitted }.admit_waiting();
+        self.place_admitted(handler);
     }
 
-    fn admit(&mut self, sock: UnixStream, handler: &mut impl ShmHandler) {
-        match handshake(&self.config, &self.group, sock) {
-            Some(Admitted::Connection(c)) => self.place(c, handler),
-            Some(Admitted::Refused(peer)) => handler.refused(peer),
-            None => {}
-        }
-    }
-
-    /// Places the connections a reply admitted while it waited for room ([`Door`]).
+    /// Places the connections admitted (by [`accept_all`](Self::accept_all), or by a reply while
+    /// it waited for room: [`Door`]).
     pub(super) fn place_admitted(&mut self, handler: &mut impl ShmHandler) {
         while let Some(a) = self.admitted.pop() {
             match a {
@@ -120,6 +108,7 @@ impl Door<'_> {
             match listener.accept() {
                 Ok((sock, _)) => self.admitted.extend(handshake(self.config, self.group, sock)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
                 Err(_) => return,
             }
         }

@@ -46,12 +46,23 @@ fn connections_spread_and_move_with_their_request() {
     let members = ShmServer::bind_group(&path, cfg, 2).unwrap();
     assert_eq!(members.iter().map(ShmServer::member).collect::<Vec<_>>(), [0, 1]);
     assert!(members.iter().all(|m| m.members() == 2));
+    // Two clients waiting at the listener before the group serves: both are answered in one
+    // look, and placed in the order they came.
+    let connecting = |delay| {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            ShmChannel::connect(&path, ChannelConfig::default()).unwrap()
+        })
+    };
+    let (first, second) = (connecting(Duration::ZERO), connecting(Duration::from_millis(50)));
+    std::thread::sleep(Duration::from_millis(100));
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = members.into_iter().map(|m| drive(m, stop.clone())).collect();
 
     // Admitted in turn: the first to member 0, the second to member 1.
-    let mut a = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
-    let mut b = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
+    let mut a = first.join().unwrap();
+    let mut b = second.join().unwrap();
     assert_eq!(call(&mut a, "hi"), "0:hi");
     assert_eq!(call(&mut b, "hi"), "1:hi");
     // Handed over with its request: member 1 answers it, and every later one.

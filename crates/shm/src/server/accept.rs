@@ -24,13 +24,20 @@ impl ShmServer {
 
     /// Places the connections admitted (by [`accept_all`](Self::accept_all), or by a reply while
     /// it waited for room: [`Door`]).
+    /// In the order they were admitted: the group's members take connections in turn.
     pub(super) fn place_admitted(&mut self, handler: &mut impl ShmHandler) {
-        while let Some(a) = self.admitted.pop() {
+        if self.admitted.is_empty() {
+            return;
+        }
+        let mut admitted = std::mem::take(&mut self.admitted);
+        for a in admitted.drain(..) {
             match a {
                 Admitted::Connection(c) => self.place(c, handler),
                 Admitted::Refused(peer) => handler.refused(peer),
             }
         }
+        // Kept, emptied, with its room.
+        self.admitted = admitted;
     }
 }
 

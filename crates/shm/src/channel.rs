@@ -20,11 +20,6 @@ pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
 /// A busy-polling waiter checks the liveness socket every this many polls (~1 ms).
 const LIVENESS_POLLS: u32 = 1 << 15;
 
-/// A wait for ring space does what else it must (`wait_space`'s `meanwhile`) every this many
-/// polls (tens of microseconds), and before each sleep, which lasts at most `MEANWHILE_SLICE`.
-const MEANWHILE_POLLS: u32 = 1 << 9;
-const MEANWHILE_SLICE: Duration = Duration::from_millis(1);
-
 /// Client-side settings.
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
@@ -104,7 +99,8 @@ impl ShmChannel {
         drop(memfd);
         Ok(ShmChannel {
             calls: Producer::new(seg.call(), Wake::Doorbell(doorbell.as_raw_fd())),
-            results: Consumer::new(seg.result(), config.max_message),
+            // A server whose reply waits for room sleeps in epoll, on the doorbell.
+            results: Consumer::new(seg.result(), config.max_message).ring_when_parked(doorbell.as_raw_fd()),
             spinner: Spinner::new(config.spin),
             max_message: config.max_message,
             broken: None,
@@ -196,7 +192,7 @@ impl ShmChannel {
         let mut at = None;
         let r = self.calls.send(parts, self.max_message, |p, need| {
             let d = *at.get_or_insert_with(&deadline);
-            wait_space(p, need, spinner, d, sock, &mut || {})
+            wait_space(p, need, spinner, d, sock)
         });
         match r {
             Err(ShmError::Ring(RingError::TooLarge { .. })) | Ok(()) => r,
@@ -357,16 +353,14 @@ fn check_alive_after(
 }
 
 /// Waits until `need` bytes are free in `p`'s ring: spin, then sleep on the consumer index.
-pub(crate) fn wait_space(
+fn wait_space(
     p: &mut Producer,
     need: usize,
     spinner: &mut Spinner,
     deadline: Instant,
     sock: RawFd,
-    meanwhile: &mut dyn FnMut(),
 ) -> Result<(), ShmError> {
     let p = RefCell::new(p);
-    let meanwhile = RefCell::new(meanwhile);
     let mut polls = 0u32;
     let r = spinner.wait(
         Some(deadline),
@@ -375,17 +369,13 @@ pub(crate) fn wait_space(
                 return Ok(Some(()));
             }
             polls = polls.wrapping_add(1);
-            if polls & (MEANWHILE_POLLS - 1) == 0 {
-                (meanwhile.borrow_mut())();
-            }
             if polls & (LIVENESS_POLLS - 1) == 0 && sys::hung_up(sock) {
                 return Err(ShmError::PeerGone);
             }
             Ok(None)
         },
         |left| {
-            (meanwhile.borrow_mut())();
-            let slice = left.map_or(MEANWHILE_SLICE, |l| l.min(MEANWHILE_SLICE));
+            let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
             let t = Instant::now();
             p.borrow_mut().block_for_space(slice);
             check_alive_after(t, slice, sock, || false)

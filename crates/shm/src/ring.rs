@@ -312,6 +312,24 @@ impl Producer {
         Ok(self.free() >= rec)
     }
 
+    /// Asks the consumer to ring its eventfd ([`Consumer::ring_when_parked`]) when it frees
+    /// space, for a producer about to wait in an event loop; returns whether `rec` bytes are
+    /// free already (then there is nothing to wait for: [`unpark`](Self::unpark)). No lost
+    /// wake-up: we store the flag then read the index, the consumer stores the index then reads
+    /// the flag, all sequentially consistent.
+    pub fn park(&mut self, rec: usize) -> Result<bool, RingError> {
+        self.ring.ctl().producer_sleeping.v.store(PARKED, Ordering::SeqCst);
+        self.has_room(rec)
+    }
+
+    /// Ends a wait begun by [`park`](Self::park): the consumer need ring no more.
+    pub fn unpark(&self) {
+        let flag = &self.ring.ctl().producer_sleeping.v;
+        if flag.load(Ordering::Relaxed) != 0 {
+            flag.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Sleeps (at most `timeout`) until the consumer frees space or is about to.
     pub fn block_for_space(&mut self, timeout: Duration) {
         let ctl = self.ring.ctl();
@@ -466,24 +484,36 @@ impl Producer {
         if total > max_message {
             return Err(RingError::TooLarge { len: total, max: max_message }.into());
         }
+        let mut sent = 0;
+        while let Some(need) = self.send_some(parts, total, &mut sent)? {
+            wait(self, need)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what fits now of the message gathered from `parts` (`total` bytes, of which
+    /// `*sent` went before): as one record if it fits one, else in chunks, `*sent` counting
+    /// them. Returns `None` once it is all written, or the size of the record that waits for
+    /// room. Never waits: for a sender that keeps the rest and goes on with other work.
+    pub fn send_some(&mut self, parts: &[&[u8]], total: usize, sent: &mut usize) -> Result<Option<usize>, RingError> {
         if record_len(total) <= self.ring.size() {
-            while !self.try_write(KIND_WHOLE, total, |dst| gather(parts, 0, dst))? {
-                wait(self, record_len(total))?;
+            if !self.try_write(KIND_WHOLE, total, |dst| gather(parts, 0, dst))? {
+                return Ok(Some(record_len(total)));
             }
-            return Ok(());
+            *sent = total;
+            return Ok(None);
         }
         // Half a ring per chunk: the consumer drains one half while we fill the other.
         let chunk = largest_payload(self.ring.size() / 2).expect("half of any ring holds a long record");
-        let mut sent = 0;
-        while sent < total {
-            let len = chunk.min(total - sent);
-            let kind = if sent + len == total { KIND_END } else { KIND_PART };
-            while !self.try_write(kind, len, |dst| gather(parts, sent, dst))? {
-                wait(self, record_len(len))?;
+        while *sent < total {
+            let len = chunk.min(total - *sent);
+            let kind = if *sent + len == total { KIND_END } else { KIND_PART };
+            if !self.try_write(kind, len, |dst| gather(parts, *sent, dst))? {
+                return Ok(Some(record_len(len)));
             }
-            sent += len;
+            *sent += len;
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -532,6 +562,9 @@ pub struct Consumer {
     assembling: bool,
     held: Held,
     max_message: usize,
+    /// The eventfd to ring when we free space for a producer parked in an event loop
+    /// ([`Producer::park`]); without one, a parked producer is woken as a sleeping one.
+    producer_bell: Option<RawFd>,
 }
 
 // SAFETY: as for `Producer`: pointers into a mapping kept alive by the owner, no thread-affine
@@ -542,7 +575,23 @@ impl Consumer {
     /// Takes over the consuming end of a ring; a message longer than `max_message` bytes (the
     /// records of a streamed one together) is refused with [`RingError::TooLarge`].
     pub fn new(ring: RingRef, max_message: usize) -> Consumer {
-        Consumer { ring, tail: 0, published: 0, buf: Vec::new(), assembling: false, held: Held::Nothing, max_message }
+        Consumer {
+            ring,
+            tail: 0,
+            published: 0,
+            buf: Vec::new(),
+            assembling: false,
+            held: Held::Nothing,
+            max_message,
+            producer_bell: None,
+        }
+    }
+
+    /// Rings `bell` (which the producer watches in its event loop) when we free space while the
+    /// producer is parked ([`Producer::park`]).
+    pub fn ring_when_parked(mut self, bell: RawFd) -> Consumer {
+        self.producer_bell = Some(bell);
+        self
     }
 
     /// The ring this end consumes from.
@@ -611,8 +660,10 @@ impl Consumer {
         ctl.tail.v.store(self.tail, Ordering::Release);
         fence(Ordering::SeqCst);
         self.published = self.tail;
-        if ctl.producer_sleeping.v.load(Ordering::SeqCst) != 0 {
-            sys::futex_wake(&ctl.tail.v);
+        match (ctl.producer_sleeping.v.load(Ordering::SeqCst), self.producer_bell) {
+            (0, _) => {}
+            (PARKED, Some(bell)) => sys::ring_fd(bell),
+            _ => sys::futex_wake(&ctl.tail.v),
         }
     }
 

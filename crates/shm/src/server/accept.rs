@@ -4,12 +4,13 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use lowlat_sys as sys;
 
 use super::group::Group;
+use super::reply::Unsent;
 use super::{Connection, ConnectionId, PeerCred, ShmHandler, ShmServer, ShmServerConfig};
 use crate::ring::{Consumer, Producer, Wake};
 use crate::segment::{Hello, Segment, Status};
@@ -17,34 +18,26 @@ use crate::segment::{Hello, Segment, Status};
 impl ShmServer {
     /// Answers every client waiting at the listener and places the connections admitted.
     pub(super) fn accept_all(&mut self, handler: &mut impl ShmHandler) {
-        let ShmServer { listener, config, group, admitted, .. } = self;
-        Door { listener: listener.as_ref().map(|(l, _)| l), config, group, admitted }.admit_waiting();
-        self.place_admitted(handler);
-    }
-
-    /// Places the connections admitted (by [`accept_all`](Self::accept_all), or by a reply while
-    /// it waited for room: [`Door`]).
-    /// In the order they were admitted: the group's members take connections in turn.
-    pub(super) fn place_admitted(&mut self, handler: &mut impl ShmHandler) {
-        if self.admitted.is_empty() {
-            return;
-        }
-        let mut admitted = std::mem::take(&mut self.admitted);
-        for a in admitted.drain(..) {
-            match a {
-                Admitted::Connection(c) => self.place(c, handler),
-                Admitted::Refused(peer) => handler.refused(peer),
+        loop {
+            let Some((listener, _)) = &self.listener else { return };
+            match listener.accept() {
+                Ok((sock, _)) => match handshake(&self.config, &self.group, sock) {
+                    Some(Admitted::Connection(c)) => self.place(c, handler),
+                    Some(Admitted::Refused(peer)) => handler.refused(peer),
+                    None => {}
+                },
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
+                Err(_) => return,
             }
         }
-        // Kept, emptied, with its room.
-        self.admitted = admitted;
     }
 }
 
 /// A connection through its handshake: to be served, or turned away (told so). Held only
 /// between a handshake and the connection's placing, so not boxed.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Admitted {
+enum Admitted {
     Connection(Connection),
     Refused(PeerCred),
 }
@@ -87,37 +80,11 @@ fn handshake(config: &ShmServerConfig, group: &Group, sock: UnixStream) -> Optio
         armed: false,
         last_active: Instant::now(),
         called_since_check: false,
+        unsent: Unsent::default(),
         peer,
         sock,
         doorbell,
         _result_bell: result_bell,
         _seg: seg,
     }))
-}
-
-/// A reply's way in for clients while it waits for room in a result ring: the serving thread
-/// serves nothing else meanwhile, and a client that opens another connection (a slot it had
-/// not used) while a large result streams to one of its own waits for this thread's handshake,
-/// not reading the result the thread waits on; answered here, the client goes on. The
-/// connections are placed once the reply is done ([`ShmServer::place_admitted`]).
-pub(super) struct Door<'a> {
-    pub listener: Option<&'a UnixListener>,
-    pub config: &'a ShmServerConfig,
-    pub group: &'a Group,
-    pub admitted: &'a mut Vec<Admitted>,
-}
-
-impl Door<'_> {
-    /// Answers every client waiting at the listener.
-    pub fn admit_waiting(&mut self) {
-        let Some(listener) = self.listener else { return };
-        loop {
-            match listener.accept() {
-                Ok((sock, _)) => self.admitted.extend(handshake(self.config, self.group, sock)),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // WouldBlock: all taken. Anything else (EMFILE...) is retried on the next event.
-                Err(_) => return,
-            }
-        }
-    }
 }

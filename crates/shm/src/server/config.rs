@@ -41,8 +41,8 @@ pub struct ShmServerConfig {
     pub max_message: usize,
     /// How the server thread waits for calls before arming a connection and sleeping.
     pub spin: SpinPolicy,
-    /// How long a reply may wait for room in a client's result ring before the connection is
-    /// dropped: the most one misbehaving client can delay the others.
+    /// How long a client may leave its result ring full (no room freed for a reply waiting to
+    /// be written) before its connection is dropped. Other connections are served meanwhile.
     pub stall_limit: Duration,
     /// Connections beyond this many connections are refused as busy.
     pub max_connections: usize,

@@ -177,6 +177,9 @@ impl ShmServer {
         if let Some(pos) = self.cool.iter().position(|&i| i == index) {
             self.cool.swap_remove(pos);
         }
+        if let Some(pos) = self.backlogged.iter().position(|&i| i == index) {
+            self.backlogged.swap_remove(pos);
+        }
         // The client holds the same eventfd file: epoll would keep reporting it after our
         // close, so it must be removed explicitly.
         self.epoll.delete(c.doorbell.as_raw_fd());

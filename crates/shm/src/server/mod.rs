@@ -9,9 +9,14 @@
 //! doorbells, the liveness sockets and the listener: no CPU is burnt, yet any call wakes it. Idle
 //! connections therefore cost the active ones nothing on the polling path.
 //!
+//! A reply its result ring has no room for (a large one, or a client slow to read) is kept with
+//! the connection and written as the client frees room, the thread serving the other connections
+//! meanwhile; the connection's next calls wait in its call ring until then. A server with only
+//! such replies to write sleeps too: the client rings the connection's doorbell when it frees room.
+//!
 //! A connection is closed (unmapped, descriptors closed) when its client hangs up, corrupts its
-//! rings, sends more than `max_message`, or leaves no room for a reply for `stall_limit`. None
-//! of these can stop the thread from serving the other connections for longer than `stall_limit`.
+//! rings, sends more than `max_message`, or frees no room for a reply for `stall_limit`. None
+//! of these stops the thread from serving the other connections.
 //!
 //! [`config`]: who may bind and how; `accept`: the acceptor, which turns a connection into a
 //! connection; `poll`: the poller, which serves the connections; [`reply`]: replies written into a
@@ -124,6 +129,8 @@ pub(super) struct Connection {
     /// every few microseconds was armed (put to sleep) now and then, and its next call paid a
     /// wake-up.
     called_since_check: bool,
+    /// Replies its result ring had no room for; its calls wait until they are written.
+    unsent: reply::Unsent,
     peer: PeerCred,
     sock: UnixStream,
     doorbell: sys::EventFd,
@@ -222,9 +229,9 @@ pub struct ShmServer {
     member: u16,
     /// The member the next connection admitted goes to (`group::place`).
     next_member: usize,
-    /// Connections a reply admitted while it waited for room, not yet placed
-    /// (`accept::Door`).
-    admitted: Vec<accept::Admitted>,
+    /// Connections with replies their result ring had no room for (`reply::Unsent`), written
+    /// as their clients free room.
+    backlogged: Vec<u32>,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -284,7 +291,7 @@ impl ShmServer {
             group,
             member: 0,
             next_member: 0,
-            admitted: Vec::new(),
+            backlogged: Vec::new(),
         }
     }
 

@@ -2,11 +2,9 @@
 //! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
 
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::accept::Door;
 use super::group::TAG_INBOX;
 use super::reply::send_reply;
 use super::{
@@ -47,7 +45,9 @@ impl ShmServer {
                 self.arm_idle();
                 if self.active.is_empty() && self.cool.is_empty() {
                     let left = deadline.map(|d| d.saturating_duration_since(self.now));
-                    self.process_events(handler, left)?;
+                    if let Some(left) = self.park_backlogged(left) {
+                        self.process_events(handler, left)?;
+                    }
                     self.now = Instant::now();
                     self.last_event_check = self.now;
                 } else if self.now - self.last_event_check >= EVENT_CHECK {
@@ -70,15 +70,16 @@ impl ShmServer {
         connection: ConnectionId,
         parts: &[&[u8]],
     ) -> Result<(), ShmError> {
-        let ShmServer { slots, config, listener, group, admitted, .. } = &mut *self;
+        let ShmServer { slots, config, backlogged, .. } = &mut *self;
         let b = match slots.get_mut(connection.index as usize) {
             Some(Some(b)) if b.id == connection => b,
             _ => return Err(ShmError::PeerGone),
         };
-        let sock = b.sock.as_raw_fd();
-        let mut door = Door { listener: listener.as_ref().map(|(l, _)| l), config, group, admitted };
-        let sent = send_reply(&mut b.results, config, sock, parts, &mut || door.admit_waiting());
-        self.place_admitted(handler);
+        let had_unsent = !b.unsent.is_empty();
+        let sent = send_reply(&mut b.results, &mut b.unsent, config, parts);
+        if !had_unsent && !b.unsent.is_empty() {
+            backlogged.push(connection.index);
+        }
         match sent {
             Err(e @ ShmError::Ring(RingError::TooLarge { .. })) => Err(e),
             Err(e) => {
@@ -113,6 +114,11 @@ impl ShmServer {
     /// later call. Sleep with [`block`](Self::block) when this finds nothing.
     #[inline]
     pub fn serve_next<R>(&mut self, f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R) -> Option<Activity<R>> {
+        if !self.backlogged.is_empty() {
+            let mut q = Recorder(std::mem::take(&mut self.closed));
+            self.flush_backlogged(&mut q);
+            self.closed = q.0;
+        }
         if let Some(id) = self.closed.pop_front() {
             return Some(Activity::Closed(id));
         }
@@ -136,24 +142,23 @@ impl ShmServer {
             // No `%`: a division on every poll of a spinning server is measurable.
             let i = if self.next + k >= n { self.next + k - n } else { self.next + k };
             let idx = self.active[i] as usize;
-            let ShmServer { slots, config, listener, group, admitted, spinner, now, .. } = &mut *self;
+            let ShmServer { slots, config, spinner, now, backlogged, .. } = &mut *self;
             let Some(b) = slots[idx].as_mut() else {
                 continue;
             };
+            if !b.unsent.is_empty() {
+                continue; // its calls wait until its replies are out
+            }
             match b.calls.poll() {
                 Ok(false) => {}
                 Ok(true) => {
                     let id = b.id;
-                    let listener = listener.as_ref().map(|(l, _)| l);
-                    let mut door = Door { listener, config, group, admitted };
-                    let (r, after) = serve_held(b, config, &mut || door.admit_waiting(), f);
+                    let (r, after) = serve_held(b, config, f);
                     spinner.observe(b.called(*now));
-                    self.next = i + 1;
-                    if !self.admitted.is_empty() {
-                        let mut q = Recorder(std::mem::take(&mut self.closed));
-                        self.place_admitted(&mut q);
-                        self.closed = q.0;
+                    if !b.unsent.is_empty() {
+                        backlogged.push(idx as u32);
                     }
+                    self.next = i + 1;
                     match after {
                         After::Served => {}
                         After::Failed(e) => self.close_quietly(idx as u32, e),
@@ -193,7 +198,8 @@ impl ShmServer {
         while let Some(&idx) = self.active.last() {
             if let Some(b) = self.slots[idx as usize].as_mut() {
                 b.sleeping_flag().store(1, Ordering::SeqCst);
-                if b.calls.has_data() {
+                // Calls waiting behind replies unsent are not served yet: no reason to stay up.
+                if b.calls.has_data() && b.unsent.is_empty() {
                     b.sleeping_flag().store(0, Ordering::SeqCst);
                     return Ok(());
                 }
@@ -204,6 +210,9 @@ impl ShmServer {
         if !self.closed.is_empty() {
             return Ok(());
         }
+        let Some(timeout) = self.park_backlogged(timeout) else {
+            return Ok(());
+        };
         let mut q = Recorder(std::mem::take(&mut self.closed));
         let r = self.process_events(&mut q, timeout);
         self.closed = q.0;
@@ -225,7 +234,55 @@ impl ShmServer {
         }
     }
 
+    /// Writes what the result rings of backlogged connections have room for; a connection whose
+    /// replies are all out is served again (polled: its calls may have waited), one whose client
+    /// freed no room for the stall limit is closed.
+    fn flush_backlogged(&mut self, handler: &mut impl ShmHandler) {
+        let mut i = 0;
+        while i < self.backlogged.len() {
+            let idx = self.backlogged[i];
+            let Some(b) = self.slots[idx as usize].as_mut() else {
+                self.backlogged.swap_remove(i);
+                continue;
+            };
+            match b.unsent.flush(&mut b.results, self.config.stall_limit) {
+                Ok(Some(_)) => i += 1,
+                Ok(None) => {
+                    self.backlogged.swap_remove(i);
+                    if b.armed {
+                        b.sleeping_flag().store(0, Ordering::SeqCst);
+                        b.armed = false;
+                        b.last_active = self.now;
+                        self.active.push(idx);
+                    }
+                }
+                // Taken out of `backlogged` as it closes (`detach`).
+                Err(e) => self.close(idx, e, handler),
+            }
+        }
+    }
+
+    /// Before a sleep of at most `timeout`: asks the client of each backlogged connection to
+    /// ring its doorbell when it frees room. Returns the sleep, cut short where a stall limit
+    /// falls, or `None` (no sleep) if a ring has room already.
+    fn park_backlogged(&mut self, mut timeout: Option<Duration>) -> Option<Option<Duration>> {
+        if self.backlogged.is_empty() {
+            return Some(timeout);
+        }
+        let now = Instant::now();
+        let ShmServer { slots, backlogged, config, .. } = self;
+        for &idx in backlogged.iter() {
+            let Some(b) = slots[idx as usize].as_mut() else { continue };
+            let left = b.unsent.park(&mut b.results, config.stall_limit)?.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(left, |t| t.min(left)));
+        }
+        Some(timeout)
+    }
+
     fn serve_active(&mut self, handler: &mut impl ShmHandler) -> usize {
+        if !self.backlogged.is_empty() {
+            self.flush_backlogged(handler);
+        }
         let mut served = 0;
         let mut i = 0;
         while i < self.active.len() {
@@ -234,11 +291,18 @@ impl ShmServer {
                 self.active.swap_remove(i);
                 continue;
             };
+            if !b.unsent.is_empty() {
+                i += 1; // its calls wait until its replies are out
+                continue;
+            }
             match serve_one(b, handler, &self.config) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     served += 1;
                     self.spinner.observe(b.called(self.now));
+                    if !b.unsent.is_empty() {
+                        self.backlogged.push(idx as u32);
+                    }
                     i += 1;
                 }
                 Err(e) => self.close(idx as u32, e, handler),
@@ -279,7 +343,7 @@ impl ShmServer {
                 continue;
             }
             b.sleeping_flag().store(1, Ordering::SeqCst);
-            if b.calls.has_data() {
+            if b.calls.has_data() && b.unsent.is_empty() {
                 b.sleeping_flag().store(0, Ordering::SeqCst);
                 i += 1;
             } else {
@@ -392,8 +456,7 @@ fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerC
     if !b.calls.poll()? {
         return Ok(false);
     }
-    // A push-style handler's replies wait for room without admitting anyone meanwhile.
-    match serve_held(b, cfg, &mut || {}, |id, request, reply| handler.call(id, request, reply)) {
+    match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
         (_, After::Failed(e)) => Err(e),
         // Handing over is for the pull style (`serve_next`): here the request is just dropped.
         (_, After::Served | After::HandTo(_)) => Ok(true),
@@ -415,13 +478,12 @@ enum After {
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,
-    meanwhile: &mut dyn FnMut(),
     f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
 ) -> (R, After) {
     let mut failed = None;
     let mut hand_to = None;
-    let sock = b.sock.as_raw_fd();
-    let reply = Reply { results: &mut b.results, cfg, sock, failed: &mut failed, hand_to: &mut hand_to, meanwhile };
+    let reply =
+        Reply { results: &mut b.results, unsent: &mut b.unsent, cfg, failed: &mut failed, hand_to: &mut hand_to };
     let r = f(b.id, b.calls.message(), reply);
     if let Some(to) = hand_to {
         return (r, After::HandTo(to));

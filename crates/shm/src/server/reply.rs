@@ -1,9 +1,9 @@
-//! Replies written straight into a connection's result ring, waiting (at most the stall limit) for
-//! room when the client is slow to read.
+//! Replies written straight into a connection's result ring; what the ring has no room for yet
+//! is kept with the connection (`Unsent`) and written as the client frees room, so that a
+//! client slow to read holds up no other connection.
 
-use std::time::Instant;
-
-use lowlat_wait::Spinner;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use super::ShmServerConfig;
 use crate::error::ShmError;
@@ -12,13 +12,11 @@ use crate::ring::{record_len, Producer, RingError};
 /// Writes one reply straight into a connection's result ring.
 pub struct Reply<'a> {
     pub(super) results: &'a mut Producer,
+    pub(super) unsent: &'a mut Unsent,
     pub(super) cfg: &'a ShmServerConfig,
-    pub(super) sock: i32,
     pub(super) failed: &'a mut Option<ShmError>,
     /// Set by [`hand_over`](Self::hand_over).
     pub(super) hand_to: &'a mut Option<usize>,
-    /// What the serving thread does while the reply waits for room (`accept::Door`).
-    pub(super) meanwhile: &'a mut dyn FnMut(),
 }
 
 impl Reply<'_> {
@@ -27,37 +25,31 @@ impl Reply<'_> {
         self.results.max_record()
     }
 
-    /// Sends the reply gathered from `parts` (streamed if larger than the ring).
+    /// Sends the reply gathered from `parts` (streamed if larger than the ring). What the ring
+    /// has no room for now is kept and sent as the client reads: this never waits. A client
+    /// that leaves it unread for the stall limit is disconnected.
     pub fn send(mut self, parts: &[&[u8]]) -> Result<(), ShmError> {
-        let r = send_reply(self.results, self.cfg, self.sock, parts, self.meanwhile);
+        let r = send_reply(self.results, self.unsent, self.cfg, parts);
         self.note(r)
     }
 
-    /// Sends a reply of `len` bytes that `fill` writes where it will be read. Replies larger
-    /// than [`max_inline`](Self::max_inline) are built in a buffer and streamed.
+    /// Sends a reply of `len` bytes that `fill` writes where it will be read. A reply larger
+    /// than [`max_inline`](Self::max_inline), or one the ring has no room for now, is built in
+    /// a buffer and sent as [`send`](Self::send) sends.
     pub fn send_with(mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), ShmError> {
-        if len > self.results.max_record() {
-            let mut v = vec![0u8; len];
-            fill(&mut v);
-            return self.send(&[&v]);
-        }
         if len > self.cfg.max_message {
             return Err(RingError::TooLarge { len, max: self.cfg.max_message }.into());
         }
-        let need = record_len(len);
         let r = (|| {
-            if !self.results.has_room(need)? {
-                let deadline = Instant::now() + self.cfg.stall_limit;
-                let mut spinner = Spinner::new(self.cfg.spin);
-                crate::channel::wait_space(self.results, need, &mut spinner, deadline, self.sock, self.meanwhile)
-                    .map_err(|e| stall(e, self.cfg))?;
+            if len <= self.results.max_record() && self.unsent.is_empty() && self.results.has_room(record_len(len))? {
+                if self.results.try_write_whole(len, fill)? {
+                    return Ok(());
+                }
+                return Err(RingError::Corrupt { what: "consumer index lost room already seen" }.into());
             }
-            // Room only grows while we wait (the consumer frees, never takes), so this writes.
-            if self.results.try_write_whole(len, fill)? {
-                Ok(())
-            } else {
-                Err(RingError::Corrupt { what: "consumer index lost room already seen" }.into())
-            }
+            let mut v = vec![0u8; len];
+            fill(&mut v);
+            send_reply(self.results, self.unsent, self.cfg, &[&v])
         })();
         self.note(r)
     }
@@ -71,6 +63,9 @@ impl Reply<'_> {
         &mut self,
         build: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> Result<Option<usize>, ShmError> {
+        // A connection with replies unsent is not served (`ShmServer::serve_next`), so the
+        // space lent never jumps ahead of them.
+        debug_assert!(self.unsent.is_empty());
         match self.results.write_in_place(self.cfg.max_message, build) {
             Ok(n) => Ok(n),
             Err(e) => self.note(Err(e.into())).map(|()| None),
@@ -102,25 +97,110 @@ impl Reply<'_> {
     }
 }
 
-fn stall(e: ShmError, cfg: &ShmServerConfig) -> ShmError {
-    match e {
-        ShmError::Timeout { .. } => ShmError::Stalled { waited_ms: cfg.stall_limit.as_millis() as u64 },
-        e => e,
+/// Replies a connection's result ring had no room for, oldest first, the first of them
+/// perhaps partly written. While any is here the connection's calls wait in its call ring
+/// (`ShmServer::serve_next`): a client that does not read cannot make the server hold more.
+#[derive(Default)]
+pub(super) struct Unsent {
+    replies: VecDeque<Vec<u8>>,
+    /// Bytes of the first already in the ring.
+    sent: usize,
+    /// Since when the client has freed no room in the ring (the stall limit counts from here),
+    /// and where its index stood at the last look.
+    since: Option<Instant>,
+    tail_at: Option<u32>,
+    /// The size of the record that waits for room (as the last `flush` found).
+    waits_for: usize,
+    /// The buffer of the reply sent last, kept for the next (no allocation per streamed reply).
+    spare: Vec<u8>,
+}
+
+impl Unsent {
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+
+    /// Keeps `parts` (of which `sent` bytes are in the ring already, the next record of them
+    /// `need` bytes) behind the others.
+    fn keep(&mut self, parts: &[&[u8]], sent: usize, need: usize) {
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        for p in parts {
+            buf.extend_from_slice(p);
+        }
+        if self.replies.is_empty() {
+            self.sent = sent;
+            self.since = Some(Instant::now());
+            self.waits_for = need;
+        }
+        self.replies.push_back(buf);
+    }
+
+    /// Writes what the ring has room for now. Returns the size of the record that waits for
+    /// room, or `None` once all is written; fails once the client has freed no room for
+    /// `limit`. Reads the clock (the server's own lags, by a whole procedure's run at times).
+    pub fn flush(&mut self, results: &mut Producer, limit: Duration) -> Result<Option<usize>, ShmError> {
+        // Awake now: the client need ring no more (`ShmServer::block` parks it again).
+        results.unpark();
+        // The client read since the last look (perhaps all there was, the server busy with
+        // other calls meanwhile): not a stall.
+        let tail = results.refresh()?;
+        let mut moved = self.tail_at.is_some_and(|t| t != tail);
+        while let Some(first) = self.replies.front() {
+            let before = self.sent;
+            let waits = results.send_some(&[first], first.len(), &mut self.sent)?;
+            moved |= self.sent != before;
+            if let Some(need) = waits {
+                self.tail_at = Some(tail);
+                self.waits_for = need;
+                let now = Instant::now();
+                if moved {
+                    self.since = Some(now);
+                } else if self.since.is_some_and(|t| now.saturating_duration_since(t) >= limit) {
+                    return Err(ShmError::Stalled { waited_ms: limit.as_millis() as u64 });
+                }
+                return Ok(Some(need));
+            }
+            moved = true;
+            self.sent = 0;
+            self.spare = self.replies.pop_front().unwrap_or_default();
+        }
+        self.since = None;
+        self.tail_at = None;
+        Ok(None)
+    }
+
+    /// Asks the client to ring the connection's doorbell when it frees room for the first,
+    /// before the server sleeps; returns when the stall limit falls for them, or `None` if the
+    /// ring has room now (or failed: `flush` will say), when there is no sleeping.
+    pub fn park(&mut self, results: &mut Producer, limit: Duration) -> Option<Instant> {
+        match results.park(self.waits_for) {
+            Ok(false) => Some(self.since.unwrap_or_else(Instant::now) + limit),
+            Ok(true) | Err(_) => None,
+        }
     }
 }
 
+/// Sends the reply gathered from `parts` through `results`, keeping in `unsent` what does not
+/// fit now (and all of it if replies are unsent already, to keep their order).
 pub(super) fn send_reply(
     results: &mut Producer,
+    unsent: &mut Unsent,
     cfg: &ShmServerConfig,
-    sock: i32,
     parts: &[&[u8]],
-    meanwhile: &mut dyn FnMut(),
 ) -> Result<(), ShmError> {
-    // The clock is read only if the reply has to wait: not on the fast path.
-    let mut deadline = None;
-    let mut spinner = Spinner::new(cfg.spin);
-    results.send(parts, cfg.max_message, |p, need| {
-        let d = *deadline.get_or_insert_with(|| Instant::now() + cfg.stall_limit);
-        crate::channel::wait_space(p, need, &mut spinner, d, sock, &mut *meanwhile).map_err(|e| stall(e, cfg))
-    })
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    if total > cfg.max_message {
+        return Err(RingError::TooLarge { len: total, max: cfg.max_message }.into());
+    }
+    if !unsent.is_empty() {
+        unsent.keep(parts, 0, 0);
+        return Ok(());
+    }
+    let mut sent = 0;
+    if let Some(need) = results.send_some(parts, total, &mut sent)? {
+        unsent.keep(parts, sent, need);
+    }
+    Ok(())
 }

@@ -1,0 +1,165 @@
+//! A reply its result ring has no room for is kept and written as the client reads: the serving
+//! thread serves the other connections meanwhile, sleeping or spinning, pushed or pulled; the
+//! reply arrives whole; a client that frees no room for the stall limit loses its connection,
+//! and only it.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lowlat_shm::{Activity, ChannelConfig, ShmChannel, ShmServer, ShmServerConfig};
+use lowlat_wait::SpinPolicy;
+
+/// Larger than the 64 KiB result ring: streamed, most of it kept while the client does not read.
+const LARGE: usize = 300_000;
+
+fn large() -> Vec<u8> {
+    (0..LARGE).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+fn soon(t: Duration) -> Instant {
+    Instant::now() + t
+}
+
+/// A serving thread driven as the runtime drives it (`serve_next`, then `block` when idle).
+struct Pulled {
+    stop: Arc<AtomicBool>,
+    closed: Arc<AtomicUsize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Pulled {
+    fn start(path: &Path, config: ShmServerConfig) -> Pulled {
+        let mut s = ShmServer::bind(path, config).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (st, cl) = (stop.clone(), closed.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match s.serve_next(|_, request, reply| {
+                    let _ = reply.send(&[request]);
+                }) {
+                    Some(Activity::Closed(_)) => {
+                        cl.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Some(Activity::Request(..)) => {}
+                    None => s.block(Some(Duration::from_secs(1))).unwrap(),
+                }
+            }
+        });
+        Pulled { stop, closed, thread: Some(thread) }
+    }
+}
+
+impl Drop for Pulled {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let joined = t.join();
+            if !std::thread::panicking() {
+                joined.expect("server thread panicked");
+            }
+        }
+    }
+}
+
+/// The server driven either way.
+enum Server {
+    Pulled(Pulled),
+    Pushed(EchoServer),
+}
+
+impl Server {
+    fn start(path: &Path, pulled: bool, config: ShmServerConfig) -> Server {
+        if pulled {
+            Server::Pulled(Pulled::start(path, config))
+        } else {
+            Server::Pushed(EchoServer::start(path, config))
+        }
+    }
+
+    /// Connections it closed so far.
+    fn closed(&self) -> usize {
+        match self {
+            Server::Pulled(s) => s.closed.load(Ordering::SeqCst),
+            Server::Pushed(s) => s.counters.closed.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// Every way of driving the server, under every spin policy.
+fn each_server(test: impl Fn(&str, &Path, bool, SpinPolicy)) {
+    for pulled in [true, false] {
+        for spin in [SpinPolicy::Block, SpinPolicy::Adaptive, SpinPolicy::Forever] {
+            let dir = Scratch::new("backlog");
+            let how = format!("{}, {spin:?}", if pulled { "pulled" } else { "pushed" });
+            test(&how, &dir.path("s"), pulled, spin);
+        }
+    }
+}
+
+fn connect(path: &Path) -> ShmChannel {
+    ShmChannel::connect(path, ChannelConfig::default()).unwrap()
+}
+
+#[test]
+fn a_client_leaving_a_large_result_unread_holds_up_no_other() {
+    each_server(|how, path, pulled, spin| {
+        // Before, the serving thread waited for room in the slow client's ring, up to this.
+        let stall_limit = Duration::from_secs(5);
+        let server = Server::start(path, pulled, ShmServerConfig { spin, stall_limit, ..ShmServerConfig::default() });
+        let big = large();
+        let mut slow = connect(path);
+        slow.send(&[&big], soon(Duration::from_secs(5))).unwrap();
+        // The server takes the call and writes what fits of its result.
+        std::thread::sleep(Duration::from_millis(50));
+
+        let mut quick = connect(path);
+        let mut worst = Duration::ZERO;
+        for i in 0..200u32 {
+            let msg = i.to_le_bytes();
+            let t = Instant::now();
+            let answer = quick.call(&[&msg], soon(Duration::from_secs(10))).unwrap();
+            assert_eq!(answer, msg, "{how}");
+            worst = worst.max(t.elapsed());
+        }
+        assert!(worst < Duration::from_secs(1), "{how}: a call on another connection waited {worst:?}");
+
+        // Read now, the result arrives whole, and the connection serves on.
+        let t = Instant::now();
+        let got = slow.recv(soon(Duration::from_secs(10))).unwrap();
+        assert!(got == big, "{how}: the large result arrived changed ({} bytes)", got.len());
+        eprintln!("{how}: took {:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_millis(500), "{how}: the large result took {:?}", t.elapsed());
+        assert_eq!(slow.call(&[b"after"], soon(Duration::from_secs(5))).unwrap(), b"after", "{how}");
+        assert_eq!(server.closed(), 0, "{how}");
+    });
+}
+
+#[test]
+fn a_client_freeing_no_room_for_the_stall_limit_loses_only_its_connection() {
+    each_server(|how, path, pulled, spin| {
+        let stall_limit = Duration::from_millis(200);
+        let server = Server::start(path, pulled, ShmServerConfig { spin, stall_limit, ..ShmServerConfig::default() });
+        let mut quick = connect(path);
+        assert_eq!(quick.call(&[b"before"], soon(Duration::from_secs(5))).unwrap(), b"before", "{how}");
+        let mut hoarder = connect(path);
+        hoarder.send(&[&large()], soon(Duration::from_secs(5))).unwrap();
+        let t = Instant::now();
+        // Closed after the stall limit, even by a server with nothing else to do (asleep).
+        while server.closed() == 0 {
+            assert!(t.elapsed() < Duration::from_secs(5), "{how}: the hoarder was never disconnected");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(t.elapsed() >= stall_limit / 2, "{how}: disconnected after {:?}", t.elapsed());
+        // Its result never comes whole: an error, not a hang.
+        assert!(hoarder.recv(soon(Duration::from_secs(2))).is_err(), "{how}");
+        assert_eq!(quick.call(&[b"after"], soon(Duration::from_secs(5))).unwrap(), b"after", "{how}");
+        assert_eq!(server.closed(), 1, "{how}");
+    });
+}

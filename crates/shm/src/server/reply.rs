@@ -199,8 +199,20 @@ pub(super) fn send_reply(
         return Ok(());
     }
     let mut sent = 0;
-    if let Some(need) = results.send_some(parts, total, &mut sent)? {
-        unsent.keep(parts, sent, need);
+    let mut waited = 0;
+    while let Some(need) = results.send_some(parts, total, &mut sent)? {
+        // A client reading as fast as we write frees the next chunk within microseconds: worth
+        // a short wait, not a copy of the rest. The other connections wait no longer than this
+        // for a client that is slower.
+        if waited == BRIEF_WAIT {
+            unsent.keep(parts, sent, need);
+            break;
+        }
+        waited += 1;
+        std::hint::spin_loop();
     }
     Ok(())
 }
+
+/// Looks for room, at most this many times in all (some microseconds), before a reply is kept.
+const BRIEF_WAIT: u32 = 256;

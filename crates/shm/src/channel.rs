@@ -353,7 +353,7 @@ fn check_alive_after(
 }
 
 /// Waits until `need` bytes are free in `p`'s ring: spin, then sleep on the consumer index.
-fn wait_space(
+pub(crate) fn wait_space(
     p: &mut Producer,
     need: usize,
     spinner: &mut Spinner,

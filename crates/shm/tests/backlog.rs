@@ -30,6 +30,8 @@ fn soon(t: Duration) -> Instant {
 struct Pulled {
     stop: Arc<AtomicBool>,
     closed: Arc<AtomicUsize>,
+    /// The most reply bytes the server kept at once (`ShmServer::kept_bytes`).
+    most_kept: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -38,9 +40,11 @@ impl Pulled {
         let mut s = ShmServer::bind(path, config).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let closed = Arc::new(AtomicUsize::new(0));
-        let (st, cl) = (stop.clone(), closed.clone());
+        let most_kept = Arc::new(AtomicUsize::new(0));
+        let (st, cl, mk) = (stop.clone(), closed.clone(), most_kept.clone());
         let thread = std::thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
+                mk.fetch_max(s.kept_bytes(), Ordering::Relaxed);
                 match s.serve_next(|_, request, reply| {
                     let _ = reply.send(&[request]);
                 }) {
@@ -52,7 +56,7 @@ impl Pulled {
                 }
             }
         });
-        Pulled { stop, closed, thread: Some(thread) }
+        Pulled { stop, closed, most_kept, thread: Some(thread) }
     }
 }
 
@@ -162,4 +166,32 @@ fn a_client_freeing_no_room_for_the_stall_limit_loses_only_its_connection() {
         assert_eq!(quick.call(&[b"after"], soon(Duration::from_secs(5))).unwrap(), b"after", "{how}");
         assert_eq!(server.closed(), 1, "{how}");
     });
+}
+
+#[test]
+fn a_serving_thread_keeps_no_more_than_its_budget() {
+    let dir = Scratch::new("budget");
+    let path = dir.path("s");
+    // Room for one large result, not two: the second waits for room where it is.
+    let max_kept = LARGE + LARGE / 2;
+    let stall_limit = Duration::from_millis(300);
+    let server = Pulled::start(&path, ShmServerConfig { stall_limit, max_kept, ..ShmServerConfig::default() });
+    let hoarders: Vec<_> = (0..4)
+        .map(|_| {
+            let mut h = connect(&path);
+            h.send(&[&large()], soon(Duration::from_secs(10))).unwrap();
+            h
+        })
+        .collect();
+    let t = Instant::now();
+    while server.closed.load(Ordering::SeqCst) < hoarders.len() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the hoarders were not all disconnected");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let most = server.most_kept.load(Ordering::Relaxed);
+    assert!(most > 0 && most <= max_kept, "kept {most} bytes at once, the budget {max_kept}");
+    // The budget is whole again: an honest client's large result is kept and arrives whole.
+    let mut honest = connect(&path);
+    let big = large();
+    assert!(honest.call(&[&big], soon(Duration::from_secs(5))).unwrap() == big);
 }

@@ -46,6 +46,11 @@ pub struct ShmServerConfig {
     pub stall_limit: Duration,
     /// Connections beyond this many connections are refused as busy.
     pub max_connections: usize,
+    /// Bytes of replies one serving thread keeps, across its connections, for clients slow to
+    /// read them ([`Reply::send`](super::Reply::send)). Past this a reply waits for room where
+    /// it is (up to the stall limit), the thread's other connections waiting meanwhile: clients
+    /// that ask for large results and leave them unread cannot make the server hold more.
+    pub max_kept: usize,
 }
 
 impl Default for ShmServerConfig {
@@ -58,6 +63,7 @@ impl Default for ShmServerConfig {
             spin: SpinPolicy::Adaptive,
             stall_limit: Duration::from_millis(100),
             max_connections: 4096,
+            max_kept: 64 << 20,
         }
     }
 }

@@ -180,6 +180,7 @@ impl ShmServer {
         if let Some(pos) = self.backlogged.iter().position(|&i| i == index) {
             self.backlogged.swap_remove(pos);
         }
+        self.kept -= c.unsent.bytes();
         // The client holds the same eventfd file: epoll would keep reporting it after our
         // close, so it must be removed explicitly.
         self.epoll.delete(c.doorbell.as_raw_fd());

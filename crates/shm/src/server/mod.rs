@@ -230,8 +230,9 @@ pub struct ShmServer {
     /// The member the next connection admitted goes to (`group::place`).
     next_member: usize,
     /// Connections with replies their result ring had no room for (`reply::Unsent`), written
-    /// as their clients free room.
+    /// as their clients free room, and the bytes kept for them.
     backlogged: Vec<u32>,
+    kept: usize,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -292,6 +293,7 @@ impl ShmServer {
             member: 0,
             next_member: 0,
             backlogged: Vec::new(),
+            kept: 0,
         }
     }
 
@@ -314,6 +316,13 @@ impl ShmServer {
     /// doorbell).
     pub fn is_active(&self, connection: ConnectionId) -> bool {
         matches!(self.slots.get(connection.index as usize), Some(Some(b)) if b.id == connection && !b.armed)
+    }
+
+    /// Bytes of replies kept for clients slow to read them, across this server's connections
+    /// (at most [`max_kept`](ShmServerConfig::max_kept) but for deferred replies queued behind
+    /// them).
+    pub fn kept_bytes(&self) -> usize {
+        self.kept
     }
 
     /// Connections closed so far because their client broke the rings (a hostile or crashed peer).

@@ -2,6 +2,7 @@
 //! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
 
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -70,13 +71,13 @@ impl ShmServer {
         connection: ConnectionId,
         parts: &[&[u8]],
     ) -> Result<(), ShmError> {
-        let ShmServer { slots, config, backlogged, .. } = &mut *self;
+        let ShmServer { slots, config, backlogged, kept, .. } = &mut *self;
         let b = match slots.get_mut(connection.index as usize) {
             Some(Some(b)) if b.id == connection => b,
             _ => return Err(ShmError::PeerGone),
         };
         let had_unsent = !b.unsent.is_empty();
-        let sent = send_reply(&mut b.results, &mut b.unsent, config, parts);
+        let sent = send_reply(&mut b.results, &mut b.unsent, kept, config, b.sock.as_raw_fd(), parts);
         if !had_unsent && !b.unsent.is_empty() {
             backlogged.push(connection.index);
         }
@@ -142,7 +143,7 @@ impl ShmServer {
             // No `%`: a division on every poll of a spinning server is measurable.
             let i = if self.next + k >= n { self.next + k - n } else { self.next + k };
             let idx = self.active[i] as usize;
-            let ShmServer { slots, config, spinner, now, backlogged, .. } = &mut *self;
+            let ShmServer { slots, config, spinner, now, backlogged, kept, .. } = &mut *self;
             let Some(b) = slots[idx].as_mut() else {
                 continue;
             };
@@ -153,7 +154,7 @@ impl ShmServer {
                 Ok(false) => {}
                 Ok(true) => {
                     let id = b.id;
-                    let (r, after) = serve_held(b, config, f);
+                    let (r, after) = serve_held(b, config, kept, f);
                     spinner.observe(b.called(*now));
                     if !b.unsent.is_empty() {
                         backlogged.push(idx as u32);
@@ -245,7 +246,7 @@ impl ShmServer {
                 self.backlogged.swap_remove(i);
                 continue;
             };
-            match b.unsent.flush(&mut b.results, self.config.stall_limit) {
+            match b.unsent.flush(&mut b.results, &mut self.kept, self.config.stall_limit) {
                 Ok(Some(_)) => i += 1,
                 Ok(None) => {
                     self.backlogged.swap_remove(i);
@@ -295,7 +296,7 @@ impl ShmServer {
                 i += 1; // its calls wait until its replies are out
                 continue;
             }
-            match serve_one(b, handler, &self.config) {
+            match serve_one(b, handler, &self.config, &mut self.kept) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     served += 1;
@@ -452,11 +453,16 @@ impl ShmServer {
     }
 }
 
-fn serve_one(b: &mut Connection, handler: &mut impl ShmHandler, cfg: &ShmServerConfig) -> Result<bool, ShmError> {
+fn serve_one(
+    b: &mut Connection,
+    handler: &mut impl ShmHandler,
+    cfg: &ShmServerConfig,
+    kept: &mut usize,
+) -> Result<bool, ShmError> {
     if !b.calls.poll()? {
         return Ok(false);
     }
-    match serve_held(b, cfg, |id, request, reply| handler.call(id, request, reply)) {
+    match serve_held(b, cfg, kept, |id, request, reply| handler.call(id, request, reply)) {
         (_, After::Failed(e)) => Err(e),
         // Handing over is for the pull style (`serve_next`): here the request is just dropped.
         (_, After::Served | After::HandTo(_)) => Ok(true),
@@ -478,12 +484,21 @@ enum After {
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,
+    kept: &mut usize,
     f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
 ) -> (R, After) {
     let mut failed = None;
     let mut hand_to = None;
-    let reply =
-        Reply { results: &mut b.results, unsent: &mut b.unsent, cfg, failed: &mut failed, hand_to: &mut hand_to };
+    let sock = b.sock.as_raw_fd();
+    let reply = Reply {
+        results: &mut b.results,
+        unsent: &mut b.unsent,
+        kept,
+        cfg,
+        sock,
+        failed: &mut failed,
+        hand_to: &mut hand_to,
+    };
     let r = f(b.id, b.calls.message(), reply);
     if let Some(to) = hand_to {
         return (r, After::HandTo(to));

@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use lowlat_wait::Spinner;
+
 use super::ShmServerConfig;
 use crate::error::ShmError;
 use crate::ring::{record_len, Producer, RingError};
@@ -13,7 +15,12 @@ use crate::ring::{record_len, Producer, RingError};
 pub struct Reply<'a> {
     pub(super) results: &'a mut Producer,
     pub(super) unsent: &'a mut Unsent,
+    /// Bytes kept by the serving thread across its connections.
+    pub(super) kept: &'a mut usize,
     pub(super) cfg: &'a ShmServerConfig,
+    /// The connection's liveness socket (a reply waiting in place looks whether the client is
+    /// gone).
+    pub(super) sock: i32,
     pub(super) failed: &'a mut Option<ShmError>,
     /// Set by [`hand_over`](Self::hand_over).
     pub(super) hand_to: &'a mut Option<usize>,
@@ -26,10 +33,11 @@ impl Reply<'_> {
     }
 
     /// Sends the reply gathered from `parts` (streamed if larger than the ring). What the ring
-    /// has no room for now is kept and sent as the client reads: this never waits. A client
-    /// that leaves it unread for the stall limit is disconnected.
+    /// has no room for now is kept and sent as the client reads (unless the serving thread
+    /// keeps [`max_kept`](ShmServerConfig::max_kept) bytes already: then it waits for room). A
+    /// client that frees no room for the stall limit is disconnected.
     pub fn send(mut self, parts: &[&[u8]]) -> Result<(), ShmError> {
-        let r = send_reply(self.results, self.unsent, self.cfg, parts);
+        let r = send_reply(self.results, self.unsent, self.kept, self.cfg, self.sock, parts);
         self.note(r)
     }
 
@@ -49,7 +57,7 @@ impl Reply<'_> {
             }
             let mut v = vec![0u8; len];
             fill(&mut v);
-            send_reply(self.results, self.unsent, self.cfg, &[&v])
+            send_reply(self.results, self.unsent, self.kept, self.cfg, self.sock, &[&v])
         })();
         self.note(r)
     }
@@ -103,6 +111,8 @@ impl Reply<'_> {
 #[derive(Default)]
 pub(super) struct Unsent {
     replies: VecDeque<Vec<u8>>,
+    /// Their bytes (counted in the serving thread's total while here).
+    bytes: usize,
     /// Bytes of the first already in the ring.
     sent: usize,
     /// Since when the client has freed no room in the ring (the stall limit counts from here),
@@ -121,14 +131,21 @@ impl Unsent {
         self.replies.is_empty()
     }
 
+    /// Bytes held, to be taken off the serving thread's total when the connection goes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Keeps `parts` (of which `sent` bytes are in the ring already, the next record of them
     /// `need` bytes) behind the others.
-    fn keep(&mut self, parts: &[&[u8]], sent: usize, need: usize) {
+    fn keep(&mut self, parts: &[&[u8]], sent: usize, need: usize, kept: &mut usize) {
         let mut buf = std::mem::take(&mut self.spare);
         buf.clear();
         for p in parts {
             buf.extend_from_slice(p);
         }
+        self.bytes += buf.len();
+        *kept += buf.len();
         if self.replies.is_empty() {
             self.sent = sent;
             self.since = Some(Instant::now());
@@ -140,7 +157,12 @@ impl Unsent {
     /// Writes what the ring has room for now. Returns the size of the record that waits for
     /// room, or `None` once all is written; fails once the client has freed no room for
     /// `limit`. Reads the clock (the server's own lags, by a whole procedure's run at times).
-    pub fn flush(&mut self, results: &mut Producer, limit: Duration) -> Result<Option<usize>, ShmError> {
+    pub fn flush(
+        &mut self,
+        results: &mut Producer,
+        kept: &mut usize,
+        limit: Duration,
+    ) -> Result<Option<usize>, ShmError> {
         // Awake now: the client need ring no more (`ShmServer::block` parks it again).
         results.unpark();
         // The client read since the last look (perhaps all there was, the server busy with
@@ -165,6 +187,8 @@ impl Unsent {
             moved = true;
             self.sent = 0;
             self.spare = self.replies.pop_front().unwrap_or_default();
+            self.bytes -= self.spare.len();
+            *kept -= self.spare.len();
         }
         self.since = None;
         self.tail_at = None;
@@ -183,11 +207,15 @@ impl Unsent {
 }
 
 /// Sends the reply gathered from `parts` through `results`, keeping in `unsent` what does not
-/// fit now (and all of it if replies are unsent already, to keep their order).
+/// fit now (all of it if replies are unsent already, to keep their order; bounded by the
+/// calls the connection had taken, as its calls wait meanwhile), or, with `kept` at the
+/// budget, waiting for room here.
 pub(super) fn send_reply(
     results: &mut Producer,
     unsent: &mut Unsent,
+    kept: &mut usize,
     cfg: &ShmServerConfig,
+    sock: i32,
     parts: &[&[u8]],
 ) -> Result<(), ShmError> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
@@ -195,7 +223,7 @@ pub(super) fn send_reply(
         return Err(RingError::TooLarge { len: total, max: cfg.max_message }.into());
     }
     if !unsent.is_empty() {
-        unsent.keep(parts, 0, 0);
+        unsent.keep(parts, 0, 0, kept);
         return Ok(());
     }
     let mut sent = 0;
@@ -205,13 +233,41 @@ pub(super) fn send_reply(
         // a short wait, not a copy of the rest. The other connections wait no longer than this
         // for a client that is slower.
         if waited == BRIEF_WAIT {
-            unsent.keep(parts, sent, need);
-            break;
+            if *kept + total <= cfg.max_kept {
+                unsent.keep(parts, sent, need, kept);
+                return Ok(());
+            }
+            return wait_in_place(results, cfg, sock, parts, total, sent, need);
         }
         waited += 1;
         std::hint::spin_loop();
     }
     Ok(())
+}
+
+/// Writes the rest of a reply as the client frees room, waiting for it here (spinning, then
+/// sleeping until the client frees room), for at most the stall limit in all.
+fn wait_in_place(
+    results: &mut Producer,
+    cfg: &ShmServerConfig,
+    sock: i32,
+    parts: &[&[u8]],
+    total: usize,
+    mut sent: usize,
+    mut need: usize,
+) -> Result<(), ShmError> {
+    let deadline = Instant::now() + cfg.stall_limit;
+    let mut spinner = Spinner::new(cfg.spin);
+    loop {
+        crate::channel::wait_space(results, need, &mut spinner, deadline, sock).map_err(|e| match e {
+            ShmError::Timeout { .. } => ShmError::Stalled { waited_ms: cfg.stall_limit.as_millis() as u64 },
+            e => e,
+        })?;
+        match results.send_some(parts, total, &mut sent)? {
+            None => return Ok(()),
+            Some(n) => need = n,
+        }
+    }
 }
 
 /// Looks for room, at most this many times in all (some microseconds), before a reply is kept.

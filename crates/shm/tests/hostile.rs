@@ -97,8 +97,8 @@ fn hostile_clients_cannot_hurt_an_honest_one() {
         Err(RingError::Corrupt { what: "test: stop streaming here" })
     });
     assert!(r.is_err(), "the ring must have filled before the message ended");
-    // A client that never reads its results: its result ring fills, the server stalls on it for
-    // at most STALL, then drops it.
+    // A client that never reads its results: its result ring fills, the server keeps its
+    // replies (serving the others) for at most STALL, then drops it.
     let mut hoarder = ShmChannel::connect(&path, ChannelConfig::default()).unwrap();
     for _ in 0..200 {
         if hoarder.send(&[&[1u8; 100]], Instant::now() + Duration::from_millis(200)).is_err() {

@@ -121,7 +121,7 @@ pub(super) struct Unsent {
     tail_at: Option<u32>,
     /// The size of the record that waits for room (as the last `flush` found).
     waits_for: usize,
-    /// The buffer of the reply sent last, kept for the next (no allocation per streamed reply).
+    /// The buffer of the reply sent last, kept for the next (`flush` says which).
     spare: Vec<u8>,
 }
 
@@ -186,9 +186,15 @@ impl Unsent {
             }
             moved = true;
             self.sent = 0;
-            self.spare = self.replies.pop_front().unwrap_or_default();
-            self.bytes -= self.spare.len();
-            *kept -= self.spare.len();
+            let done = self.replies.pop_front().unwrap_or_default();
+            self.bytes -= done.len();
+            *kept -= done.len();
+            // Its buffer serves the next reply kept if no larger than the connection's rings
+            // (the usual large result, written again and again, allocates nothing); a larger one
+            // goes, so that a connection holds no more between replies than its segment.
+            if done.capacity() <= 2 * results.ring().size() {
+                self.spare = done;
+            }
         }
         self.since = None;
         self.tail_at = None;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use lowlat::SpinPolicy;
 use lowlat_lab::pingpong::{run_pipelined, PingPongError, PingPongServer, PipelineOptions, Throughput};
+use lowlat_testkit::ScratchDir;
 
 /// Exchanges per run: enough to wrap the largest ring many times, few enough for slow CI cores
 /// (where a spinning client and a spinning server in one process hand over at the scheduler's
@@ -42,9 +43,8 @@ fn against<T>(server: PingPongServer, f: impl FnOnce(&str) -> T) -> T {
     })
 }
 
-fn shm_path(tag: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("lowlat-pipelined-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// An shm address in `dir`.
+fn shm_in(dir: &ScratchDir) -> String {
     format!("shm://{}", dir.join("s").display())
 }
 
@@ -71,7 +71,8 @@ fn every_window(server: PingPongServer, floor: bool, size: usize) {
 
 #[test]
 fn the_shm_floor_completes_every_window() {
-    let server = PingPongServer::bind_floor(&shm_path("floor"), SpinPolicy::Forever).unwrap();
+    let dir = ScratchDir::new("pipelined-floor");
+    let server = PingPongServer::bind_floor(&shm_in(&dir), SpinPolicy::Forever).unwrap();
     every_window(server, true, 32);
 }
 
@@ -84,7 +85,8 @@ fn the_udp_floor_completes_every_window() {
 
 #[test]
 fn lowlat_transports_complete_every_window() {
-    for listen in [shm_path("raw"), "udp://127.0.0.1:0".into(), "tcp://127.0.0.1:0".into()] {
+    let dir = ScratchDir::new("pipelined-raw");
+    for listen in [shm_in(&dir), "udp://127.0.0.1:0".into(), "tcp://127.0.0.1:0".into()] {
         // The server sleeps when idle: the test is of the exchange, not of its speed.
         let server = PingPongServer::bind(&listen, SpinPolicy::Block, true, None).unwrap();
         every_window(server, false, 32);
@@ -93,7 +95,8 @@ fn lowlat_transports_complete_every_window() {
 
 #[test]
 fn a_shm_floor_record_of_every_size_comes_back() {
-    let server = PingPongServer::bind_floor(&shm_path("sizes"), SpinPolicy::Forever).unwrap();
+    let dir = ScratchDir::new("pipelined-sizes");
+    let server = PingPongServer::bind_floor(&shm_in(&dir), SpinPolicy::Forever).unwrap();
     against(server, |uri| {
         // Fewer exchanges: every size wraps the ring of 16 still, and spinning threads on
         // oversubscribed CI cores hand over at the scheduler's pace.

@@ -7,6 +7,7 @@ use lowlat::{Server, ServerConfig, SpinPolicy};
 use lowlat_lab::bench::BenchSpec;
 use lowlat_lab::interface;
 use lowlat_lab::tasks::{self, TasksSpec};
+use lowlat_testkit::ScratchDir;
 
 fn serve(listen: &str, spin: SpinPolicy) -> Server {
     let config = ServerConfig { spin, onc_register: false, ..Default::default() };
@@ -14,9 +15,8 @@ fn serve(listen: &str, spin: SpinPolicy) -> Server {
     Server::builder().program(native).program(xdr).config(config).serve(&[listen]).unwrap()
 }
 
-fn listens(tag: &str) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!("lowlat-tasks-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Where to listen, over each transport; the shm socket in `dir`.
+fn listens(dir: &ScratchDir) -> Vec<String> {
     vec![
         format!("shm://{}", dir.join("s").display()),
         "udp://127.0.0.1:0".into(),
@@ -42,7 +42,8 @@ fn run(uri: &str, tasks: usize, slots: Option<u16>) -> tasks::TasksRun {
 const LONGEST_RUN: u64 = 1_000;
 #[test]
 fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
-    for listen in listens("turns") {
+    let dir = ScratchDir::new("tasks-turns");
+    for listen in listens(&dir) {
         let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();
         let r = run(&uri, 64, None);
@@ -56,7 +57,8 @@ fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
 /// towards its deadline while calls made later pass it.
 #[test]
 fn tasks_beyond_the_slots_wait_in_line() {
-    for listen in listens("line") {
+    let dir = ScratchDir::new("tasks-line");
+    for listen in listens(&dir) {
         let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();
         let r = run(&uri, 64, Some(4));

@@ -30,11 +30,21 @@ fi
 
 work="$(mktemp -d)"
 server_pid=""
+# Stops the server by PID: SIGTERM, then SIGKILL if it is still there after 5 s (a peer whose
+# signal handler cannot wake its serving loop must not hold the run up).
+stop_server() {
+    [ -n "$server_pid" ] || return 0
+    kill "$server_pid" 2>/dev/null
+    for _ in $(seq 50); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    server_pid=""
+}
 cleanup() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null
-        wait "$server_pid" 2>/dev/null
-    fi
+    stop_server
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -82,9 +92,7 @@ while read -r system transport program template; do
             fi
         done
     fi
-    kill "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-    server_pid=""
+    stop_server
 done <"$out/peers.txt"
 
 if [ -s "$out/skipped.txt" ]; then

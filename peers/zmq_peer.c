@@ -29,6 +29,9 @@ static int serve(void *ctx, const char *addr)
 {
     void *sock = zmq_socket(ctx, ZMQ_REP);
     int linger = 0;
+    /* SIGTERM may land on one of zmq's own threads, leaving this one asleep in its receive:
+     * it wakes to look at the flag this often. */
+    int look_ms = 100;
     struct sigaction sa;
     zmq_msg_t msg;
     int rc = 0;
@@ -43,6 +46,7 @@ static int serve(void *ctx, const char *addr)
         return 1;
     }
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger));
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &look_ms, sizeof(look_ms));
     if (zmq_bind(sock, addr) != 0) {
         fprintf(stderr, "zmq_bind(%s): %s\n", addr, zmq_strerror(zmq_errno()));
         zmq_close(sock);
@@ -52,7 +56,7 @@ static int serve(void *ctx, const char *addr)
     zmq_msg_init(&msg);
     while (!stop_requested) {
         if (zmq_msg_recv(&msg, sock, 0) < 0) {
-            if (zmq_errno() == EINTR)
+            if (zmq_errno() == EINTR || zmq_errno() == EAGAIN)
                 continue;
             fprintf(stderr, "zmq_msg_recv: %s\n", zmq_strerror(zmq_errno()));
             rc = 1;

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use lowlat::SpinPolicy;
 use lowlat_lab::pingpong::{run_pipelined, PingPongError, PingPongServer, PipelineOptions, Throughput};
-use lowlat_testkit::ScratchDir;
 
 /// Exchanges per run: enough to wrap the largest ring many times, few enough for slow CI cores
 /// (where a spinning client and a spinning server in one process hand over at the scheduler's
@@ -44,8 +43,8 @@ fn against<T>(server: PingPongServer, f: impl FnOnce(&str) -> T) -> T {
 }
 
 /// An shm address in `dir`.
-fn shm_in(dir: &ScratchDir) -> String {
-    format!("shm://{}", dir.join("s").display())
+fn shm_in(dir: &tempfile::TempDir) -> String {
+    format!("shm://{}", dir.path().join("s").display())
 }
 
 fn check(t: &Throughput, w: usize) {
@@ -71,7 +70,7 @@ fn every_window(server: PingPongServer, floor: bool, size: usize) {
 
 #[test]
 fn the_shm_floor_completes_every_window() {
-    let dir = ScratchDir::new("pipelined-floor");
+    let dir = tempfile::tempdir().unwrap();
     let server = PingPongServer::bind_floor(&shm_in(&dir), SpinPolicy::Forever).unwrap();
     every_window(server, true, 32);
 }
@@ -85,7 +84,7 @@ fn the_udp_floor_completes_every_window() {
 
 #[test]
 fn lowlat_transports_complete_every_window() {
-    let dir = ScratchDir::new("pipelined-raw");
+    let dir = tempfile::tempdir().unwrap();
     for listen in [shm_in(&dir), "udp://127.0.0.1:0".into(), "tcp://127.0.0.1:0".into()] {
         // The server sleeps when idle: the test is of the exchange, not of its speed.
         let server = PingPongServer::bind(&listen, SpinPolicy::Block, true, None).unwrap();
@@ -95,7 +94,7 @@ fn lowlat_transports_complete_every_window() {
 
 #[test]
 fn a_shm_floor_record_of_every_size_comes_back() {
-    let dir = ScratchDir::new("pipelined-sizes");
+    let dir = tempfile::tempdir().unwrap();
     let server = PingPongServer::bind_floor(&shm_in(&dir), SpinPolicy::Forever).unwrap();
     against(server, |uri| {
         // Fewer exchanges: every size wraps the ring of 16 still, and spinning threads on

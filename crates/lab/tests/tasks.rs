@@ -7,7 +7,6 @@ use lowlat::{Server, ServerConfig, SpinPolicy};
 use lowlat_lab::bench::BenchSpec;
 use lowlat_lab::interface;
 use lowlat_lab::tasks::{self, TasksSpec};
-use lowlat_testkit::ScratchDir;
 
 fn serve(listen: &str, spin: SpinPolicy) -> Server {
     let config = ServerConfig { spin, onc_register: false, ..Default::default() };
@@ -16,9 +15,9 @@ fn serve(listen: &str, spin: SpinPolicy) -> Server {
 }
 
 /// Where to listen, over each transport; the shm socket in `dir`.
-fn listens(dir: &ScratchDir) -> Vec<String> {
+fn listens(dir: &tempfile::TempDir) -> Vec<String> {
     vec![
-        format!("shm://{}", dir.join("s").display()),
+        format!("shm://{}", dir.path().join("s").display()),
         "udp://127.0.0.1:0".into(),
         "tcp://127.0.0.1:0".into(),
         "onc+udp://127.0.0.1:0".into(),
@@ -42,7 +41,7 @@ fn run(uri: &str, tasks: usize, slots: Option<u16>) -> tasks::TasksRun {
 const LONGEST_RUN: u64 = 1_000;
 #[test]
 fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
-    let dir = ScratchDir::new("tasks-turns");
+    let dir = tempfile::tempdir().unwrap();
     for listen in listens(&dir) {
         let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();
@@ -57,7 +56,7 @@ fn tasks_on_one_executor_overlap_their_calls_and_take_turns() {
 /// towards its deadline while calls made later pass it.
 #[test]
 fn tasks_beyond_the_slots_wait_in_line() {
-    let dir = ScratchDir::new("tasks-line");
+    let dir = tempfile::tempdir().unwrap();
     for listen in listens(&dir) {
         let server = serve(&listen, SpinPolicy::Adaptive);
         let uri = server.local_uris()[0].clone();

@@ -8,7 +8,6 @@
 //! that prove a steady-state call allocates nothing. [`simnet`]: a simulated network in virtual
 //! time, for the protocol engines' tests. [`testhosts`]: two network namespaces joined by a
 //! veth pair, for the raw Ethernet transports' tests and the laboratory's ladder.
-//! [`ScratchDir`]: a directory for a test's socket files, removed when the test is done.
 
 #![warn(missing_docs)]
 
@@ -16,38 +15,7 @@ pub mod simnet;
 pub mod testhosts;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// A directory of the system's temporary directory, named after the process and a tag, removed
-/// with everything in it when dropped: where a test puts its sockets, so that none outlives it.
-pub struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    /// Creates `lowlat-TAG-PID` (emptied first if a test of the same process left it).
-    pub fn new(tag: &str) -> ScratchDir {
-        let dir = std::env::temp_dir().join(format!("lowlat-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("scratch directory {}: {e}", dir.display()));
-        ScratchDir(dir)
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// `name` in the directory.
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Forwards to the system allocator and counts allocations (and reallocations) made by any
 /// thread while [`count`](Self::count) runs, except the process's main thread when `count` runs

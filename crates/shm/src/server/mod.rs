@@ -161,6 +161,19 @@ impl Connection {
         idle
     }
 
+    /// Polled again from `now` if it was armed (its flag cleared: its client need not ring);
+    /// returns how long it had been idle then, or `None` if it was not armed (already polled).
+    fn disarm(&mut self, now: Instant) -> Option<Duration> {
+        if !self.armed {
+            return None;
+        }
+        self.sleeping_flag().store(0, std::sync::atomic::Ordering::SeqCst);
+        self.armed = false;
+        let idle = now.saturating_duration_since(self.last_active);
+        self.last_active = now;
+        Some(idle)
+    }
+
     /// At an idleness check: a connection that called since the last one counts as active now.
     fn settle(&mut self, now: Instant) {
         if std::mem::take(&mut self.called_since_check) {

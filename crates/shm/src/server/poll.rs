@@ -250,10 +250,7 @@ impl ShmServer {
                 Ok(Some(_)) => i += 1,
                 Ok(None) => {
                     self.backlogged.swap_remove(i);
-                    if b.armed {
-                        b.sleeping_flag().store(0, Ordering::SeqCst);
-                        b.armed = false;
-                        b.last_active = self.now;
+                    if b.disarm(self.now).is_some() {
                         self.active.push(idx);
                     }
                 }
@@ -412,11 +409,7 @@ impl ShmServer {
                         continue;
                     };
                     b.doorbell.drain();
-                    if b.armed {
-                        b.sleeping_flag().store(0, Ordering::SeqCst);
-                        b.armed = false;
-                        let idle = now.saturating_duration_since(b.last_active);
-                        b.last_active = now;
+                    if let Some(idle) = b.disarm(now) {
                         self.spinner.observe(idle);
                         self.active.push(id.index);
                     }

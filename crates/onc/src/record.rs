@@ -83,6 +83,27 @@ impl RecordReader {
         &mut self.input[self.end..]
     }
 
+    /// Bytes the reader's buffers hold (grown for the largest record or read since the last
+    /// [`trim`](Self::trim)).
+    pub fn held(&self) -> usize {
+        self.input.capacity() + self.assembled.capacity()
+    }
+
+    /// Gives back what the buffers hold beyond `keep` bytes, unless a record in progress needs
+    /// it (then nothing is given back; try again after the record).
+    pub fn trim(&mut self, keep: usize) {
+        if self.start != self.end || !self.assembled.is_empty() && !self.handed_assembled {
+            return;
+        }
+        self.start = 0;
+        self.end = 0;
+        self.last = (0, 0);
+        self.input.truncate(keep);
+        self.input.shrink_to(keep);
+        self.assembled = Vec::new();
+        self.handed_assembled = false;
+    }
+
     /// After a receive into [`buffer`](Self::buffer): `n` bytes were written.
     pub fn filled(&mut self, n: usize) {
         self.end = (self.end + n).min(self.input.len());
@@ -147,6 +168,25 @@ impl RecordReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trimmed_buffers_keep_what_was_asked_and_records_in_progress_keep_theirs() {
+        let mut wire = Vec::new();
+        frame_record(&vec![5u8; 300_000], 100_000, &mut wire);
+        let mut r = RecordReader::new(1 << 20);
+        feed(&mut r, &wire[..250_000]);
+        assert!(r.next_record().unwrap().is_none());
+        let held = r.held();
+        assert!(held >= 250_000);
+        r.trim(1000);
+        assert_eq!(r.held(), held, "a record in progress lost its bytes");
+        feed(&mut r, &wire[250_000..]);
+        assert_eq!(r.next_record().unwrap().unwrap(), &vec![5u8; 300_000][..]);
+        r.trim(1000);
+        assert!(r.held() <= 1000, "{}", r.held());
+        feed(&mut r, &[&fragment_header(2, true)[..], b"ok"].concat());
+        assert_eq!(r.next_record().unwrap().unwrap(), b"ok");
+    }
 
     fn feed(r: &mut RecordReader, bytes: &[u8]) {
         r.buffer(bytes.len())[..bytes.len()].copy_from_slice(bytes);

@@ -7,8 +7,12 @@
 //!
 //! The figures (binds sent per second, the honest client's slowest bind, the server's sessions
 //! and the process's resident memory before and after) are printed: run with `--nocapture`.
+//!
+//! And over tcp: connections whose length prefixes claim the largest frame, each sending a
+//! little of it, make the server hold what they sent, not what they claimed.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -203,4 +207,60 @@ fn through_a_flood(threads: usize) {
     // Sessions are a few hundred bytes each (one slot asked for): the table's whole worth is
     // far below this.
     assert!(rss_after.saturating_sub(rss_before) < 64 << 10, "{rss_before} -> {rss_after} KiB");
+}
+
+/// Connections that each send a length prefix claiming the largest frame and then 60 bytes: the
+/// server holds what they sent (a read's worth each), not what they claimed (the prefix used to
+/// make it zero the whole frame: 64 connections, 4 KiB from their side, made it commit 256 MiB);
+/// an honest client is served meanwhile, and the strangers are closed when their time to bind
+/// runs out.
+#[test]
+fn length_prefixes_claiming_large_frames_commit_no_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let program = Program::new(PROG, 1).procedure(1, "ECHO", |_, a, r| {
+        r.extend_from_slice(a);
+        Ok(())
+    });
+    let cfg = ServerConfig { bind_within: Duration::from_millis(500), ..ServerConfig::default() };
+    let claimed = cfg.max_message as u32;
+    let server = Server::builder().program(program).config(cfg).serve(&["tcp://127.0.0.1:0"]).unwrap();
+    let uri = server.local_uris()[0].clone();
+    let honest = Client::connect(&uri, PROG, 1).unwrap();
+    let echo = |n: u32| {
+        let args = |a: &mut lowlat::OutBuf| {
+            a.extend_from_slice(&n.to_le_bytes());
+            Ok(())
+        };
+        honest.call::<_, lowlat::DecodeError>(1, args, |r| Ok(r.to_vec()))
+    };
+    assert_eq!(echo(0).unwrap(), 0u32.to_le_bytes());
+    let rss_before = rss_kib();
+    let addr: SocketAddr = uri.trim_start_matches("tcp://").parse().unwrap();
+    let mut strangers: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&claimed.to_le_bytes()).unwrap();
+            s.write_all(&[7; 60]).unwrap();
+            s
+        })
+        .collect();
+    // The server reads them as they come; an honest call after them is served.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(echo(1).unwrap(), 1u32.to_le_bytes());
+    let rss_after = rss_kib();
+    eprintln!(
+        "64 connections claiming {claimed}-byte frames: resident memory {rss_before} KiB before, {rss_after} KiB after"
+    );
+    // A read's worth (64 KiB) each is 4 MiB; claimed, 256 MiB.
+    assert!(rss_after.saturating_sub(rss_before) < 32 << 10, "{rss_before} -> {rss_after} KiB");
+    for s in &mut strangers {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        match s.read(&mut [0u8; 8]) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("a stranger's connection was not closed: {other:?}"),
+        }
+    }
+    assert_eq!(server.stats()[0].1.connections_unbound_closed, 64);
+    assert_eq!(echo(2).unwrap(), 2u32.to_le_bytes());
 }

@@ -643,6 +643,19 @@ impl Consumer {
         }
     }
 
+    /// Bytes of the reassembly buffer (grown for the largest streamed message since the last
+    /// [`trim`](Self::trim), kept so that the next is assembled without allocating again).
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Gives back the reassembly buffer, unless a streamed message is being assembled or held.
+    pub fn trim(&mut self) {
+        if !self.assembling && self.held != Held::Assembled {
+            self.buf = Vec::new();
+        }
+    }
+
     #[inline]
     fn advance(&mut self, rec: usize) {
         self.tail = self.tail.wrapping_add(rec as u32);
@@ -940,6 +953,38 @@ mod tests {
         // Space lent, even if nothing is published, may have been written over.
         assert_eq!(p.write_in_place(1 << 20, |_| None), Ok(None));
         assert_eq!(p.last_written(), None);
+    }
+
+    #[test]
+    fn a_reassembly_buffer_is_given_back_only_between_messages() {
+        let (_seg, mut p, mut c) = mapped();
+        let msg: Vec<u8> = (0..300_000).map(|i| i as u8).collect();
+        let mut got = Vec::new();
+        let mut trimmed_midway = false;
+        p.send(&[&msg], 1 << 20, |_, _| -> Result<(), RingError> {
+            if c.poll()? {
+                got = c.message().to_vec();
+                c.release();
+            } else if c.held() > 0 && !trimmed_midway {
+                // A message in progress keeps its bytes.
+                c.trim();
+                assert!(c.held() > 0);
+                trimmed_midway = true;
+            }
+            Ok(())
+        })
+        .unwrap();
+        if c.poll().unwrap() {
+            c.trim();
+            assert!(c.held() > 0, "a message held lost its buffer");
+            got = c.message().to_vec();
+            c.release();
+        }
+        assert!(trimmed_midway);
+        assert_eq!(got, msg);
+        assert!(c.held() >= 300_000, "kept for the next");
+        c.trim();
+        assert_eq!(c.held(), 0);
     }
 
     /// A ring in a real segment (the data area mapped twice), producer and consumer.

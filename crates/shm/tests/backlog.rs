@@ -1,7 +1,8 @@
 //! A reply its result ring has no room for is kept and written as the client reads: the serving
 //! thread serves the other connections meanwhile, sleeping or spinning, pushed or pulled; the
 //! reply arrives whole; a client that frees no room for the stall limit loses its connection,
-//! and only it.
+//! and only it. What a serving thread keeps for its connections (replies, and the buffers
+//! large requests were assembled in) stays within its budgets.
 
 mod common;
 
@@ -32,6 +33,10 @@ struct Pulled {
     closed: Arc<AtomicUsize>,
     /// The most reply bytes the server kept at once (`ShmServer::kept_bytes`).
     most_kept: Arc<AtomicUsize>,
+    /// The most bytes of reassembly buffers it kept at once, and the last count
+    /// (`ShmServer::grown_bytes`).
+    most_grown: Arc<AtomicUsize>,
+    grown: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -41,10 +46,13 @@ impl Pulled {
         let stop = Arc::new(AtomicBool::new(false));
         let closed = Arc::new(AtomicUsize::new(0));
         let most_kept = Arc::new(AtomicUsize::new(0));
-        let (st, cl, mk) = (stop.clone(), closed.clone(), most_kept.clone());
+        let (most_grown, grown) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (st, cl, mk, mg, g) = (stop.clone(), closed.clone(), most_kept.clone(), most_grown.clone(), grown.clone());
         let thread = std::thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
                 mk.fetch_max(s.kept_bytes(), Ordering::Relaxed);
+                mg.fetch_max(s.grown_bytes(), Ordering::Relaxed);
+                g.store(s.grown_bytes(), Ordering::SeqCst);
                 match s.serve_next(|_, request, reply| {
                     let _ = reply.send(&[request]);
                 }) {
@@ -56,7 +64,7 @@ impl Pulled {
                 }
             }
         });
-        Pulled { stop, closed, most_kept, thread: Some(thread) }
+        Pulled { stop, closed, most_kept, most_grown, grown, thread: Some(thread) }
     }
 }
 
@@ -193,4 +201,31 @@ fn a_serving_thread_keeps_no_more_than_its_budget() {
     let mut honest = connect(&path);
     let big = large();
     assert!(honest.call(&[&big], soon(Duration::from_secs(5))).unwrap() == big);
+}
+
+#[test]
+fn buffers_grown_for_large_requests_are_kept_within_the_budget() {
+    let dir = Scratch::new("grown");
+    let path = dir.path("s");
+    // Room for one large request's buffer (grown by doubling: ~500 KB for 300 KB), not two.
+    let max_grown = 2 * LARGE;
+    let server = Pulled::start(&path, ShmServerConfig { max_grown, ..ShmServerConfig::default() });
+    let big = large();
+    let mut clients: Vec<_> = (0..4).map(|_| connect(&path)).collect();
+    for round in 0..2 {
+        for c in &mut clients {
+            assert!(c.call(&[&big], soon(Duration::from_secs(5))).unwrap() == big, "round {round}");
+        }
+    }
+    let most = server.most_grown.load(Ordering::Relaxed);
+    assert!(most >= LARGE && most <= max_grown, "kept {most} bytes at once, the budget {max_grown}");
+    // The first client's buffer is kept for its next large request; the others gave theirs
+    // back. When it goes, so does what it kept.
+    assert!(server.grown.load(Ordering::SeqCst) >= LARGE);
+    drop(clients.remove(0));
+    let t = Instant::now();
+    while server.grown.load(Ordering::SeqCst) != 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "{} bytes still counted", server.grown.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

@@ -19,7 +19,7 @@ use lowlat_proto::wire::HeaderView;
 use lowlat_proto::{ErrorCode, Kind, SEALED_HEAD_LEN};
 use lowlat_sys::poll_readable;
 pub(crate) use lowlat_transport::tcp::LengthPrefix;
-use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX};
+use lowlat_transport::tcp::{ConnId, Framing, TcpChannel, TcpEndpoint, TcpEvent, TcpLimits, PREFIX, READ_AHEAD};
 
 use super::{each_peer, serve_received, ClientChannel, FrameHandler, Received, Served, ServerTransport, WakeOn};
 use crate::stats::EndpointStats;
@@ -98,7 +98,7 @@ impl Framing for RecordMarking {
             if self.buffered(out)?.is_some() {
                 return Ok(Some(()));
             }
-            match sock.read(self.records.buffer(64 << 10)) {
+            match sock.read(self.records.buffer(READ_AHEAD)) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),
                 Ok(n) => self.records.filled(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -118,6 +118,14 @@ impl Framing for RecordMarking {
             Ok(None) => Ok(None),
             Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
         }
+    }
+
+    fn held(&self) -> usize {
+        self.records.held().saturating_sub(2 * READ_AHEAD)
+    }
+
+    fn trim(&mut self) {
+        self.records.trim(2 * READ_AHEAD);
     }
 
     fn max_frame(&self) -> usize {
@@ -217,6 +225,7 @@ impl<F: Framing> TcpServer<F> {
             max_per_source: cfg.max_connections_per_source,
             establish_within: Some(cfg.bind_within),
             allow: cfg.allow.clone(),
+            ..TcpLimits::default()
         };
         let group = TcpEndpoint::bind_group(addr, framing, doorbells.len())
             .map_err(|e| Error::io(format!("{uri}: serve"), e))?;

@@ -81,6 +81,7 @@ fn handshake(config: &ShmServerConfig, group: &Group, sock: UnixStream) -> Optio
         last_active: Instant::now(),
         called_since_check: false,
         unsent: Unsent::default(),
+        grown: 0,
         peer,
         sock,
         doorbell,

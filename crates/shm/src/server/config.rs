@@ -51,6 +51,12 @@ pub struct ShmServerConfig {
     /// it is (up to the stall limit), the thread's other connections waiting meanwhile: clients
     /// that ask for large results and leave them unread cannot make the server hold more.
     pub max_kept: usize,
+    /// Bytes of reassembly buffers (grown for requests streamed through a call ring, and kept
+    /// so that the next is assembled without allocating again) one serving thread keeps across
+    /// its connections between requests. Past this a connection gives back what it grew after
+    /// each request: connections that once sent large requests cannot make the server hold
+    /// `max_connections` times the largest.
+    pub max_grown: usize,
 }
 
 impl Default for ShmServerConfig {
@@ -64,6 +70,7 @@ impl Default for ShmServerConfig {
             stall_limit: Duration::from_millis(100),
             max_connections: 4096,
             max_kept: 64 << 20,
+            max_grown: 64 << 20,
         }
     }
 }

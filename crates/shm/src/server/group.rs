@@ -135,6 +135,7 @@ impl ShmServer {
         c.sleeping_flag().store(0, Ordering::SeqCst);
         c.last_active = std::time::Instant::now();
         let peer = c.peer;
+        self.grown += c.grown;
         self.slots[index as usize] = Some(c);
         self.active.push(index);
         // Room, now, for every connection to move between the active and cool lists, so that
@@ -181,6 +182,7 @@ impl ShmServer {
             self.backlogged.swap_remove(pos);
         }
         self.kept -= c.unsent.bytes();
+        self.grown -= c.grown;
         // The client holds the same eventfd file: epoll would keep reporting it after our
         // close, so it must be removed explicitly.
         self.epoll.delete(c.doorbell.as_raw_fd());

@@ -131,6 +131,8 @@ pub(super) struct Connection {
     called_since_check: bool,
     /// Replies its result ring had no room for; its calls wait until they are written.
     unsent: reply::Unsent,
+    /// What its reassembly buffer held when last counted ([`Consumer::held`]).
+    grown: usize,
     peer: PeerCred,
     sock: UnixStream,
     doorbell: sys::EventFd,
@@ -246,6 +248,8 @@ pub struct ShmServer {
     /// as their clients free room, and the bytes kept for them.
     backlogged: Vec<u32>,
     kept: usize,
+    /// What the connections' reassembly buffers hold, as last counted (`Connection::grown`).
+    grown: usize,
 }
 
 impl std::fmt::Debug for ShmServer {
@@ -307,6 +311,7 @@ impl ShmServer {
             next_member: 0,
             backlogged: Vec::new(),
             kept: 0,
+            grown: 0,
         }
     }
 
@@ -336,6 +341,12 @@ impl ShmServer {
     /// them).
     pub fn kept_bytes(&self) -> usize {
         self.kept
+    }
+
+    /// Bytes of reassembly buffers kept between requests, across this server's connections (at
+    /// most [`max_grown`](ShmServerConfig::max_grown)).
+    pub fn grown_bytes(&self) -> usize {
+        self.grown
     }
 
     /// Connections closed so far because their client broke the rings (a hostile or crashed peer).

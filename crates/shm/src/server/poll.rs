@@ -143,7 +143,7 @@ impl ShmServer {
             // No `%`: a division on every poll of a spinning server is measurable.
             let i = if self.next + k >= n { self.next + k - n } else { self.next + k };
             let idx = self.active[i] as usize;
-            let ShmServer { slots, config, spinner, now, backlogged, kept, .. } = &mut *self;
+            let ShmServer { slots, config, spinner, now, backlogged, kept, grown, .. } = &mut *self;
             let Some(b) = slots[idx].as_mut() else {
                 continue;
             };
@@ -154,7 +154,7 @@ impl ShmServer {
                 Ok(false) => {}
                 Ok(true) => {
                     let id = b.id;
-                    let (r, after) = serve_held(b, config, kept, f);
+                    let (r, after) = serve_held(b, config, (kept, grown), f);
                     spinner.observe(b.called(*now));
                     if !b.unsent.is_empty() {
                         backlogged.push(idx as u32);
@@ -293,7 +293,7 @@ impl ShmServer {
                 i += 1; // its calls wait until its replies are out
                 continue;
             }
-            match serve_one(b, handler, &self.config, &mut self.kept) {
+            match serve_one(b, handler, &self.config, (&mut self.kept, &mut self.grown)) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     served += 1;
@@ -450,12 +450,12 @@ fn serve_one(
     b: &mut Connection,
     handler: &mut impl ShmHandler,
     cfg: &ShmServerConfig,
-    kept: &mut usize,
+    held: (&mut usize, &mut usize),
 ) -> Result<bool, ShmError> {
     if !b.calls.poll()? {
         return Ok(false);
     }
-    match serve_held(b, cfg, kept, |id, request, reply| handler.call(id, request, reply)) {
+    match serve_held(b, cfg, held, |id, request, reply| handler.call(id, request, reply)) {
         (_, After::Failed(e)) => Err(e),
         // Handing over is for the pull style (`serve_next`): here the request is just dropped.
         (_, After::Served | After::HandTo(_)) => Ok(true),
@@ -472,12 +472,13 @@ enum After {
 }
 
 /// Hands the request held in `b`'s call ring to `f` with a [`Reply`] into its result ring, then
-/// frees it (unless `f` handed the connection over).
+/// frees it (unless `f` handed the connection over). `(kept, grown)`: the server's bytes of
+/// replies kept and of reassembly buffers, counted here.
 #[inline]
 fn serve_held<R>(
     b: &mut Connection,
     cfg: &ShmServerConfig,
-    kept: &mut usize,
+    (kept, grown): (&mut usize, &mut usize),
     f: impl FnOnce(ConnectionId, &[u8], Reply<'_>) -> R,
 ) -> (R, After) {
     let mut failed = None;
@@ -497,5 +498,16 @@ fn serve_held<R>(
         return (r, After::HandTo(to));
     }
     b.calls.release();
+    if b.calls.held() != b.grown {
+        // Grown for a streamed request: kept for the next one while the server's connections
+        // together are within their limit, else given back.
+        let mut held = b.calls.held();
+        if *grown - b.grown + held > cfg.max_grown {
+            b.calls.trim();
+            held = b.calls.held();
+        }
+        *grown = *grown - b.grown + held;
+        b.grown = held;
+    }
     (r, failed.map_or(After::Served, After::Failed))
 }

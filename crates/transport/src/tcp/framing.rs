@@ -27,6 +27,11 @@ pub trait Framing: Clone + Send + 'static {
     /// socket: for a server whose epoll (level-triggered) reports the socket again when it has
     /// more, so that the frames behind one are taken without a read that finds nothing.
     fn buffered(&mut self, out: &mut Vec<u8>) -> io::Result<Option<()>>;
+    /// Bytes the reader holds beyond a read's worth (its buffer grown for a large frame).
+    fn held(&self) -> usize;
+    /// Gives back what the reader holds beyond a read's worth, unless a frame in progress
+    /// needs it (then nothing is given back; try again after the frame).
+    fn trim(&mut self);
     /// Largest frame read.
     fn max_frame(&self) -> usize;
     /// The header before a fragment of `len` bytes; `last`: the fragment ends its frame.
@@ -37,6 +42,9 @@ pub trait Framing: Clone + Send + 'static {
         usize::MAX
     }
 }
+
+/// Bytes a connection reads at a time; its buffer holds at least this much.
+pub const READ_AHEAD: usize = 64 * 1024;
 
 /// lowlat's framing: each frame after its length (u32, little-endian), frames of at most `max`
 /// bytes.
@@ -79,7 +87,7 @@ impl Framing for LengthPrefix {
             if self.buffered(out)?.is_some() {
                 return Ok(Some(()));
             }
-            // Make room: move the partial frame to the front, grow to hold a whole one.
+            // Make room: move the partial frame to the front, grow towards a whole one.
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
@@ -90,10 +98,14 @@ impl Framing for LengthPrefix {
                 p.copy_from_slice(&self.buf[..PREFIX]);
                 PREFIX + u32::from_le_bytes(p) as usize
             } else {
-                PREFIX + 64 * 1024
+                PREFIX + READ_AHEAD
             };
-            if self.buf.len() < want.max(PREFIX + 64 * 1024) {
-                self.buf.resize(want.max(PREFIX + 64 * 1024), 0);
+            // With what arrives, at most doubling: a prefix claiming megabytes makes us hold no
+            // more than twice what its peer has sent (a 4-byte prefix used to zero the whole
+            // frame), and a large frame still comes in few reads.
+            let len = want.min(self.end + self.end.max(READ_AHEAD)).max(PREFIX + READ_AHEAD);
+            if self.buf.len() < len {
+                self.buf.resize(len, 0);
             }
             match sock.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),
@@ -115,6 +127,17 @@ impl Framing for LengthPrefix {
             self.end = 0;
         }
         Ok(Some(()))
+    }
+
+    fn held(&self) -> usize {
+        self.buf.capacity().saturating_sub(PREFIX + READ_AHEAD)
+    }
+
+    fn trim(&mut self) {
+        if self.end == 0 {
+            self.buf.truncate(PREFIX + READ_AHEAD);
+            self.buf.shrink_to_fit();
+        }
     }
 
     fn max_frame(&self) -> usize {
@@ -170,5 +193,53 @@ pub(super) fn queue_rest(q: &mut Vec<u8>, prefix: &[u8; PREFIX], head: &[u8], bo
         }
         q.extend_from_slice(&p[skip..]);
         skip = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    /// Reads until a frame comes, for at most 10 s.
+    fn read_frame(framing: &mut LengthPrefix, sock: &mut TcpStream, out: &mut Vec<u8>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while framing.next(sock, out).unwrap().is_none() {
+            assert!(Instant::now() < deadline, "no frame");
+            lowlat_sys::wait_readable(&*sock, Some(Duration::from_millis(50))).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_connection_holds_what_its_peer_sent_not_what_it_claimed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut sock, _) = listener.accept().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let max = 16 << 20;
+        let (mut framing, mut out) = (LengthPrefix::new(max), Vec::new());
+        // A prefix claiming the largest frame, and a little of it.
+        peer.write_all(&(max as u32).to_le_bytes()).unwrap();
+        peer.write_all(&[7; 100]).unwrap();
+        lowlat_sys::wait_readable(&sock, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(framing.next(&mut sock, &mut out).unwrap(), None);
+        assert!(framing.buf.capacity() <= 2 * (PREFIX + READ_AHEAD), "holds {} bytes", framing.buf.capacity());
+        // The rest, sent, makes the frame whole; the buffer it took is given back after it.
+        let rest: Vec<u8> = (0..max - 100).map(|i| i as u8).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| peer.write_all(&rest).unwrap());
+            read_frame(&mut framing, &mut sock, &mut out);
+        });
+        assert_eq!(out.len(), max);
+        assert_eq!(&out[..100], &[7; 100][..]);
+        assert_eq!(&out[100..], &rest[..]);
+        assert!(framing.held() >= max - READ_AHEAD);
+        framing.trim();
+        assert_eq!(framing.held(), 0);
+        // Small frames after it go as before.
+        peer.write_all(&[&3u32.to_le_bytes()[..], b"one"].concat()).unwrap();
+        read_frame(&mut framing, &mut sock, &mut out);
+        assert_eq!(out, b"one");
     }
 }

@@ -171,6 +171,7 @@ impl<F: Framing> TcpEndpoint<F> {
         if let Some(t) = conn.establish_by {
             self.next_deadline = Some(self.next_deadline.map_or(t, |n: Instant| n.min(t)));
         }
+        self.grown += conn.grown;
         self.conns[index] = Some(conn);
         if let Some(frame) = frame {
             self.handed_frames.push((index, frame));

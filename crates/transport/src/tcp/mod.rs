@@ -27,7 +27,7 @@ mod group;
 pub mod server;
 
 pub use channel::TcpChannel;
-pub use framing::{Framing, LengthPrefix, PREFIX};
+pub use framing::{Framing, LengthPrefix, PREFIX, READ_AHEAD};
 pub use server::{ConnId, TcpEndpoint, TcpEvent, TcpLimits, TcpStats, LOG_INTERVAL};
 
 #[cfg(test)]
@@ -146,6 +146,10 @@ mod tests {
         fn buffered(&mut self, _: &mut Vec<u8>) -> io::Result<Option<()>> {
             Ok(None)
         }
+        fn held(&self) -> usize {
+            0
+        }
+        fn trim(&mut self) {}
         fn max_frame(&self) -> usize {
             0
         }
@@ -190,6 +194,34 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
     }
 
+    /// Read buffers grown for large frames are kept for the next large frame while the
+    /// endpoint's connections together hold no more than `max_grown`; past it a connection
+    /// gives back what it grew after its frame.
+    #[test]
+    fn buffers_grown_for_large_frames_are_kept_within_the_limit() {
+        let limits = TcpLimits { max_grown: 1 << 20, ..TcpLimits::default() };
+        let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 4 << 20).unwrap().with_limits(limits);
+        let big = vec![3u8; 600 << 10];
+        let mut peers: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(ep.local_addr()).unwrap()).collect();
+        let mut out = Vec::new();
+        for (i, peer) in peers.iter_mut().enumerate() {
+            std::thread::scope(|s| {
+                s.spawn(|| peer.write_all(&length_prefixed(&big)).unwrap());
+                assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Frame(_)));
+            });
+            assert_eq!(out, big);
+            // The first keeps its buffer; the limit then has room for no other.
+            let kept: usize = ep.conns.iter().flatten().map(|c| c.grown).sum();
+            assert_eq!(kept, ep.grown);
+            assert!(ep.grown <= 1 << 20, "{i}: {} bytes kept", ep.grown);
+            assert!(ep.grown >= 500 << 10, "{i}: the first connection's buffer was given back");
+        }
+        // A connection that goes takes what it kept off the count.
+        drop(peers.remove(0));
+        assert!(matches!(next_event(&mut ep, &mut out), TcpEvent::Closed(_)));
+        assert_eq!(ep.grown, 0);
+    }
+
     /// Connections beyond the limits, from outside the allowlist, or not established in time
     /// are closed (the peer reads the end of its stream), counted; the others are served.
     #[test]
@@ -199,6 +231,7 @@ mod tests {
             max_per_source: 2,
             establish_within: Some(Duration::from_millis(300)),
             allow: vec!["127.0.0.0/30".parse().unwrap()],
+            ..TcpLimits::default()
         };
         let mut ep = TcpEndpoint::bind("127.0.0.1:0".parse().unwrap(), 100).unwrap().with_limits(limits);
         let addr = ep.local_addr();

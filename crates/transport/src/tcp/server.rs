@@ -32,6 +32,8 @@ pub(super) struct Conn<F> {
     pub(super) peer: SocketAddr,
     /// When the connection is closed unless its owner has established it by then.
     pub(super) establish_by: Option<Instant>,
+    /// What its reader held beyond a read's worth when last counted ([`Framing::held`]).
+    pub(super) grown: usize,
 }
 
 /// What an endpoint lets strangers hold.
@@ -46,11 +48,23 @@ pub struct TcpLimits {
     pub establish_within: Option<Duration>,
     /// Only connections from these blocks are served (every one, when empty).
     pub allow: Vec<Cidr>,
+    /// Bytes of read buffers, beyond a read's worth each, that one endpoint's connections keep
+    /// between frames (grown for large frames, and kept so that the next large frame is read
+    /// without allocating again). Past this a connection gives back what it grew after each
+    /// frame: connections that once carried large frames cannot make the endpoint hold
+    /// `max_connections` times the largest frame.
+    pub max_grown: usize,
 }
 
 impl Default for TcpLimits {
     fn default() -> Self {
-        TcpLimits { max_connections: 4096, max_per_source: 256, establish_within: None, allow: Vec::new() }
+        TcpLimits {
+            max_connections: 4096,
+            max_per_source: 256,
+            establish_within: None,
+            allow: Vec::new(),
+            max_grown: 64 << 20,
+        }
     }
 }
 
@@ -131,6 +145,8 @@ pub struct TcpEndpoint<F: Framing = LengthPrefix> {
     limits: TcpLimits,
     /// The earliest `establish_by` of a live connection (perhaps one closed since).
     pub(super) next_deadline: Option<Instant>,
+    /// What the connections' readers hold beyond a read's worth each, as last counted.
+    pub(super) grown: usize,
     /// What the endpoint refused and cut off since it was bound.
     pub stats: TcpStats,
     logs: [RateLog; 4],
@@ -185,6 +201,7 @@ impl<F: Framing> TcpEndpoint<F> {
             max_queued: 2 * max_frame + (1 << 20),
             limits: TcpLimits::default(),
             next_deadline: None,
+            grown: 0,
             stats: TcpStats::default(),
             logs: Default::default(),
             group,
@@ -326,6 +343,7 @@ impl<F: Framing> TcpEndpoint<F> {
                         queued: Vec::new(),
                         peer,
                         establish_by,
+                        grown: 0,
                     };
                     self.group.opened(peer.ip());
                     self.place(conn);
@@ -352,6 +370,7 @@ impl<F: Framing> TcpEndpoint<F> {
         self.conn(*id)?;
         let index = id.index as usize;
         let c = self.conns[index].take()?;
+        self.grown -= c.grown;
         self.epoll.delete(c.sock.as_raw_fd());
         if self.cursor == Some(index) {
             self.cursor = None;
@@ -374,6 +393,17 @@ impl<F: Framing> TcpEndpoint<F> {
         let got = if readable { c.reader.next(&mut c.sock, out) } else { c.reader.buffered(out) };
         match got {
             Ok(Some(())) => {
+                if readable && c.reader.held() != c.grown {
+                    // Grown for a large frame: kept for the next one while the endpoint's
+                    // connections together are within their limit, else given back.
+                    let mut held = c.reader.held();
+                    if self.grown - c.grown + held > self.limits.max_grown {
+                        c.reader.trim();
+                        held = c.reader.held();
+                    }
+                    self.grown = self.grown - c.grown + held;
+                    c.grown = held;
+                }
                 self.cursor = Some(index);
                 Some(TcpEvent::Frame(id))
             }

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lowlat_wait::{SpinPolicy, Spinner};
+use lowlat_wait::{spin_until, SpinPolicy, Spinner};
 
 use crate::error::{io_err, ShmError};
 use crate::ring::{record_len, Consumer, Producer, RingError, Wake};
@@ -209,6 +209,7 @@ impl ShmChannel {
         let sock = self.sock.as_raw_fd();
         let results = RefCell::new(&mut self.results);
         let mut polls = 0u32;
+        let mid_message = self.spinner.mid_message_budget();
         let r = self.spinner.wait(
             Some(deadline),
             || {
@@ -223,6 +224,9 @@ impl ShmChannel {
                 Ok(None)
             },
             |left| {
+                if results.borrow().assembling() && spin_until(mid_message, || results.borrow().has_data()) {
+                    return Ok(());
+                }
                 let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
                 let t = Instant::now();
                 results.borrow().block_for_data(slice);
@@ -266,6 +270,10 @@ impl ShmChannel {
     /// reported as [`ShmError::PeerGone`]).
     pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
         self.usable()?;
+        // The rest of a message half read is a copy away: sleeping here cost a wake-up per chunk.
+        if self.results.assembling() && spin_until(self.spinner.mid_message_budget(), || self.results.has_data()) {
+            return Ok(());
+        }
         let slice = timeout.map_or(LIVENESS_SLICE, |t| t.min(LIVENESS_SLICE));
         let t = Instant::now();
         self.results.block_for_data(slice);
@@ -352,7 +360,9 @@ fn check_alive_after(
     Ok(())
 }
 
-/// Waits until `need` bytes are free in `p`'s ring: spin, then sleep on the consumer index.
+/// Waits until `need` bytes are free in `p`'s ring: spin (at least the spinner's mid-message
+/// budget: a ring waited on for space holds the message being streamed), then sleep on the
+/// consumer index.
 pub(crate) fn wait_space(
     p: &mut Producer,
     need: usize,
@@ -362,6 +372,7 @@ pub(crate) fn wait_space(
 ) -> Result<(), ShmError> {
     let p = RefCell::new(p);
     let mut polls = 0u32;
+    let mid_message = spinner.mid_message_budget();
     let r = spinner.wait(
         Some(deadline),
         || {
@@ -375,6 +386,11 @@ pub(crate) fn wait_space(
             Ok(None)
         },
         |left| {
+            // The server is reading the message this streams, a copy away: sleeping here cost
+            // a wake-up per chunk. (An error is left for the next look to report.)
+            if spin_until(mid_message, || p.borrow_mut().has_room(need).unwrap_or(true)) {
+                return Ok(());
+            }
             let slice = left.map_or(LIVENESS_SLICE, |l| l.min(LIVENESS_SLICE));
             let t = Instant::now();
             p.borrow_mut().block_for_space(slice);

@@ -643,6 +643,11 @@ impl Consumer {
         }
     }
 
+    /// Whether part of a streamed message has been read and the rest is still to come.
+    pub fn assembling(&self) -> bool {
+        self.assembling
+    }
+
     /// Bytes of the reassembly buffer (grown for the largest streamed message since the last
     /// [`trim`](Self::trim), kept so that the next is assembled without allocating again).
     pub fn held(&self) -> usize {

@@ -157,6 +157,19 @@ impl Spinner {
         }
     }
 
+    /// How long a wait in the middle of a message streamed through a ring spins before it
+    /// sleeps: the peer is writing or reading the rest right now, a copy of a few microseconds
+    /// away, whatever the waits between calls have taught the adaptive budget (a client whose
+    /// calls each take a millisecond learns to block at once, and a 1 MiB message then slept
+    /// and was woken for each of its chunks, at half the rate of a spinning pair).
+    pub fn mid_message_budget(&self) -> Duration {
+        match self.policy {
+            SpinPolicy::Block => Duration::ZERO,
+            SpinPolicy::Budget(d) => d,
+            SpinPolicy::Forever | SpinPolicy::Adaptive => ADAPTIVE_CAP,
+        }
+    }
+
     /// The spin budget of a wait that has joined the crowd: a caller's adaptive wait in a crowd
     /// spins (yielding) under [`CROWDED_CAP`] instead of [`ADAPTIVE_CAP`].
     #[inline]
@@ -306,6 +319,26 @@ impl Spinner {
     }
 }
 
+/// Spins until `ready` says yes or `budget` passes (the clock read once in 32 polls); returns
+/// whether it said yes.
+pub fn spin_until(budget: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    if budget.is_zero() {
+        return ready();
+    }
+    let end = Instant::now() + budget;
+    let mut polls = 0u32;
+    loop {
+        if ready() {
+            return true;
+        }
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(CLOCK_EVERY) && Instant::now() >= end {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// Polls a spinning wait makes before it reads the clock, and between two reads after that.
 const CLOCK_EVERY: u32 = 32;
 
@@ -425,6 +458,37 @@ mod tests {
         assert_eq!("adaptive".parse::<SpinPolicy>().unwrap(), SpinPolicy::Adaptive);
         let err = "fast".parse::<SpinPolicy>().unwrap_err().to_string();
         assert!(err.contains("fast") && err.contains("adaptive"), "{err}");
+    }
+
+    #[test]
+    fn spinning_until_ready_ends_when_it_is_or_when_the_budget_is_spent() {
+        let mut polls = 0;
+        assert!(spin_until(Duration::from_secs(10), || {
+            polls += 1;
+            polls == 1000
+        }));
+        assert_eq!(polls, 1000);
+        let t = Instant::now();
+        assert!(!spin_until(Duration::from_millis(2), || false));
+        assert!(t.elapsed() >= Duration::from_millis(2));
+        // No budget: one look.
+        let mut looks = 0;
+        assert!(!spin_until(Duration::ZERO, || {
+            looks += 1;
+            false
+        }));
+        assert_eq!(looks, 1);
+        // A mid-message wait spins under every policy but blocking, adaptive ones included
+        // whatever they have learnt.
+        let mut s = Spinner::new(SpinPolicy::Adaptive);
+        for _ in 0..50 {
+            s.observe(Duration::from_millis(2));
+        }
+        assert_eq!(s.budget(), Some(Duration::ZERO));
+        assert_eq!(s.mid_message_budget(), ADAPTIVE_CAP);
+        assert_eq!(Spinner::new(SpinPolicy::Block).mid_message_budget(), Duration::ZERO);
+        let fixed = Duration::from_micros(7);
+        assert_eq!(Spinner::new(SpinPolicy::Budget(fixed)).mid_message_budget(), fixed);
     }
 
     #[test]

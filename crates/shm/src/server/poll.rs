@@ -1,6 +1,7 @@
 //! The poller of connections: one thread spins over the call rings of the active connections, arms
 //! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
 
+use lowlat_wait::spin_until;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -196,6 +197,11 @@ impl ShmServer {
     /// with this makes it return at once instead of sleeping through it.
     pub fn block(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
         self.active.append(&mut self.cool);
+        // A message half streamed, either way: its client is writing or reading the rest now,
+        // a copy away. Sleeping here cost a wake-up on each side for every chunk.
+        if self.streaming() && spin_until(self.spinner.mid_message_budget(), || self.streamed_on()) {
+            return Ok(());
+        }
         while let Some(&idx) = self.active.last() {
             if let Some(b) = self.slots[idx as usize].as_mut() {
                 b.sleeping_flag().store(1, Ordering::SeqCst);
@@ -220,6 +226,28 @@ impl ShmServer {
         self.now = Instant::now();
         self.last_event_check = self.now;
         r
+    }
+
+    /// Whether a request is half read or a reply half written (`block` has put every polled
+    /// connection in `active`).
+    fn streaming(&self) -> bool {
+        !self.backlogged.is_empty()
+            || self.active.iter().any(|&i| self.slots[i as usize].as_ref().is_some_and(|b| b.calls.assembling()))
+    }
+
+    /// Whether a stream moved on: more of a request came, or a client freed room for a reply
+    /// waiting to be written.
+    fn streamed_on(&mut self) -> bool {
+        let ShmServer { slots, active, backlogged, .. } = self;
+        let more = |i: &u32| {
+            slots[*i as usize]
+                .as_ref()
+                .is_some_and(|b| b.calls.assembling() && b.unsent.is_empty() && b.calls.has_data())
+        };
+        if active.iter().any(more) {
+            return true;
+        }
+        backlogged.iter().any(|&i| slots[i as usize].as_mut().is_some_and(|b| b.unsent.has_room(&mut b.results)))
     }
 
     fn close_quietly(&mut self, index: u32, why: ShmError) {

@@ -201,6 +201,12 @@ impl Unsent {
         Ok(None)
     }
 
+    /// Whether the result ring has room for the first reply waiting (or failed: `flush` will
+    /// say).
+    pub fn has_room(&self, results: &mut Producer) -> bool {
+        results.has_room(self.waits_for).unwrap_or(true)
+    }
+
     /// Asks the client to ring the connection's doorbell when it frees room for the first,
     /// before the server sleeps; returns when the stall limit falls for them, or `None` if the
     /// ring has room now (or failed: `flush` will say), when there is no sleeping.

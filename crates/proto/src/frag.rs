@@ -40,6 +40,15 @@ pub enum FragError {
         /// The total the first fragment gave.
         expected: u32,
     },
+    /// The fragment lies beyond the window above the first one missing: no honest sender sends
+    /// it before that one is acknowledged.
+    #[error("fragment {index} lies beyond the window, which ends before fragment {window_end}")]
+    BeyondWindow {
+        /// The fragment's index in the message.
+        index: u32,
+        /// The first index past the window.
+        window_end: u32,
+    },
 }
 
 fn nfrags(total: u32, frag_size: u32) -> u32 {
@@ -255,26 +264,32 @@ impl FragSender {
     }
 }
 
-/// The receiving side of one message.
+/// The receiving side of one message. Its buffer grows with the fragments that arrive, never
+/// past the sender's window above the first one missing: a first fragment claiming a message
+/// of megabytes makes it hold one window's worth, not the message (it once zeroed the whole
+/// claimed length at once: one datagram of a bound session made the server commit 4 MiB).
 #[derive(Clone, Debug, Default)]
 pub struct FragReceiver {
     buf: Vec<u8>,
     total: u32,
     frag_size: u32,
     n: u32,
+    /// Fragments the sender may have in flight (as [`FragSender`]'s window).
+    window: u32,
     got: Vec<u64>,
     got_count: u32,
     cum: u32,
 }
 
 impl FragReceiver {
-    /// Prepares to receive a message of `total` bytes (the caller has checked it is allowed).
-    pub fn reset(&mut self, total: u32, frag_size: u32) {
+    /// Prepares to receive a message of `total` bytes (the caller has checked it is allowed)
+    /// from a sender whose window is `window` fragments.
+    pub fn reset(&mut self, total: u32, frag_size: u32, window: u32) {
         self.total = total;
         self.frag_size = frag_size.max(1);
         self.n = nfrags(total, self.frag_size);
+        self.window = window.max(2);
         self.buf.clear();
-        self.buf.resize(total as usize, 0);
         reset_bits(&mut self.got, self.n);
         self.got_count = 0;
         self.cum = 0;
@@ -292,6 +307,12 @@ impl FragReceiver {
         if i >= self.n {
             return Err(FragError::BadLength { offset, len: data.len(), expected: 0 });
         }
+        // The sender sends fragment i only once those below i - window are acknowledged, so
+        // received: the first we miss is never more than a window below it.
+        let window_end = self.cum.saturating_add(self.window);
+        if i >= window_end {
+            return Err(FragError::BeyondWindow { index: i, window_end });
+        }
         let start = offset as usize;
         let expected = (self.total as usize - start).min(self.frag_size as usize);
         if data.len() != expected {
@@ -299,6 +320,9 @@ impl FragReceiver {
         }
         if !set_bit(&mut self.got, i) {
             return Ok(false);
+        }
+        if self.buf.len() < start + expected {
+            self.buf.resize(start + expected, 0);
         }
         self.buf[start..start + expected].copy_from_slice(data);
         self.got_count += 1;
@@ -333,7 +357,8 @@ impl FragReceiver {
         (self.cum, bitmap)
     }
 
-    /// The message's bytes (whole once [`is_complete`](Self::is_complete); gaps are zeros).
+    /// The message's bytes (whole once [`is_complete`](Self::is_complete); before, up to the
+    /// furthest fragment received, gaps as zeros).
     pub fn message(&self) -> &[u8] {
         &self.buf
     }
@@ -376,7 +401,7 @@ mod tests {
         let mut tx = FragSender::default();
         let mut rx = FragReceiver::default();
         tx.reset(total, frag, window);
-        rx.reset(total, frag);
+        rx.reset(total, frag, window);
         let mut sends = 0u32;
         let mut queue: Vec<(u32, bool)> = Vec::new();
         tx.send_new(|i, r| queue.push((i, r)));
@@ -440,7 +465,7 @@ mod tests {
     #[test]
     fn receiver_refuses_malformed_fragments() {
         let mut rx = FragReceiver::default();
-        rx.reset(250, 100);
+        rx.reset(250, 100, 8);
         assert!(matches!(rx.accept(250, 50, &[0; 100]), Err(FragError::Misaligned { .. })));
         assert!(matches!(rx.accept(250, 200, &[0; 100]), Err(FragError::BadLength { expected: 50, .. })));
         assert!(matches!(rx.accept(250, 300, &[0; 10]), Err(FragError::BadLength { .. })));
@@ -450,5 +475,30 @@ mod tests {
         assert_eq!(rx.ack_state(), (1, 0));
         rx.accept(250, 200, &[2; 50]).unwrap();
         assert_eq!(rx.ack_state(), (1, 0b10));
+    }
+
+    #[test]
+    fn a_receiver_holds_what_came_within_the_window_not_what_was_claimed() {
+        let (frag, window) = (1000u32, 16u32);
+        let mut rx = FragReceiver::default();
+        rx.reset(4 << 20, frag, window);
+        // The last fragment alone, as no honest sender sends it first: refused, nothing held.
+        let last = (4 << 20) / frag * frag;
+        let tail = vec![9u8; ((4 << 20) - last) as usize];
+        assert_eq!(
+            rx.accept(4 << 20, last, &tail),
+            Err(FragError::BeyondWindow { index: last / frag, window_end: 16 })
+        );
+        assert!(rx.buf.capacity() < 64 << 10, "holds {}", rx.buf.capacity());
+        // The window's last fragment is taken: what is held is at most a window.
+        assert_eq!(rx.accept(4 << 20, 15 * frag, &[1; 1000]), Ok(true));
+        assert!(rx.message().len() <= (window * frag) as usize);
+        assert_eq!(rx.ack_state(), (0, 1 << 15));
+        // The window moves with the first missing fragment.
+        assert!(rx.accept(4 << 20, 16 * frag, &[2; 1000]).is_err());
+        assert_eq!(rx.accept(4 << 20, 0, &[3; 1000]), Ok(true));
+        assert_eq!(rx.accept(4 << 20, 16 * frag, &[2; 1000]), Ok(true));
+        assert_eq!(&rx.message()[..1000], &[3; 1000][..]);
+        assert_eq!(&rx.message()[15_000..17_000], &[[1u8; 1000], [2u8; 1000]].concat()[..]);
     }
 }

@@ -1,7 +1,8 @@
 //! A reliable session (shared memory, TCP) between a client slot and a server engine, frames
 //! handed over directly: the one-frame fast paths, the client's (`take_whole_result`) and the
 //! server's (`take_whole_call`), must accept exactly the results and calls the other side sends
-//! whole, and leave every other frame to `handle`, which still serves it.
+//! whole, and leave every other frame to `handle`, which still serves it. And over datagrams,
+//! what a call's first fragment claims commits no memory its sender has not sent.
 
 use std::time::{Duration, Instant};
 
@@ -386,4 +387,32 @@ fn an_unreliable_session_never_takes_the_call_fast_path() {
     let mut out = |_: &u8, _: &[u8], _: &[u8]| {};
     let call = server.handle(PEER, &calls[0], Instant::now, &mut out).expect("handle runs it");
     assert_eq!(call.args, b"arguments");
+}
+
+/// A fragment of a call claiming 1 MiB makes the server hold what came, within the sender's
+/// window, not the claimed length (which it once zeroed at the first fragment: a datagram per
+/// slot of a bound session committed 4 MiB each); a fragment from beyond the window is refused.
+#[test]
+fn a_call_fragment_commits_no_more_than_the_window() {
+    let (mut server, mut slot) = bound(false);
+    let calls = call_frames(&mut slot, &vec![7u8; 1 << 20]);
+    // The window's fragments go out at once, and no more.
+    assert!((2..=8).contains(&calls.len()), "{}", calls.len());
+    let mut out = |_: &u8, _: &[u8], _: &[u8]| {};
+    assert!(server.handle(PEER, &calls[0], Instant::now, &mut out).is_none());
+    let frag = calls[0].len() - HEADER_LEN;
+    let held = server.buffered_bytes();
+    assert!(held <= 8 * frag, "holds {held} bytes after one fragment");
+    // Its second fragment, moved far beyond the window: refused, nothing more held.
+    let (mut h, body) = Header::parse(&calls[1]).unwrap();
+    h.offset = 600 * frag as u32;
+    let malformed = server.stats.malformed;
+    assert!(server.handle(PEER, &frame(&h.to_bytes(), body), Instant::now, &mut out).is_none());
+    assert_eq!(server.stats.malformed, malformed + 1);
+    assert_eq!(server.buffered_bytes(), held);
+    // The honest rest still makes the call whole.
+    for f in &calls[1..] {
+        assert!(server.handle(PEER, f, Instant::now, &mut out).is_none());
+    }
+    assert!(server.buffered_bytes() <= 8 * frag);
 }

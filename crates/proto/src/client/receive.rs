@@ -160,7 +160,7 @@ impl SlotState {
             return None;
         }
         if !self.rx_started {
-            self.rx.reset(h.total_len, self.session.frag_size());
+            self.rx.reset(h.total_len, self.session.frag_size(), u32::from(self.session.window));
             self.rx_started = true;
         }
         if self.rx.accept(h.total_len, h.offset, body).is_err() {

@@ -388,7 +388,7 @@ impl<A> Slot<A> {
                 // The fast path: a single-frame call runs where it lies.
                 return Some(self.run(terms, h.slot, h.proc_or_code, Some(body)));
             }
-            self.rx.reset(h.total_len, terms.frag_size);
+            self.rx.reset(h.total_len, terms.frag_size, u32::from(terms.window));
             self.phase = Phase::Receiving;
         } else if h.call_no != self.call_no {
             stats.stale += 1;

@@ -1,11 +1,12 @@
 //! The poller of connections: one thread spins over the call rings of the active connections, arms
 //! the idle ones and sleeps in epoll when all are armed (see the module above for the policy).
 
-use lowlat_wait::spin_until;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use lowlat_wait::spin_until;
 
 use super::group::TAG_INBOX;
 use super::reply::send_reply;

@@ -393,7 +393,10 @@ impl<F: Framing> TcpEndpoint<F> {
         let got = if readable { c.reader.next(&mut c.sock, out) } else { c.reader.buffered(out) };
         match got {
             Ok(Some(())) => {
-                if readable && c.reader.held() != c.grown {
+                // Over the limit, a connection holding more than a read's worth gives it back at
+                // its next frame that leaves nothing partial (`trim` keeps a frame in progress).
+                let over = self.grown > self.limits.max_grown && c.grown > 0;
+                if over || readable && c.reader.held() != c.grown {
                     // Grown for a large frame: kept for the next one while the endpoint's
                     // connections together are within their limit, else given back.
                     let mut held = c.reader.held();

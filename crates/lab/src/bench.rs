@@ -361,7 +361,7 @@ fn keep_in_flight(
         if made < calls && !set.is_full() {
             let at = Instant::now();
             while made < calls && !set.is_full() {
-                let place = set.push(client.call_async(proc_no, arg, size)).ok().expect("a free place");
+                let place = set.push_with(|| client.call_async(proc_no, arg, size)).expect("a free place");
                 made_at[place] = at;
                 made += 1;
             }

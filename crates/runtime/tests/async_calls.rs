@@ -183,24 +183,35 @@ fn blocking_code_keeps_many_calls_in_flight() {
         }
         assert!(took < Duration::from_millis(600), "{uri}: 8 calls of 100 ms took {took:?}: they did not overlap");
 
-        // A window of 4 kept full over 40 calls: every answer reported once, at its place.
+        // A window of 4 kept full over 40 calls, added in turn by `push` and `push_with`: every
+        // answer reported once, at its place.
         let mut set = lowlat::InFlight::new(4);
         let mut at_place = [0u32; 4];
         let (mut made, mut answered) = (0u32, Vec::new());
+        let echo = |n: u32| {
+            c.call_async(
+                ECHO,
+                move |out| {
+                    out.extend_from_slice(&n.to_le_bytes());
+                    Ok::<_, lowlat::DecodeError>(())
+                },
+                |r| Ok(r.to_vec()),
+            )
+        };
         while answered.len() < 40 {
             while made < 40 && !set.is_full() {
                 let n = made;
-                let call = c.call_async(
-                    ECHO,
-                    move |out| {
-                        out.extend_from_slice(&n.to_le_bytes());
-                        Ok::<_, lowlat::DecodeError>(())
-                    },
-                    |r| Ok(r.to_vec()),
-                );
-                let place = set.push(call).ok().expect("a free place");
+                let place = if n % 2 == 0 {
+                    set.push(echo(n)).ok().expect("a free place")
+                } else {
+                    set.push_with(|| echo(n)).expect("a free place")
+                };
                 at_place[place] = n;
                 made += 1;
+            }
+            // A full set makes no call.
+            if set.is_full() {
+                assert!(set.push_with(|| panic!("{uri}: a call made for a full set")).is_none());
             }
             let done = set.wait(Some(Duration::from_secs(10)), |place, r| {
                 let r = r.unwrap_or_else(|e| panic!("{uri}: {e}"));
